@@ -1,0 +1,98 @@
+//! The actor system: a supervisor that keeps the world and fans changes
+//! out, one actor per GPUClaim and one per GPUClass.
+
+mod claim;
+mod class;
+mod exec;
+mod journal;
+mod supervisor;
+
+pub use claim::{ClaimActor, ClaimTrace};
+pub use class::ClassActor;
+pub use journal::{Decision, DecisionLog};
+pub use supervisor::{ConfigChanged, GetClaimTrace, Stats, StatsQuery, Supervisor, WorldEvent};
+
+use crate::ports::{Clock, Reader, Writer};
+use crate::world::World;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// What every actor shares: the world, the ports and the activity counters.
+pub struct Env {
+    pub world: Arc<World>,
+    pub writer: Arc<dyn Writer>,
+    pub reader: Arc<dyn Reader>,
+    pub clock: Arc<dyn Clock>,
+    pub activity: Activity,
+    /// When the actor system started: decisions are stamped relative to it.
+    pub started: tokio::time::Instant,
+}
+
+impl Env {
+    pub fn new(
+        world: Arc<World>,
+        writer: Arc<dyn Writer>,
+        reader: Arc<dyn Reader>,
+        clock: Arc<dyn Clock>,
+    ) -> Arc<Self> {
+        let started = clock.now();
+        Arc::new(Self {
+            world,
+            writer,
+            reader,
+            clock,
+            activity: Activity::default(),
+            started,
+        })
+    }
+}
+
+/// Counters that tell when the system has settled: every handled message
+/// and finished I/O bumps `ticks`; `in_flight` counts I/O under way.
+#[derive(Default)]
+pub struct Activity {
+    ticks: AtomicU64,
+    in_flight: AtomicI64,
+    writes: AtomicU64,
+}
+
+impl Activity {
+    pub fn tick(&self) {
+        self.ticks.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn ticks(&self) -> u64 {
+        self.ticks.load(Ordering::Relaxed)
+    }
+    pub fn begin_io(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn end_io(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.tick();
+    }
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+    pub fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+}
+
+/// Exponential backoff for failed I/O: a conflict re-reads at once; other
+/// errors wait 200ms, doubling to 5 minutes.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Backoff(u32);
+
+impl Backoff {
+    pub fn next(&mut self) -> std::time::Duration {
+        let d = std::time::Duration::from_millis(200) * 2u32.saturating_pow(self.0.min(11));
+        self.0 += 1;
+        d.min(std::time::Duration::from_secs(300))
+    }
+    pub fn reset(&mut self) {
+        self.0 = 0;
+    }
+}

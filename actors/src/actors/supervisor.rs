@@ -1,0 +1,510 @@
+//! The supervisor: applies world changes to the cache and fans each out,
+//! through the indexes, to exactly the claim and class actors it concerns.
+//! No actor decides anything until every watched kind has synced once, so
+//! no rule ever acts on a half-listed world.
+
+use super::Env;
+use super::claim::{ClaimActor, ClaimTrace, GetTrace, Poke};
+use super::class::{ClassActor, PokeClass, Released};
+use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, is_deleting};
+use crate::config::Config;
+use crate::ports::{Kind, Obj};
+use crate::world::key;
+use actix::prelude::*;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// A change a watch saw.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub enum WorldEvent {
+    Apply(Obj),
+    Delete(Obj),
+    /// A watch listed (or relisted) a kind: these are all its objects now.
+    Relisted(Kind, Vec<Obj>),
+    /// An object that could not be read; the cached version (if any) stays.
+    Unreadable {
+        kind: Kind,
+        name: String,
+        error: String,
+    },
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConfigChanged(pub Config);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct ClaimReleased {
+    pub class: String,
+    pub key: String,
+    pub uid: String,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) enum ActorStopped {
+    Claim { key: String, generation: u64 },
+    Class { name: String, generation: u64 },
+}
+
+#[derive(Message)]
+#[rtype(result = "Option<ClaimTrace>")]
+pub struct GetClaimTrace(pub String);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    pub claims: usize,
+    pub claim_actors: usize,
+    pub class_actors: usize,
+    pub synced: bool,
+}
+
+#[derive(Message)]
+#[rtype(result = "Stats")]
+pub struct StatsQuery;
+
+pub struct Supervisor {
+    env: Arc<Env>,
+    claims: HashMap<String, (u64, Addr<ClaimActor>)>,
+    classes: HashMap<String, (u64, Addr<ClassActor>)>,
+    generation: u64,
+    /// Kinds whose watch has listed once.
+    synced: HashSet<Kind>,
+    expected: Vec<Kind>,
+    ready: bool,
+}
+
+impl Supervisor {
+    pub fn new(env: Arc<Env>) -> Self {
+        let expected = if env.world.config().kubevirt.enabled {
+            Kind::ALL.to_vec()
+        } else {
+            vec![Kind::Class, Kind::Claim, Kind::Record, Kind::Node]
+        };
+        Self {
+            env,
+            claims: HashMap::new(),
+            classes: HashMap::new(),
+            generation: 0,
+            synced: HashSet::new(),
+            expected,
+            ready: false,
+        }
+    }
+
+    /// The kinds this supervisor needs watched (no VMIs or pods without KubeVirt).
+    pub fn watched_kinds(config: &Config) -> Vec<Kind> {
+        if config.kubevirt.enabled {
+            Kind::ALL.to_vec()
+        } else {
+            vec![Kind::Class, Kind::Claim, Kind::Record, Kind::Node]
+        }
+    }
+
+    fn poke_claim(&mut self, k: &str, ctx: &mut Context<Self>) {
+        if !self.ready {
+            return;
+        }
+        if let Some((_, a)) = self.claims.get(k) {
+            return a.do_send(Poke);
+        }
+        if self.env.world.claims.contains_key(k) {
+            self.generation += 1;
+            let a = ClaimActor::new(
+                k.to_string(),
+                self.generation,
+                self.env.clone(),
+                ctx.address(),
+            )
+            .start();
+            a.do_send(Poke);
+            self.claims.insert(k.to_string(), (self.generation, a));
+        }
+    }
+
+    fn class_actor(&mut self, name: &str, ctx: &mut Context<Self>) -> Option<Addr<ClassActor>> {
+        if let Some((_, a)) = self.classes.get(name) {
+            return Some(a.clone());
+        }
+        if !self.env.world.classes.contains_key(name) {
+            return None;
+        }
+        self.generation += 1;
+        let a = ClassActor::new(
+            name.to_string(),
+            self.generation,
+            self.env.clone(),
+            ctx.address(),
+        )
+        .start();
+        self.classes
+            .insert(name.to_string(), (self.generation, a.clone()));
+        Some(a)
+    }
+
+    fn poke_class(&mut self, name: &str, nodes_changed: bool, ctx: &mut Context<Self>) {
+        if self.ready {
+            if let Some(a) = self.class_actor(name, ctx) {
+                a.do_send(PokeClass { nodes_changed });
+            }
+        }
+    }
+
+    fn poke_all(&mut self, ctx: &mut Context<Self>) {
+        let claims: Vec<String> = self
+            .env
+            .world
+            .claims
+            .iter()
+            .map(|e| e.key().clone())
+            .collect();
+        for k in claims {
+            self.poke_claim(&k, ctx);
+        }
+        let classes: Vec<String> = self
+            .env
+            .world
+            .classes
+            .iter()
+            .map(|e| e.key().clone())
+            .collect();
+        for c in classes {
+            self.poke_class(&c, true, ctx);
+        }
+    }
+
+    fn on_event(&mut self, obj: Obj, deleted: bool, ctx: &mut Context<Self>) {
+        match obj {
+            Obj::Claim(c) => self.on_claim(c, deleted, ctx),
+            Obj::Class(c) => self.on_class(c, deleted, ctx),
+            Obj::Record(r) => self.on_record(r, deleted, ctx),
+            Obj::Vmi(v) => self.on_vmi(v, deleted, ctx),
+            Obj::Pod(p) => self.on_pod(p, deleted, ctx),
+            Obj::Node(n) => self.on_node(n, deleted, ctx),
+        }
+    }
+
+    fn on_claim(&mut self, c: GPUClaim, deleted: bool, ctx: &mut Context<Self>) {
+        let Some(k) = namespaced_key(&c.metadata) else {
+            return;
+        };
+        let rv = c.metadata.resource_version.clone();
+        let change = self
+            .env
+            .world
+            .put_claim(&k, (!deleted).then(|| Arc::new(c)));
+        let same = !deleted
+            && change
+                .old
+                .as_ref()
+                .is_some_and(|o| o.metadata.resource_version == rv);
+        if !same {
+            self.poke_claim(&k, ctx);
+        }
+        for class in change.usage_changed {
+            self.poke_class(&class, false, ctx);
+        }
+    }
+
+    fn on_class(&mut self, c: GPUClass, deleted: bool, ctx: &mut Context<Self>) {
+        let Some(name) = c.metadata.name.clone() else {
+            return;
+        };
+        let resource = c.spec.resource_name.clone();
+        let old = self
+            .env
+            .world
+            .put_class(&name, (!deleted).then(|| Arc::new(c)));
+        self.poke_class(&name, false, ctx);
+        // L4 asks whether the class's resource is covered by a node's lost set.
+        if deleted
+            || old
+                .as_ref()
+                .is_none_or(|o| o.spec.resource_name != resource)
+        {
+            for k in self.env.world.claims_of_class(&name) {
+                self.poke_claim(&k, ctx);
+            }
+        }
+    }
+
+    fn on_record(&mut self, r: GPUAllocation, deleted: bool, ctx: &mut Context<Self>) {
+        let Some(k) = namespaced_key(&r.metadata) else {
+            return;
+        };
+        let w = self.env.world.clone();
+        let old = w.record(&k);
+        let places: BTreeSet<(String, String)> = old
+            .iter()
+            .map(|o| &o.spec)
+            .chain(std::iter::once(&r.spec))
+            .map(|s| (s.node_name.clone(), s.resource_name.clone()))
+            .collect();
+        let before: Vec<bool> = places
+            .iter()
+            .map(|(n, res)| w.lost_covers(n, res))
+            .collect();
+        w.put_record(&k, (!deleted).then(|| Arc::new(r)));
+        for ((node, res), was) in places.iter().zip(before) {
+            if w.lost_covers(node, res) != was {
+                for c in w.claims_on_node(node) {
+                    self.poke_claim(&c, ctx);
+                }
+            }
+        }
+    }
+
+    fn on_vmi(&mut self, v: Vmi, deleted: bool, ctx: &mut Context<Self>) {
+        let Some(k) = namespaced_key(&v.metadata) else {
+            return;
+        };
+        let facts = |v: &Vmi| (v.uid().to_string(), v.is_final(), is_deleting(&v.metadata));
+        let new_facts = (!deleted).then(|| facts(&v));
+        let old = self.env.world.put_vmi(&k, (!deleted).then(|| Arc::new(v)));
+        if old.as_deref().map(facts) != new_facts {
+            for c in self.env.world.claims_of_vmi(&k) {
+                self.poke_claim(&c, ctx);
+            }
+        }
+    }
+
+    fn on_pod(&mut self, p: Pod, deleted: bool, ctx: &mut Context<Self>) {
+        let Some(k) = namespaced_key(&p.metadata) else {
+            return;
+        };
+        let new = if deleted {
+            None
+        } else {
+            LauncherPod::from_pod(&p).map(Arc::new)
+        };
+        let old = self.env.world.put_pod(&k, new.clone());
+        let facts = |p: &LauncherPod| {
+            (
+                p.vmi.clone(),
+                p.gated,
+                p.pinned.clone(),
+                p.node_name.clone(),
+            )
+        };
+        if old.as_deref().map(facts) == new.as_deref().map(facts) {
+            return;
+        }
+        let vmis: BTreeSet<String> = old
+            .iter()
+            .chain(new.iter())
+            .map(|p| key(&p.namespace, &p.vmi))
+            .collect();
+        for v in vmis {
+            for c in self.env.world.claims_of_vmi(&v) {
+                self.poke_claim(&c, ctx);
+            }
+        }
+    }
+
+    fn on_node(&mut self, n: Node, deleted: bool, ctx: &mut Context<Self>) {
+        let Some(facts) = NodeFacts::from_node(&n) else {
+            return;
+        };
+        let name = facts.name.clone();
+        let new = (!deleted).then(|| Arc::new(facts));
+        let old = self.env.world.put_node(&name, new.clone());
+        if old == new {
+            return; // a heartbeat: nothing any rule reads changed
+        }
+        for c in self.env.world.claims_on_node(&name) {
+            self.poke_claim(&c, ctx);
+        }
+        let classes: Vec<String> = self.classes.keys().cloned().collect();
+        for c in classes {
+            self.poke_class(&c, true, ctx);
+        }
+    }
+
+    fn relisted(&mut self, kind: Kind, objs: Vec<Obj>, ctx: &mut Context<Self>) {
+        let keep: HashSet<String> = objs
+            .iter()
+            .filter_map(|o| object_key(kind, o.meta()))
+            .collect();
+        let w = self.env.world.clone();
+        let gone: Vec<Obj> = match kind {
+            Kind::Claim => stale(&w.claims, &keep, |c| Obj::Claim(GPUClaim::clone(c))),
+            Kind::Class => stale(&w.classes, &keep, |c| Obj::Class(GPUClass::clone(c))),
+            Kind::Record => stale(&w.records, &keep, |r| Obj::Record(GPUAllocation::clone(r))),
+            Kind::Vmi => stale(&w.vmis, &keep, |v| Obj::Vmi(Vmi::clone(v))),
+            Kind::Pod => stale_pods(&w, &keep),
+            Kind::Node => stale(&w.nodes, &keep, |n| Obj::Node(node_named(&n.name))),
+        };
+        for o in gone {
+            self.on_event(o, true, ctx);
+        }
+        for o in objs {
+            self.on_event(o, false, ctx);
+        }
+        self.synced.insert(kind);
+        if !self.ready && self.expected.iter().all(|k| self.synced.contains(k)) {
+            self.ready = true;
+            tracing::info!(
+                claims = w.claims.len(),
+                classes = w.classes.len(),
+                "caches synced; deciding"
+            );
+            self.poke_all(ctx);
+        }
+    }
+}
+
+fn namespaced_key(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<String> {
+    Some(key(m.namespace.as_deref()?, m.name.as_deref()?))
+}
+
+fn object_key(
+    kind: Kind,
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<String> {
+    if kind.namespaced() {
+        namespaced_key(m)
+    } else {
+        m.name.clone()
+    }
+}
+
+fn stale<T>(
+    map: &dashmap::DashMap<String, Arc<T>>,
+    keep: &HashSet<String>,
+    f: impl Fn(&T) -> Obj,
+) -> Vec<Obj> {
+    map.iter()
+        .filter(|e| !keep.contains(e.key()))
+        .map(|e| f(e.value()))
+        .collect()
+}
+
+fn stale_pods(w: &crate::world::World, keep: &HashSet<String>) -> Vec<Obj> {
+    w.pods
+        .iter()
+        .filter(|e| !keep.contains(e.key()))
+        .map(|e| {
+            let mut p = Pod::default();
+            p.metadata.namespace = Some(e.namespace.clone());
+            p.metadata.name = Some(e.name.clone());
+            Obj::Pod(p)
+        })
+        .collect()
+}
+
+fn node_named(name: &str) -> Node {
+    let mut n = Node::default();
+    n.metadata.name = Some(name.to_string());
+    n
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Watch events arrive in bursts; a large mailbox keeps senders that
+        // await (`send`) from stalling on every event.
+        ctx.set_mailbox_capacity(4096);
+    }
+}
+
+impl Handler<WorldEvent> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, ev: WorldEvent, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        match ev {
+            WorldEvent::Apply(o) => self.on_event(o, false, ctx),
+            WorldEvent::Delete(o) => self.on_event(o, true, ctx),
+            WorldEvent::Relisted(kind, objs) => self.relisted(kind, objs, ctx),
+            WorldEvent::Unreadable { kind, name, error } => {
+                tracing::warn!(kind = kind.name(), object = %name, %error, "ignoring an object that cannot be read; its cached version stays");
+            }
+        }
+    }
+}
+
+impl Handler<ConfigChanged> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, ConfigChanged(mut new): ConfigChanged, _: &mut Context<Self>) {
+        self.env.activity.tick();
+        let old = self.env.world.config();
+        for field in old.restart_only_changes(&new) {
+            tracing::warn!(field, "changes only on restart; the running value stays");
+        }
+        new.kubevirt = old.kubevirt.clone();
+        self.env.world.set_config(new);
+        // Grace timers and trace switches follow the new config.
+        for (_, a) in self.claims.values() {
+            a.do_send(Poke);
+        }
+    }
+}
+
+impl Handler<ClaimReleased> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ClaimReleased, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        if let Some(a) = self.class_actor(&msg.class, ctx) {
+            a.do_send(Released {
+                key: msg.key,
+                uid: msg.uid,
+            });
+        }
+    }
+}
+
+impl Handler<ActorStopped> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ActorStopped, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        match msg {
+            ActorStopped::Claim { key, generation } => {
+                if self.claims.get(&key).is_some_and(|(g, _)| *g == generation) {
+                    self.claims.remove(&key);
+                    // Recreated while the old actor was stopping: a new actor takes it.
+                    self.poke_claim(&key, ctx);
+                }
+            }
+            ActorStopped::Class { name, generation } => {
+                if self
+                    .classes
+                    .get(&name)
+                    .is_some_and(|(g, _)| *g == generation)
+                {
+                    self.classes.remove(&name);
+                    self.poke_class(&name, true, ctx);
+                }
+            }
+        }
+    }
+}
+
+impl Handler<GetClaimTrace> for Supervisor {
+    type Result = ResponseFuture<Option<ClaimTrace>>;
+    fn handle(&mut self, GetClaimTrace(key): GetClaimTrace, _: &mut Context<Self>) -> Self::Result {
+        let addr = self.claims.get(&key).map(|(_, a)| a.clone());
+        Box::pin(async move {
+            match addr {
+                Some(a) => a.send(GetTrace).await.ok(),
+                None => None,
+            }
+        })
+    }
+}
+
+impl Handler<StatsQuery> for Supervisor {
+    type Result = MessageResult<StatsQuery>;
+    fn handle(&mut self, _: StatsQuery, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(Stats {
+            claims: self.env.world.claims.len(),
+            claim_actors: self.claims.len(),
+            class_actors: self.classes.len(),
+            synced: self.ready,
+        })
+    }
+}

@@ -1,0 +1,64 @@
+//! The objects gpu-claims owns (GPUClass, GPUClaim, GPUAllocation) and the
+//! slices of foreign objects it reads (VMIs, launcher pods, nodes).
+//!
+//! They live in the actors crate because the rules decide on them and the
+//! operator crate serializes them: both reach them here without a cycle.
+
+mod allocation;
+mod claim;
+mod class;
+mod conditions;
+mod names;
+mod node;
+pub mod pod;
+mod vmi;
+
+pub use allocation::{GPUAllocation, GPUAllocationSpec};
+pub use claim::{AttachedTo, ClaimPhase, GPUClaim, GPUClaimSpec, GPUClaimStatus};
+pub use class::{GPUClass, GPUClassSpec, GPUClassStatus};
+pub use conditions::{condition_is_true, remove_condition, set_condition, true_condition_types};
+pub use names::*;
+pub use node::NodeFacts;
+pub use pod::LauncherPod;
+pub use vmi::{GpuRequest, Vmi, VmiPhase, VmiStatus};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The VMI UID of a claim's ownerReference of kind VirtualMachineInstance
+/// (`kubevirt.io/v1`), if any: the seed's `vmiOwner`.
+pub fn vmi_owner(meta: &ObjectMeta) -> Option<(&str, &str)> {
+    meta.owner_references.as_ref()?.iter().find_map(|r| {
+        (r.kind == VMI_KIND && r.api_version == VMI_API_VERSION)
+            .then_some((r.name.as_str(), r.uid.as_str()))
+    })
+}
+
+/// True when the object carries `finalizer`.
+pub fn has_finalizer(meta: &ObjectMeta, finalizer: &str) -> bool {
+    meta.finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+/// True when the object has a deletionTimestamp.
+pub fn is_deleting(meta: &ObjectMeta) -> bool {
+    meta.deletion_timestamp.is_some()
+}
+
+/// The controller ownerReference of kind VirtualMachineInstance: (name, uid).
+pub fn controller_vmi(meta: &ObjectMeta) -> Option<(&str, &str)> {
+    meta.owner_references.as_ref()?.iter().find_map(|r| {
+        (r.controller == Some(true) && r.kind == VMI_KIND && r.api_version == VMI_API_VERSION)
+            .then_some((r.name.as_str(), r.uid.as_str()))
+    })
+}
+
+/// resourceVersion as a number. The API server's versions are etcd
+/// revisions, so ordering them is sound in practice; an unparsable version
+/// reads as 0 (never fresher than anything).
+pub fn rv_number(meta: &ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}

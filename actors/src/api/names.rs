@@ -1,0 +1,21 @@
+//! Names that are part of the API: group, finalizers, labels, annotations,
+//! condition types and reasons.
+
+pub const GROUP: &str = "gpu.cozystack.io";
+pub const VERSION: &str = "v1alpha1";
+pub const CLASS_FINALIZER: &str = "gpu.cozystack.io/class-protection";
+pub const CLAIM_FINALIZER: &str = "gpu.cozystack.io/claim-protection";
+pub const TEMPLATE_LABEL: &str = "gpu.cozystack.io/template";
+pub const CLAIMS_ANNOTATION: &str = "gpu.cozystack.io/claims";
+pub const CLASS_ANNOTATION: &str = "gpu.cozystack.io/class";
+pub const COUNT_ANNOTATION: &str = "gpu.cozystack.io/count";
+pub const SCHEDULING_GATE: &str = "gpu.cozystack.io/claims";
+pub const DEVICES_LOST_TAINT: &str = "gpu.cozystack.io/devices-lost";
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+pub const LAUNCHER_LABEL: &str = "kubevirt.io";
+pub const LAUNCHER_LABEL_VALUE: &str = "virt-launcher";
+pub const VMI_API_VERSION: &str = "kubevirt.io/v1";
+pub const VMI_KIND: &str = "VirtualMachineInstance";
+
+pub const CONDITION_WAITING: &str = "Waiting";
+pub const CONDITION_LOST: &str = "Lost";

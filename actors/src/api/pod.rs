@@ -1,0 +1,90 @@
+//! The slice of a virt-launcher pod that gpu-claims reads. The cache keeps
+//! only this, not the whole pod, so thousands of launchers stay cheap.
+
+use super::{
+    HOSTNAME_LABEL, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, SCHEDULING_GATE, controller_vmi,
+};
+use k8s_openapi::api::core::v1::Pod;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LauncherPod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    /// The VMI that controls the pod.
+    pub vmi: String,
+    /// Still waits at our scheduling gate.
+    pub gated: bool,
+    /// The node the pod is pinned to, if any.
+    pub pinned: Option<String>,
+    /// Set once the scheduler bound the pod.
+    pub node_name: Option<String>,
+}
+
+impl LauncherPod {
+    /// The launcher view of a pod: None unless it is labelled virt-launcher
+    /// and controlled by a VMI.
+    pub fn from_pod(pod: &Pod) -> Option<Self> {
+        let m = &pod.metadata;
+        let labelled = m
+            .labels
+            .as_ref()?
+            .get(LAUNCHER_LABEL)
+            .is_some_and(|v| v == LAUNCHER_LABEL_VALUE);
+        let (vmi, _) = controller_vmi(m)?;
+        if !labelled {
+            return None;
+        }
+        Some(Self {
+            namespace: m.namespace.clone()?,
+            name: m.name.clone()?,
+            uid: m.uid.clone().unwrap_or_default(),
+            resource_version: m.resource_version.clone().unwrap_or_default(),
+            vmi: vmi.to_string(),
+            gated: is_gated(pod),
+            pinned: pinned_node(pod),
+            node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        })
+    }
+}
+
+/// Gated while spec.schedulingGates holds ours.
+pub fn is_gated(pod: &Pod) -> bool {
+    let gates = pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref());
+    gates.is_some_and(|g| g.iter().any(|g| g.name == SCHEDULING_GATE))
+}
+
+/// Pinned to N when nodeSelector has hostname N, or every required
+/// node-affinity term requires hostname In [N].
+pub fn pinned_node(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    if let Some(n) = spec
+        .node_selector
+        .as_ref()
+        .and_then(|s| s.get(HOSTNAME_LABEL))
+    {
+        return Some(n.clone());
+    }
+    let terms = &spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    let mut node: Option<&String> = None;
+    for term in terms {
+        let exprs = term.match_expressions.as_deref().unwrap_or_default();
+        let pin = exprs.iter().find_map(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            (e.key == HOSTNAME_LABEL && e.operator == "In" && values.len() == 1).then(|| &values[0])
+        })?;
+        if node.is_some_and(|n| n != pin) {
+            return None;
+        }
+        node = Some(pin);
+    }
+    node.cloned()
+}

@@ -1,0 +1,111 @@
+//! The configuration file's shape (SPEC section 5). Parsing the YAML and
+//! watching the file belong to the operator; the actors read [`Config`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub kubevirt: KubevirtConfig,
+    /// How long an attachment whose VMI never appeared is kept (L6, L9).
+    #[serde(default = "default_grace", with = "humantime_serde")]
+    pub attachment_grace: Duration,
+    #[serde(default)]
+    pub log: LogConfig,
+    #[serde(default)]
+    pub trace: TraceConfig,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubevirtConfig {
+    /// Off on clusters without KubeVirt: no VMI or pod caches, release by L10.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogConfig {
+    /// EnvFilter directives, e.g. `info,gpu_claims_actors=debug`.
+    #[serde(default = "default_filter")]
+    pub filter: String,
+    #[serde(default)]
+    pub format: LogFormat,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TraceConfig {
+    /// `namespace/name` of claims whose actors log at TRACE.
+    #[serde(default)]
+    pub claims: BTreeSet<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_grace() -> Duration {
+    Duration::from_secs(120)
+}
+fn default_filter() -> String {
+    "info".into()
+}
+
+impl Default for KubevirtConfig {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            filter: default_filter(),
+            format: LogFormat::Text,
+        }
+    }
+}
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            kubevirt: KubevirtConfig::default(),
+            attachment_grace: default_grace(),
+            log: LogConfig::default(),
+            trace: TraceConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks what serde cannot: every traced claim is `namespace/name`.
+    /// The log filter is checked by the operator, which owns the subscriber.
+    pub fn validate(&self) -> Result<(), String> {
+        for key in &self.trace.claims {
+            match key.split_once('/') {
+                Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {}
+                _ => return Err(format!("trace.claims: {key:?} is not namespace/name")),
+            }
+        }
+        Ok(())
+    }
+
+    /// The fields a running process cannot take without a restart, that differ.
+    pub fn restart_only_changes(&self, new: &Config) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.kubevirt.enabled != new.kubevirt.enabled {
+            v.push("kubevirt.enabled");
+        }
+        v
+    }
+}

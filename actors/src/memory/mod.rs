@@ -1,0 +1,17 @@
+//! An in-memory cluster: the ports implemented over a [`store::Store`]
+//! with the API server's semantics, its changes fed back to a supervisor
+//! as watch events, and a journal of every write for `plan` and the
+//! invariant checks.
+
+mod cluster;
+mod feed;
+pub mod invariants;
+mod journal;
+pub mod sim;
+pub mod store;
+
+pub use cluster::{
+    Faults, MemCluster, from_value as cluster_from_value, to_value as cluster_to_value,
+};
+pub use feed::feed;
+pub use journal::{Entry, Journal};

@@ -1,0 +1,234 @@
+//! A whole controller against the in-memory cluster, on a simulated clock:
+//! what `plan`, the tests and the benchmarks run. The actors are the same
+//! as `run`'s; only the adapters differ.
+
+use super::cluster::MemCluster;
+use super::feed::feed;
+use super::store::Store;
+use crate::actors::{ConfigChanged, Env, Supervisor};
+use crate::config::Config;
+use crate::ports::{Deleted, Obj, ObjRef, Preconditions, TokioClock, Why, WriteError, Writer};
+use crate::world::World;
+use actix::{Actor, Addr};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+/// The kinds whose status is a subresource.
+pub const STATUS_KINDS: &[&str] = &[
+    "GPUClass",
+    "GPUClaim",
+    "VirtualMachineInstance",
+    "Pod",
+    "Node",
+];
+
+/// The wall time at simulated time 0.
+pub fn sim_epoch() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(1_798_761_600).unwrap_or_default() // 2027-01-01T00:00:00Z
+}
+
+/// A store whose wall clock follows tokio's (paused) clock from `sim_epoch`.
+pub fn sim_store() -> Arc<Store> {
+    let t0 = tokio::time::Instant::now();
+    let wall = Arc::new(move || {
+        let d = tokio::time::Instant::now().duration_since(t0);
+        sim_epoch()
+            .checked_add(k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or_default())
+            .unwrap_or_default()
+    });
+    Arc::new(Store::new(wall, STATUS_KINDS))
+}
+
+/// A writer that can die like a process: after `left` more writes, every
+/// write hangs forever (the process is gone; nothing it does lands).
+pub struct Mortal {
+    inner: Arc<MemCluster>,
+    left: AtomicI64,
+}
+
+impl Mortal {
+    fn gate(&self) -> bool {
+        self.left.fetch_sub(1, Ordering::SeqCst) > 0
+    }
+    async fn dead<T>() -> T {
+        std::future::pending().await
+    }
+}
+
+#[async_trait]
+impl Writer for Mortal {
+    async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        if !self.gate() {
+            return Self::dead().await;
+        }
+        self.inner.create(obj, why).await
+    }
+    async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        if !self.gate() {
+            return Self::dead().await;
+        }
+        self.inner.replace(obj, why).await
+    }
+    async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        if !self.gate() {
+            return Self::dead().await;
+        }
+        self.inner.replace_status(obj, why).await
+    }
+    async fn delete(
+        &self,
+        what: ObjRef,
+        pre: Preconditions,
+        why: Why,
+    ) -> Result<Deleted, WriteError> {
+        if !self.gate() {
+            return Self::dead().await;
+        }
+        self.inner.delete(what, pre, why).await
+    }
+}
+
+/// One controller process against the cluster.
+struct Process {
+    env: Arc<Env>,
+    supervisor: Addr<Supervisor>,
+    writer: Arc<Mortal>,
+    feed: tokio::task::JoinHandle<()>,
+}
+
+pub struct Sim {
+    pub cluster: Arc<MemCluster>,
+    pub store: Arc<Store>,
+    config: Config,
+    lag: Option<Duration>,
+    process: Process,
+}
+
+impl Sim {
+    /// Starts a controller on a cluster holding `objects`. Call inside an
+    /// actix System (see [`run_sim`]).
+    pub fn start(config: Config, objects: &[Obj], lag: Option<Duration>) -> Sim {
+        let store = sim_store();
+        let cluster = MemCluster::new(store.clone());
+        for o in objects {
+            cluster.seed(o);
+        }
+        let process = Self::spawn(&cluster, &config, lag);
+        Sim {
+            cluster,
+            store,
+            config,
+            lag,
+            process,
+        }
+    }
+
+    fn spawn(cluster: &Arc<MemCluster>, config: &Config, lag: Option<Duration>) -> Process {
+        let world = Arc::new(World::new(config.clone()));
+        let writer = Arc::new(Mortal {
+            inner: cluster.clone(),
+            left: AtomicI64::new(i64::MAX),
+        });
+        let env = Env::new(world, writer.clone(), cluster.clone(), Arc::new(TokioClock));
+        let supervisor = Supervisor::new(env.clone()).start();
+        let feed = feed(
+            cluster.store.clone(),
+            Supervisor::watched_kinds(config),
+            supervisor.clone(),
+            lag,
+        );
+        Process {
+            env,
+            supervisor,
+            writer,
+            feed,
+        }
+    }
+
+    pub fn env(&self) -> &Arc<Env> {
+        &self.process.env
+    }
+
+    pub fn world(&self) -> &Arc<World> {
+        &self.process.env.world
+    }
+
+    pub fn supervisor(&self) -> &Addr<Supervisor> {
+        &self.process.supervisor
+    }
+
+    /// Runs until nothing moves: no message handled, no write landed and
+    /// no I/O under way for a while. Time does not advance.
+    pub async fn settle(&self) {
+        let probe = || {
+            (
+                self.env().activity.ticks(),
+                self.store.resource_version(),
+                self.env().activity.in_flight(),
+            )
+        };
+        let mut last = probe();
+        let mut quiet = 0;
+        while quiet < 32 {
+            tokio::task::yield_now().await;
+            let now = probe();
+            if now == last && now.2 == 0 {
+                quiet += 1;
+            } else {
+                quiet = 0;
+                last = now;
+            }
+        }
+    }
+
+    /// Advances the simulated clock by `d`, firing the timers that fall due, and settles.
+    pub async fn advance(&self, d: Duration) {
+        // In steps, so that a timer due inside `d` fires at its own time and
+        // what it triggers can set later timers that are still within `d`.
+        let mut left = d;
+        let step = Duration::from_millis(100);
+        while !left.is_zero() {
+            let s = left.min(step);
+            tokio::time::advance(s).await;
+            left -= s;
+            self.settle().await;
+        }
+    }
+
+    /// The process dies after `writes` more writes: those land, later ones never do.
+    pub fn die_after(&self, writes: i64) {
+        self.process.writer.left.store(writes, Ordering::SeqCst);
+    }
+
+    /// Kills the process (if still alive) and starts a new one with empty
+    /// caches against the same cluster.
+    pub fn restart(&mut self) {
+        self.process.writer.left.store(0, Ordering::SeqCst);
+        self.process.feed.abort();
+        self.process = Self::spawn(&self.cluster, &self.config, self.lag);
+    }
+
+    pub fn reload(&mut self, config: Config) {
+        self.config = config.clone();
+        self.process.supervisor.do_send(ConfigChanged(config));
+    }
+}
+
+/// Runs `f` in an actix System over a current-thread tokio runtime whose
+/// clock is paused: the simulated clock.
+pub fn run_sim<F, Fut, T>(f: F) -> T
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let sys = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a tokio runtime")
+    });
+    sys.block_on(f())
+}

@@ -1,0 +1,8 @@
+use crate::api::{has_finalizer, is_deleting};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// L1: every GPUClass and GPUClaim not being deleted carries its
+/// finalizer; a missing one is added.
+pub fn needs_finalizer(meta: &ObjectMeta, finalizer: &str) -> bool {
+    !is_deleting(meta) && !has_finalizer(meta, finalizer)
+}

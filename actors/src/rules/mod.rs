@@ -1,0 +1,160 @@
+//! The lifecycle rules of SPEC section 4, as pure decisions: given a claim
+//! (or class), the world, the config and the time, what to do next. The
+//! actors own timing, ordering and I/O; these own meaning.
+//!
+//! One write at a time: a claim actor applies the first step that is due,
+//! then decides again on the result, so a crash between two writes leaves
+//! a state from which the next decision follows.
+
+mod attachment;
+mod class;
+mod finalizer;
+mod release;
+mod unschedulable;
+
+pub use attachment::{Grace, decide_attachment};
+pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
+pub use finalizer::needs_finalizer;
+pub use release::{LiveAnswer, Used, pods_left_gate, used_by_vmi, vmi_holds};
+pub use unschedulable::unschedulable_vmi;
+
+use crate::api::{CLAIM_FINALIZER, GPUClaim, GPUClaimStatus, has_finalizer, is_deleting};
+use crate::config::Config;
+use crate::world::World;
+use std::fmt;
+use tokio::time::Instant;
+
+/// The rule that decided a step: carried into logs, traces and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum RuleId {
+    L1,
+    L3,
+    L4,
+    L5,
+    L6,
+    L7,
+    L8,
+    L9,
+    L10,
+    L11,
+    L12,
+    /// Class status: capacity and allocated.
+    ClassStatus,
+}
+
+impl RuleId {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleId::L1 => "L1",
+            RuleId::L3 => "L3",
+            RuleId::L4 => "L4",
+            RuleId::L5 => "L5",
+            RuleId::L6 => "L6",
+            RuleId::L7 => "L7",
+            RuleId::L8 => "L8",
+            RuleId::L9 => "L9",
+            RuleId::L10 => "L10",
+            RuleId::L11 => "L11",
+            RuleId::L12 => "L12",
+            RuleId::ClassStatus => "class-status",
+        }
+    }
+}
+
+impl fmt::Display for RuleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A write a claim actor makes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimIntent {
+    /// L1: add the claim finalizer.
+    AddFinalizer,
+    /// L3 / L7: delete the (template) claim, preconditioned on its UID.
+    Delete,
+    /// L4 / L7: write this status.
+    WriteStatus(GPUClaimStatus),
+    /// L8: delete the record (if one is cached), then remove the finalizer.
+    Release { record: bool },
+    /// L12: delete the unscheduled VMI, preconditioned on what the cache showed.
+    DeleteVmi {
+        name: String,
+        uid: String,
+        resource_version: String,
+    },
+}
+
+impl ClaimIntent {
+    /// A short name for logs, traces and the debug endpoint.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClaimIntent::AddFinalizer => "add-finalizer",
+            ClaimIntent::Delete => "delete-claim",
+            ClaimIntent::WriteStatus(_) => "write-status",
+            ClaimIntent::Release { .. } => "release",
+            ClaimIntent::DeleteVmi { .. } => "delete-vmi",
+        }
+    }
+}
+
+/// What a claim actor does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Make this write, then decide again.
+    Write(RuleId, ClaimIntent),
+    /// Nothing now; decide again at this instant (L6's grace timer).
+    WaitUntil(RuleId, Instant),
+    /// L8 needs a live read before it can decide (L9's pods, L10's VMI).
+    ReadLive(Used),
+    /// Nothing to do until the world changes.
+    Idle,
+}
+
+/// L12 deletions this actor has already issued: (VMI uid, resourceVersion).
+/// A lagging cache still shows that VMI; deleting it again would change nothing.
+pub type IssuedVmiDelete = Option<(String, String)>;
+
+/// The next step for one claim: L1, then the attachment rules L2-L7, then
+/// L12, then release L8-L10, as the seed's pass orders them.
+pub fn decide_claim(
+    c: &GPUClaim,
+    w: &World,
+    cfg: &Config,
+    now: Instant,
+    grace: &mut Grace,
+    issued: &IssuedVmiDelete,
+) -> Step {
+    if needs_finalizer(&c.metadata, CLAIM_FINALIZER) {
+        return Step::Write(RuleId::L1, ClaimIntent::AddFinalizer);
+    }
+    if cfg.kubevirt.enabled {
+        match decide_attachment(c, w, cfg, now, grace) {
+            Step::Idle => {}
+            step => return step,
+        }
+        if let Some(intent) = unschedulable_vmi(c, w, issued) {
+            return Step::Write(RuleId::L12, intent);
+        }
+    }
+    if is_deleting(&c.metadata) && has_finalizer(&c.metadata, CLAIM_FINALIZER) {
+        return match used_by_vmi(c, w, cfg, now, grace) {
+            Used::Yes => Step::Idle,
+            Used::No => Step::Write(RuleId::L8, release_intent(c, w)),
+            read => Step::ReadLive(read),
+        };
+    }
+    Step::Idle
+}
+
+/// L8: release deletes the record first, when one of this claim is cached.
+pub fn release_intent(c: &GPUClaim, w: &World) -> ClaimIntent {
+    let k = crate::world::key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let uid = c.metadata.uid.as_deref().unwrap_or_default();
+    let record = w.record(&k).is_some_and(|r| r.spec.claim_uid == uid);
+    ClaimIntent::Release { record }
+}

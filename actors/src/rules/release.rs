@@ -1,0 +1,88 @@
+//! L8-L10: whether a VMI that can still hold a claim's GPUs uses it, so a
+//! deleting claim is released only once none does.
+
+use super::Grace;
+use crate::api::{ClaimPhase, GPUClaim, Vmi, pod::is_gated, vmi_owner};
+use crate::config::Config;
+use crate::ports::ReadError;
+use crate::world::World;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::time::Instant;
+
+/// L9/L10's answer from the cache: yes, no, or read live first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Used {
+    Yes,
+    No,
+    /// L9: every launcher pod is gated in the cache: read these pods live.
+    ReadPods {
+        namespace: String,
+        names: Vec<String>,
+    },
+    /// L10: no VMI cache (integration off): read the VMI live.
+    ReadVmi {
+        namespace: String,
+        name: String,
+    },
+}
+
+/// Whether a live answer arrived.
+pub type LiveAnswer = Result<bool, String>;
+
+/// L9 (integration on) / L10 (off): is the claim used by a VMI?
+pub fn used_by_vmi(c: &GPUClaim, w: &World, cfg: &Config, now: Instant, grace: &mut Grace) -> Used {
+    let Some(vmi_name) = c.attached_vmi_name() else {
+        return Used::No;
+    };
+    let namespace = c.metadata.namespace.clone().unwrap_or_default();
+    if !cfg.kubevirt.enabled {
+        return Used::ReadVmi {
+            namespace,
+            name: vmi_name.to_string(),
+        };
+    }
+    let vmi = w.attached_vmi(c);
+    if vmi.is_none() && c.phase() != ClaimPhase::Attached && vmi_owner(&c.metadata).is_none() {
+        // A fresh attachment whose VMI the cache has not shown: it may be
+        // starting with the GPU, as L6 treats it.
+        let since = grace.since(vmi_name, now);
+        return if now.duration_since(since) < cfg.attachment_grace {
+            Used::Yes
+        } else {
+            Used::No
+        };
+    }
+    let Some(v) = vmi.filter(|v| !v.is_final()) else {
+        return Used::No;
+    };
+    match w.gated_launchers(&v) {
+        None => Used::Yes,
+        Some(pods) => Used::ReadPods {
+            namespace,
+            names: pods.iter().map(|p| p.name.clone()).collect(),
+        },
+    }
+}
+
+/// L9, after reading the cached-gated pods live: used when any live one has
+/// left the gate; a pod not found (None) is skipped.
+pub fn pods_left_gate(live: &[Option<Pod>]) -> bool {
+    live.iter().flatten().any(|p| !is_gated(p))
+}
+
+/// L10, after reading the VMI live: not found or kind not served: no;
+/// another error: retry later (Err); a VMI-owned claim whose owner UID
+/// differs: no; else yes unless final.
+pub fn vmi_holds(c: &GPUClaim, live: Result<Option<Vmi>, ReadError>) -> LiveAnswer {
+    let v = match live {
+        Ok(None) | Err(ReadError::NotServed) => return Ok(false),
+        Err(ReadError::Other(e)) => return Err(e),
+        Ok(Some(v)) => v,
+    };
+    if let Some((_, uid)) = vmi_owner(&c.metadata) {
+        if uid != v.uid() {
+            return Ok(false);
+        }
+    }
+    Ok(!v.is_final())
+}

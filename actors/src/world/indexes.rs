@@ -1,0 +1,222 @@
+//! Index maintenance: every cache write goes through here so that the
+//! indexes and aggregates always match the cached objects.
+
+use super::{World, key};
+use crate::api::{
+    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, has_finalizer,
+    is_deleting, vmi_owner,
+};
+use dashmap::DashMap;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// What the claims of a class hold: kept incrementally so that a class
+/// actor's decision costs O(1), not a pass over its claims.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassUsage {
+    /// GPUs of claims in a phase that counts against the budget.
+    pub allocated: u64,
+    /// Such claims that have not been released (L11's "held").
+    pub holders: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Indexes {
+    pub claims_by_vmi: DashMap<String, HashSet<String>>,
+    pub claims_by_node: DashMap<String, HashSet<String>>,
+    pub claims_by_class: DashMap<String, HashSet<String>>,
+    pub class_usage: DashMap<String, ClassUsage>,
+    pub launchers_by_vmi: DashMap<String, HashSet<String>>,
+    pub recorded: DashMap<(String, String), u64>,
+}
+
+/// The index terms of one claim.
+struct ClaimTerms {
+    vmis: Vec<String>,
+    node: Option<String>,
+    class: String,
+    usage: ClassUsage,
+}
+
+/// True for a claim deleting whose finalizer is gone: released (seed's `released`).
+pub fn released(c: &GPUClaim) -> bool {
+    is_deleting(&c.metadata) && !has_finalizer(&c.metadata, CLAIM_FINALIZER)
+}
+
+fn claim_terms(c: &GPUClaim) -> ClaimTerms {
+    let ns = c.metadata.namespace.as_deref().unwrap_or_default();
+    let mut vmis = Vec::with_capacity(2);
+    if let Some(v) = c.attached_vmi_name() {
+        vmis.push(key(ns, v));
+    }
+    if let Some((owner, _)) = vmi_owner(&c.metadata) {
+        let k = key(ns, owner);
+        if !vmis.contains(&k) {
+            vmis.push(k);
+        }
+    }
+    let counts = c.phase().counts_against_budget();
+    let usage = ClassUsage {
+        allocated: if counts { u64::from(c.spec.count) } else { 0 },
+        holders: u64::from(counts && !released(c)),
+    };
+    ClaimTerms {
+        vmis,
+        node: c.node_name().map(str::to_string),
+        class: c.spec.class_name.clone(),
+        usage,
+    }
+}
+
+fn add(map: &DashMap<String, HashSet<String>>, term: &str, k: &str) {
+    map.entry(term.to_string())
+        .or_default()
+        .insert(k.to_string());
+}
+
+fn remove(map: &DashMap<String, HashSet<String>>, term: &str, k: &str) {
+    if let Some(mut set) = map.get_mut(term) {
+        set.remove(k);
+        if set.is_empty() {
+            drop(set);
+            map.remove_if(term, |_, s| s.is_empty());
+        }
+    }
+}
+
+fn shift_usage(map: &DashMap<String, ClassUsage>, class: &str, u: ClassUsage, sign: i64) {
+    let mut e = map.entry(class.to_string()).or_default();
+    let apply = |v: u64, d: u64| if sign > 0 { v + d } else { v.saturating_sub(d) };
+    e.allocated = apply(e.allocated, u.allocated);
+    e.holders = apply(e.holders, u.holders);
+}
+
+/// What changed for a class when a claim changed.
+pub struct ClaimChange {
+    pub old: Option<Arc<GPUClaim>>,
+    /// Classes whose usage changed.
+    pub usage_changed: Vec<String>,
+}
+
+impl World {
+    fn index_claim(&self, k: &str, c: &GPUClaim, sign: i64) {
+        let t = claim_terms(c);
+        let idx = &self.idx;
+        for v in &t.vmis {
+            if sign > 0 {
+                add(&idx.claims_by_vmi, v, k)
+            } else {
+                remove(&idx.claims_by_vmi, v, k)
+            }
+        }
+        if let Some(n) = &t.node {
+            if sign > 0 {
+                add(&idx.claims_by_node, n, k)
+            } else {
+                remove(&idx.claims_by_node, n, k)
+            }
+        }
+        if sign > 0 {
+            add(&idx.claims_by_class, &t.class, k)
+        } else {
+            remove(&idx.claims_by_class, &t.class, k)
+        }
+        shift_usage(&idx.class_usage, &t.class, t.usage, sign);
+    }
+
+    /// Stores a claim (None removes it) and keeps the indexes in step.
+    pub fn put_claim(&self, k: &str, new: Option<Arc<GPUClaim>>) -> ClaimChange {
+        let old = match &new {
+            Some(c) => self.claims.insert(k.to_string(), c.clone()),
+            None => self.claims.remove(k).map(|(_, c)| c),
+        };
+        if let Some(o) = &old {
+            self.index_claim(k, o, -1);
+        }
+        if let Some(n) = &new {
+            self.index_claim(k, n, 1);
+        }
+        let mut usage_changed = Vec::new();
+        let (ot, nt) = (
+            old.as_deref().map(claim_terms),
+            new.as_deref().map(claim_terms),
+        );
+        match (&ot, &nt) {
+            (Some(o), Some(n)) if o.class == n.class => {
+                if o.usage != n.usage {
+                    usage_changed.push(n.class.clone());
+                }
+            }
+            _ => usage_changed.extend(ot.iter().chain(nt.iter()).map(|t| t.class.clone())),
+        }
+        ClaimChange { old, usage_changed }
+    }
+
+    pub fn put_class(&self, name: &str, new: Option<Arc<GPUClass>>) -> Option<Arc<GPUClass>> {
+        match new {
+            Some(c) => self.classes.insert(name.to_string(), c),
+            None => self.classes.remove(name).map(|(_, c)| c),
+        }
+    }
+
+    fn shift_recorded(&self, r: &GPUAllocation, sign: i64) {
+        let s = &r.spec;
+        let mut e = self
+            .idx
+            .recorded
+            .entry((s.node_name.clone(), s.resource_name.clone()))
+            .or_default();
+        *e = if sign > 0 {
+            *e + u64::from(s.count)
+        } else {
+            e.saturating_sub(u64::from(s.count))
+        };
+    }
+
+    /// Stores a record; returns the old one. Keeps recorded sums per node and resource.
+    pub fn put_record(
+        &self,
+        k: &str,
+        new: Option<Arc<GPUAllocation>>,
+    ) -> Option<Arc<GPUAllocation>> {
+        let old = match &new {
+            Some(r) => self.records.insert(k.to_string(), r.clone()),
+            None => self.records.remove(k).map(|(_, r)| r),
+        };
+        if let Some(o) = &old {
+            self.shift_recorded(o, -1);
+        }
+        if let Some(n) = &new {
+            self.shift_recorded(n, 1);
+        }
+        old
+    }
+
+    pub fn put_vmi(&self, k: &str, new: Option<Arc<Vmi>>) -> Option<Arc<Vmi>> {
+        match new {
+            Some(v) => self.vmis.insert(k.to_string(), v),
+            None => self.vmis.remove(k).map(|(_, v)| v),
+        }
+    }
+
+    pub fn put_pod(&self, k: &str, new: Option<Arc<LauncherPod>>) -> Option<Arc<LauncherPod>> {
+        let old = match &new {
+            Some(p) => self.pods.insert(k.to_string(), p.clone()),
+            None => self.pods.remove(k).map(|(_, p)| p),
+        };
+        if let Some(o) = &old {
+            remove(&self.idx.launchers_by_vmi, &key(&o.namespace, &o.vmi), k);
+        }
+        if let Some(n) = &new {
+            add(&self.idx.launchers_by_vmi, &key(&n.namespace, &n.vmi), k);
+        }
+        old
+    }
+
+    pub fn put_node(&self, name: &str, new: Option<Arc<NodeFacts>>) -> Option<Arc<NodeFacts>> {
+        match new {
+            Some(n) => self.nodes.insert(name.to_string(), n),
+            None => self.nodes.remove(name).map(|(_, n)| n),
+        }
+    }
+}

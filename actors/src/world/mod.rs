@@ -1,0 +1,138 @@
+//! The world as the watches show it: the cached objects and the indexes
+//! that let a change reach only the actors it concerns.
+//!
+//! Only the supervisor writes it (one writer, so index updates are never
+//! interleaved); actors read it. DashMaps keep reads lock-free across
+//! arbiters.
+
+mod indexes;
+mod view;
+
+pub use indexes::{ClassUsage, released as indexes_released};
+
+use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi};
+use crate::config::Config;
+use dashmap::DashMap;
+use std::sync::{Arc, RwLock};
+
+/// `namespace/name`: the key of namespaced objects.
+pub fn key(namespace: &str, name: &str) -> String {
+    let mut k = String::with_capacity(namespace.len() + name.len() + 1);
+    k.push_str(namespace);
+    k.push('/');
+    k.push_str(name);
+    k
+}
+
+/// Splits `namespace/name`.
+pub fn split_key(k: &str) -> (&str, &str) {
+    k.split_once('/').unwrap_or(("", k))
+}
+
+#[derive(Default)]
+pub struct World {
+    pub claims: DashMap<String, Arc<GPUClaim>>,
+    pub classes: DashMap<String, Arc<GPUClass>>,
+    pub records: DashMap<String, Arc<GPUAllocation>>,
+    pub vmis: DashMap<String, Arc<Vmi>>,
+    pub pods: DashMap<String, Arc<LauncherPod>>,
+    pub nodes: DashMap<String, Arc<NodeFacts>>,
+    pub(crate) idx: indexes::Indexes,
+    config: RwLock<Arc<Config>>,
+}
+
+impl World {
+    pub fn new(config: Config) -> Self {
+        Self {
+            config: RwLock::new(Arc::new(config)),
+            ..Default::default()
+        }
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_config(&self, config: Config) {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+    }
+
+    pub fn claim(&self, k: &str) -> Option<Arc<GPUClaim>> {
+        self.claims.get(k).map(|c| c.clone())
+    }
+
+    pub fn class(&self, name: &str) -> Option<Arc<GPUClass>> {
+        self.classes.get(name).map(|c| c.clone())
+    }
+
+    pub fn vmi(&self, k: &str) -> Option<Arc<Vmi>> {
+        self.vmis.get(k).map(|v| v.clone())
+    }
+
+    pub fn node(&self, name: &str) -> Option<Arc<NodeFacts>> {
+        self.nodes.get(name).map(|n| n.clone())
+    }
+
+    pub fn record(&self, k: &str) -> Option<Arc<GPUAllocation>> {
+        self.records.get(k).map(|r| r.clone())
+    }
+
+    /// Claim keys whose attachment or VMI owner names the VMI `ns/name`.
+    pub fn claims_of_vmi(&self, vmi_key: &str) -> Vec<String> {
+        self.idx
+            .claims_by_vmi
+            .get(vmi_key)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Claim keys whose status.nodeName is `node`.
+    pub fn claims_on_node(&self, node: &str) -> Vec<String> {
+        self.idx
+            .claims_by_node
+            .get(node)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Claim keys of a class.
+    pub fn claims_of_class(&self, class: &str) -> Vec<String> {
+        self.idx
+            .claims_by_class
+            .get(class)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// What a class's claims hold, kept as claims change.
+    pub fn class_usage(&self, class: &str) -> ClassUsage {
+        self.idx
+            .class_usage
+            .get(class)
+            .map(|u| *u)
+            .unwrap_or_default()
+    }
+
+    /// GPUs recorded on `node` for `resource`.
+    pub fn recorded(&self, node: &str, resource: &str) -> u64 {
+        self.idx
+            .recorded
+            .get(&(node.to_string(), resource.to_string()))
+            .map(|n| *n)
+            .unwrap_or(0)
+    }
+
+    /// The launcher pods of the VMI `ns/name`.
+    pub fn launchers(&self, vmi_key: &str) -> Vec<Arc<LauncherPod>> {
+        let Some(names) = self.idx.launchers_by_vmi.get(vmi_key) else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .filter_map(|k| self.pods.get(k).map(|p| p.clone()))
+            .collect()
+    }
+}

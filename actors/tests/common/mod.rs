@@ -1,0 +1,165 @@
+//! The harness for actor tests: a simulated cluster, the real actors, and
+//! the invariants I1-I5 checked after every step.
+#![allow(dead_code)]
+
+use gpu_claims_actors::api::{GPUClaim, GPUClass};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::memory::invariants::Checker;
+use gpu_claims_actors::memory::sim::{Sim, run_sim};
+use gpu_claims_actors::memory::store::Subresource;
+use gpu_claims_actors::memory::{Entry, cluster_to_value};
+use gpu_claims_actors::ports::{Kind, Obj, ObjRef, WriteError};
+use std::time::Duration;
+
+pub use gpu_claims_actors::fixtures::*;
+
+pub const H200: &str = "nvidia.com/GH100_H200";
+
+pub struct T {
+    pub sim: Sim,
+    checker: Checker,
+    seen: usize,
+}
+
+/// Runs a test against a cluster holding `objects`, on a simulated clock.
+pub fn with_world<F, Fut>(config: Config, objects: Vec<Obj>, f: F)
+where
+    F: FnOnce(T) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run_sim(|| async move {
+        let sim = Sim::start(config, &objects, None);
+        f(T {
+            sim,
+            checker: Checker::default(),
+            seen: 0,
+        })
+        .await
+    })
+}
+
+/// The same, with a watch that trails writes by `lag`.
+pub fn with_lagging_world<F, Fut>(lag: Duration, objects: Vec<Obj>, f: F)
+where
+    F: FnOnce(T) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run_sim(|| async move {
+        let sim = Sim::start(Config::default(), &objects, Some(lag));
+        f(T {
+            sim,
+            checker: Checker::default(),
+            seen: 0,
+        })
+        .await
+    })
+}
+
+pub fn off() -> Config {
+    let mut c = Config::default();
+    c.kubevirt.enabled = false;
+    c
+}
+
+/// A class, its node with 8 GPUs, and these objects.
+pub fn world(objs: impl IntoIterator<Item = Obj>) -> Vec<Obj> {
+    let mut v = vec![class("h200", H200).obj(), node("n1").gpus(H200, 8).obj()];
+    v.extend(objs);
+    v
+}
+
+impl T {
+    /// Settles, then checks I1-I5.
+    pub async fn settle(&mut self) {
+        self.sim.settle().await;
+        self.check();
+    }
+
+    pub fn check(&mut self) {
+        let v = self.checker.check(&self.sim.cluster);
+        assert!(v.is_empty(), "invariants violated: {v:#?}");
+    }
+
+    pub async fn advance(&mut self, d: Duration) {
+        self.sim.advance(d).await;
+        self.check();
+    }
+
+    pub fn claim(&self, ns_name: &str) -> Option<GPUClaim> {
+        let (ns, name) = ns_name.split_once('/').unwrap();
+        match self
+            .sim
+            .cluster
+            .get(&ObjRef::new(Kind::Claim, Some(ns), name))
+        {
+            Some(Obj::Claim(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn class(&self, name: &str) -> Option<GPUClass> {
+        match self.sim.cluster.get(&ObjRef::new(Kind::Class, None, name)) {
+            Some(Obj::Class(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn exists(&self, kind: Kind, ns: Option<&str>, name: &str) -> bool {
+        self.sim.cluster.get(&ObjRef::new(kind, ns, name)).is_some()
+    }
+
+    /// The controller's effective writes since the last call, as
+    /// `op Kind name rule`.
+    pub fn writes(&mut self) -> Vec<String> {
+        let j = self.sim.cluster.journal();
+        let new: Vec<String> = j.entries[self.seen..]
+            .iter()
+            .filter(|e| e.changed && e.error.is_none())
+            .map(fmt)
+            .collect();
+        self.seen = j.entries.len();
+        new
+    }
+
+    pub fn all_entries(&self) -> Vec<Entry> {
+        self.sim.cluster.journal().entries.clone()
+    }
+
+    /// A user (or KubeVirt) changes an object; status kinds get both parts written.
+    pub fn user_update(&self, obj: Obj) {
+        let store = &self.sim.store;
+        let kind = obj.kind().name();
+        let mut v = cluster_to_value(&obj);
+        v["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        store.update(kind, v.clone(), Subresource::Main).unwrap();
+        if v.get("status").is_some() && kind != "GPUAllocation" {
+            store.update(kind, v, Subresource::Status).unwrap();
+        }
+    }
+
+    pub fn user_delete(&self, kind: Kind, ns: Option<&str>, name: &str) {
+        self.sim
+            .store
+            .delete(kind.name(), ns.unwrap_or_default(), name, None, None)
+            .unwrap();
+    }
+
+    pub fn user_create(&self, obj: Obj) {
+        self.sim.cluster.seed(&obj);
+    }
+
+    pub fn fail_writes(&self, errors: impl IntoIterator<Item = Option<WriteError>>) {
+        self.sim.cluster.faults().fail_writes.extend(errors);
+    }
+}
+
+fn fmt(e: &Entry) -> String {
+    format!("{} {} {} {}", e.op, e.kind, e.name, e.rule)
+}
+
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}

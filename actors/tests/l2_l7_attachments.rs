@@ -1,0 +1,563 @@
+//! L2-L7: claims move into and out of Attached as their VMIs come and go.
+mod common;
+use common::*;
+use gpu_claims_actors::api::{CONDITION_LOST, CONDITION_WAITING, ClaimPhase, condition_is_true};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::ports::Kind;
+
+fn running(name: &str, uid: &str) -> gpu_claims_actors::ports::Obj {
+    vmi("t", name).uid(uid).obj()
+}
+
+// ---- L2: the attached VMI
+
+#[test]
+fn l2_later_vmi_of_same_name_is_not_the_claims() {
+    // Owned by vm1 of uid u1; a new vm1 (u2) runs: not the claim's VMI, so L5 detaches.
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .owned_by("vm1", "u1")
+            .with_record(H200),
+    );
+    objs.push(running("vm1", "u2"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(c.attached_vmi_name(), None);
+        assert_eq!(c.phase(), ClaimPhase::Bound);
+        assert!(
+            t.writes()
+                .contains(&"update_status GPUClaim a L5".to_string())
+        );
+    });
+}
+
+#[test]
+fn l2_vmi_with_the_owner_uid_is_the_claims() {
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .owned_by("vm1", "u1")
+            .with_record(H200),
+    );
+    objs.push(running("vm1", "u1"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+    });
+}
+
+// ---- L3: unattached template claims
+
+#[test]
+fn l3_template_claim_of_gone_vmi_is_deleted() {
+    with_world(
+        Config::default(),
+        world([claim("t", "vm1-gpu").template_of("vm1", "u1").obj()]),
+        |mut t| async move {
+            t.settle().await;
+            assert!(
+                t.writes()
+                    .contains(&"delete GPUClaim vm1-gpu L3".to_string())
+            );
+            assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
+        },
+    );
+}
+
+#[test]
+fn l3_template_claim_of_final_vmi_is_deleted() {
+    let objs = world([
+        claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
+        vmi("t", "vm1").uid("u1").phase("Failed").obj(),
+    ]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
+    });
+}
+
+#[test]
+fn l3_template_claim_of_vmi_with_other_uid_is_deleted() {
+    let objs = world([
+        claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
+        running("vm1", "u2"),
+    ]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
+    });
+}
+
+#[test]
+fn l3_template_claim_without_vmi_owner_is_deleted() {
+    let mut c = claim("t", "orphan-gpu").template_of("vm1", "u1");
+    c.0.metadata.owner_references = None;
+    with_world(Config::default(), world([c.obj()]), |mut t| async move {
+        t.settle().await;
+        assert!(
+            t.writes()
+                .contains(&"delete GPUClaim orphan-gpu L3".to_string())
+        );
+    });
+}
+
+#[test]
+fn l3_template_claim_of_live_vmi_stays() {
+    let objs = world([
+        claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
+        running("vm1", "u1"),
+    ]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
+        assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
+    });
+}
+
+#[test]
+fn l3_unattached_claim_that_is_not_a_template_stays() {
+    with_world(
+        Config::default(),
+        world([claim("t", "a").obj()]),
+        |mut t| async move {
+            t.settle().await;
+            assert!(t.exists(Kind::Claim, Some("t"), "a"));
+            assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
+        },
+    );
+}
+
+#[test]
+fn l3_deleting_template_claim_is_not_deleted_again() {
+    // Held by another finalizer, so it stays deleting after ours is released.
+    let mut c = claim("t", "vm1-gpu").template_of("vm1", "u1").deleting();
+    c.0.metadata
+        .finalizers
+        .as_mut()
+        .unwrap()
+        .push("example.com/hold".into());
+    with_world(Config::default(), world([c.obj()]), |mut t| async move {
+        t.settle().await;
+        let w = t.writes();
+        assert!(!w.iter().any(|w| w.starts_with("delete GPUClaim")), "{w:?}");
+        assert!(w.contains(&"remove_finalizer GPUClaim vm1-gpu L8".to_string()));
+    });
+}
+
+// ---- L4: the VMI lives
+
+#[test]
+fn l4_bound_claim_of_live_vmi_becomes_attached() {
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(running("vm1", "u1"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(
+            t.writes()
+                .contains(&"update_status GPUClaim a L4".to_string())
+        );
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+    });
+}
+
+fn lost_world(node: gpu_claims_actors::fixtures::NodeB) -> Vec<gpu_claims_actors::ports::Obj> {
+    let mut objs = vec![class("h200", H200).obj(), node.obj(), running("vm1", "u1")];
+    objs.extend(claim("t", "a").lost("n1").attached("vm1").with_record(H200));
+    objs
+}
+
+#[test]
+fn l4_lost_claim_becomes_attached_when_its_node_is_back() {
+    with_world(
+        Config::default(),
+        lost_world(node("n1").gpus(H200, 8)),
+        |mut t| async move {
+            t.settle().await;
+            let c = t.claim("t/a").unwrap();
+            assert_eq!(c.phase(), ClaimPhase::Attached);
+            // The seed changes only the phase: why it was lost stays on record.
+            assert!(condition_is_true(c.conditions(), CONDITION_LOST));
+        },
+    );
+}
+
+#[test]
+fn l4_lost_claim_stays_lost_while_its_node_is_not_ready() {
+    with_world(
+        Config::default(),
+        lost_world(node("n1").gpus(H200, 8).ready(false)),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+            assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
+            // The node comes back: the claim follows.
+            t.user_update(node("n1").gpus(H200, 8).obj());
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+        },
+    );
+}
+
+#[test]
+fn l4_lost_claim_stays_lost_while_its_node_is_gone() {
+    let objs: Vec<_> = lost_world(node("n1"))
+        .into_iter()
+        .filter(|o| o.kind() != Kind::Node)
+        .collect();
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+    });
+}
+
+#[test]
+fn l4_lost_claim_stays_lost_while_a_devices_lost_taint_covers_its_resource() {
+    with_world(
+        Config::default(),
+        lost_world(node("n1").gpus(H200, 8).lost_taint(H200)),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+        },
+    );
+}
+
+#[test]
+fn l4_lost_claim_stays_lost_while_an_empty_devices_lost_taint_covers_all() {
+    with_world(
+        Config::default(),
+        lost_world(node("n1").gpus(H200, 8).lost_taint("")),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+        },
+    );
+}
+
+#[test]
+fn l4_taint_of_another_resource_does_not_hold_a_lost_claim() {
+    with_world(
+        Config::default(),
+        lost_world(node("n1").gpus(H200, 8).lost_taint("nvidia.com/A100")),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+        },
+    );
+}
+
+#[test]
+fn l4_lost_claim_stays_lost_while_allocatable_is_below_recorded() {
+    with_world(
+        Config::default(),
+        lost_world(node("n1").gpus(H200, 0)),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+            // The devices come back.
+            t.user_update(node("n1").gpus(H200, 8).obj());
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+        },
+    );
+}
+
+#[test]
+fn l4_pending_claim_of_live_vmi_is_left_to_placement() {
+    let objs = world([claim("t", "a").attached("vm1").obj(), running("vm1", "u1")]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
+        assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
+    });
+}
+
+#[test]
+fn l4_attached_claim_of_live_vmi_gets_no_write() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(running("vm1", "u1"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
+    });
+}
+
+// ---- L5: detach when the VMI is final, or absent while Attached or VMI-owned
+
+#[test]
+fn l5_claim_of_final_vmi_is_detached_to_bound() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(running("vm1", "u1"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.writes();
+        t.user_update(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+        t.settle().await;
+        assert_eq!(t.writes(), ["update_status GPUClaim a L5"]);
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(
+            (c.phase(), c.attached_vmi_name()),
+            (ClaimPhase::Bound, None)
+        );
+    });
+}
+
+#[test]
+fn l5_unknown_vmi_phase_is_not_final() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Unknown").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn l5_attached_claim_whose_vmi_is_gone_is_detached_at_once() {
+    let objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(
+            t.writes(),
+            [
+                "update_status GPUClaim a L5",
+                "update_status GPUClass h200 class-status"
+            ]
+        );
+    });
+}
+
+#[test]
+fn l5_vmi_owned_claim_whose_vmi_is_gone_is_detached_at_once() {
+    let objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .owned_by("vm1", "u1")
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
+    });
+}
+
+#[test]
+fn l5_template_claim_of_final_vmi_is_deleted() {
+    let mut objs = world(
+        claim("t", "vm1-gpu")
+            .template_of("vm1", "u1")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let w = t.writes();
+        assert_eq!(
+            &w[..3],
+            [
+                "delete GPUClaim vm1-gpu L5",
+                "delete GPUAllocation vm1-gpu L8",
+                "remove_finalizer GPUClaim vm1-gpu L8"
+            ]
+        );
+        assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
+    });
+}
+
+// ---- L6: the VMI never appeared
+
+#[test]
+fn l6_attachment_to_vmi_that_never_appeared_is_detached_after_grace() {
+    let objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm-x")
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.writes();
+        t.advance(secs(119)).await;
+        assert_eq!(t.writes(), Vec::<String>::new(), "nothing within the grace");
+        t.advance(secs(1)).await;
+        assert_eq!(t.writes(), ["update_status GPUClaim a L6"]);
+        assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
+    });
+}
+
+#[test]
+fn l6_vmi_appearing_within_grace_keeps_the_attachment() {
+    let objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.advance(secs(60)).await;
+        t.user_create(running("vm1", "u1"));
+        t.settle().await;
+        t.advance(secs(120)).await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(
+            (c.phase(), c.attached_vmi_name()),
+            (ClaimPhase::Attached, Some("vm1"))
+        );
+    });
+}
+
+#[test]
+fn l6_grace_starts_afresh_when_the_attachment_comes_back() {
+    // Pending, so the VMI's life changes no phase: only the grace moves.
+    let objs = world([claim("t", "a").attached("vm1").obj()]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.advance(secs(60)).await;
+        t.user_create(running("vm1", "u1"));
+        t.settle().await;
+        t.advance(secs(30)).await;
+        t.user_delete(Kind::Vmi, Some("t"), "vm1");
+        t.settle().await;
+        t.writes();
+        // 120s after the first sight has passed, but not 120s since it came back.
+        t.advance(secs(119)).await;
+        assert_eq!(t.writes(), Vec::<String>::new());
+        t.advance(secs(1)).await;
+        assert_eq!(t.writes(), ["update_status GPUClaim a L6"]);
+    });
+}
+
+#[test]
+fn l6_a_shorter_grace_from_reload_reaches_the_pending_timer() {
+    let objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm-x")
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.advance(secs(30)).await;
+        let mut c = Config::default();
+        c.attachment_grace = secs(60);
+        t.sim.reload(c);
+        t.settle().await;
+        t.writes();
+        t.advance(secs(29)).await;
+        assert_eq!(t.writes(), Vec::<String>::new());
+        t.advance(secs(1)).await;
+        assert_eq!(t.writes(), ["update_status GPUClaim a L6"]);
+    });
+}
+
+#[test]
+fn l6_attachments_are_left_alone_with_integration_off() {
+    let objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm-x")
+            .with_record(H200),
+    );
+    with_world(off(), objs, |mut t| async move {
+        t.settle().await;
+        t.advance(secs(600)).await;
+        assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), Some("vm-x"));
+    });
+}
+
+// ---- L7: detach
+
+#[test]
+fn l7_detach_keeps_the_lost_condition_of_a_lost_claim() {
+    let mut objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 8).ready(false).obj(),
+    ];
+    objs.extend(
+        claim("t", "a")
+            .lost("n1")
+            .attached("vm1")
+            .waiting("NoCapacity")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!((c.phase(), c.attached_vmi_name()), (ClaimPhase::Lost, None));
+        assert!(condition_is_true(c.conditions(), CONDITION_LOST));
+        assert!(
+            condition_is_true(c.conditions(), CONDITION_WAITING),
+            "a Lost claim keeps its conditions"
+        );
+    });
+}
+
+#[test]
+fn l7_detach_removes_the_waiting_condition() {
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .waiting("NoCapacity")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(
+            (c.phase(), c.attached_vmi_name()),
+            (ClaimPhase::Bound, None)
+        );
+        assert!(c.conditions().is_empty());
+    });
+}
+
+#[test]
+fn l7_detach_of_an_attached_claim_makes_it_bound() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
+    });
+}

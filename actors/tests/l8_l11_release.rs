@@ -1,0 +1,509 @@
+//! L8-L11: a deleting claim is released once no VMI uses it; a deleting
+//! class once no claim of it holds or owes GPUs.
+mod common;
+use common::*;
+use gpu_claims_actors::actors::WorldEvent;
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::ports::{Kind, Obj, WriteError};
+
+fn released(t: &T, ns_name: &str) -> bool {
+    t.claim(ns_name).is_none()
+}
+
+// ---- L8: release order, and a failed finalizer removal
+
+#[test]
+fn l8_release_deletes_the_record_then_removes_the_finalizer() {
+    let objs = world(claim("t", "a").bound("n1").deleting().with_record(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let w = t.writes();
+        assert_eq!(
+            &w[..2],
+            [
+                "delete GPUAllocation a L8",
+                "remove_finalizer GPUClaim a L8"
+            ]
+        );
+        assert!(released(&t, "t/a"));
+        assert!(!t.exists(Kind::Record, Some("t"), "a"));
+    });
+}
+
+#[test]
+fn l8_claim_without_record_just_loses_its_finalizer() {
+    with_world(
+        Config::default(),
+        world([claim("t", "a").deleting().obj()]),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(
+                t.writes(),
+                [
+                    "remove_finalizer GPUClaim a L8",
+                    "update_status GPUClass h200 class-status"
+                ]
+            );
+        },
+    );
+}
+
+#[test]
+fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
+    let mut objs = vec![
+        class("h200", H200).deleting().obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ];
+    objs.extend(claim("t", "a").bound("n1").deleting().with_record(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        // The record delete passes; the finalizer removal fails with a 500.
+        t.fail_writes([None, Some(WriteError::Other("etcd timeout".into()))]);
+        t.settle().await;
+        assert_eq!(t.writes(), ["delete GPUAllocation a L8"]);
+        assert!(
+            t.class("h200").is_some(),
+            "the class waits while the claim holds"
+        );
+        // The retry (backoff) releases the claim, and then the class.
+        t.advance(secs(1)).await;
+        assert_eq!(
+            t.writes(),
+            [
+                "remove_finalizer GPUClaim a L8",
+                "remove_finalizer GPUClass h200 L11"
+            ]
+        );
+    });
+}
+
+#[test]
+fn l8_not_found_on_finalizer_removal_counts_as_released() {
+    let mut objs = vec![
+        class("h200", H200).deleting().obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ];
+    objs.extend(claim("t", "a").bound("n1").deleting().with_record(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.fail_writes([None, Some(WriteError::NotFound)]);
+        t.settle().await;
+        let w = t.writes();
+        assert!(
+            w.contains(&"remove_finalizer GPUClass h200 L11".to_string()),
+            "{w:?}"
+        );
+    });
+}
+
+#[test]
+fn l8_conflict_on_finalizer_removal_rereads_and_releases() {
+    let objs = world(claim("t", "a").bound("n1").deleting().with_record(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.fail_writes([None, Some(WriteError::Conflict("newer".into()))]);
+        t.settle().await;
+        assert!(released(&t, "t/a"));
+        assert!(
+            t.sim.world().claim("t/a").is_none(),
+            "the watch showed the deletion"
+        );
+        let deletes = t
+            .all_entries()
+            .iter()
+            .filter(|e| e.op == "delete" && e.kind == "GPUAllocation")
+            .count();
+        assert_eq!(deletes, 1, "the record is deleted once");
+    });
+}
+
+// ---- L9: used by a VMI (integration on)
+
+#[test]
+fn l9_unattached_claim_is_not_used() {
+    with_world(
+        Config::default(),
+        world(claim("t", "a").bound("n1").deleting().with_record(H200)),
+        |mut t| async move {
+            t.settle().await;
+            assert!(released(&t, "t/a"));
+        },
+    );
+}
+
+#[test]
+fn l9_fresh_attachment_holds_the_claim_within_grace() {
+    let objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm-x")
+            .deleting()
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.advance(secs(119)).await;
+        assert!(!released(&t, "t/a"), "the VMI may be starting with the GPU");
+        t.advance(secs(1)).await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l9_absent_vmi_of_attached_claim_does_not_hold() {
+    let objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .deleting()
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l9_final_vmi_does_not_hold() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .deleting()
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l9_live_vmi_without_launcher_pods_holds() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .deleting()
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(!released(&t, "t/a"));
+        // The VM stops: now it goes.
+        t.user_update(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+        t.settle().await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l9_live_vmi_with_an_ungated_launcher_holds() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .deleting()
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").obj());
+    objs.push(
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .pinned("n1")
+            .scheduled("n1")
+            .obj(),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(!released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l9_launchers_all_gated_live_too_do_not_hold() {
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .deleting()
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
+    objs.push(
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .obj(),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l9_a_launcher_that_left_the_gate_live_holds_though_the_cache_shows_it_gated() {
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
+    let gated = launcher("t", "virt-launcher-vm1", "vm1", "u1").gated();
+    objs.push(
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .pinned("n1")
+            .obj(),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        // A stale cache: it shows the pod still gated.
+        t.sim.supervisor().do_send(WorldEvent::Apply(gated.obj()));
+        t.settle().await;
+        t.user_delete(Kind::Claim, Some("t"), "a");
+        t.settle().await;
+        assert!(
+            !released(&t, "t/a"),
+            "the live pod left the gate: it may hold the GPU"
+        );
+    });
+}
+
+#[test]
+fn l9_a_cached_launcher_not_found_live_is_skipped() {
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .deleting()
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        // The claim is held only by grace-free logic: give the cache a gated pod the server lacks.
+        t.sim.supervisor().do_send(WorldEvent::Apply(
+            launcher("t", "ghost", "vm1", "u1").gated().obj(),
+        ));
+        t.user_update(vmi("t", "vm1").uid("u1").phase("Pending").obj());
+        t.settle().await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l9_a_failed_live_read_retries_later() {
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
+    objs.push(
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .obj(),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.sim.cluster.faults().fail_reads = Some("connection reset".into());
+        t.user_delete(Kind::Claim, Some("t"), "a");
+        t.settle().await;
+        assert!(!released(&t, "t/a"));
+        t.sim.cluster.faults().fail_reads = None;
+        t.advance(secs(1)).await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+// ---- L10: used by a VMI, integration off (the VMI read live)
+
+fn l10_world(v: Option<Obj>) -> Vec<Obj> {
+    let mut objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm1")
+            .owned_by("vm1", "u1")
+            .deleting()
+            .with_record(H200),
+    );
+    objs.extend(v);
+    objs
+}
+
+#[test]
+fn l10_vmi_not_found_does_not_hold() {
+    with_world(off(), l10_world(None), |mut t| async move {
+        t.settle().await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l10_vmi_kind_not_served_does_not_hold() {
+    with_world(
+        off(),
+        l10_world(Some(vmi("t", "vm1").uid("u1").obj())),
+        |mut t| async move {
+            t.sim.cluster.faults().vmis_not_served = true;
+            t.settle().await;
+            assert!(released(&t, "t/a"));
+        },
+    );
+}
+
+#[test]
+fn l10_read_error_retries_later() {
+    with_world(off(), l10_world(None), |mut t| async move {
+        t.sim.cluster.faults().fail_reads = Some("timeout".into());
+        t.settle().await;
+        assert!(!released(&t, "t/a"));
+        t.sim.cluster.faults().fail_reads = None;
+        t.advance(secs(1)).await;
+        assert!(released(&t, "t/a"));
+    });
+}
+
+#[test]
+fn l10_vmi_of_another_uid_does_not_hold() {
+    with_world(
+        off(),
+        l10_world(Some(vmi("t", "vm1").uid("u2").obj())),
+        |mut t| async move {
+            t.settle().await;
+            assert!(released(&t, "t/a"));
+        },
+    );
+}
+
+#[test]
+fn l10_final_vmi_does_not_hold() {
+    with_world(
+        off(),
+        l10_world(Some(vmi("t", "vm1").uid("u1").phase("Failed").obj())),
+        |mut t| async move {
+            t.settle().await;
+            assert!(released(&t, "t/a"));
+        },
+    );
+}
+
+#[test]
+fn l10_live_vmi_holds_until_a_poll_sees_it_final() {
+    with_world(
+        off(),
+        l10_world(Some(vmi("t", "vm1").uid("u1").obj())),
+        |mut t| async move {
+            t.settle().await;
+            assert!(!released(&t, "t/a"));
+            t.user_update(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+            t.advance(secs(30)).await;
+            assert!(released(&t, "t/a"));
+        },
+    );
+}
+
+// ---- L11: class release
+
+#[test]
+fn l11_class_is_released_once_no_claim_holds() {
+    let objs = vec![class("h200", H200).deleting().obj(), claim("t", "p").obj()];
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(
+            t.writes(),
+            ["remove_finalizer GPUClass h200 L11"],
+            "a Pending claim does not hold"
+        );
+    });
+}
+
+#[test]
+fn l11_class_waits_for_a_bound_claim() {
+    let mut objs = vec![
+        class("h200", H200).deleting().obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ];
+    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.class("h200").is_some());
+        t.user_delete(Kind::Claim, Some("t"), "a");
+        t.settle().await;
+        assert!(t.class("h200").is_none());
+    });
+}
+
+#[test]
+fn l11_a_lost_claim_holds_its_class() {
+    let mut objs = vec![class("h200", H200).deleting().obj()];
+    objs.extend(claim("t", "a").lost("n1").with_record(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.class("h200").is_some());
+    });
+}
+
+#[test]
+fn l11_claims_released_in_the_same_round_count_as_gone_before_the_watch_shows_it() {
+    let mut objs = vec![
+        class("h200", H200).deleting().obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ];
+    objs.extend(claim("t", "a").bound("n1").deleting().with_record(H200));
+    with_lagging_world(secs(5), objs, |mut t| async move {
+        t.sim.settle().await;
+        // The watch has not shown the release yet, and the class goes all the same.
+        assert!(t.claim("t/a").is_none());
+        assert!(t.class("h200").is_none());
+        t.advance(secs(10)).await;
+    });
+}
+
+#[test]
+fn l11_claims_of_another_class_do_not_hold() {
+    let mut objs = vec![
+        class("h200", H200).deleting().obj(),
+        class("a100", "nvidia.com/A100").obj(),
+    ];
+    objs.extend(
+        claim("t", "a")
+            .class("a100")
+            .bound("n1")
+            .with_record("nvidia.com/A100"),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.class("h200").is_none());
+    });
+}
+
+#[test]
+fn class_status_shows_capacity_on_ready_matching_nodes_and_allocated() {
+    let mut objs = vec![
+        class("h200", H200).selector("pool", "gpu").obj(),
+        node("n1").gpus(H200, 8).label("pool", "gpu").obj(),
+        node("n2")
+            .gpus(H200, 8)
+            .label("pool", "gpu")
+            .ready(false)
+            .obj(),
+        node("n3").gpus(H200, 8).obj(),
+    ];
+    objs.extend(claim("t", "a").count(2).bound("n1").with_record(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let st = t.class("h200").unwrap().status.unwrap();
+        assert_eq!((st.capacity, st.allocated), (Some(8), Some(2)));
+        t.writes();
+        // A heartbeat changes nothing a rule reads: no write.
+        t.user_update(node("n3").gpus(H200, 8).label("beat", "1").obj());
+        t.settle().await;
+        assert_eq!(t.writes(), Vec::<String>::new());
+        t.user_update(node("n2").gpus(H200, 8).label("pool", "gpu").obj());
+        t.settle().await;
+        assert_eq!(t.writes(), ["update_status GPUClass h200 class-status"]);
+        assert_eq!(t.class("h200").unwrap().status.unwrap().capacity, Some(16));
+    });
+}
