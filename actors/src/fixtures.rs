@@ -155,7 +155,7 @@ impl ClaimB {
 pub fn record_of(c: &GPUClaim, resource: &str) -> GPUAllocation {
     let name = c.metadata.name.clone().unwrap_or_default();
     GPUAllocation {
-        metadata: meta(c.metadata.namespace.as_deref(), &format!("{name}"))
+        metadata: meta(c.metadata.namespace.as_deref(), &name)
             .clone_with_uid(format!("rec-{name}")),
         spec: GPUAllocationSpec {
             claim_uid: c.metadata.uid.clone().unwrap_or_default(),

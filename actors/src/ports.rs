@@ -51,7 +51,9 @@ impl Kind {
     }
 }
 
-/// A typed object of one of the kinds.
+/// A typed object of one of the kinds. Moved a few times per watch event;
+/// boxing the large variants would add an allocation to every event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Obj {
     Class(GPUClass),
@@ -130,6 +132,7 @@ pub struct Preconditions {
 }
 
 /// What a delete did.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Deleted {
     /// The object is gone.

@@ -471,9 +471,10 @@ fn l6_a_shorter_grace_from_reload_reaches_the_pending_timer() {
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.advance(secs(30)).await;
-        let mut c = Config::default();
-        c.attachment_grace = secs(60);
-        t.sim.reload(c);
+        t.sim.reload(Config {
+            attachment_grace: secs(60),
+            ..Config::default()
+        });
         t.settle().await;
         t.writes();
         t.advance(secs(29)).await;

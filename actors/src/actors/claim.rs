@@ -278,7 +278,7 @@ impl ClaimActor {
     }
 
     fn retry_later(&mut self, rule: RuleId, error: String, ctx: &mut Context<Self>) -> String {
-        let wait = self.backoff.next();
+        let wait = self.backoff.next_wait();
         tracing::warn!(claim = %self.key, rule = %rule, %error, retry_in = %humantime::format_duration(wait), "write failed");
         if let Some(h) = self.retry_timer.take() {
             ctx.cancel_future(h);

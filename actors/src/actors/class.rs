@@ -243,7 +243,7 @@ impl ClassActor {
     }
 
     fn retry(&mut self, error: String, ctx: &mut Context<Self>) {
-        let wait = self.backoff.next();
+        let wait = self.backoff.next_wait();
         tracing::warn!(class = %self.name, %error, retry_in = %humantime::format_duration(wait), "class write failed");
         ctx.run_later(wait, |act, ctx| act.reconcile(ctx));
     }

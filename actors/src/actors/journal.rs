@@ -17,7 +17,7 @@ pub struct Decision {
 /// The last few decisions. Allocated on first use: most actors of a
 /// converged cluster never decide anything.
 #[derive(Default, Debug)]
-pub struct DecisionLog(Option<Box<VecDeque<Decision>>>);
+pub struct DecisionLog(Option<VecDeque<Decision>>);
 
 impl DecisionLog {
     pub const CAPACITY: usize = 16;
@@ -25,7 +25,7 @@ impl DecisionLog {
     pub fn push(&mut self, d: Decision) {
         let ring = self
             .0
-            .get_or_insert_with(|| Box::new(VecDeque::with_capacity(Self::CAPACITY)));
+            .get_or_insert_with(|| VecDeque::with_capacity(Self::CAPACITY));
         if ring.len() == Self::CAPACITY {
             ring.pop_front();
         }

@@ -87,7 +87,7 @@ impl Activity {
 pub struct Backoff(u32);
 
 impl Backoff {
-    pub fn next(&mut self) -> std::time::Duration {
+    pub fn next_wait(&mut self) -> std::time::Duration {
         let d = std::time::Duration::from_millis(200) * 2u32.saturating_pow(self.0.min(11));
         self.0 += 1;
         d.min(std::time::Duration::from_secs(300))

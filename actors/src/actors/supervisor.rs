@@ -146,10 +146,10 @@ impl Supervisor {
     }
 
     fn poke_class(&mut self, name: &str, nodes_changed: bool, ctx: &mut Context<Self>) {
-        if self.ready {
-            if let Some(a) = self.class_actor(name, ctx) {
-                a.do_send(PokeClass { nodes_changed });
-            }
+        if self.ready
+            && let Some(a) = self.class_actor(name, ctx)
+        {
+            a.do_send(PokeClass { nodes_changed });
         }
     }
 

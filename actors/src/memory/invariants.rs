@@ -191,9 +191,9 @@ fn records_match(
     for (k, c) in claims {
         if c.phase().counts_against_budget()
             && !crate::api::is_deleting(&c.metadata)
-            && !by_key
+            && by_key
                 .get(k)
-                .is_some_and(|r| Some(&r.spec.claim_uid) == c.metadata.uid.as_ref())
+                .is_none_or(|r| Some(&r.spec.claim_uid) != c.metadata.uid.as_ref())
         {
             v.push(format!(
                 "I4: claim {k} is {} without its record",
@@ -202,9 +202,9 @@ fn records_match(
         }
     }
     for (k, r) in &by_key {
-        if !claims
+        if claims
             .get(k)
-            .is_some_and(|c| c.metadata.uid.as_ref() == Some(&r.spec.claim_uid))
+            .is_none_or(|c| c.metadata.uid.as_ref() != Some(&r.spec.claim_uid))
         {
             v.push(format!("I4: record {k} has no claim"));
         }

@@ -162,11 +162,14 @@ impl Sim {
     /// Runs until nothing moves: no message handled, no write landed and
     /// no I/O under way for a while. Time does not advance.
     pub async fn settle(&self) {
+        // A dead process's writes hang forever: they are not work under way.
+        let dead = || self.process.writer.left.load(Ordering::SeqCst) < 0;
         let probe = || {
+            let a = &self.env().activity;
             (
-                self.env().activity.ticks(),
+                a.ticks(),
                 self.store.resource_version(),
-                self.env().activity.in_flight(),
+                if dead() { 0 } else { a.in_flight() },
             )
         };
         let mut last = probe();

@@ -225,10 +225,10 @@ impl Store {
         if let Some(m) = obj["metadata"].as_object_mut() {
             m.remove("deletionTimestamp");
         }
-        if self.has_status(kind) {
-            if let Some(o) = obj.as_object_mut() {
-                o.remove("status");
-            }
+        if self.has_status(kind)
+            && let Some(o) = obj.as_object_mut()
+        {
+            o.remove("status");
         }
         g.objects.insert(k, obj.clone());
         Self::publish(&mut g, kind, EventType::Added, &obj);

@@ -79,10 +79,10 @@ pub fn vmi_holds(c: &GPUClaim, live: Result<Option<Vmi>, ReadError>) -> LiveAnsw
         Err(ReadError::Other(e)) => return Err(e),
         Ok(Some(v)) => v,
     };
-    if let Some((_, uid)) = vmi_owner(&c.metadata) {
-        if uid != v.uid() {
-            return Ok(false);
-        }
+    if let Some((_, uid)) = vmi_owner(&c.metadata)
+        && uid != v.uid()
+    {
+        return Ok(false);
     }
     Ok(!v.is_final())
 }

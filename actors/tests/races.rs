@@ -1,0 +1,290 @@
+//! Races and restarts: a watch that lags our writes, a write that meets a
+//! newer object, a process that dies between two writes, and I5 (a
+//! converged cluster gets no writes on resync or restart).
+mod common;
+use common::*;
+use gpu_claims_actors::actors::WorldEvent;
+use gpu_claims_actors::api::ClaimPhase;
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::memory::cluster_from_value;
+use gpu_claims_actors::memory::invariants::Checker;
+use gpu_claims_actors::memory::sim::{Sim, run_sim};
+use gpu_claims_actors::ports::{Kind, Obj};
+
+/// A world with work of every rule: finalizers to add, VMIs final and
+/// live, a template claim to delete, a claim and a class to release.
+fn busy_world() -> Vec<Obj> {
+    let mut objs = vec![
+        class("h200", H200).no_finalizer().obj(),
+        class("old", H200).deleting().obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ];
+    objs.push(claim("t", "new").no_finalizer().obj());
+    objs.extend(
+        claim("t", "fin")
+            .attached_phase("n1")
+            .attached("vm-fin")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm-fin").uid("u-fin").phase("Succeeded").obj());
+    objs.extend(
+        claim("t", "live")
+            .bound("n1")
+            .attached("vm-live")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm-live").uid("u-live").obj());
+    objs.push(
+        launcher("t", "virt-launcher-live", "vm-live", "u-live")
+            .pinned("n1")
+            .scheduled("n1")
+            .obj(),
+    );
+    objs.push(
+        claim("t", "vm-gone-gpu")
+            .template_of("vm-gone", "u-gone")
+            .obj(),
+    );
+    objs.extend(
+        claim("t", "del")
+            .class("old")
+            .bound("n1")
+            .deleting()
+            .with_record(H200),
+    );
+    objs
+}
+
+/// The final state of a busy world, as a comparable list.
+fn outcome(sim: &Sim) -> Vec<String> {
+    let mut v: Vec<String> = ["GPUClaim", "GPUClass", "GPUAllocation"]
+        .iter()
+        .flat_map(|k| sim.store.list(k).0)
+        .map(|o| {
+            let kind = Kind::from_name(o["kind"].as_str().unwrap()).unwrap();
+            let o = cluster_from_value(kind, o).unwrap();
+            let m = o.meta();
+            let phase = match &o {
+                Obj::Claim(c) => format!("{:?}/{:?}", c.phase(), c.attached_vmi_name()),
+                _ => String::new(),
+            };
+            format!("{} {:?} {:?} {phase}", kind.name(), m.name, m.finalizers)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn effective_writes(sim: &Sim) -> usize {
+    sim.cluster.journal().effective().count()
+}
+
+#[test]
+fn i5_converged_world_gets_no_writes_on_restart() {
+    with_world(Config::default(), busy_world(), |mut t| async move {
+        t.settle().await;
+        t.writes();
+        t.sim.restart();
+        t.settle().await;
+        assert_eq!(t.writes(), Vec::<String>::new());
+    });
+}
+
+#[test]
+fn i5_converged_world_gets_no_writes_on_resync() {
+    with_world(Config::default(), busy_world(), |mut t| async move {
+        t.settle().await;
+        t.writes();
+        for kind in Kind::ALL {
+            let objs = t
+                .sim
+                .store
+                .list(kind.name())
+                .0
+                .into_iter()
+                .map(|v| cluster_from_value(kind, v).unwrap())
+                .collect();
+            t.sim.supervisor().do_send(WorldEvent::Relisted(kind, objs));
+        }
+        t.settle().await;
+        assert_eq!(t.writes(), Vec::<String>::new());
+    });
+}
+
+#[test]
+fn a_lagging_watch_causes_no_duplicate_write() {
+    let (plain, plain_writes) = run_sim(|| async {
+        let sim = Sim::start(Config::default(), &busy_world(), None);
+        sim.settle().await;
+        (outcome(&sim), effective_writes(&sim))
+    });
+    with_lagging_world(secs(3), busy_world(), |mut t| async move {
+        t.advance(secs(10)).await;
+        assert_eq!(outcome(&t.sim), plain);
+        assert_eq!(
+            effective_writes(&t.sim),
+            plain_writes,
+            "the same writes as with a prompt watch"
+        );
+        let refused: Vec<_> = t
+            .all_entries()
+            .into_iter()
+            .filter(|e| e.error.is_some())
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "no write met a newer object: {refused:?}"
+        );
+    });
+}
+
+#[test]
+fn a_write_that_meets_a_newer_object_is_decided_again_never_overwrites() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").obj());
+    with_lagging_world(secs(2), objs, |mut t| async move {
+        t.advance(secs(5)).await;
+        t.writes();
+        // The VM stops, and at the same moment a user labels the claim; the
+        // controller's cache shows neither for 2s.
+        t.user_update(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+        let mut labelled = t.claim("t/a").unwrap();
+        labelled
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("team".into(), "ml".into());
+        t.user_update(Obj::Claim(labelled));
+        t.advance(secs(5)).await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(
+            (c.phase(), c.attached_vmi_name()),
+            (ClaimPhase::Bound, None)
+        );
+        assert_eq!(
+            c.metadata.labels.unwrap()["team"],
+            "ml",
+            "the user's write survives"
+        );
+    });
+}
+
+#[test]
+fn a_write_answered_409_rereads_and_writes_once_more() {
+    let mut objs = world(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.fail_writes([Some(gpu_claims_actors::ports::WriteError::Conflict(
+            "stale".into(),
+        ))]);
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
+    });
+}
+
+#[test]
+fn a_process_killed_between_any_two_writes_resumes_to_the_same_end() {
+    let (end, total) = run_sim(|| async {
+        let sim = Sim::start(Config::default(), &busy_world(), None);
+        sim.settle().await;
+        (outcome(&sim), effective_writes(&sim))
+    });
+    assert!(
+        total >= 8,
+        "the busy world needs several writes, got {total}"
+    );
+    for cut in 0..total as i64 {
+        let (got, writes, violations) = run_sim(|| async {
+            let mut sim = Sim::start(Config::default(), &busy_world(), None);
+            let mut checker = Checker::default();
+            sim.die_after(cut);
+            sim.settle().await;
+            let mut v = checker.check(&sim.cluster);
+            sim.restart();
+            sim.settle().await;
+            v.extend(checker.check(&sim.cluster));
+            (outcome(&sim), effective_writes(&sim), v)
+        });
+        assert!(
+            violations.is_empty(),
+            "cut after {cut} writes: {violations:?}"
+        );
+        assert_eq!(got, end, "cut after {cut} writes");
+        assert_eq!(
+            writes, total,
+            "cut after {cut} writes: no write is made twice"
+        );
+    }
+}
+
+#[test]
+fn the_grace_of_l6_starts_afresh_after_a_restart() {
+    let objs = world(
+        claim("t", "a")
+            .bound("n1")
+            .attached("vm-x")
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.advance(secs(100)).await;
+        t.sim.restart();
+        t.settle().await;
+        t.advance(secs(100)).await;
+        assert_eq!(
+            t.claim("t/a").unwrap().attached_vmi_name(),
+            Some("vm-x"),
+            "the memory of L6 is the process's"
+        );
+        t.advance(secs(20)).await;
+        assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
+    });
+}
+
+#[test]
+fn an_unreadable_object_is_reported_and_the_rest_goes_on() {
+    with_world(
+        Config::default(),
+        world([claim("t", "a").no_finalizer().obj()]),
+        |mut t| async move {
+            let mut bad = serde_json::json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
+            "metadata": {"namespace": "t", "name": "bad"}, "spec": {"className": "h200", "count": "two"}});
+            bad["metadata"]["uid"] = "u-bad".into();
+            t.sim.store.seed("GPUClaim", bad);
+            t.settle().await;
+            assert!(
+                t.writes()
+                    .contains(&"add_finalizer GPUClaim a L1".to_string())
+            );
+            assert!(t.sim.world().claim("t/bad").is_none());
+        },
+    );
+}
+
+#[test]
+fn actors_stop_when_their_claims_are_gone() {
+    with_world(
+        Config::default(),
+        world(claim("t", "a").bound("n1").deleting().with_record(H200)),
+        |mut t| async move {
+            t.settle().await;
+            let stats = t
+                .sim
+                .supervisor()
+                .send(gpu_claims_actors::actors::StatsQuery)
+                .await
+                .unwrap();
+            assert_eq!((stats.claims, stats.claim_actors), (0, 0));
+        },
+    );
+}

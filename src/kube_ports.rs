@@ -1,0 +1,178 @@
+//! The ports over kube-rs: every kind through `Api<DynamicObject>`, with
+//! the same JSON conversion as the in-memory cluster, so both adapters
+//! read and write objects identically.
+
+use crate::http::Metrics;
+use async_trait::async_trait;
+use gpu_claims_actors::api::{GPUAllocation, GPUClaim, GPUClass, Vmi};
+use gpu_claims_actors::memory::{cluster_from_value, cluster_to_value};
+use gpu_claims_actors::ports::{
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, Why, WriteError, Writer,
+};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::core::ApiResource;
+use kube::{Client, Resource};
+use std::sync::Arc;
+
+/// The API resource of a kind.
+pub fn api_resource(kind: Kind) -> ApiResource {
+    match kind {
+        Kind::Class => ApiResource::erase::<GPUClass>(&()),
+        Kind::Claim => ApiResource::erase::<GPUClaim>(&()),
+        Kind::Record => ApiResource::erase::<GPUAllocation>(&()),
+        Kind::Vmi => ApiResource::erase::<Vmi>(&()),
+        Kind::Pod => ApiResource::erase::<Pod>(&()),
+        Kind::Node => ApiResource::erase::<Node>(&()),
+    }
+}
+
+pub fn api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+    let ar = api_resource(kind);
+    match namespace {
+        Some(ns) if kind.namespaced() => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// A kube object as typed.
+pub fn typed(kind: Kind, o: DynamicObject) -> Result<Obj, String> {
+    let mut v = serde_json::to_value(o).map_err(|e| e.to_string())?;
+    v["kind"] = kind.name().into();
+    cluster_from_value(kind, v)
+}
+
+fn dynamic(obj: &Obj) -> Result<DynamicObject, WriteError> {
+    serde_json::from_value(cluster_to_value(obj)).map_err(|e| WriteError::Invalid(e.to_string()))
+}
+
+fn write_error(e: kube::Error) -> WriteError {
+    match &e {
+        kube::Error::Api(s) if s.code == 404 => WriteError::NotFound,
+        kube::Error::Api(s) if s.code == 409 => WriteError::Conflict(s.message.clone()),
+        kube::Error::Api(s) if s.code == 400 || s.code == 422 => {
+            WriteError::Invalid(s.message.clone())
+        }
+        _ => WriteError::Other(e.to_string()),
+    }
+}
+
+pub struct KubePorts {
+    client: Client,
+    metrics: Arc<Metrics>,
+}
+
+impl KubePorts {
+    pub fn new(client: Client, metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(Self { client, metrics })
+    }
+
+    fn count<T>(&self, op: &str, kind: Kind, why: Why, r: &Result<T, WriteError>) {
+        let result = match r {
+            Ok(_) => "ok",
+            Err(e) => e.metric_label(),
+        };
+        self.metrics.write(op, kind.name(), why.0.as_str(), result);
+    }
+
+    fn back(&self, kind: Kind, o: DynamicObject) -> Result<Obj, WriteError> {
+        typed(kind, o).map_err(WriteError::Other)
+    }
+}
+
+#[async_trait]
+impl Writer for KubePorts {
+    async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        let r = obj.obj_ref();
+        let api = api(&self.client, r.kind, r.namespace.as_deref());
+        let res = match dynamic(&obj) {
+            Ok(d) => api
+                .create(&PostParams::default(), &d)
+                .await
+                .map_err(write_error)
+                .and_then(|o| self.back(r.kind, o)),
+            Err(e) => Err(e),
+        };
+        self.count("create", r.kind, why, &res);
+        res
+    }
+
+    async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        let r = obj.obj_ref();
+        let api = api(&self.client, r.kind, r.namespace.as_deref());
+        let res = match dynamic(&obj) {
+            Ok(d) => api
+                .replace(&r.name, &PostParams::default(), &d)
+                .await
+                .map_err(write_error)
+                .and_then(|o| self.back(r.kind, o)),
+            Err(e) => Err(e),
+        };
+        self.count("update", r.kind, why, &res);
+        res
+    }
+
+    async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        let r = obj.obj_ref();
+        let api = api(&self.client, r.kind, r.namespace.as_deref());
+        let res = match dynamic(&obj) {
+            Ok(d) => api
+                .replace_status(&r.name, &PostParams::default(), &d)
+                .await
+                .map_err(write_error)
+                .and_then(|o| self.back(r.kind, o)),
+            Err(e) => Err(e),
+        };
+        self.count("update_status", r.kind, why, &res);
+        res
+    }
+
+    async fn delete(
+        &self,
+        what: ObjRef,
+        pre: Preconditions,
+        why: Why,
+    ) -> Result<Deleted, WriteError> {
+        let api = api(&self.client, what.kind, what.namespace.as_deref());
+        let dp = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: pre.uid,
+                resource_version: pre.resource_version,
+            }),
+            ..DeleteParams::default()
+        };
+        let res = match api.delete(&what.name, &dp).await.map_err(write_error) {
+            Ok(either::Either::Left(o)) => self.back(what.kind, o).map(Deleted::Deleting),
+            Ok(either::Either::Right(_)) => Ok(Deleted::Gone),
+            Err(e) => Err(e),
+        };
+        self.count("delete", what.kind, why, &res);
+        res
+    }
+}
+
+#[async_trait]
+impl Reader for KubePorts {
+    async fn get(&self, what: ObjRef) -> Result<Option<Obj>, ReadError> {
+        let api = api(&self.client, what.kind, what.namespace.as_deref());
+        match api.get(&what.name).await {
+            Ok(o) => typed(what.kind, o).map(Some).map_err(ReadError::Other),
+            // A 404 that names no object: the resource itself is not served (no KubeVirt).
+            Err(kube::Error::Api(s))
+                if s.code == 404 && s.details.as_ref().is_none_or(|d| d.name.is_empty()) =>
+            {
+                Err(ReadError::NotServed)
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(ReadError::Other(e.to_string())),
+        }
+    }
+}
+
+/// Kind names as kube sees them, for the RBAC and logs.
+pub fn plural(kind: Kind) -> String {
+    api_resource(kind).plural
+}
+
+#[allow(dead_code)]
+fn assert_resource<K: Resource<DynamicType = ()>>() {}

@@ -1,0 +1,52 @@
+//! The operator around the actors: CRDs and CLI, the kube-rs watchers that
+//! feed the supervisor, the kube-backed writer and reader, config loading
+//! and reload, telemetry, HTTP endpoints, and `plan`.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod config;
+pub mod crd;
+pub mod http;
+pub mod kube_ports;
+pub mod plan;
+pub mod run;
+pub mod snapshot;
+pub mod telemetry;
+pub mod watch;
+
+/// The operator's errors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("config {path}: {reason}")]
+    Config { path: String, reason: String },
+    #[error("snapshot {path}, document {doc}: {reason}")]
+    Snapshot {
+        path: String,
+        doc: usize,
+        reason: String,
+    },
+    #[error("kube: {0}")]
+    Kube(#[source] Box<kube::Error>),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// A label for error metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Config { .. } => "config",
+            Error::Snapshot { .. } => "snapshot",
+            Error::Kube(_) => "kube",
+            Error::Io(_) => "io",
+        }
+    }
+}
+
+impl From<kube::Error> for Error {
+    fn from(e: kube::Error) -> Self {
+        Error::Kube(Box::new(e))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

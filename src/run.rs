@@ -1,0 +1,91 @@
+//! `gpu-claims run`: the controller against a real API server.
+
+use crate::cli::default_config;
+use crate::config::{self, Reloader};
+use crate::http::{AppState, Metrics, router};
+use crate::kube_ports::KubePorts;
+use crate::telemetry::Logging;
+use crate::watch::watch;
+use actix::Actor;
+use anyhow::Context as _;
+use gpu_claims_actors::actors::{ConfigChanged, Env, Supervisor};
+use gpu_claims_actors::ports::TokioClock;
+use gpu_claims_actors::world::World;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The config file (default: config/gpu-claims.yaml when present); reloaded when it changes.
+    #[arg(long, env = "GPU_CLAIMS_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where /metrics, /healthz, /readyz and /debug listen.
+    #[arg(long, env = "GPU_CLAIMS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    http_addr: SocketAddr,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let RunArgs { config, http_addr } = args;
+    let path = config.or_else(default_config);
+    let config = config::initial(path.as_deref())?;
+    let mut logging = Logging::init(&config);
+    let sys = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    });
+    sys.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .context("no kubeconfig or in-cluster config")?;
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let ports = KubePorts::new(client.clone(), metrics.clone());
+        let world = Arc::new(World::new(config.clone()));
+        let env = Env::new(world, ports.clone(), ports, Arc::new(TokioClock));
+        let supervisor = Supervisor::new(env).start();
+        for kind in Supervisor::watched_kinds(&config) {
+            tokio::spawn(watch(client.clone(), kind, supervisor.clone()));
+        }
+        if let Some(path) = path {
+            let to = supervisor.clone();
+            let reloader = Reloader::new(path, config.clone());
+            tokio::spawn(reloader.run(move |r| {
+                metrics.reload(r.is_ok());
+                if let Ok(c) = r {
+                    logging.apply(&c);
+                    to.do_send(ConfigChanged(c));
+                }
+            }));
+        }
+        let listener = tokio::net::TcpListener::bind(http_addr)
+            .await
+            .with_context(|| format!("listen on {http_addr}"))?;
+        tracing::info!(%http_addr, "serving /metrics, /healthz, /readyz, /debug/claims");
+        let app = router(AppState {
+            supervisor,
+            registry: Arc::new(registry),
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown())
+            .await?;
+        Ok(())
+    })
+}
+
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,75 @@
+//! kube-runtime watchers that feed the supervisor: each kind listed, then
+//! every change, with backpressure (`send().await` waits when the
+//! supervisor's mailbox is full). A relist after an expired
+//! resourceVersion arrives as `Relisted`, so deletions missed meanwhile
+//! are seen too.
+
+use crate::kube_ports::{api, typed};
+use actix::Addr;
+use futures::StreamExt;
+use gpu_claims_actors::actors::{Supervisor, WorldEvent};
+use gpu_claims_actors::api::{LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE};
+use gpu_claims_actors::ports::{Kind, Obj};
+use kube::Client;
+use kube::api::DynamicObject;
+use kube::runtime::{WatchStreamExt, watcher};
+use tracing::{Instrument, info_span, warn};
+
+/// Watches one kind until the process ends.
+pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>) {
+    let mut config = watcher::Config::default().any_semantic();
+    if kind == Kind::Pod {
+        config = config.labels(&format!("{LAUNCHER_LABEL}={LAUNCHER_LABEL_VALUE}"));
+    }
+    let stream = watcher(api(&client, kind, None), config).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    let mut listed: Vec<Obj> = Vec::new();
+    async move {
+        while let Some(ev) = stream.next().await {
+            let ev = match ev {
+                Ok(ev) => ev,
+                Err(error) => {
+                    warn!(%error, "watch failed; retrying with backoff");
+                    continue;
+                }
+            };
+            let out = match ev {
+                watcher::Event::Init => {
+                    listed.clear();
+                    None
+                }
+                watcher::Event::InitApply(o) => {
+                    listed.extend(convert(kind, o, &to).await);
+                    None
+                }
+                watcher::Event::InitDone => {
+                    Some(WorldEvent::Relisted(kind, std::mem::take(&mut listed)))
+                }
+                watcher::Event::Apply(o) => convert(kind, o, &to).await.map(WorldEvent::Apply),
+                watcher::Event::Delete(o) => convert(kind, o, &to).await.map(WorldEvent::Delete),
+            };
+            if let Some(ev) = out
+                && to.send(ev).await.is_err()
+            {
+                return; // the supervisor is gone: the process is ending
+            }
+        }
+    }
+    .instrument(info_span!("watch", kind = kind.name()))
+    .await
+}
+
+async fn convert(kind: Kind, o: DynamicObject, to: &Addr<Supervisor>) -> Option<Obj> {
+    let name = format!(
+        "{}/{}",
+        o.metadata.namespace.clone().unwrap_or_default(),
+        o.metadata.name.clone().unwrap_or_default()
+    );
+    match typed(kind, o) {
+        Ok(obj) => Some(obj),
+        Err(error) => {
+            let _ = to.send(WorldEvent::Unreadable { kind, name, error }).await;
+            None
+        }
+    }
+}

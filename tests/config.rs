@@ -1,0 +1,150 @@
+//! The config file: parsing, validation (an invalid file is refused whole),
+//! and reload in a running process (file change, symlink swap, SIGHUP).
+use gpu_claims::config::{Reloaded, Reloader, load, parse};
+use gpu_claims_actors::Config;
+use gpu_claims_actors::actors::ConfigChanged;
+use gpu_claims_actors::fixtures::*;
+use gpu_claims_actors::memory::sim::Sim;
+use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
+use std::path::Path;
+use std::time::Duration;
+
+#[test]
+fn the_default_config_file_is_the_defaults() {
+    let c = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/gpu-claims.yaml")).unwrap();
+    assert_eq!(c, Config::default());
+    assert_eq!(c.attachment_grace, Duration::from_secs(120));
+    assert_eq!(parse("").unwrap(), Config::default());
+}
+
+#[test]
+fn durations_are_humantime() {
+    let c =
+        parse("attachmentGrace: 1m30s\ntrace:\n  claims: [tenant-a/gpu]\nlog: {format: json}\n")
+            .unwrap();
+    assert_eq!(c.attachment_grace, Duration::from_secs(90));
+    assert!(c.trace.claims.contains("tenant-a/gpu"));
+}
+
+#[test]
+fn an_invalid_config_is_refused_with_a_reason() {
+    for (text, says) in [
+        ("attachmentGrace: soon\n", "attachmentGrace"),
+        ("attachmentGrase: 2m\n", "attachmentGrase"),
+        ("log: {filter: \"info,[bad\"}\n", "log.filter"),
+        ("log: {format: xml}\n", "xml"),
+        ("trace: {claims: [just-a-name]}\n", "trace.claims"),
+        ("kubevirt: {enabled: maybe}\n", "enabled"),
+    ] {
+        let e = parse(text).unwrap_err();
+        assert!(
+            e.contains(says),
+            "{text:?} refused for {e:?}, which should name {says}"
+        );
+    }
+}
+
+#[test]
+fn a_reloader_applies_changes_once_and_refuses_bad_files_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "attachmentGrace: 2m\n").unwrap();
+    let mut r = Reloader::new(path.clone(), load(&path).unwrap());
+    assert_eq!(r.reload(), Reloaded::Unchanged);
+    std::fs::write(&path, "attachmentGrace: 1m\n").unwrap();
+    assert!(
+        matches!(r.reload(), Reloaded::Applied(c) if c.attachment_grace == Duration::from_secs(60))
+    );
+    std::fs::write(&path, "attachmentGrace: 30s\nbogus: 1\n").unwrap();
+    assert!(matches!(r.reload(), Reloaded::Refused(e) if e.contains("bogus")));
+    // Back to the running config: nothing to apply.
+    std::fs::write(&path, "attachmentGrace: 1m\n").unwrap();
+    assert_eq!(r.reload(), Reloaded::Unchanged);
+}
+
+/// The whole path in a running process: the file changes on disk, the
+/// watcher sees it, the supervisor gets the config, and a pending L6 grace
+/// timer follows it. A bad file in between changes nothing.
+#[test]
+fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("..data-1");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("gpu-claims.yaml"), "attachmentGrace: 1h\n").unwrap();
+    // As a ConfigMap mount: the file is a symlink into a data directory that gets swapped.
+    let path = dir.path().join("gpu-claims.yaml");
+    std::os::unix::fs::symlink(data.join("gpu-claims.yaml"), &path).unwrap();
+    let config = load(&path).unwrap();
+
+    let sys = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    });
+    sys.block_on(async move {
+        let mut objs = vec![
+            class("h200", "nvidia.com/GH100_H200").obj(),
+            node("n1").gpus("nvidia.com/GH100_H200", 8).obj(),
+        ];
+        objs.extend(
+            claim("t", "a")
+                .bound("n1")
+                .attached("vm-never")
+                .with_record("nvidia.com/GH100_H200"),
+        );
+        let sim = Sim::start(config.clone(), &objs, None);
+        let to = sim.supervisor().clone();
+        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(Reloader::new(path.clone(), config).run(move |r| {
+            let _ = seen_tx.send(r.clone().map(|c| c.attachment_grace));
+            if let Ok(c) = r {
+                to.do_send(ConfigChanged(c));
+            }
+        }));
+        let attached = |sim: &Sim| match sim.cluster.get(&ObjRef::new(Kind::Claim, Some("t"), "a"))
+        {
+            Some(Obj::Claim(c)) => c.attached_vmi_name().map(str::to_string),
+            _ => None,
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(attached(&sim).as_deref(), Some("vm-never"));
+
+        // As the kubelet updates a ConfigMap: a new data dir, and the symlink swapped.
+        let swap = |n: u32, text: &str| {
+            let data = dir.path().join(format!("..data-{n}"));
+            std::fs::create_dir(&data).unwrap();
+            std::fs::write(data.join("gpu-claims.yaml"), text).unwrap();
+            let tmp = dir.path().join("gpu-claims.yaml.tmp");
+            std::os::unix::fs::symlink(data.join("gpu-claims.yaml"), &tmp).unwrap();
+            std::fs::rename(&tmp, &path).unwrap();
+        };
+        // A bad file: refused, the running config stays.
+        swap(2, "attachmentGrace: [\n");
+        let r = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(r.is_err(), "{r:?}");
+        assert_eq!(
+            sim.world().config().attachment_grace,
+            Duration::from_secs(3600)
+        );
+
+        swap(3, "attachmentGrace: 1s\n");
+        let r = tokio::time::timeout(Duration::from_secs(10), seen.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r, Ok(Duration::from_secs(1)));
+        // The pending 1h timer now ends 1s after the attachment was first seen.
+        let detached = tokio::time::timeout(Duration::from_secs(10), async {
+            while attached(&sim).is_some() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert!(detached.is_ok(), "the new grace reached the running actor");
+    });
+}

@@ -1,0 +1,32 @@
+//! The committed CRDs in deploy/crds are what the Rust types generate.
+//! Regenerate with: `GPU_CLAIMS_WRITE_CRDS=1 cargo test --test crd_drift`.
+use std::path::Path;
+
+#[test]
+fn committed_crds_match_the_rust_types() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
+    if std::env::var_os("GPU_CLAIMS_WRITE_CRDS").is_some() {
+        gpu_claims::crd::write_all(&dir).unwrap();
+    }
+    for (file, crd) in gpu_claims::crd::all() {
+        let want = gpu_claims::crd::to_yaml(&crd).unwrap();
+        let got = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+        assert!(
+            got == want,
+            "deploy/crds/{file} drifted from the Rust types; regenerate with GPU_CLAIMS_WRITE_CRDS=1 cargo test --test crd_drift"
+        );
+    }
+}
+
+#[test]
+fn claim_crd_validates_count_and_keeps_class_and_count_immutable() {
+    let yaml = gpu_claims::crd::all_yaml().unwrap();
+    assert!(yaml.contains("className is immutable") && yaml.contains("count is immutable"));
+    assert!(yaml.contains("minimum: 1.0"));
+    for col in ["Class", "Count", "Phase", "Node", "VMI", "Age"] {
+        assert!(
+            yaml.contains(&format!("name: {col}\n")),
+            "printer column {col}"
+        );
+    }
+}

@@ -1,0 +1,217 @@
+//! `gpu-claims plan` through the real binary: both output formats parse,
+//! every L rule fires on the examples, a converged cluster needs no write,
+//! and a bad snapshot names its file and document.
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+fn plan(args: &[&str]) -> (bool, Vec<Value>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-claims"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("plan")
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    (
+        out.status.success(),
+        lines,
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn plan_on_the_lifecycle_example_fires_every_rule_in_order() {
+    let (ok, writes, err) = plan(&[
+        "--snapshot",
+        "config/examples/lifecycle.yaml",
+        "--after",
+        "2m",
+    ]);
+    assert!(ok, "{err}");
+    let rules: BTreeSet<&str> = writes.iter().map(|w| w["rule"].as_str().unwrap()).collect();
+    for r in ["L1", "L3", "L4", "L5", "L6", "L8", "L11", "L12"] {
+        assert!(rules.contains(r), "rule {r} fired: {rules:?}");
+    }
+    for w in &writes {
+        for field in ["at", "op", "kind", "namespace", "name"] {
+            assert!(w.get(field).is_some(), "{field} in {w}");
+        }
+        assert!(
+            [
+                "create",
+                "delete",
+                "add_finalizer",
+                "remove_finalizer",
+                "update_status",
+                "update_pod"
+            ]
+            .contains(&w["op"].as_str().unwrap()),
+            "{w}"
+        );
+        if w["op"] == "update_status" && w["kind"] == "GPUClaim" {
+            for field in ["phase", "nodeName", "attachedTo", "conditions"] {
+                assert!(w.get(field).is_some(), "{field} in {w}");
+            }
+        }
+    }
+    // L8's order: the record goes before the finalizer.
+    let pos = |op: &str, kind: &str, name: &str| {
+        writes
+            .iter()
+            .position(|w| w["op"] == op && w["kind"] == kind && w["name"] == name)
+            .unwrap()
+    };
+    assert!(pos("delete", "GPUAllocation", "old") < pos("remove_finalizer", "GPUClaim", "old"));
+    assert!(
+        pos("remove_finalizer", "GPUClaim", "old") < pos("remove_finalizer", "GPUClass", "retired")
+    );
+    // L6 waits for the grace.
+    let l6 = writes.iter().find(|w| w["rule"] == "L6").unwrap();
+    assert_eq!(l6["at"], "2m");
+}
+
+#[test]
+fn plan_state_lists_every_object_that_existed() {
+    let (ok, states, err) = plan(&[
+        "--snapshot",
+        "config/examples/lifecycle.yaml",
+        "--after",
+        "2m",
+        "--output",
+        "state",
+    ]);
+    assert!(ok, "{err}");
+    let find = |kind: &str, name: &str| {
+        states
+            .iter()
+            .find(|s| s["kind"] == kind && s["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+    };
+    for s in &states {
+        for f in [
+            "kind",
+            "namespace",
+            "name",
+            "exists",
+            "deleting",
+            "finalizers",
+            "phase",
+            "nodeName",
+            "attachedTo",
+            "conditions",
+            "gated",
+        ] {
+            assert!(s.get(f).is_some(), "{f} in {s}");
+        }
+    }
+    assert_eq!(find("GPUClaim", "running")["phase"], "Attached");
+    assert_eq!(find("GPUClaim", "vm-gone-gpu")["exists"], false);
+    assert_eq!(find("GPUClass", "retired")["exists"], false);
+    assert_eq!(find("VirtualMachineInstance", "vm-d")["exists"], false);
+    assert_eq!(find("Pod", "virt-launcher-vm-f-x1")["gated"], true);
+    assert_eq!(
+        find("GPUClaim", "busy")["exists"],
+        true,
+        "L9: its VMI runs on it"
+    );
+    assert_eq!(
+        find("GPUClaim", "stranded")["conditions"],
+        serde_json::json!(["Lost"])
+    );
+    assert_eq!(find("Node", "n1")["phase"], Value::Null);
+}
+
+#[test]
+fn plan_with_integration_off_releases_by_reading_the_vmi_live() {
+    let (ok, states, err) = plan(&[
+        "--config",
+        "config/examples/no-kubevirt.config.yaml",
+        "--snapshot",
+        "config/examples/no-kubevirt.yaml",
+        "--output",
+        "state",
+    ]);
+    assert!(ok, "{err}");
+    let exists = |name: &str| states.iter().find(|s| s["name"] == name).unwrap()["exists"].clone();
+    assert_eq!(exists("done"), true.into_not());
+    assert_eq!(exists("in-use"), true);
+}
+
+trait Not {
+    fn into_not(self) -> Value;
+}
+impl Not for bool {
+    fn into_not(self) -> Value {
+        Value::Bool(!self)
+    }
+}
+
+#[test]
+fn a_second_plan_over_the_converged_cluster_writes_nothing() {
+    for (snapshot, config) in [
+        ("config/examples/lifecycle.yaml", None),
+        (
+            "config/examples/no-kubevirt.yaml",
+            Some("config/examples/no-kubevirt.config.yaml"),
+        ),
+    ] {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let config = config
+            .map(|c| gpu_claims::config::load(&root.join(c)).unwrap())
+            .unwrap_or_default();
+        let objects = gpu_claims::snapshot::load(&root.join(snapshot)).unwrap();
+        let after = [std::time::Duration::from_secs(120)];
+        let converged = gpu_claims::plan::converged(config.clone(), objects, &after);
+        let (writes, _) = gpu_claims::plan::simulate(config, converged, &after);
+        assert!(writes.is_empty(), "{snapshot}: {writes:?}");
+    }
+}
+
+#[test]
+fn a_bad_snapshot_names_its_file_and_document_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {namespace: t, name: c}\nspec: {className: h200, count: many}\n").unwrap();
+    let (ok, out, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(!ok && out.is_empty());
+    assert!(
+        err.contains("bad.yaml") && err.contains("document 2") && err.contains("GPUClaim c"),
+        "{err}"
+    );
+
+    std::fs::write(&bad, "kind: Secret\nmetadata: {name: s}\n").unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains("document 1") && err.contains("Secret"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &bad,
+        "kind: GPUClaim\nmetadata: {name: s}\nspec: {className: x}\n",
+    )
+    .unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(!ok && err.contains("without metadata.namespace"), "{err}");
+
+    std::fs::write(&bad, "kind: [unclosed\n").unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(!ok && err.contains("document 1"), "{err}");
+}
+
+#[test]
+fn a_list_snapshot_is_read_like_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("list.yaml");
+    std::fs::write(&list, "kind: List\nitems:\n- apiVersion: gpu.cozystack.io/v1alpha1\n  kind: GPUClaim\n  metadata: {namespace: t, name: c}\n  spec: {className: h200}\n").unwrap();
+    let (ok, writes, err) = plan(&["--snapshot", list.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0]["op"], "add_finalizer");
+}
