@@ -142,6 +142,13 @@ impl Writer for KubePorts {
             ..DeleteParams::default()
         };
         let res = match api.delete(&what.name, &dp).await.map_err(write_error) {
+            // An object answered without finalizers is gone (the API server returns
+            // the last state of some kinds instead of a Status).
+            Ok(either::Either::Left(o))
+                if o.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty()) =>
+            {
+                Ok(Deleted::Gone)
+            }
             Ok(either::Either::Left(o)) => self.back(what.kind, o).map(Deleted::Deleting),
             Ok(either::Either::Right(_)) => Ok(Deleted::Gone),
             Err(e) => Err(e),

@@ -3,6 +3,7 @@
 //! and reload, telemetry, HTTP endpoints, and `plan`.
 #![forbid(unsafe_code)]
 
+pub mod apiserver;
 pub mod cli;
 pub mod config;
 pub mod crd;

@@ -14,8 +14,13 @@ pub const CLAIM_TRACE_TARGET: &str = "gpu_claims::claim_trace";
 
 type Fmt = Box<dyn Layer<Registry> + Send + Sync>;
 
+/// Where log lines go: stderr in the binary, a buffer in tests.
+pub type Sink = tracing_subscriber::fmt::writer::BoxMakeWriter;
+
 /// Handles to change logging at run time.
 pub struct Logging {
+    sink: std::sync::Arc<dyn Fn() -> Sink + Send + Sync>,
+    ansi: bool,
     filter: reload::Handle<
         EnvFilter,
         tracing_subscriber::layer::Layered<reload::Layer<Fmt, Registry>, Registry>,
@@ -24,7 +29,7 @@ pub struct Logging {
     current: LogFormat,
 }
 
-fn filter_of(config: &Config) -> EnvFilter {
+pub fn filter_of(config: &Config) -> EnvFilter {
     let base = EnvFilter::try_new(&config.log.filter).unwrap_or_else(|_| EnvFilter::new("info"));
     base.add_directive(
         format!("{CLAIM_TRACE_TARGET}=trace")
@@ -33,30 +38,53 @@ fn filter_of(config: &Config) -> EnvFilter {
     )
 }
 
-fn fmt_of(format: LogFormat) -> Fmt {
+fn fmt_of(format: LogFormat, sink: Sink, ansi: bool) -> Fmt {
     match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+            .with_writer(sink)
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
-            .with_writer(std::io::stderr)
+            .with_writer(sink)
             .boxed(),
     }
 }
 
 impl Logging {
-    /// Installs the global subscriber.
+    /// Installs the global subscriber, writing to stderr.
     pub fn init(config: &Config) -> Logging {
-        let (fmt, format) = reload::Layer::new(fmt_of(config.log.format));
+        let (subscriber, mut logging) =
+            Self::build(config, std::sync::Arc::new(|| Sink::new(std::io::stderr)));
+        // Colour only for a person at a terminal: files and collectors get plain text.
+        logging.ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        logging
+            .format
+            .reload(fmt_of(config.log.format, (logging.sink)(), logging.ansi))
+            .ok();
+        let _ = subscriber.try_init();
+        logging
+    }
+
+    /// The subscriber and its handles, writing to `sink`.
+    pub fn build(
+        config: &Config,
+        sink: std::sync::Arc<dyn Fn() -> Sink + Send + Sync>,
+    ) -> (impl tracing::Subscriber + Send + Sync, Logging) {
+        let (fmt, format) = reload::Layer::new(fmt_of(config.log.format, sink(), false));
         let (filter, filter_handle) = reload::Layer::new(filter_of(config));
-        let _ = Registry::default().with(fmt).with(filter).try_init();
-        Logging {
-            filter: filter_handle,
-            format,
-            current: config.log.format,
-        }
+        let subscriber = Registry::default().with(fmt).with(filter);
+        (
+            subscriber,
+            Logging {
+                sink,
+                ansi: false,
+                filter: filter_handle,
+                format,
+                current: config.log.format,
+            },
+        )
     }
 
     /// Applies a new config's log settings.
@@ -65,7 +93,10 @@ impl Logging {
             tracing::warn!(error = %e, "log filter not reloaded");
         }
         if config.log.format != self.current {
-            if let Err(e) = self.format.reload(fmt_of(config.log.format)) {
+            if let Err(e) = self
+                .format
+                .reload(fmt_of(config.log.format, (self.sink)(), self.ansi))
+            {
                 tracing::warn!(error = %e, "log format not reloaded");
             }
             self.current = config.log.format;

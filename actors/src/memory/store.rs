@@ -63,7 +63,16 @@ struct Inner {
     rv: u64,
     uids: u64,
     watchers: Vec<mpsc::UnboundedSender<StoreEvent>>,
+    /// Recent changes, so a watch can start from a resourceVersion.
+    history: std::collections::VecDeque<StoreEvent>,
 }
+
+/// How many changes a watch can start behind; older is `410 Gone`.
+pub const HISTORY: usize = 10_000;
+
+/// A watch asked to start before the oldest change kept.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Gone;
 
 /// Wall time for timestamps; plan uses a simulated one.
 pub type WallClock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -108,6 +117,7 @@ impl Store {
             rv: 0,
             uids: 0,
             watchers: Vec::new(),
+            history: Default::default(),
         };
         Self {
             inner: Mutex::new(inner),
@@ -167,7 +177,33 @@ impl Store {
             object: object.clone(),
             resource_version: g.rv,
         };
+        if g.history.len() == HISTORY {
+            g.history.pop_front();
+        }
+        g.history.push_back(ev.clone());
         g.watchers.retain(|w| w.send(ev.clone()).is_ok());
+    }
+
+    /// Changes after `rv` (replayed from history), then every change from now on.
+    #[allow(clippy::type_complexity)]
+    pub fn watch_from(
+        &self,
+        rv: u64,
+    ) -> Result<(Vec<StoreEvent>, mpsc::UnboundedReceiver<StoreEvent>), Gone> {
+        let mut g = self.lock();
+        let oldest = g.history.front().map_or(g.rv + 1, |e| e.resource_version);
+        if rv + 1 < oldest && rv < g.rv {
+            return Err(Gone);
+        }
+        let replay = g
+            .history
+            .iter()
+            .filter(|e| e.resource_version > rv)
+            .cloned()
+            .collect();
+        let (tx, rx) = mpsc::unbounded_channel();
+        g.watchers.push(tx);
+        Ok((replay, rx))
     }
 
     /// Puts an object as it is (a snapshot's time 0), keeping its uid and

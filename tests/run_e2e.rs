@@ -1,0 +1,220 @@
+//! The real `gpu-claims run` binary against the embedded API server over
+//! HTTP, through a kubeconfig: the lifecycle rules act, the endpoints
+//! answer, and a restart on the converged cluster writes nothing (I5).
+use gpu_claims::apiserver;
+use gpu_claims_actors::fixtures::*;
+use gpu_claims_actors::memory::MemCluster;
+use gpu_claims_actors::memory::sim::STATUS_KINDS;
+use gpu_claims_actors::memory::store::Store;
+use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const H200: &str = "nvidia.com/GH100_H200";
+
+struct Controller(Child);
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.split_whitespace().nth(1)?.parse().ok()?;
+    Some((
+        code,
+        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string(),
+    ))
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start(dir: &std::path::Path, http: SocketAddr) -> Controller {
+    let log = std::fs::File::create(dir.join(format!("controller-{}.log", http.port()))).unwrap();
+    Controller(
+        Command::new(env!("CARGO_BIN_EXE_gpu-claims"))
+            .args([
+                "run",
+                "--config",
+                dir.join("config.yaml").to_str().unwrap(),
+                "--http-addr",
+                &http.to_string(),
+            ])
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = Arc::new(Store::new(
+        Arc::new(k8s_openapi::jiff::Timestamp::now),
+        STATUS_KINDS,
+    ));
+    let cluster = MemCluster::new(store.clone());
+    let mut objs = vec![
+        class("h200", H200).no_finalizer().obj(),
+        class("retired", H200).deleting().obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ];
+    objs.push(claim("t", "fresh").no_finalizer().obj());
+    objs.extend(
+        claim("t", "running")
+            .bound("n1")
+            .attached("vm-a")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm-a").uid("u-a").obj());
+    objs.extend(
+        claim("t", "stopped")
+            .attached_phase("n1")
+            .attached("vm-b")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm-b").uid("u-b").phase("Succeeded").obj());
+    objs.extend(
+        claim("t", "old")
+            .class("retired")
+            .bound("n1")
+            .deleting()
+            .with_record(H200),
+    );
+    for o in &objs {
+        cluster.seed(o);
+    }
+    let (addr, _server) = rt
+        .block_on(apiserver::serve(
+            store.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("kubeconfig"),
+        apiserver::kubeconfig(&format!("http://{addr}")),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "attachmentGrace: 2m\nlog: {filter: info, format: json}\n",
+    )
+    .unwrap();
+
+    let claim_of = |name: &str| match cluster.get(&ObjRef::new(Kind::Claim, Some("t"), name)) {
+        Some(Obj::Claim(c)) => Some(c),
+        _ => None,
+    };
+    let http = free_port();
+    let controller = start(dir.path(), http);
+    wait_for("L1 on the fresh claim", || {
+        claim_of("fresh").is_some_and(|c| c.metadata.finalizers.is_some())
+    });
+    wait_for("L4 on the running claim", || {
+        claim_of("running").is_some_and(|c| c.phase().as_str() == "Attached")
+    });
+    wait_for("L5 on the stopped claim", || {
+        claim_of("stopped").is_some_and(|c| c.attached_vmi_name().is_none())
+    });
+    wait_for("L8 on the deleting claim", || claim_of("old").is_none());
+    wait_for("L11 on the retired class", || {
+        cluster
+            .get(&ObjRef::new(Kind::Class, None, "retired"))
+            .is_none()
+    });
+
+    // The VM stops while the controller runs.
+    let mut vm = vmi("t", "vm-a").uid("u-a").phase("Succeeded").0;
+    vm.metadata.resource_version = None;
+    let v = gpu_claims_actors::memory::cluster_to_value(&Obj::Vmi(vm));
+    store
+        .update(
+            "VirtualMachineInstance",
+            v,
+            gpu_claims_actors::memory::store::Subresource::Status,
+        )
+        .unwrap();
+    wait_for("L5 on the running claim", || {
+        claim_of("running").is_some_and(|c| c.phase().as_str() == "Bound")
+    });
+
+    wait_for("readyz", || {
+        http_get(http, "/readyz").is_some_and(|(c, _)| c == 200)
+    });
+    let (_, metrics) = http_get(http, "/metrics").unwrap();
+    assert!(metrics.contains("gpu_claims_writes_total{op=\"update_status\",kind=\"GPUClaim\",rule=\"L5\",result=\"ok\"}"), "{metrics}");
+    let (code, trace) = http_get(http, "/debug/claims/t/stopped").unwrap();
+    assert_eq!(code, 200);
+    assert!(trace.contains("\"rule\":\"L5\""), "{trace}");
+    assert_eq!(http_get(http, "/debug/claims/t/nope").unwrap().0, 404);
+
+    // I5: a restart on the converged cluster makes no write.
+    std::thread::sleep(Duration::from_millis(500));
+    let converged = store.resource_version();
+    drop(controller);
+    let http2 = free_port();
+    let _again = start(dir.path(), http2);
+    wait_for("readyz after the restart", || {
+        http_get(http2, "/readyz").is_some_and(|(c, _)| c == 200)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        store.resource_version(),
+        converged,
+        "no write after a restart"
+    );
+
+    let log = std::fs::read_to_string(dir.path().join(format!("controller-{}.log", http.port())))
+        .unwrap();
+    let write_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"message\":\"writing\""))
+        .collect();
+    assert!(!write_lines.is_empty());
+    for l in write_lines {
+        assert!(
+            l.contains("\"rule\":"),
+            "every write line says its rule: {l}"
+        );
+        assert!(
+            l.contains("\"claim\":\"t/") || l.contains("\"class\":"),
+            "every actor line names its object: {l}"
+        );
+    }
+}
