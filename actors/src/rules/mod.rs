@@ -158,3 +158,6 @@ pub fn release_intent(c: &GPUClaim, w: &World) -> ClaimIntent {
     let record = w.record(&k).is_some_and(|r| r.spec.claim_uid == uid);
     ClaimIntent::Release { record }
 }
+
+#[cfg(test)]
+mod tests;
