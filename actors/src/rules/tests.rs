@@ -153,7 +153,8 @@ fn l10_vmi_holds_table() {
         .owned_by("vm", "u")
         .build();
     let v = |uid: &str, phase: &str| Ok(Some(vmi("t", "vm").uid(uid).phase(phase).0));
-    let cases: Vec<(&str, Result<Option<crate::api::Vmi>, ReadError>, LiveAnswer)> = vec![
+    type Live = Result<Option<crate::api::Vmi>, ReadError>;
+    let cases: Vec<(&str, Live, LiveAnswer)> = vec![
         ("not found", Ok(None), Ok(false)),
         ("kind not served", Err(ReadError::NotServed), Ok(false)),
         (
