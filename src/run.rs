@@ -44,7 +44,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         let metrics = Metrics::register(&mut registry);
         let ports = KubePorts::new(client.clone(), metrics.clone());
         let world = Arc::new(World::new(config.clone()));
-        let env = Env::new(world, ports.clone(), ports, Arc::new(TokioClock));
+        let env = Env::new(world, ports.clone(), ports, Arc::new(TokioClock::real()));
         let supervisor = Supervisor::new(env).start();
         for kind in Supervisor::watched_kinds(&config) {
             tokio::spawn(watch(client.clone(), kind, supervisor.clone()));

@@ -35,7 +35,7 @@ fn plan_on_the_lifecycle_example_fires_every_rule_in_order() {
     ]);
     assert!(ok, "{err}");
     let rules: BTreeSet<&str> = writes.iter().map(|w| w["rule"].as_str().unwrap()).collect();
-    for r in ["L1", "L3", "L4", "L5", "L6", "L8", "L11", "L12"] {
+    for r in ["L1", "L3", "L4", "L5", "L6", "L8", "L11", "L12", "G6"] {
         assert!(rules.contains(r), "rule {r} fired: {rules:?}");
     }
     for w in &writes {

@@ -204,13 +204,42 @@ pub trait Reader: Send + Sync {
 /// simulated clock of `plan` is tokio's paused clock.
 pub trait Clock: Send + Sync {
     fn now(&self) -> Instant;
+    /// Wall time, for timestamps the controller writes (condition times).
+    fn wall(&self) -> k8s_openapi::jiff::Timestamp;
 }
 
-/// The real clock.
-pub struct TokioClock;
+/// Tokio's clock (paused in a simulation), with wall time counted from a
+/// base: the real time for `run`, a fixed epoch for `plan`, so that a
+/// simulation prints the same timestamps on every run.
+pub struct TokioClock {
+    base: Instant,
+    base_wall: k8s_openapi::jiff::Timestamp,
+}
+
+impl TokioClock {
+    pub fn real() -> Self {
+        Self {
+            base: Instant::now(),
+            base_wall: k8s_openapi::jiff::Timestamp::now(),
+        }
+    }
+
+    pub fn from(base_wall: k8s_openapi::jiff::Timestamp) -> Self {
+        Self {
+            base: Instant::now(),
+            base_wall,
+        }
+    }
+}
 
 impl Clock for TokioClock {
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    fn wall(&self) -> k8s_openapi::jiff::Timestamp {
+        let d = k8s_openapi::jiff::SignedDuration::try_from(self.now().duration_since(self.base))
+            .unwrap_or_default();
+        self.base_wall.checked_add(d).unwrap_or(self.base_wall)
     }
 }

@@ -132,6 +132,7 @@ impl ClaimActor {
             now,
             &mut self.grace,
             &self.issued_vmi_delete,
+            self.env.clock.wall(),
         );
         claim_trace!(self, phase = claim.phase().as_str(), rv = ?claim.metadata.resource_version, ?step, "decided");
         match step {

@@ -131,7 +131,12 @@ impl Sim {
             inner: cluster.clone(),
             left: AtomicI64::new(i64::MAX),
         });
-        let env = Env::new(world, writer.clone(), cluster.clone(), Arc::new(TokioClock));
+        let env = Env::new(
+            world,
+            writer.clone(),
+            cluster.clone(),
+            Arc::new(TokioClock::from(sim_epoch())),
+        );
         let supervisor = Supervisor::new(env.clone()).start();
         let feed = feed(
             cluster.store.clone(),

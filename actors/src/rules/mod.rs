@@ -9,12 +9,14 @@
 mod attachment;
 mod class;
 mod finalizer;
+mod lost;
 mod release;
 mod unschedulable;
 
 pub use attachment::{Grace, decide_attachment};
 pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
 pub use finalizer::needs_finalizer;
+pub use lost::{LostReason, decide_lost, lost_reason};
 pub use release::{LiveAnswer, Used, pods_left_gate, used_by_vmi, vmi_holds};
 pub use unschedulable::unschedulable_vmi;
 
@@ -38,6 +40,8 @@ pub enum RuleId {
     L10,
     L11,
     L12,
+    /// G6: a claim on a failed node becomes Lost, and Bound when it is back.
+    G6,
     /// Class status: capacity and allocated.
     ClassStatus,
 }
@@ -56,6 +60,7 @@ impl RuleId {
             RuleId::L10 => "L10",
             RuleId::L11 => "L11",
             RuleId::L12 => "L12",
+            RuleId::G6 => "G6",
             RuleId::ClassStatus => "class-status",
         }
     }
@@ -125,11 +130,20 @@ pub fn decide_claim(
     now: Instant,
     grace: &mut Grace,
     issued: &IssuedVmiDelete,
+    wall: k8s_openapi::jiff::Timestamp,
 ) -> Step {
     if needs_finalizer(&c.metadata, CLAIM_FINALIZER) {
         return Step::Write(RuleId::L1, ClaimIntent::AddFinalizer);
     }
     if cfg.kubevirt.enabled {
+        match decide_lost(
+            c,
+            w,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(wall),
+        ) {
+            Step::Idle => {}
+            step => return step,
+        }
         match decide_attachment(c, w, cfg, now, grace) {
             Step::Idle => {}
             step => return step,

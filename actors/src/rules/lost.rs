@@ -1,0 +1,77 @@
+//! G6: a claim on a failed node becomes Lost; an unattached Lost claim is
+//! Bound again when its node is back.
+
+use super::{ClaimIntent, RuleId, Step};
+use crate::api::{CONDITION_LOST, ClaimPhase, GPUClaim, remove_condition, set_condition};
+use crate::world::World;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// Why a node no longer holds a claim's GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LostReason {
+    NodeDeleted,
+    NodeNotReady,
+    DevicesLost,
+}
+
+impl LostReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LostReason::NodeDeleted => "NodeDeleted",
+            LostReason::NodeNotReady => "NodeNotReady",
+            LostReason::DevicesLost => "DevicesLost",
+        }
+    }
+}
+
+/// Why the claim's node cannot hold it now, if it cannot.
+pub fn lost_reason(c: &GPUClaim, w: &World) -> Option<LostReason> {
+    let node = c.node_name()?;
+    let Some(n) = w.node(node) else {
+        return Some(LostReason::NodeDeleted);
+    };
+    if !n.ready {
+        return Some(LostReason::NodeNotReady);
+    }
+    let resource = w.resource_of(&c.spec.class_name)?;
+    w.lost_covers(node, &resource)
+        .then_some(LostReason::DevicesLost)
+}
+
+/// G6 for one claim: Bound or Attached on a failed node becomes Lost (its
+/// record stays); Lost and unattached on a node that is back becomes Bound.
+/// A Lost claim that is attached comes back through L4 instead.
+pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step {
+    let phase = c.phase();
+    match (phase, lost_reason(c, w)) {
+        (ClaimPhase::Bound | ClaimPhase::Attached, Some(reason)) => {
+            let mut status = c.status.clone().unwrap_or_default();
+            status.phase = Some(ClaimPhase::Lost);
+            let node = c.node_name().unwrap_or_default();
+            let message = match reason {
+                LostReason::NodeDeleted => format!("node {node} was deleted"),
+                LostReason::NodeNotReady => format!("node {node} is not Ready"),
+                LostReason::DevicesLost => {
+                    format!("node {node} lost the GPUs of this class's resource")
+                }
+            };
+            let cond = Condition {
+                type_: CONDITION_LOST.into(),
+                status: "True".into(),
+                reason: reason.as_str().into(),
+                message,
+                last_transition_time: now,
+                observed_generation: c.metadata.generation,
+            };
+            set_condition(&mut status.conditions, cond);
+            Step::Write(RuleId::G6, ClaimIntent::WriteStatus(status))
+        }
+        (ClaimPhase::Lost, None) if c.attached_vmi_name().is_none() && w.node_is_back(c) => {
+            let mut status = c.status.clone().unwrap_or_default();
+            status.phase = Some(ClaimPhase::Bound);
+            remove_condition(&mut status.conditions, CONDITION_LOST);
+            Step::Write(RuleId::G6, ClaimIntent::WriteStatus(status))
+        }
+        _ => Step::Idle,
+    }
+}

@@ -1,0 +1,165 @@
+//! G6: a Bound or Attached claim whose node is deleted, not Ready, or whose
+//! lost set covers its resource becomes Lost, with the reason; its record
+//! stays. An unattached Lost claim becomes Bound again when its node is back.
+mod common;
+use common::*;
+use gpu_claims_actors::api::{CONDITION_LOST, ClaimPhase, GPUClaim};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::ports::{Kind, Obj};
+
+fn lost_reason(c: &GPUClaim) -> Option<String> {
+    c.conditions()
+        .iter()
+        .find(|c| c.type_ == CONDITION_LOST && c.status == "True")
+        .map(|c| c.reason.clone())
+}
+
+fn bound_on(n: gpu_claims_actors::fixtures::NodeB) -> Vec<Obj> {
+    let mut objs = vec![class("h200", H200).obj(), n.obj()];
+    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    objs
+}
+
+#[test]
+fn g6_claim_on_a_not_ready_node_becomes_lost() {
+    with_world(
+        Config::default(),
+        bound_on(node("n1").gpus(H200, 8).ready(false)),
+        |mut t| async move {
+            t.settle().await;
+            let c = t.claim("t/a").unwrap();
+            assert_eq!(c.phase(), ClaimPhase::Lost);
+            assert_eq!(lost_reason(&c).as_deref(), Some("NodeNotReady"));
+            assert!(t.exists(Kind::Record, Some("t"), "a"), "the record stays");
+            assert!(
+                t.writes()
+                    .contains(&"update_status GPUClaim a G6".to_string())
+            );
+        },
+    );
+}
+
+#[test]
+fn g6_claim_on_a_deleted_node_becomes_lost() {
+    with_world(
+        Config::default(),
+        bound_on(node("n1").gpus(H200, 8)),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
+            t.user_delete(Kind::Node, None, "n1");
+            t.settle().await;
+            assert_eq!(
+                lost_reason(&t.claim("t/a").unwrap()).as_deref(),
+                Some("NodeDeleted")
+            );
+        },
+    );
+}
+
+#[test]
+fn g6_devices_lost_taint_makes_claims_of_its_resource_lost() {
+    with_world(
+        Config::default(),
+        bound_on(node("n1").gpus(H200, 8).lost_taint(H200)),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(
+                lost_reason(&t.claim("t/a").unwrap()).as_deref(),
+                Some("DevicesLost")
+            );
+        },
+    );
+}
+
+#[test]
+fn g6_allocatable_below_recorded_makes_claims_lost() {
+    with_world(
+        Config::default(),
+        bound_on(node("n1").gpus(H200, 8)),
+        |mut t| async move {
+            t.settle().await;
+            t.user_update(node("n1").gpus(H200, 0).obj());
+            t.settle().await;
+            assert_eq!(
+                lost_reason(&t.claim("t/a").unwrap()).as_deref(),
+                Some("DevicesLost")
+            );
+        },
+    );
+}
+
+#[test]
+fn g6_attached_claim_becomes_lost_and_comes_back_attached_through_l4() {
+    let mut objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 8).obj(),
+        vmi("t", "vm1").uid("u1").obj(),
+    ];
+    objs.extend(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.user_update(node("n1").gpus(H200, 8).ready(false).obj());
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+        t.user_update(node("n1").gpus(H200, 8).obj());
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn g6_unattached_lost_claim_is_bound_again_when_its_node_is_back() {
+    with_world(
+        Config::default(),
+        bound_on(node("n1").gpus(H200, 8).ready(false)),
+        |mut t| async move {
+            t.settle().await;
+            t.user_update(node("n1").gpus(H200, 8).obj());
+            t.settle().await;
+            let c = t.claim("t/a").unwrap();
+            assert_eq!(c.phase(), ClaimPhase::Bound);
+            assert_eq!(lost_reason(&c), None, "no longer lost");
+        },
+    );
+}
+
+#[test]
+fn g6_lost_claim_stays_lost_while_its_node_is_still_not_back() {
+    let mut objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 8).lost_taint("").obj(),
+    ];
+    objs.extend(claim("t", "a").lost("n1").with_record(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+        assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
+    });
+}
+
+#[test]
+fn g6_pending_claims_are_never_lost() {
+    let objs = vec![class("h200", H200).obj(), claim("t", "a").obj()];
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
+    });
+}
+
+#[test]
+fn g6_does_not_run_with_integration_off() {
+    with_world(
+        off(),
+        bound_on(node("n1").gpus(H200, 8).ready(false)),
+        |mut t| async move {
+            t.settle().await;
+            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
+        },
+    );
+}
