@@ -5,11 +5,13 @@ mod claim;
 mod class;
 mod exec;
 mod journal;
+mod placement;
 mod supervisor;
 
 pub use claim::{ClaimActor, ClaimTrace};
 pub use class::ClassActor;
 pub use journal::{Decision, DecisionLog};
+pub use placement::{Placement, PlacementPoke};
 pub use supervisor::{ConfigChanged, GetClaimTrace, Stats, StatsQuery, Supervisor, WorldEvent};
 
 use crate::ports::{Clock, Reader, Writer};

@@ -6,6 +6,7 @@
 use super::Env;
 use super::claim::{ClaimActor, ClaimTrace, GetTrace, Poke};
 use super::class::{ClassActor, PokeClass, Released};
+use super::placement::{Placement, PlacementPoke};
 use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, is_deleting};
 use crate::config::Config;
 use crate::ports::{Kind, Obj};
@@ -75,6 +76,7 @@ pub struct Supervisor {
     synced: HashSet<Kind>,
     expected: Vec<Kind>,
     ready: bool,
+    placement: Option<Addr<Placement>>,
 }
 
 impl Supervisor {
@@ -92,6 +94,7 @@ impl Supervisor {
             synced: HashSet::new(),
             expected,
             ready: false,
+            placement: None,
         }
     }
 
@@ -153,7 +156,19 @@ impl Supervisor {
         }
     }
 
+    fn place(&self, work: PlacementPoke) {
+        if let (true, Some(p)) = (self.ready, &self.placement) {
+            p.do_send(work);
+        }
+    }
+
     fn poke_all(&mut self, ctx: &mut Context<Self>) {
+        for v in self.env.world.vmis.iter() {
+            self.place(PlacementPoke::Vmi(v.key().clone()));
+        }
+        for r in self.env.world.records.iter() {
+            self.place(PlacementPoke::Record(r.key().clone()));
+        }
         let claims: Vec<String> = self
             .env
             .world
@@ -203,9 +218,26 @@ impl Supervisor {
                 .is_some_and(|o| o.metadata.resource_version == rv);
         if !same {
             self.poke_claim(&k, ctx);
+            self.claim_to_placement(&k, change.old.as_deref());
         }
         for class in change.usage_changed {
             self.poke_class(&class, false, ctx);
+        }
+    }
+
+    /// A claim changed: the VMI that owns a template claim may need a new
+    /// one (G2), and a claim gone may leave its record without a claim.
+    fn claim_to_placement(&self, k: &str, old: Option<&GPUClaim>) {
+        let now = self.env.world.claim(k);
+        let (ns, _) = crate::world::split_key(k);
+        for c in old.into_iter().chain(now.as_deref()) {
+            if let (true, Some((owner, _))) = (c.is_template(), crate::api::vmi_owner(&c.metadata))
+            {
+                self.place(PlacementPoke::Vmi(key(ns, owner)));
+            }
+        }
+        if now.as_ref().map(|c| &c.metadata.uid) != old.map(|c| &c.metadata.uid) {
+            self.place(PlacementPoke::Record(k.to_string()));
         }
     }
 
@@ -235,6 +267,9 @@ impl Supervisor {
         let Some(k) = namespaced_key(&r.metadata) else {
             return;
         };
+        if !deleted {
+            self.place(PlacementPoke::Record(k.clone()));
+        }
         let w = self.env.world.clone();
         let old = w.record(&k);
         let places: BTreeSet<(String, String)> = old
@@ -263,7 +298,12 @@ impl Supervisor {
         };
         let facts = |v: &Vmi| (v.uid().to_string(), v.is_final(), is_deleting(&v.metadata));
         let new_facts = (!deleted).then(|| facts(&v));
+        let request = |v: &Vmi| v.gpu_request();
+        let new_request = (!deleted).then(|| request(&v));
         let old = self.env.world.put_vmi(&k, (!deleted).then(|| Arc::new(v)));
+        if old.as_deref().map(facts) != new_facts || old.as_deref().map(request) != new_request {
+            self.place(PlacementPoke::Vmi(k.clone()));
+        }
         if old.as_deref().map(facts) != new_facts {
             for c in self.env.world.claims_of_vmi(&k) {
                 self.poke_claim(&c, ctx);
@@ -410,6 +450,7 @@ impl Actor for Supervisor {
         // Watch events arrive in bursts; a large mailbox keeps senders that
         // await (`send`) from stalling on every event.
         ctx.set_mailbox_capacity(4096);
+        self.placement = Some(Placement::new(self.env.clone()).start());
     }
 }
 

@@ -11,6 +11,7 @@ mod class;
 mod finalizer;
 mod lost;
 mod release;
+mod template;
 mod unschedulable;
 
 pub use attachment::{Grace, decide_attachment};
@@ -18,6 +19,7 @@ pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class}
 pub use finalizer::needs_finalizer;
 pub use lost::{LostReason, decide_lost, lost_reason};
 pub use release::{LiveAnswer, Used, pods_left_gate, used_by_vmi, vmi_holds};
+pub use template::{TemplateStep, decide_template, record_is_orphan, template_name};
 pub use unschedulable::unschedulable_vmi;
 
 use crate::api::{CLAIM_FINALIZER, GPUClaim, GPUClaimStatus, has_finalizer, is_deleting};
@@ -42,6 +44,10 @@ pub enum RuleId {
     L12,
     /// G6: a claim on a failed node becomes Lost, and Bound when it is back.
     G6,
+    /// G2: a live VMI's template claim is created.
+    G2,
+    /// Records: a record whose claim is gone is deleted (SPEC section 1).
+    Records,
     /// Class status: capacity and allocated.
     ClassStatus,
 }
@@ -61,6 +67,8 @@ impl RuleId {
             RuleId::L11 => "L11",
             RuleId::L12 => "L12",
             RuleId::G6 => "G6",
+            RuleId::G2 => "G2",
+            RuleId::Records => "records",
             RuleId::ClassStatus => "class-status",
         }
     }
