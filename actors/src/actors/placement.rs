@@ -40,7 +40,7 @@ enum Write {
     CreateClaim {
         key: String,
         vmi_uid: String,
-        obj: Obj,
+        obj: Box<Obj>,
     },
     DeleteRecord {
         key: String,
@@ -92,7 +92,7 @@ impl Placement {
                         Some(Write::CreateClaim {
                             key,
                             vmi_uid: v.uid().to_string(),
-                            obj: Obj::Claim(*claim),
+                            obj: Box::new(Obj::Claim(*claim)),
                         })
                     }
                     TemplateStep::BadRequest(error) => {
@@ -131,25 +131,31 @@ impl Placement {
                 Write::CreateClaim { key, obj, .. } => {
                     tracing::info!(claim = %key, rule = "G2", intent = "create-claim", "writing");
                     env.writer
-                        .create(obj.clone(), Why(RuleId::G2))
+                        .create(Obj::clone(obj), Why(RuleId::G2))
                         .await
                         .map(|_| ())
                 }
                 Write::DeleteRecord { key, uid } => {
-                    tracing::info!(record = %key, rule = "records", intent = "delete-record", "writing");
                     let (ns, name) = crate::world::split_key(key);
-                    let pre = Preconditions {
-                        uid: Some(uid.clone()),
-                        resource_version: None,
-                    };
-                    env.writer
-                        .delete(
-                            ObjRef::new(Kind::Record, Some(ns), name),
-                            pre,
-                            Why(RuleId::Records),
-                        )
-                        .await
-                        .map(|_| ())
+                    let what = ObjRef::new(Kind::Record, Some(ns), name);
+                    // Watches of different kinds are not ordered: the claim can be
+                    // seen gone before its record, which L8 deleted first. Only a
+                    // record the server still has is deleted.
+                    match env.reader.get(what.clone()).await {
+                        Ok(Some(live)) if live.meta().uid.as_ref() == Some(uid) => {
+                            tracing::info!(record = %key, rule = "records", intent = "delete-record", "writing");
+                            let pre = Preconditions {
+                                uid: Some(uid.clone()),
+                                resource_version: None,
+                            };
+                            env.writer
+                                .delete(what, pre, Why(RuleId::Records))
+                                .await
+                                .map(|_| ())
+                        }
+                        Ok(_) => Ok(()),
+                        Err(e) => Err(WriteError::Other(e.to_string())),
+                    }
                 }
             };
             (write, r)
@@ -194,16 +200,15 @@ impl Handler<PlacementPoke> for Placement {
     fn handle(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
         self.env.activity.tick();
         // Records of claims that come back are no longer ours to remember.
-        if let PlacementPoke::Record(k) = &work {
-            if self.env.world.record(k).is_none() {
-                self.deleted.retain(|uid| {
-                    self.env
-                        .world
-                        .records
-                        .iter()
-                        .any(|r| r.metadata.uid.as_ref() == Some(uid))
-                });
-            }
+        if let PlacementPoke::Record(k) = &work
+            && self.env.world.record(k).is_none()
+        {
+            let w = &self.env.world;
+            self.deleted.retain(|uid| {
+                w.records
+                    .iter()
+                    .any(|r| r.metadata.uid.as_ref() == Some(uid))
+            });
         }
         self.enqueue(work, ctx);
     }
