@@ -40,6 +40,8 @@ pub struct ClaimActor {
     issued_vmi_delete: IssuedVmiDelete,
     record_deleted: Option<String>,
     traced: bool,
+    /// The missing class last reported, so it is said once, not on every change.
+    reported_class: Option<String>,
     log: DecisionLog,
 }
 
@@ -89,6 +91,7 @@ impl ClaimActor {
             issued_vmi_delete: None,
             record_deleted: None,
             traced: false,
+            reported_class: None,
             log: DecisionLog::default(),
         }
     }
@@ -124,6 +127,7 @@ impl ClaimActor {
         };
         let cfg = self.env.world.config();
         self.traced = cfg.trace.claims.contains(&self.key);
+        self.report_missing_class(&claim);
         let now = self.env.clock.now();
         let step = decide_claim(
             &claim,
@@ -289,6 +293,18 @@ impl ClaimActor {
             act.reconcile(ctx);
         }));
         format!("error: {error}")
+    }
+
+    /// Bad input gets a clear answer: a claim of a class that does not exist
+    /// is said once; placement (G5) marks it Waiting with ClassMissing.
+    fn report_missing_class(&mut self, claim: &GPUClaim) {
+        let class = &claim.spec.class_name;
+        if self.env.world.classes.contains_key(class) {
+            self.reported_class = None;
+        } else if self.reported_class.as_ref() != Some(class) {
+            tracing::warn!(claim = %self.key, class = %class, "the claim's GPUClass does not exist");
+            self.reported_class = Some(class.clone());
+        }
     }
 
     fn tell_released(&self) {
