@@ -1,13 +1,22 @@
 //! The placement actor: the VMI-level work, one write at a time across the
 //! whole cluster. Placements compete for node capacity shared across
 //! classes, so they are serialized here rather than per class. It creates
-//! template claims (G2) and deletes records whose claim is gone.
+//! template claims (G2), places claim sets at the gate (G3-G5) and deletes
+//! records whose claim is gone.
 
 use super::{Backoff, Env};
-use crate::api::is_deleting;
+use crate::api::{
+    CONDITION_WAITING, GPUClaim, GPUClaimStatus, HOSTNAME_LABEL, SCHEDULING_GATE, is_deleting,
+    rv_number, set_condition,
+};
 use crate::ports::{Kind, Obj, ObjRef, Preconditions, Why, WriteError};
-use crate::rules::{RuleId, TemplateStep, decide_template, record_is_orphan};
+use crate::rules::{
+    GateStep, Plan, RecordWrite, RuleId, TemplateStep, Unseen, WaitReason, decide_gate,
+    decide_template, record_is_orphan, requested_claims,
+};
+use crate::world::key;
 use actix::prelude::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -19,6 +28,37 @@ pub enum PlacementPoke {
     Vmi(String),
     /// A record (namespace/name) whose claim may be gone.
     Record(String),
+    /// A claim changed: the VMIs whose sets name it look again.
+    Claim(String),
+    /// GPUs were freed or added, or a class changed: sets waiting on them look again.
+    Capacity,
+}
+
+/// One intent and its writes.
+enum Write {
+    CreateClaim {
+        key: String,
+        vmi_uid: String,
+        obj: Box<Obj>,
+    },
+    DeleteRecord {
+        key: String,
+        uid: String,
+    },
+    /// G4: records, statuses, pods, in that order.
+    Place(Box<Plan>),
+    /// G5: Waiting conditions.
+    Wait(Vec<(Arc<GPUClaim>, GPUClaimStatus)>),
+}
+
+/// What the writes left: records and objects the cache may not show yet.
+#[derive(Default)]
+struct Done {
+    records: Vec<(String, crate::api::GPUAllocationSpec)>,
+    written: Vec<(String, u64)>,
+    created: Option<(String, String)>,
+    deleted_record: Option<String>,
+    error: Option<WriteError>,
 }
 
 pub struct Placement {
@@ -33,19 +73,14 @@ pub struct Placement {
     /// The VMI versions whose unreadable request was already reported.
     reported: HashMap<String, String>,
     backoff: Backoff,
-}
-
-/// One write and what to remember when it succeeds.
-enum Write {
-    CreateClaim {
-        key: String,
-        vmi_uid: String,
-        obj: Box<Obj>,
-    },
-    DeleteRecord {
-        key: String,
-        uid: String,
-    },
+    /// Records we wrote that the cache may not show: they hold capacity.
+    unseen: Unseen,
+    /// Claims and pods we wrote, with the resourceVersion the cache must
+    /// reach before a VMI naming them is looked at again.
+    written: HashMap<String, u64>,
+    /// Which VMIs' sets name a claim, and why each waiting VMI waits.
+    by_claim: HashMap<String, HashSet<String>>,
+    waiting: HashMap<String, WaitReason>,
 }
 
 impl Placement {
@@ -59,6 +94,10 @@ impl Placement {
             deleted: HashSet::new(),
             reported: HashMap::new(),
             backoff: Backoff::default(),
+            unseen: Unseen::default(),
+            written: HashMap::new(),
+            by_claim: HashMap::new(),
+            waiting: HashMap::new(),
         }
     }
 
@@ -75,40 +114,10 @@ impl Placement {
     }
 
     fn decide(&mut self, work: &PlacementPoke) -> Option<Write> {
-        let w = &self.env.world;
         match work {
-            PlacementPoke::Vmi(k) => {
-                let v = w.vmi(k)?;
-                match decide_template(&v, w) {
-                    TemplateStep::Create(claim) => {
-                        let key = crate::world::key(
-                            claim.metadata.namespace.as_deref()?,
-                            claim.metadata.name.as_deref()?,
-                        );
-                        // Created already, and the watch has not shown it yet.
-                        if self.created.get(&key).is_some_and(|uid| uid == v.uid()) {
-                            return None;
-                        }
-                        Some(Write::CreateClaim {
-                            key,
-                            vmi_uid: v.uid().to_string(),
-                            obj: Box::new(Obj::Claim(*claim)),
-                        })
-                    }
-                    TemplateStep::BadRequest(error) => {
-                        let rv = v.metadata.resource_version.clone().unwrap_or_default();
-                        if self.reported.insert(k.clone(), rv.clone()).as_ref() != Some(&rv) {
-                            tracing::warn!(vmi = %k, %error, "the VMI's GPU request cannot be read; nothing is created for it");
-                        }
-                        None
-                    }
-                    TemplateStep::Nothing | TemplateStep::WaitForOld => {
-                        self.created.retain(|key, _| !w.claims.contains_key(key));
-                        None
-                    }
-                }
-            }
+            PlacementPoke::Vmi(k) => self.decide_vmi(k),
             PlacementPoke::Record(k) => {
+                let w = &self.env.world;
                 let r = w.record(k)?;
                 let uid = r.metadata.uid.clone()?;
                 (record_is_orphan(&r, w)
@@ -119,61 +128,144 @@ impl Placement {
                     uid,
                 })
             }
+            PlacementPoke::Claim(_) | PlacementPoke::Capacity => None,
         }
+    }
+
+    /// True while the cache shows an object older than our own write of it.
+    fn behind(&mut self, k: &str, cached_rv: Option<u64>) -> bool {
+        match (self.written.get(k), cached_rv) {
+            (Some(ours), Some(rv)) if rv < *ours => true,
+            (Some(_), _) => {
+                self.written.remove(k);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn decide_vmi(&mut self, k: &str) -> Option<Write> {
+        let w = self.env.world.clone();
+        let Some(v) = w.vmi(k) else {
+            self.forget(k);
+            return None;
+        };
+        self.index(k, &v);
+        match decide_template(&v, &w) {
+            TemplateStep::Create(claim) => {
+                let ck = key(
+                    claim.metadata.namespace.as_deref()?,
+                    claim.metadata.name.as_deref()?,
+                );
+                // Created already, and the watch has not shown it yet.
+                if self.created.get(&ck).is_some_and(|uid| uid == v.uid()) {
+                    return None;
+                }
+                return Some(Write::CreateClaim {
+                    key: ck,
+                    vmi_uid: v.uid().to_string(),
+                    obj: Box::new(Obj::Claim(*claim)),
+                });
+            }
+            TemplateStep::BadRequest(error) => {
+                let rv = v.metadata.resource_version.clone().unwrap_or_default();
+                if self.reported.insert(k.to_string(), rv.clone()).as_ref() != Some(&rv) {
+                    tracing::warn!(vmi = %k, %error, "the VMI's GPU request cannot be read; its pods stay at the gate");
+                }
+                return None;
+            }
+            TemplateStep::Nothing | TemplateStep::WaitForOld => {
+                self.created.retain(|key, _| !w.claims.contains_key(key))
+            }
+        }
+        // Our own writes not yet in the cache: decide once they are.
+        let (ns, _) = crate::world::split_key(k);
+        let names = requested_claims(&v);
+        for n in &names {
+            let ck = key(ns, n);
+            if self.created.contains_key(&ck)
+                || self.behind(&ck, w.claim(&ck).map(|c| rv_number(&c.metadata)))
+            {
+                return None;
+            }
+        }
+        for p in w.launchers(k) {
+            let pk = key(&p.namespace, &p.name);
+            if self.behind(&pk, p.resource_version.parse().ok()) {
+                return None;
+            }
+        }
+        self.unseen.prune(&w);
+        match decide_gate(&v, &w, &self.unseen) {
+            GateStep::Nothing => {
+                self.waiting.remove(k);
+                None
+            }
+            GateStep::Place(plan) => {
+                self.waiting.remove(k);
+                Some(Write::Place(Box::new(plan)))
+            }
+            GateStep::Wait {
+                reason,
+                message,
+                claims,
+            } => {
+                self.waiting.insert(k.to_string(), reason);
+                let now = Time(self.env.clock.wall());
+                let changes: Vec<_> = claims
+                    .into_iter()
+                    .filter_map(|c| {
+                        waiting_status(&c, reason, &message, now.clone()).map(|s| (c, s))
+                    })
+                    .collect();
+                (!changes.is_empty()).then_some(Write::Wait(changes))
+            }
+        }
+    }
+
+    /// Remembers which claims a VMI's set names, so a claim change reaches it.
+    fn index(&mut self, k: &str, v: &crate::api::Vmi) {
+        let (ns, _) = crate::world::split_key(k);
+        for set in self.by_claim.values_mut() {
+            set.remove(k);
+        }
+        self.by_claim.retain(|_, s| !s.is_empty());
+        for n in requested_claims(v) {
+            self.by_claim
+                .entry(key(ns, &n))
+                .or_default()
+                .insert(k.to_string());
+        }
+    }
+
+    fn forget(&mut self, k: &str) {
+        self.waiting.remove(k);
+        for set in self.by_claim.values_mut() {
+            set.remove(k);
+        }
+        self.by_claim.retain(|_, s| !s.is_empty());
     }
 
     fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
         let env = self.env.clone();
         self.busy = true;
         self.env.activity.begin_io();
-        let fut = async move {
-            let r = match &write {
-                Write::CreateClaim { key, obj, .. } => {
-                    tracing::info!(claim = %key, rule = "G2", intent = "create-claim", "writing");
-                    env.writer
-                        .create(Obj::clone(obj), Why(RuleId::G2))
-                        .await
-                        .map(|_| ())
-                }
-                Write::DeleteRecord { key, uid } => {
-                    let (ns, name) = crate::world::split_key(key);
-                    let what = ObjRef::new(Kind::Record, Some(ns), name);
-                    // Watches of different kinds are not ordered: the claim can be
-                    // seen gone before its record, which L8 deleted first. Only a
-                    // record the server still has is deleted.
-                    match env.reader.get(what.clone()).await {
-                        Ok(Some(live)) if live.meta().uid.as_ref() == Some(uid) => {
-                            tracing::info!(record = %key, rule = "records", intent = "delete-record", "writing");
-                            let pre = Preconditions {
-                                uid: Some(uid.clone()),
-                                resource_version: None,
-                            };
-                            env.writer
-                                .delete(what, pre, Why(RuleId::Records))
-                                .await
-                                .map(|_| ())
-                        }
-                        Ok(_) => Ok(()),
-                        Err(e) => Err(WriteError::Other(e.to_string())),
-                    }
-                }
-            };
-            (write, r)
-        };
-        ctx.spawn(fut.into_actor(self).map(move |(write, r), act, ctx| {
+        ctx.spawn(execute(env, write).into_actor(self).map(move |done, act, ctx| {
             act.env.activity.end_io();
             act.busy = false;
-            match (write, r) {
-                // AlreadyExists: someone made it; the watch will show it.
-                (Write::CreateClaim { key, vmi_uid, .. }, Ok(()) | Err(WriteError::Conflict(_))) => {
-                    act.created.insert(key, vmi_uid);
-                    act.backoff.reset();
-                }
-                (Write::DeleteRecord { uid, .. }, Ok(()) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_))) => {
-                    act.deleted.insert(uid);
-                    act.backoff.reset();
-                }
-                (_, Err(error)) => {
+            act.unseen.records.extend(done.records);
+            act.written.extend(done.written);
+            if let Some((k, uid)) = done.created {
+                act.created.insert(k, uid);
+            }
+            if let Some(uid) = done.deleted_record {
+                act.deleted.insert(uid);
+            }
+            match done.error {
+                None => act.backoff.reset(),
+                // A newer object: its event brings this VMI back.
+                Some(WriteError::Conflict(e)) => tracing::debug!(?work, error = %e, "placement met a newer object"),
+                Some(error) => {
                     let wait = act.backoff.next_wait();
                     tracing::warn!(%error, ?work, retry_in = %humantime::format_duration(wait), "placement write failed");
                     ctx.run_later(wait, move |act, ctx| act.enqueue(work, ctx));
@@ -184,10 +276,203 @@ impl Placement {
     }
 
     fn enqueue(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
-        if self.queued.insert(work.clone()) {
-            self.queue.push_back(work);
+        let works: Vec<PlacementPoke> = match &work {
+            PlacementPoke::Claim(c) => self
+                .by_claim
+                .get(c)
+                .into_iter()
+                .flatten()
+                .map(|v| PlacementPoke::Vmi(v.clone()))
+                .collect(),
+            PlacementPoke::Capacity => self
+                .waiting
+                .iter()
+                .filter(|(_, r)| r.on_capacity())
+                .map(|(v, _)| PlacementPoke::Vmi(v.clone()))
+                .collect(),
+            _ => vec![work],
+        };
+        for w in works {
+            if self.queued.insert(w.clone()) {
+                self.queue.push_back(w);
+            }
         }
         self.next(ctx);
+    }
+}
+
+/// The status a claim gets while its set waits, if it changes.
+fn waiting_status(
+    c: &GPUClaim,
+    reason: WaitReason,
+    message: &str,
+    now: Time,
+) -> Option<GPUClaimStatus> {
+    let old = c.status.clone().unwrap_or_default();
+    let mut s = old.clone();
+    let cond = Condition {
+        type_: CONDITION_WAITING.into(),
+        status: "True".into(),
+        reason: reason.as_str().into(),
+        message: message.into(),
+        last_transition_time: now,
+        observed_generation: c.metadata.generation,
+    };
+    set_condition(&mut s.conditions, cond);
+    (s != old).then_some(s)
+}
+
+fn claim_key(c: &GPUClaim) -> String {
+    key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// Makes one intent's writes, stopping at the first that fails; what landed
+/// is reported so the next decision follows from it.
+async fn execute(env: Arc<Env>, write: Write) -> Done {
+    let mut done = Done::default();
+    let w = &env.writer;
+    match write {
+        Write::CreateClaim { key, vmi_uid, obj } => {
+            tracing::info!(claim = %key, rule = "G2", intent = "create-claim", "writing");
+            match w.create(*obj, Why(RuleId::G2)).await {
+                // AlreadyExists: someone made it; the watch will show it.
+                Ok(_) | Err(WriteError::Conflict(_)) => done.created = Some((key, vmi_uid)),
+                Err(e) => done.error = Some(e),
+            }
+        }
+        Write::DeleteRecord { key, uid } => {
+            let (ns, name) = crate::world::split_key(&key);
+            let what = ObjRef::new(Kind::Record, Some(ns), name);
+            // Watches of different kinds are not ordered: the claim can be seen
+            // gone before its record, which L8 deleted first. Only a record the
+            // server still has is deleted.
+            let live = match env.reader.get(what.clone()).await {
+                Ok(live) => live,
+                Err(e) => {
+                    done.error = Some(WriteError::Other(e.to_string()));
+                    return done;
+                }
+            };
+            if live
+                .as_ref()
+                .is_some_and(|l| l.meta().uid.as_ref() == Some(&uid))
+            {
+                tracing::info!(record = %key, rule = "records", intent = "delete-record", "writing");
+                let pre = Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                };
+                match w.delete(what, pre, Why(RuleId::Records)).await {
+                    Ok(_) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {}
+                    Err(e) => done.error = Some(e),
+                }
+            }
+            done.deleted_record = Some(uid);
+        }
+        Write::Wait(changes) => {
+            for (c, status) in changes {
+                let k = claim_key(&c);
+                tracing::info!(claim = %k, rule = "G5", intent = "waiting", "writing");
+                let mut new = GPUClaim::clone(&c);
+                new.status = Some(status);
+                match w.replace_status(Obj::Claim(new), Why(RuleId::G5)).await {
+                    Ok(o) => done.written.push((k, rv_number(o.meta()))),
+                    Err(e) => {
+                        done.error = Some(e);
+                        return done;
+                    }
+                }
+            }
+        }
+        Write::Place(plan) => place(&env, *plan, &mut done).await,
+    }
+    done
+}
+
+/// G4: records, then claim statuses, then each pod pinned and ungated.
+async fn place(env: &Env, plan: Plan, done: &mut Done) {
+    let w = &env.writer;
+    for r in plan.records {
+        let (write, rec) = match r {
+            RecordWrite::Create(rec) => (true, rec),
+            RecordWrite::Move(rec) => (false, rec),
+        };
+        let k = key(
+            rec.metadata.namespace.as_deref().unwrap_or_default(),
+            rec.metadata.name.as_deref().unwrap_or_default(),
+        );
+        tracing::info!(claim = %k, rule = "G4", node = %plan.node, intent = "record", "writing");
+        let spec = rec.spec.clone();
+        let res = if write {
+            w.create(Obj::Record(rec), Why(RuleId::G4)).await
+        } else {
+            // The Lost claim's record moves: its cached version, on the new node.
+            let Some(mut cur) = env
+                .world
+                .record(&k)
+                .map(|r| crate::api::GPUAllocation::clone(&r))
+            else {
+                done.error = Some(WriteError::Conflict("record not cached".into()));
+                return;
+            };
+            cur.spec = spec.clone();
+            w.replace(Obj::Record(cur), Why(RuleId::G4)).await
+        };
+        match res {
+            Ok(_) => done.records.push((k, spec)),
+            Err(e) => {
+                done.error = Some(e);
+                return;
+            }
+        }
+    }
+    for (c, status) in plan.statuses {
+        let k = claim_key(&c);
+        tracing::info!(claim = %k, rule = "G4", node = %plan.node, intent = "bind", "writing");
+        let mut new = GPUClaim::clone(&c);
+        new.status = Some(status);
+        match w.replace_status(Obj::Claim(new), Why(RuleId::G4)).await {
+            Ok(o) => done.written.push((k, rv_number(o.meta()))),
+            Err(e) => {
+                done.error = Some(e);
+                return;
+            }
+        }
+    }
+    for pk in plan.pods {
+        let (ns, name) = crate::world::split_key(&pk);
+        let mut pod = match env.reader.get(ObjRef::new(Kind::Pod, Some(ns), name)).await {
+            Ok(Some(Obj::Pod(p))) => p,
+            Ok(_) => continue,
+            Err(e) => {
+                done.error = Some(WriteError::Other(e.to_string()));
+                return;
+            }
+        };
+        if !crate::api::pod::is_gated(&pod) {
+            continue;
+        }
+        let spec = pod.spec.get_or_insert_default();
+        spec.node_selector
+            .get_or_insert_default()
+            .insert(HOSTNAME_LABEL.into(), plan.node.clone());
+        if let Some(g) = spec.scheduling_gates.as_mut() {
+            g.retain(|g| g.name != SCHEDULING_GATE);
+        }
+        if spec.scheduling_gates.as_ref().is_some_and(|g| g.is_empty()) {
+            spec.scheduling_gates = None;
+        }
+        tracing::info!(pod = %pk, rule = "G4", node = %plan.node, intent = "pin-and-ungate", "writing");
+        match w.replace(Obj::Pod(pod), Why(RuleId::G4)).await {
+            Ok(o) => done.written.push((pk, rv_number(o.meta()))),
+            Err(e) => {
+                done.error = Some(e);
+                return;
+            }
+        }
     }
 }
 

@@ -219,6 +219,7 @@ impl Supervisor {
         if !same {
             self.poke_claim(&k, ctx);
             self.claim_to_placement(&k, change.old.as_deref());
+            self.place(PlacementPoke::Claim(k.clone()));
         }
         for class in change.usage_changed {
             self.poke_class(&class, false, ctx);
@@ -251,6 +252,8 @@ impl Supervisor {
             .world
             .put_class(&name, (!deleted).then(|| Arc::new(c)));
         self.poke_class(&name, false, ctx);
+        // A class made, removed, or given more budget or nodes: waiting sets look again.
+        self.place(PlacementPoke::Capacity);
         // L4 asks whether the class's resource is covered by a node's lost set.
         if deleted
             || old
@@ -282,7 +285,14 @@ impl Supervisor {
             .iter()
             .map(|(n, res)| w.lost_covers(n, res))
             .collect();
+        let freed = deleted
+            || old
+                .as_ref()
+                .is_some_and(|o| o.spec.node_name != r.spec.node_name);
         w.put_record(&k, (!deleted).then(|| Arc::new(r)));
+        if freed {
+            self.place(PlacementPoke::Capacity);
+        }
         for ((node, res), was) in places.iter().zip(before) {
             if w.lost_covers(node, res) != was {
                 for c in w.claims_on_node(node) {
@@ -338,6 +348,7 @@ impl Supervisor {
             .map(|p| key(&p.namespace, &p.vmi))
             .collect();
         for v in vmis {
+            self.place(PlacementPoke::Vmi(v.clone()));
             for c in self.env.world.claims_of_vmi(&v) {
                 self.poke_claim(&c, ctx);
             }
@@ -354,6 +365,7 @@ impl Supervisor {
         if old == new {
             return; // a heartbeat: nothing any rule reads changed
         }
+        self.place(PlacementPoke::Capacity);
         for c in self.env.world.claims_on_node(&name) {
             self.poke_claim(&c, ctx);
         }

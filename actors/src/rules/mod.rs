@@ -9,6 +9,7 @@
 mod attachment;
 mod class;
 mod finalizer;
+mod gate;
 mod lost;
 mod release;
 mod template;
@@ -17,6 +18,7 @@ mod unschedulable;
 pub use attachment::{Grace, decide_attachment};
 pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
 pub use finalizer::needs_finalizer;
+pub use gate::{GateStep, Plan, RecordWrite, Unseen, WaitReason, decide_gate, requested_claims};
 pub use lost::{LostReason, decide_lost, lost_reason};
 pub use release::{LiveAnswer, Used, pods_left_gate, used_by_vmi, vmi_holds};
 pub use template::{TemplateStep, decide_template, record_is_orphan, template_name};
@@ -46,6 +48,10 @@ pub enum RuleId {
     G6,
     /// G2: a live VMI's template claim is created.
     G2,
+    /// G4: a placed set's writes (record, status, pod).
+    G4,
+    /// G5: a set that cannot be placed waits, and says why.
+    G5,
     /// Records: a record whose claim is gone is deleted (SPEC section 1).
     Records,
     /// Class status: capacity and allocated.
@@ -68,6 +74,8 @@ impl RuleId {
             RuleId::L12 => "L12",
             RuleId::G6 => "G6",
             RuleId::G2 => "G2",
+            RuleId::G4 => "G4",
+            RuleId::G5 => "G5",
             RuleId::Records => "records",
             RuleId::ClassStatus => "class-status",
         }

@@ -28,6 +28,7 @@ pub(crate) struct Indexes {
     pub class_usage: DashMap<String, ClassUsage>,
     pub launchers_by_vmi: DashMap<String, HashSet<String>>,
     pub recorded: DashMap<(String, String), u64>,
+    pub recorded_by_class: DashMap<String, u64>,
 }
 
 /// The index terms of one claim.
@@ -161,6 +162,18 @@ impl World {
 
     fn shift_recorded(&self, r: &GPUAllocation, sign: i64) {
         let s = &r.spec;
+        {
+            let mut c = self
+                .idx
+                .recorded_by_class
+                .entry(s.class_name.clone())
+                .or_default();
+            *c = if sign > 0 {
+                *c + u64::from(s.count)
+            } else {
+                c.saturating_sub(u64::from(s.count))
+            };
+        }
         let mut e = self
             .idx
             .recorded

@@ -125,6 +125,15 @@ impl World {
             .unwrap_or(0)
     }
 
+    /// GPUs recorded for a class, cluster-wide.
+    pub fn recorded_for_class(&self, class: &str) -> u64 {
+        self.idx
+            .recorded_by_class
+            .get(class)
+            .map(|n| *n)
+            .unwrap_or(0)
+    }
+
     /// The launcher pods of the VMI `ns/name`.
     pub fn launchers(&self, vmi_key: &str) -> Vec<Arc<LauncherPod>> {
         let Some(names) = self.idx.launchers_by_vmi.get(vmi_key) else {

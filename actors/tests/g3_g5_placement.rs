@@ -1,0 +1,409 @@
+//! G3-G5: a VMI whose launcher pods all wait at the gate gets its claim set
+//! placed (best fit, records first, then statuses, then the pod), or waits
+//! with a reason, and is looked at again when what it waits on changes.
+mod common;
+use common::*;
+use gpu_claims_actors::api::pod::{is_gated, pinned_node};
+use gpu_claims_actors::api::{
+    CLAIMS_ANNOTATION, CLASS_ANNOTATION, CONDITION_WAITING, COUNT_ANNOTATION, ClaimPhase, GPUClaim,
+};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::memory::invariants::Checker;
+use gpu_claims_actors::memory::sim::{Sim, run_sim};
+use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
+
+fn gated_vmi(name: &str, uid: &str, annotations: &[(&str, &str)]) -> Vec<Obj> {
+    let mut v = vmi("t", name).uid(uid).phase("Scheduling");
+    for (k, val) in annotations {
+        v = v.annotate(k, val);
+    }
+    vec![
+        v.obj(),
+        launcher("t", &format!("virt-launcher-{name}"), name, uid)
+            .gated()
+            .obj(),
+    ]
+}
+
+fn template(name: &str, uid: &str, count: &str) -> Vec<Obj> {
+    gated_vmi(
+        name,
+        uid,
+        &[(CLASS_ANNOTATION, "h200"), (COUNT_ANNOTATION, count)],
+    )
+}
+
+fn pod(t: &T, name: &str) -> k8s_openapi::api::core::v1::Pod {
+    match t.sim.cluster.get(&ObjRef::new(Kind::Pod, Some("t"), name)) {
+        Some(Obj::Pod(p)) => p,
+        _ => panic!("pod {name}"),
+    }
+}
+
+fn waiting(c: &GPUClaim) -> Option<String> {
+    c.conditions()
+        .iter()
+        .find(|c| c.type_ == CONDITION_WAITING && c.status == "True")
+        .map(|c| c.reason.clone())
+}
+
+fn nodes(specs: &[(&str, u64)]) -> Vec<Obj> {
+    let mut v = vec![class("h200", H200).obj()];
+    v.extend(specs.iter().map(|(n, g)| node(n).gpus(H200, *g).obj()));
+    v
+}
+
+#[test]
+fn g3_a_gated_vmi_gets_its_set_placed_on_the_best_fit() {
+    // n1 has 8 free, n2 has 2 free: a set of 2 fits n2 with none left over.
+    let mut objs = nodes(&[("n1", 8), ("n2", 4)]);
+    objs.extend(claim("o", "other").count(2).bound("n2").with_record(H200));
+    objs.extend(template("vm1", "u1", "2"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/vm1-gpu").unwrap();
+        assert_eq!(c.node_name(), Some("n2"));
+        assert_eq!(c.attached_vmi_name(), Some("vm1"));
+        assert_eq!(
+            c.phase(),
+            ClaimPhase::Attached,
+            "Bound by G4, then Attached by L4 while the VMI lives"
+        );
+        let p = pod(&t, "virt-launcher-vm1");
+        assert!(!is_gated(&p));
+        assert_eq!(pinned_node(&p).as_deref(), Some("n2"));
+        let w: Vec<String> = t
+            .writes()
+            .into_iter()
+            .filter(|w| w.contains("vm1"))
+            .collect();
+        assert_eq!(
+            w,
+            [
+                "create GPUClaim vm1-gpu G2",
+                "create GPUAllocation vm1-gpu G4",
+                "update_status GPUClaim vm1-gpu G4",
+                "update_pod Pod virt-launcher-vm1 G4",
+                "update_status GPUClaim vm1-gpu L4",
+            ]
+        );
+    });
+}
+
+#[test]
+fn g3_ties_go_to_the_first_node_by_name() {
+    let mut objs = nodes(&[("n2", 8), ("n1", 8)]);
+    objs.extend(template("vm1", "u1", "1"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/vm1-gpu").unwrap().node_name(), Some("n1"));
+    });
+}
+
+#[test]
+fn g3_claims_already_bound_decide_the_node() {
+    let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
+    objs.extend(claim("t", "a").bound("n2").with_record(H200));
+    objs.push(claim("t", "b").obj());
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n2"));
+        assert_eq!(t.claim("t/b").unwrap().node_name(), Some("n2"));
+        assert_eq!(
+            pinned_node(&pod(&t, "virt-launcher-vm1")).as_deref(),
+            Some("n2")
+        );
+    });
+}
+
+#[test]
+fn g3_nodes_not_ready_or_not_serving_the_class_are_passed_over() {
+    let mut objs = vec![class("h200", H200).selector("pool", "gpu").obj()];
+    objs.push(
+        node("n1")
+            .gpus(H200, 8)
+            .label("pool", "gpu")
+            .ready(false)
+            .obj(),
+    );
+    objs.push(node("n2").gpus(H200, 8).obj());
+    objs.push(node("n3").gpus(H200, 8).label("pool", "gpu").obj());
+    objs.extend(template("vm1", "u1", "1"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/vm1-gpu").unwrap().node_name(), Some("n3"));
+    });
+}
+
+#[test]
+fn g3_a_vmi_with_a_pod_past_the_gate_is_not_placed_again() {
+    let mut objs = nodes(&[("n1", 8)]);
+    objs.push(claim("t", "a").obj());
+    objs.push(
+        vmi("t", "vm1")
+            .uid("u1")
+            .annotate(CLAIMS_ANNOTATION, "a")
+            .obj(),
+    );
+    objs.push(launcher("t", "virt-launcher-vm1", "vm1", "u1").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
+    });
+}
+
+fn waits_with(objs: Vec<Obj>, claim_key: &str, reason: &str) {
+    let (claim_key, reason) = (claim_key.to_string(), reason.to_string());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim(&claim_key).unwrap();
+        assert_eq!(waiting(&c).as_deref(), Some(reason.as_str()));
+        assert!(
+            is_gated(&pod(&t, "virt-launcher-vm1")),
+            "the pod stays at the gate"
+        );
+        assert!(
+            !t.exists(Kind::Record, Some("t"), c.metadata.name.as_deref().unwrap())
+                || c.phase() != ClaimPhase::Pending
+        );
+        // Settled: a restart writes nothing more.
+        t.writes();
+        t.sim.restart();
+        t.settle().await;
+        assert_eq!(t.writes(), Vec::<String>::new());
+    });
+}
+
+#[test]
+fn g5_a_missing_claim_makes_the_set_wait() {
+    let mut objs = nodes(&[("n1", 8)]);
+    objs.push(claim("t", "a").obj());
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,nope")]));
+    waits_with(objs, "t/a", "ClaimMissing");
+}
+
+#[test]
+fn g5_a_deleting_claim_makes_the_set_wait() {
+    let mut objs = nodes(&[("n1", 8)]);
+    objs.push(claim("t", "a").obj());
+    let mut held = claim("t", "b").deleting();
+    held.0
+        .metadata
+        .finalizers
+        .as_mut()
+        .unwrap()
+        .push("example.com/hold".into());
+    held.0.status = None;
+    objs.push(held.attached("vm1").obj());
+    objs.push(
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .annotate(CLAIMS_ANNOTATION, "a,b")
+            .obj(),
+    );
+    objs.push(
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .obj(),
+    );
+    waits_with(objs, "t/a", "ClaimDeleting");
+}
+
+#[test]
+fn g5_a_missing_class_makes_the_set_wait() {
+    let mut objs = nodes(&[("n1", 8)]);
+    objs.push(claim("t", "a").class("nope").obj());
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    waits_with(objs, "t/a", "ClassMissing");
+}
+
+#[test]
+fn g5_a_claim_in_use_by_another_live_vmi_makes_the_set_wait() {
+    let mut objs = nodes(&[("n1", 8)]);
+    objs.extend(
+        claim("t", "a")
+            .attached_phase("n1")
+            .attached("vm0")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm0").uid("u0").obj());
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    waits_with(objs, "t/a", "ClaimInUse");
+}
+
+#[test]
+fn g5_claims_on_two_nodes_make_the_set_wait() {
+    let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
+    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    objs.extend(claim("t", "b").bound("n2").with_record(H200));
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
+    waits_with(objs, "t/a", "SplitNodes");
+}
+
+#[test]
+fn g5_a_pod_pinned_elsewhere_makes_the_set_wait() {
+    let mut objs = nodes(&[("n1", 8)]);
+    objs.push(claim("t", "a").obj());
+    objs.push(
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .annotate(CLAIMS_ANNOTATION, "a")
+            .obj(),
+    );
+    objs.push(
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .pinned("n9")
+            .obj(),
+    );
+    waits_with(objs, "t/a", "PinnedElsewhere");
+}
+
+#[test]
+fn g5_no_room_makes_the_set_wait_until_gpus_are_freed() {
+    let mut objs = nodes(&[("n1", 2)]);
+    objs.extend(claim("o", "other").count(2).bound("n1").with_record(H200));
+    objs.push(claim("t", "a").obj());
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(
+            waiting(&t.claim("t/a").unwrap()).as_deref(),
+            Some("NoCapacity")
+        );
+        // The other claim goes: its record is freed, and the set is placed.
+        t.user_delete(Kind::Claim, Some("o"), "other");
+        t.settle().await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!((c.node_name(), waiting(&c)), (Some("n1"), None));
+    });
+}
+
+#[test]
+fn g5_over_budget_makes_the_set_wait_until_the_budget_is_raised() {
+    let mut objs = vec![
+        class("h200", H200).budget(1).obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ];
+    objs.extend(claim("o", "other").bound("n1").with_record(H200));
+    objs.push(claim("t", "a").obj());
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(
+            waiting(&t.claim("t/a").unwrap()).as_deref(),
+            Some("OverBudget")
+        );
+        let mut c = t.class("h200").unwrap();
+        c.spec.budget = Some(2);
+        t.user_update(Obj::Class(c));
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n1"));
+    });
+}
+
+#[test]
+fn g5_a_missing_claim_created_later_lets_the_set_be_placed() {
+    let mut objs = nodes(&[("n1", 8)]);
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.user_create(claim("t", "a").obj());
+        t.settle().await;
+        assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n1"));
+    });
+}
+
+#[test]
+fn g6_a_lost_unattached_claim_moves_at_the_gate_with_its_record() {
+    let mut objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 8).ready(false).obj(),
+        node("n2").gpus(H200, 8).obj(),
+    ];
+    objs.extend(claim("t", "a").lost("n1").with_record(H200));
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(
+            (c.phase(), c.node_name()),
+            (ClaimPhase::Attached, Some("n2"))
+        );
+        assert!(c.conditions().is_empty(), "no longer Lost, not waiting");
+        let w = t.writes();
+        assert!(
+            w.contains(&"update GPUAllocation a G4".to_string()),
+            "the record moved: {w:?}"
+        );
+        assert_eq!(t.sim.store.list("GPUAllocation").0.len(), 1);
+    });
+}
+
+#[test]
+fn two_vmis_racing_for_the_last_gpus_never_double_book() {
+    let mut objs = nodes(&[("n1", 2)]);
+    objs.extend(template("vm1", "u1", "2"));
+    objs.extend(template("vm2", "u2", "2"));
+    with_lagging_world(secs(2), objs, |mut t| async move {
+        t.advance(secs(10)).await;
+        let placed = ["t/vm1-gpu", "t/vm2-gpu"]
+            .iter()
+            .filter(|k| t.claim(k).is_some_and(|c| c.node_name().is_some()))
+            .count();
+        assert_eq!(placed, 1, "one set fits");
+        assert_eq!(t.sim.store.list("GPUAllocation").0.len(), 1);
+    });
+}
+
+#[test]
+fn a_placement_cut_between_any_two_writes_resumes_without_a_second_record() {
+    let world = || {
+        let mut objs = nodes(&[("n1", 4), ("n2", 4)]);
+        objs.push(claim("t", "a").obj());
+        objs.push(claim("t", "b").count(2).obj());
+        objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
+        objs
+    };
+    let total = run_sim(|| async {
+        let sim = Sim::start(Config::default(), &world(), None);
+        sim.settle().await;
+        sim.cluster.journal().effective().count()
+    });
+    for cut in 0..total as i64 {
+        let v = run_sim(|| async {
+            let mut sim = Sim::start(Config::default(), &world(), None);
+            let mut checker = Checker::default();
+            sim.die_after(cut);
+            sim.settle().await;
+            let mut v = checker.check(&sim.cluster);
+            sim.restart();
+            sim.settle().await;
+            v.extend(checker.check(&sim.cluster));
+            let records = sim.store.list("GPUAllocation").0;
+            if records.len() != 2 {
+                v.push(format!("cut {cut}: {} records", records.len()));
+            }
+            let nodes: std::collections::BTreeSet<_> = records
+                .iter()
+                .map(|r| r["spec"]["nodeName"].as_str().unwrap().to_string())
+                .collect();
+            if nodes.len() != 1 {
+                v.push(format!("cut {cut}: the set is split over {nodes:?}"));
+            }
+            let writes = sim.cluster.journal().effective().count();
+            // Never more: no write is made twice (a restart may skip an
+            // intermediate class status).
+            if writes > total {
+                v.push(format!(
+                    "cut {cut}: {writes} writes, {total} without the cut"
+                ));
+            }
+            v
+        });
+        assert!(v.is_empty(), "{v:#?}");
+    }
+}
