@@ -15,6 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+/// Rounds after which `settle` gives up: a controller still busy then is
+/// in a livelock, and a test should say so rather than hang.
+const SETTLE_LIMIT: u64 = 2_000_000;
+
 /// The kinds whose status is a subresource.
 pub const STATUS_KINDS: &[&str] = &[
     "GPUClass",
@@ -179,8 +183,25 @@ impl Sim {
         };
         let mut last = probe();
         let mut quiet = 0;
+        let mut rounds = 0u64;
         while quiet < 32 {
             tokio::task::yield_now().await;
+            rounds += 1;
+            if rounds == SETTLE_LIMIT {
+                let j = self.cluster.journal();
+                let tail: Vec<String> = j
+                    .entries
+                    .iter()
+                    .rev()
+                    .take(12)
+                    .map(|e| format!("{} {} {} {} {:?}", e.op, e.kind, e.name, e.rule, e.error))
+                    .collect();
+                panic!(
+                    "the controller did not settle (a livelock): probe {:?} dead {}; last writes, newest first: {tail:#?}",
+                    probe(),
+                    dead()
+                );
+            }
             let now = probe();
             if now == last && now.2 == 0 {
                 quiet += 1;
@@ -207,7 +228,8 @@ impl Sim {
 
     /// The process dies after `writes` more writes: those land, later ones never do.
     pub fn die_after(&self, writes: i64) {
-        self.process.writer.left.store(writes, Ordering::SeqCst);
+        // Never revives: a process already dead stays so.
+        self.process.writer.left.fetch_min(writes, Ordering::SeqCst);
     }
 
     /// Kills the process (if still alive) and starts a new one with empty

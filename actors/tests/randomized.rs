@@ -1,0 +1,251 @@
+//! Many VMIs start and stop at once on a few nodes while the controller is
+//! killed at random points between writes: no GPU is booked twice, no
+//! record leaks or goes missing (I1-I5 after every step), and the cluster
+//! converges (a restart then writes nothing). 1000 seeds.
+mod common;
+use common::*;
+use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, LauncherPod};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::memory::cluster_to_value;
+use gpu_claims_actors::memory::invariants::Checker;
+use gpu_claims_actors::memory::sim::{Sim, run_sim};
+use gpu_claims_actors::memory::store::Subresource;
+
+/// A small deterministic generator (xorshift): the seed is the test case.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+const VMS: u64 = 6;
+
+fn start_vm(sim: &Sim, rng: &mut Rng, i: u64, generation: u64) {
+    let name = format!("vm{i}");
+    let uid = format!("u{i}-{generation}");
+    let mut v = vmi("t", &name).uid(&uid).phase("Scheduling");
+    v = if i.is_multiple_of(2) {
+        v.annotate(CLASS_ANNOTATION, "h200")
+            .annotate(COUNT_ANNOTATION, &(1 + rng.below(3)).to_string())
+    } else {
+        v.annotate(CLAIMS_ANNOTATION, &format!("c{i}"))
+    };
+    sim.store
+        .seed("VirtualMachineInstance", cluster_to_value(&v.obj()));
+    let pod = launcher(
+        "t",
+        &format!("virt-launcher-{name}-{generation}"),
+        &name,
+        &uid,
+    )
+    .gated()
+    .obj();
+    sim.store.seed("Pod", cluster_to_value(&pod));
+}
+
+fn stop_vm(sim: &Sim, i: u64) {
+    let name = format!("vm{i}");
+    let Some(mut v) = sim.store.get("VirtualMachineInstance", "t", &name) else {
+        return;
+    };
+    v["status"]["phase"] = "Succeeded".into();
+    let _ = sim
+        .store
+        .update("VirtualMachineInstance", v, Subresource::Status);
+    for p in sim.store.list("Pod").0 {
+        if p["metadata"]["ownerReferences"][0]["name"] == name.as_str() {
+            let _ = sim.store.delete(
+                "Pod",
+                "t",
+                p["metadata"]["name"].as_str().unwrap(),
+                None,
+                None,
+            );
+        }
+    }
+}
+
+fn remove_vm(sim: &Sim, i: u64) {
+    let _ = sim
+        .store
+        .delete("VirtualMachineInstance", "t", &format!("vm{i}"), None, None);
+}
+
+/// The kubelet and KubeVirt: pods that left the gate run where they are pinned.
+fn schedule(sim: &Sim) {
+    for p in sim.store.list("Pod").0 {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(p.clone()).unwrap();
+        let Some(lp) = LauncherPod::from_pod(&pod) else {
+            continue;
+        };
+        if lp.gated || lp.node_name.is_some() {
+            continue;
+        }
+        let Some(node) = lp.pinned else { continue };
+        let mut p = p;
+        p["spec"]["nodeName"] = node.into();
+        let _ = sim.store.update("Pod", p, Subresource::Main);
+        if let Some(mut v) = sim.store.get("VirtualMachineInstance", "t", &lp.vmi)
+            && v["status"]["phase"] == "Scheduling"
+        {
+            v["status"]["phase"] = "Running".into();
+            let _ = sim
+                .store
+                .update("VirtualMachineInstance", v, Subresource::Status);
+        }
+    }
+}
+
+fn set_node(sim: &Sim, name: &str, ready: bool) {
+    let n = node(name).gpus(H200, 4).ready(ready).obj();
+    let mut v = cluster_to_value(&n);
+    v["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let _ = sim.store.update("Node", v.clone(), Subresource::Main);
+    let _ = sim.store.update("Node", v, Subresource::Status);
+}
+
+/// What the seeds exercised, so the test cannot pass by doing nothing.
+#[derive(Default, Debug)]
+struct Seen {
+    placed: usize,
+    waited: usize,
+    lost: usize,
+    released: usize,
+}
+
+fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
+    let mut objs = vec![class("h200", H200).budget(10).obj()];
+    objs.extend(
+        ["n1", "n2", "n3"]
+            .iter()
+            .map(|n| node(n).gpus(H200, 4).obj()),
+    );
+    objs.extend(
+        (0..VMS)
+            .filter(|i| i % 2 == 1)
+            .map(|i| claim("t", &format!("c{i}")).count(1 + (i % 3) as u32).obj()),
+    );
+    run_sim(|| async move {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut sim = Sim::start(Config::default(), &objs, None);
+        let mut checker = Checker::default();
+        let mut v = Vec::new();
+        let mut generation = 0;
+        for _ in 0..12 {
+            // Several changes land at once, before the controller settles.
+            for _ in 0..1 + rng.below(3) {
+                let i = rng.below(VMS);
+                match rng.below(6) {
+                    0 | 1 => {
+                        generation += 1;
+                        if sim
+                            .store
+                            .get("VirtualMachineInstance", "t", &format!("vm{i}"))
+                            .is_none()
+                        {
+                            start_vm(&sim, &mut rng, i, generation);
+                        }
+                    }
+                    2 => stop_vm(&sim, i),
+                    3 => remove_vm(&sim, i),
+                    4 => set_node(
+                        &sim,
+                        ["n1", "n2", "n3"][rng.below(3) as usize],
+                        rng.below(3) > 0,
+                    ),
+                    _ => sim.die_after(rng.below(4) as i64),
+                }
+            }
+            sim.settle().await;
+            v.extend(checker.check(&sim.cluster));
+            if rng.below(3) == 0 {
+                sim.restart();
+                sim.settle().await;
+                v.extend(checker.check(&sim.cluster));
+            }
+            schedule(&sim);
+            sim.settle().await;
+            v.extend(checker.check(&sim.cluster));
+        }
+        // Converge: every node back, a live process, time past every grace.
+        for n in ["n1", "n2", "n3"] {
+            set_node(&sim, n, true);
+        }
+        sim.restart();
+        sim.settle().await;
+        sim.advance(secs(150)).await;
+        schedule(&sim);
+        sim.settle().await;
+        v.extend(checker.check(&sim.cluster));
+        let before = sim.cluster.journal().effective().count();
+        sim.restart();
+        sim.settle().await;
+        v.extend(checker.check(&sim.cluster));
+        let after = sim.cluster.journal().effective().count();
+        if after != before {
+            v.push(format!(
+                "not converged: {} writes after a restart",
+                after - before
+            ));
+        }
+        // No double booking at the end either.
+        let mut used = std::collections::HashMap::<String, u64>::new();
+        for r in sim.store.list("GPUAllocation").0 {
+            *used
+                .entry(r["spec"]["nodeName"].as_str().unwrap().to_string())
+                .or_default() += r["spec"]["count"].as_u64().unwrap();
+        }
+        for (n, u) in used {
+            if u > 4 {
+                v.push(format!("node {n} has {u} GPUs booked of 4"));
+            }
+        }
+        for e in sim.cluster.journal().effective() {
+            match (e.op, e.rule) {
+                ("update_pod", _) => seen.placed += 1,
+                (_, "G5") => seen.waited += 1,
+                (_, "G6") => seen.lost += 1,
+                ("delete", "L8") => seen.released += 1,
+                _ => {}
+            }
+        }
+        v.into_iter().map(|e| format!("seed {seed}: {e}")).collect()
+    })
+}
+
+#[test]
+fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge() {
+    let seeds: u64 = std::env::var("GPU_CLAIMS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let mut failures = Vec::new();
+    let mut seen = Seen::default();
+    let first: u64 = std::env::var("GPU_CLAIMS_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    for seed in first..first + seeds {
+        let t = std::time::Instant::now();
+        failures.extend(run_seed(seed, &mut seen));
+        if std::env::var_os("GPU_CLAIMS_SEED_TIMES").is_some() {
+            eprintln!("seed {seed}: {:?}", t.elapsed());
+        }
+        if failures.len() > 20 {
+            break;
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    eprintln!("{seeds} seeds exercised {seen:?}");
+    assert!(
+        seen.placed > 0 && seen.waited > 0 && seen.lost > 0 && seen.released > 0,
+        "{seen:?}"
+    );
+}
