@@ -215,3 +215,60 @@ fn a_list_snapshot_is_read_like_documents() {
     assert_eq!(writes.len(), 1);
     assert_eq!(writes[0]["op"], "add_finalizer");
 }
+
+#[test]
+fn plan_on_the_placement_example_places_moves_and_waits_with_every_reason() {
+    let (ok, writes, err) = plan(&["--snapshot", "config/examples/placement.yaml"]);
+    assert!(ok, "{err}");
+    let rules: BTreeSet<&str> = writes.iter().map(|w| w["rule"].as_str().unwrap()).collect();
+    for r in ["G2", "G4", "G5", "G6"] {
+        assert!(rules.contains(r), "rule {r} fired: {rules:?}");
+    }
+    // G4's order for vm-a: record, status, pod.
+    let pos = |op: &str, name: &str| {
+        writes
+            .iter()
+            .position(|w| w["op"] == op && w["name"] == name)
+            .unwrap()
+    };
+    assert!(pos("create", "vm-a-gpu") < pos("update_status", "vm-a-gpu"));
+    assert!(pos("update_status", "vm-a-gpu") < pos("update_pod", "virt-launcher-vm-a"));
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let objects = gpu_claims::snapshot::load(&root.join("config/examples/placement.yaml")).unwrap();
+    let end = gpu_claims::plan::converged(Default::default(), objects, &[]);
+    let claim = |name: &str| {
+        end.iter()
+            .find_map(|o| match o {
+                gpu_claims_actors::ports::Obj::Claim(c)
+                    if c.metadata.name.as_deref() == Some(name) =>
+                {
+                    Some(c.clone())
+                }
+                _ => None,
+            })
+            .unwrap()
+    };
+    let reason = |name: &str| {
+        claim(name)
+            .conditions()
+            .iter()
+            .find(|c| c.type_ == "Waiting")
+            .map(|c| c.reason.clone())
+    };
+    for (name, want) in [
+        ("c-one", "ClaimMissing"),
+        ("j-one", "ClaimDeleting"),
+        ("d-one", "ClassMissing"),
+        ("i-one", "ClaimInUse"),
+        ("h-one", "SplitNodes"),
+        ("g-one", "PinnedElsewhere"),
+        ("f-nine", "NoCapacity"),
+        ("e-two", "OverBudget"),
+    ] {
+        assert_eq!(reason(name).as_deref(), Some(want), "{name}");
+    }
+    // The Lost claim moved, with its record, to the best fit.
+    assert_eq!(claim("stranded").node_name(), Some("n2"));
+    assert_eq!(claim("vm-a-gpu").node_name(), Some("n1"));
+}

@@ -407,3 +407,27 @@ fn a_placement_cut_between_any_two_writes_resumes_without_a_second_record() {
         assert!(v.is_empty(), "{v:#?}");
     }
 }
+
+#[test]
+fn g3_a_bound_claim_on_a_failed_node_holds_no_node_and_moves() {
+    // Before G6 has said Lost: the set must not be pinned to the failed node.
+    let mut objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 8).ready(false).obj(),
+        node("n2").gpus(H200, 8).obj(),
+    ];
+    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(
+            pinned_node(&pod(&t, "virt-launcher-vm1")).as_deref(),
+            Some("n2")
+        );
+        assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n2"));
+        assert!(
+            t.exists(Kind::Vmi, Some("t"), "vm1"),
+            "L12 had nothing to undo"
+        );
+    });
+}

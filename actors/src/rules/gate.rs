@@ -130,6 +130,9 @@ struct Member {
     resource: String,
     /// The node of its record (the cache's, or one we wrote), if any.
     recorded_on: Option<String>,
+    /// Lost, or Bound/Attached on a node that failed (G6 is about to say
+    /// Lost): it holds no node and moves.
+    moves: bool,
 }
 
 fn wait(reason: WaitReason, message: String, members: &[Arc<GPUClaim>]) -> GateStep {
@@ -204,15 +207,20 @@ pub fn decide_gate(v: &Vmi, w: &World, unseen: &Unseen) -> GateStep {
                     .filter(|s| s.claim_uid == uid)
                     .map(|s| s.node_name.clone())
             });
+        let moves = c.phase() == ClaimPhase::Lost
+            || (matches!(c.phase(), ClaimPhase::Bound | ClaimPhase::Attached)
+                && super::lost_reason(c, w).is_some());
         members.push(Member {
             claim: c.clone(),
             resource: class.spec.resource_name.clone(),
             recorded_on,
+            moves,
         });
     }
     // The node its placed claims hold: Bound/Attached, or Pending with a record (a placement cut short).
     let held: BTreeSet<String> = members
         .iter()
+        .filter(|m| !m.moves)
         .filter_map(|m| match m.claim.phase() {
             ClaimPhase::Bound | ClaimPhase::Attached => m.claim.node_name().map(str::to_string),
             ClaimPhase::Pending => m.recorded_on.clone(),
@@ -228,10 +236,7 @@ pub fn decide_gate(v: &Vmi, w: &World, unseen: &Unseen) -> GateStep {
     }
     let unplaced: Vec<&Member> = members
         .iter()
-        .filter(|m| {
-            m.claim.phase() == ClaimPhase::Lost
-                || (m.claim.phase() == ClaimPhase::Pending && m.recorded_on.is_none())
-        })
+        .filter(|m| m.moves || (m.claim.phase() == ClaimPhase::Pending && m.recorded_on.is_none()))
         .collect();
     // Budgets: only claims without a record add to what a class holds.
     let mut new_by_class: BTreeMap<&str, u64> = BTreeMap::new();
