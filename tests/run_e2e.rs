@@ -116,6 +116,20 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
             .deleting()
             .with_record(H200),
     );
+    // A VM asking for 2 GPUs of h200, its launcher pod at the gate.
+    objs.push(
+        vmi("t", "vm-c")
+            .uid("u-c")
+            .phase("Scheduling")
+            .annotate(gpu_claims_actors::api::CLASS_ANNOTATION, "h200")
+            .annotate(gpu_claims_actors::api::COUNT_ANNOTATION, "2")
+            .obj(),
+    );
+    objs.push(
+        launcher("t", "virt-launcher-vm-c", "vm-c", "u-c")
+            .gated()
+            .obj(),
+    );
     for o in &objs {
         cluster.seed(o);
     }
@@ -158,6 +172,26 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
             .get(&ObjRef::new(Kind::Class, None, "retired"))
             .is_none()
     });
+    // G2-G4 over HTTP: the template claim, its record, the status, the pod pinned and ungated.
+    wait_for("G4 on vm-c's pod", || {
+        match cluster.get(&ObjRef::new(Kind::Pod, Some("t"), "virt-launcher-vm-c")) {
+            Some(Obj::Pod(p)) => {
+                !gpu_claims_actors::api::pod::is_gated(&p)
+                    && gpu_claims_actors::api::pod::pinned_node(&p).as_deref() == Some("n1")
+            }
+            _ => false,
+        }
+    });
+    let placed = claim_of("vm-c-gpu").unwrap();
+    assert_eq!(
+        (placed.node_name(), placed.attached_vmi_name()),
+        (Some("n1"), Some("vm-c"))
+    );
+    assert!(
+        cluster
+            .get(&ObjRef::new(Kind::Record, Some("t"), "vm-c-gpu"))
+            .is_some()
+    );
 
     // The VM stops while the controller runs.
     let mut vm = vmi("t", "vm-a").uid("u-a").phase("Succeeded").0;
@@ -213,7 +247,14 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
             "every write line says its rule: {l}"
         );
         assert!(
-            l.contains("\"claim\":\"t/") || l.contains("\"class\":"),
+            [
+                "\"claim\":\"t/",
+                "\"class\":",
+                "\"record\":\"t/",
+                "\"pod\":\"t/"
+            ]
+            .iter()
+            .any(|o| l.contains(o)),
             "every actor line names its object: {l}"
         );
     }
