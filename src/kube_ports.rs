@@ -80,51 +80,57 @@ impl KubePorts {
     }
 }
 
+/// Which write of an object's main part or status.
+#[derive(Clone, Copy)]
+enum Put {
+    Create,
+    Replace,
+    ReplaceStatus,
+}
+
+impl Put {
+    fn op(self) -> &'static str {
+        match self {
+            Put::Create => "create",
+            Put::Replace => "update",
+            Put::ReplaceStatus => "update_status",
+        }
+    }
+}
+
+impl KubePorts {
+    /// One create or replace, typed back and counted.
+    async fn put(&self, put: Put, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        let r = obj.obj_ref();
+        let api = api(&self.client, r.kind, r.namespace.as_deref());
+        let pp = PostParams::default();
+        let res = match dynamic(&obj) {
+            Err(e) => Err(e),
+            Ok(d) => match put {
+                Put::Create => api.create(&pp, &d).await,
+                Put::Replace => api.replace(&r.name, &pp, &d).await,
+                Put::ReplaceStatus => api.replace_status(&r.name, &pp, &d).await,
+            }
+            .map_err(write_error),
+        };
+        let res = res.and_then(|o| self.back(r.kind, o));
+        self.count(put.op(), r.kind, why, &res);
+        res
+    }
+}
+
 #[async_trait]
 impl Writer for KubePorts {
     async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
-        let r = obj.obj_ref();
-        let api = api(&self.client, r.kind, r.namespace.as_deref());
-        let res = match dynamic(&obj) {
-            Ok(d) => api
-                .create(&PostParams::default(), &d)
-                .await
-                .map_err(write_error)
-                .and_then(|o| self.back(r.kind, o)),
-            Err(e) => Err(e),
-        };
-        self.count("create", r.kind, why, &res);
-        res
+        self.put(Put::Create, obj, why).await
     }
 
     async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
-        let r = obj.obj_ref();
-        let api = api(&self.client, r.kind, r.namespace.as_deref());
-        let res = match dynamic(&obj) {
-            Ok(d) => api
-                .replace(&r.name, &PostParams::default(), &d)
-                .await
-                .map_err(write_error)
-                .and_then(|o| self.back(r.kind, o)),
-            Err(e) => Err(e),
-        };
-        self.count("update", r.kind, why, &res);
-        res
+        self.put(Put::Replace, obj, why).await
     }
 
     async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
-        let r = obj.obj_ref();
-        let api = api(&self.client, r.kind, r.namespace.as_deref());
-        let res = match dynamic(&obj) {
-            Ok(d) => api
-                .replace_status(&r.name, &PostParams::default(), &d)
-                .await
-                .map_err(write_error)
-                .and_then(|o| self.back(r.kind, o)),
-            Err(e) => Err(e),
-        };
-        self.count("update_status", r.kind, why, &res);
-        res
+        self.put(Put::ReplaceStatus, obj, why).await
     }
 
     async fn delete(

@@ -240,6 +240,15 @@ impl Sim {
         self.process = Self::spawn(&self.cluster, &self.config, self.lag);
     }
 
+    /// I5 on a settled cluster: restarts and settles, and says how many
+    /// writes the new process made (none, when the cluster had converged).
+    pub async fn writes_on_restart(&mut self) -> usize {
+        let before = self.cluster.journal().effective().count();
+        self.restart();
+        self.settle().await;
+        self.cluster.journal().effective().count() - before
+    }
+
     pub fn reload(&mut self, config: Config) {
         self.config = config.clone();
         self.process.supervisor.do_send(ConfigChanged(config));
