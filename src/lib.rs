@@ -14,6 +14,7 @@ pub mod run;
 pub mod snapshot;
 pub mod telemetry;
 pub mod watch;
+pub mod webhook;
 
 /// The operator's errors.
 #[derive(Debug, thiserror::Error)]

@@ -6,6 +6,7 @@ use crate::http::{AppState, Metrics, router};
 use crate::kube_ports::KubePorts;
 use crate::telemetry::Logging;
 use crate::watch::watch;
+use crate::webhook::{self, CertFiles, Resolver, TlsListener, WebhookState, watch_certs};
 use actix::Actor;
 use anyhow::Context as _;
 use gpu_claims_actors::actors::{ConfigChanged, Env, Supervisor};
@@ -23,10 +24,28 @@ pub struct RunArgs {
     /// Where /metrics, /healthz, /readyz and /debug listen.
     #[arg(long, env = "GPU_CLAIMS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     http_addr: SocketAddr,
+    /// Where the gate webhook (G1) listens, over TLS, when a cert and key are given.
+    #[arg(long, env = "GPU_CLAIMS_WEBHOOK_ADDR", default_value = "0.0.0.0:8443")]
+    webhook_addr: SocketAddr,
+    /// The webhook's PEM certificate chain; reloaded when it changes.
+    #[arg(long, env = "GPU_CLAIMS_TLS_CERT_FILE", requires = "tls_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The webhook's PEM private key; reloaded when it changes.
+    #[arg(long, env = "GPU_CLAIMS_TLS_KEY_FILE", requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
-    let RunArgs { config, http_addr } = args;
+    let RunArgs {
+        config,
+        http_addr,
+        webhook_addr,
+        tls_cert_file,
+        tls_key_file,
+    } = args;
+    let webhook_files = tls_cert_file
+        .zip(tls_key_file)
+        .map(|(cert, key)| CertFiles { cert, key });
     let path = config.or_else(default_config);
     let config = config::initial(path.as_deref())?;
     let mut logging = Logging::init(&config);
@@ -44,6 +63,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         let metrics = Metrics::register(&mut registry);
         let ports = KubePorts::new(client.clone(), metrics.clone());
         let world = Arc::new(World::new(config.clone()));
+        if let Some(files) = webhook_files {
+            let state = WebhookState {
+                world: world.clone(),
+                reader: ports.clone(),
+            };
+            serve_webhook(webhook_addr, files, state).await?;
+        }
         let env = Env::new(world, ports.clone(), ports, Arc::new(TokioClock::real()));
         let supervisor = Supervisor::new(env).start();
         for kind in Supervisor::watched_kinds(&config) {
@@ -73,6 +99,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .await?;
         Ok(())
     })
+}
+
+/// Starts the gate webhook (G1) over TLS, its certificate reloaded when its files change.
+pub async fn serve_webhook(
+    addr: SocketAddr,
+    files: CertFiles,
+    state: WebhookState,
+) -> anyhow::Result<SocketAddr> {
+    let resolver = Resolver::new(files).map_err(anyhow::Error::msg)?;
+    let listener = TlsListener::bind(addr, &resolver)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let bound = axum::serve::Listener::local_addr(&listener)?;
+    tokio::spawn(watch_certs(resolver));
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, webhook::router(state)).await {
+            tracing::error!(error = %e, "the webhook server stopped");
+        }
+    });
+    tracing::info!(addr = %bound, "serving the gate webhook at /mutate");
+    Ok(bound)
 }
 
 async fn shutdown() {

@@ -1,0 +1,144 @@
+//! G1: the mutating admission webhook that puts launcher pods of VMIs
+//! asking for GPUs at the gate when they are created, so no GPU pod slips
+//! through ungated (its configuration says failurePolicy Fail). Served
+//! over TLS with cert and key files that are reloaded when they change.
+
+mod tls;
+
+pub use tls::{CertFiles, Resolver, TlsListener, watch_certs};
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use base64::Engine;
+use gpu_claims_actors::api::{
+    LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, SCHEDULING_GATE, VMI_API_VERSION, VMI_KIND, Vmi,
+};
+use gpu_claims_actors::ports::{Kind, Obj, ObjRef, Reader};
+use gpu_claims_actors::world::{World, key};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// What the webhook answers for one pod.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Admission {
+    /// Admitted as it is.
+    Allow,
+    /// Admitted with this JSON patch (the gate added).
+    Patch(Value),
+    /// Refused, with why.
+    Deny(String),
+}
+
+/// The VMI that controls a launcher pod, if the object is one: (namespace, name).
+fn launcher_of(request: &Value) -> Option<(String, String)> {
+    if request["kind"]["kind"] != "Pod" || request["operation"] != "CREATE" {
+        return None;
+    }
+    let pod = &request["object"];
+    if pod["metadata"]["labels"][LAUNCHER_LABEL] != LAUNCHER_LABEL_VALUE {
+        return None;
+    }
+    let owner = pod["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| {
+            r["controller"] == true && r["kind"] == VMI_KIND && r["apiVersion"] == VMI_API_VERSION
+        })?;
+    let ns = request["namespace"]
+        .as_str()
+        .or(pod["metadata"]["namespace"].as_str())?;
+    Some((ns.to_string(), owner["name"].as_str()?.to_string()))
+}
+
+/// The JSON patch that adds the gate, or None when the pod already waits at it.
+pub fn gate_patch(pod: &Value) -> Option<Value> {
+    let gates = pod["spec"]["schedulingGates"].as_array();
+    if gates.is_some_and(|g| g.iter().any(|g| g["name"] == SCHEDULING_GATE)) {
+        return None;
+    }
+    Some(match gates {
+        Some(_) => {
+            json!([{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": SCHEDULING_GATE}}])
+        }
+        None => {
+            json!([{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": SCHEDULING_GATE}]}])
+        }
+    })
+}
+
+/// G1 for one AdmissionReview request, given its VMI (None: not found).
+pub fn admit(request: &Value, vmi: Option<&Vmi>) -> Admission {
+    let Some((ns, name)) = launcher_of(request) else {
+        return Admission::Allow;
+    };
+    let Some(vmi) = vmi else {
+        // Its VMI is made before its pod: not finding it means we cannot tell,
+        // and an ungated GPU pod is the one thing that must not happen.
+        return Admission::Deny(format!(
+            "VirtualMachineInstance {ns}/{name} not found; retry once it exists"
+        ));
+    };
+    // An unreadable request still asks for GPUs: gated, placement says why it waits.
+    if vmi.gpu_request().is_ok_and(|r| r.is_empty()) {
+        return Admission::Allow;
+    }
+    gate_patch(&request["object"]).map_or(Admission::Allow, Admission::Patch)
+}
+
+/// The AdmissionReview response for a request and its answer.
+pub fn response(review: &Value, admission: &Admission) -> Value {
+    let uid = review["request"]["uid"].clone();
+    let body = match admission {
+        Admission::Allow => json!({"uid": uid, "allowed": true}),
+        Admission::Patch(p) => json!({
+            "uid": uid, "allowed": true, "patchType": "JSONPatch",
+            "patch": base64::engine::general_purpose::STANDARD.encode(p.to_string()),
+        }),
+        Admission::Deny(m) => {
+            json!({"uid": uid, "allowed": false, "status": {"code": 403, "message": m}})
+        }
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": body})
+}
+
+#[derive(Clone)]
+pub struct WebhookState {
+    pub world: Arc<World>,
+    pub reader: Arc<dyn Reader>,
+}
+
+/// POST /mutate.
+pub fn router(state: WebhookState) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate))
+        .with_state(state)
+}
+
+async fn mutate(State(s): State<WebhookState>, Json(review): Json<Value>) -> Json<Value> {
+    let request = &review["request"];
+    let vmi = match launcher_of(request) {
+        None => None,
+        // The cache first; a VMI just made may not be there yet, so then live.
+        Some((ns, name)) => match s.world.vmi(&key(&ns, &name)) {
+            Some(v) => Some(Vmi::clone(&v)),
+            None => match s.reader.get(ObjRef::new(Kind::Vmi, Some(&ns), &name)).await {
+                Ok(Some(Obj::Vmi(v))) => Some(v),
+                _ => None,
+            },
+        },
+    };
+    let admission = admit(request, vmi.as_ref());
+    if let Admission::Patch(_) | Admission::Deny(_) = &admission {
+        let pod = format!(
+            "{}/{}",
+            request["namespace"].as_str().unwrap_or_default(),
+            request["object"]["metadata"]["generateName"]
+                .as_str()
+                .or(request["object"]["metadata"]["name"].as_str())
+                .unwrap_or_default()
+        );
+        tracing::info!(%pod, rule = "G1", admission = ?admission, "launcher pod admitted");
+    }
+    Json(response(&review, &admission))
+}

@@ -1,0 +1,175 @@
+//! TLS for the webhook: a certificate resolver whose cert and key are read
+//! again when their files change (cert-manager rotates them in place), and
+//! an axum listener that completes the handshake.
+
+use axum::serve::Listener;
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+#[derive(Clone, Debug)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl CertFiles {
+    fn load(&self) -> Result<CertifiedKey, String> {
+        let certs = CertificateDer::pem_file_iter(&self.cert)
+            .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("{}: {e}", self.cert.display()))?;
+        if certs.is_empty() {
+            return Err(format!("{}: no certificate", self.cert.display()));
+        }
+        let key = PrivateKeyDer::from_pem_file(&self.key)
+            .map_err(|e| format!("{}: {e}", self.key.display()))?;
+        let signing = rustls::crypto::ring::sign::any_supported_type(&key)
+            .map_err(|e| format!("{}: {e}", self.key.display()))?;
+        let pair = CertifiedKey::new(certs, signing);
+        // A rotation caught half-way (new cert, old key) is refused, not served.
+        pair.keys_match().map_err(|e| {
+            format!(
+                "{} and {} do not match: {e}",
+                self.cert.display(),
+                self.key.display()
+            )
+        })?;
+        Ok(pair)
+    }
+}
+
+/// Serves the current certificate; `reload` swaps it.
+#[derive(Debug)]
+pub struct Resolver {
+    files: CertFiles,
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl Resolver {
+    pub fn new(files: CertFiles) -> Result<Arc<Self>, String> {
+        let key = files.load()?;
+        Ok(Arc::new(Self {
+            files,
+            current: RwLock::new(Arc::new(key)),
+        }))
+    }
+
+    /// Reads the files again; a bad pair is refused and the current one stays.
+    pub fn reload(&self) -> Result<(), String> {
+        let key = self.files.load()?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
+        Ok(())
+    }
+
+    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_cert_resolver(self.clone());
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
+    }
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
+    }
+}
+
+/// Accepts TCP connections and completes their TLS handshakes.
+pub struct TlsListener {
+    tcp: TcpListener,
+    acceptor: TlsAcceptor,
+}
+
+impl TlsListener {
+    pub async fn bind(addr: SocketAddr, resolver: &Arc<Resolver>) -> Result<Self, String> {
+        let tcp = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("listen on {addr}: {e}"))?;
+        Ok(Self {
+            tcp,
+            acceptor: TlsAcceptor::from(Arc::new(resolver.server_config()?)),
+        })
+    }
+}
+
+impl Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let (tcp, addr) = match self.tcp.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            match tokio::time::timeout(Duration::from_secs(10), self.acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => return (tls, addr),
+                Ok(Err(e)) => tracing::debug!(error = %e, %addr, "webhook TLS handshake failed"),
+                Err(_) => tracing::debug!(%addr, "webhook TLS handshake timed out"),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// Reloads the certificate when its files (or their directories, for
+/// mounted Secrets that swap a symlink) change, until the process ends.
+pub async fn watch_certs(resolver: Arc<Resolver>) {
+    use notify::Watcher;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        if ev.is_ok() {
+            let _ = tx.send(());
+        }
+    });
+    let mut watcher = match watcher {
+        Ok(w) => w,
+        Err(e) => {
+            return tracing::warn!(error = %e, "cannot watch the webhook certificate; it will not be reloaded");
+        }
+    };
+    for f in [&resolver.files.cert, &resolver.files.key] {
+        let dir = f
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
+            tracing::warn!(error = %e, dir = %dir.display(), "cannot watch the webhook certificate directory");
+        }
+    }
+    while rx.recv().await.is_some() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while rx.try_recv().is_ok() {}
+        match resolver.reload() {
+            Ok(()) => tracing::info!("webhook certificate reloaded"),
+            Err(e) => {
+                tracing::error!(error = %e, "webhook certificate refused; the current one stays")
+            }
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! G1: the gate webhook. Real AdmissionReview JSON through the decision,
+//! and the real server over HTTPS, with a certificate rotated on disk.
+use base64::Engine;
+use gpu_claims::run::serve_webhook;
+use gpu_claims::webhook::{Admission, CertFiles, WebhookState, admit, response};
+use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, SCHEDULING_GATE};
+use gpu_claims_actors::fixtures::vmi;
+use gpu_claims_actors::memory::MemCluster;
+use gpu_claims_actors::memory::sim::STATUS_KINDS;
+use gpu_claims_actors::memory::store::Store;
+use gpu_claims_actors::world::World;
+use gpu_claims_actors::{Config, api::Vmi};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// An AdmissionReview as the API server sends it for a virt-launcher pod.
+fn review(gates: Option<Value>) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "generateName": "virt-launcher-vm1-", "namespace": "t",
+            "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1"},
+            "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "name": "vm1",
+                "uid": "u1", "controller": true, "blockOwnerDeletion": true}]
+        },
+        "spec": {"containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher:v1.5.0"}]}
+    });
+    if let Some(g) = gates {
+        pod["spec"]["schedulingGates"] = g;
+    }
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "t", "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kubevirt:kubevirt-controller"},
+            "object": pod, "oldObject": null, "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    })
+}
+
+fn asking() -> Vmi {
+    vmi("t", "vm1")
+        .uid("u1")
+        .annotate(CLASS_ANNOTATION, "h200")
+        .0
+}
+
+#[test]
+fn g1_a_launcher_of_a_vmi_asking_for_gpus_gets_the_gate() {
+    let r = review(None);
+    let Admission::Patch(p) = admit(&r["request"], Some(&asking())) else {
+        panic!("a patch")
+    };
+    assert_eq!(
+        p,
+        json!([{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": SCHEDULING_GATE}]}])
+    );
+    let out = response(&r, &Admission::Patch(p.clone()));
+    assert_eq!(
+        out["response"]["uid"],
+        "705ab4f5-6393-11e8-b7cc-42010a800002"
+    );
+    assert_eq!(out["response"]["patchType"], "JSONPatch");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(out["response"]["patch"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&decoded).unwrap(), p);
+}
+
+#[test]
+fn g1_other_gates_are_kept_and_ours_appended() {
+    let r = review(Some(json!([{"name": "example.com/other"}])));
+    let named = vmi("t", "vm1").uid("u1").annotate(CLAIMS_ANNOTATION, "a").0;
+    assert_eq!(
+        admit(&r["request"], Some(&named)),
+        Admission::Patch(
+            json!([{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": SCHEDULING_GATE}}])
+        )
+    );
+}
+
+#[test]
+fn g1_an_already_gated_pod_is_left_alone() {
+    let r = review(Some(json!([{"name": SCHEDULING_GATE}])));
+    assert_eq!(admit(&r["request"], Some(&asking())), Admission::Allow);
+}
+
+#[test]
+fn g1_a_vmi_asking_for_no_gpus_is_left_alone() {
+    assert_eq!(
+        admit(&review(None)["request"], Some(&vmi("t", "vm1").uid("u1").0)),
+        Admission::Allow
+    );
+}
+
+#[test]
+fn g1_an_unreadable_request_still_gates_the_pod() {
+    let bad = vmi("t", "vm1")
+        .uid("u1")
+        .annotate(CLASS_ANNOTATION, "h200")
+        .annotate("gpu.cozystack.io/count", "two")
+        .0;
+    assert!(matches!(
+        admit(&review(None)["request"], Some(&bad)),
+        Admission::Patch(_)
+    ));
+}
+
+#[test]
+fn g1_a_launcher_whose_vmi_is_not_found_is_refused() {
+    let Admission::Deny(m) = admit(&review(None)["request"], None) else {
+        panic!("a refusal")
+    };
+    assert!(m.contains("t/vm1"), "{m}");
+    let out = response(&review(None), &Admission::Deny(m));
+    assert_eq!(out["response"]["allowed"], false);
+}
+
+#[test]
+fn g1_pods_that_are_not_launchers_and_other_operations_are_left_alone() {
+    let mut r = review(None);
+    r["request"]["object"]["metadata"]["labels"] = json!({"app": "web"});
+    assert_eq!(admit(&r["request"], None), Admission::Allow);
+    let mut r = review(None);
+    r["request"]["operation"] = "UPDATE".into();
+    assert_eq!(admit(&r["request"], None), Admission::Allow);
+}
+
+fn write_cert(dir: &std::path::Path) -> Vec<u8> {
+    let c =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    std::fs::write(dir.join("tls.crt"), c.cert.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), c.signing_key.serialize_pem()).unwrap();
+    c.cert.der().to_vec()
+}
+
+/// POSTs a review over HTTPS; returns the response body and the server's certificate.
+async fn post(addr: std::net::SocketAddr, trusted: &[Vec<u8>], body: &Value) -> (Value, Vec<u8>) {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in trusted {
+        roots
+            .add(rustls::pki_types::CertificateDer::from(der.clone()))
+            .unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    let peer = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
+    let payload = body.to_string();
+    let req = format!(
+        "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    tls.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tls.read_to_end(&mut out).await.ok();
+    let text = String::from_utf8_lossy(&out);
+    let json = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (serde_json::from_str(json).unwrap_or(Value::Null), peer)
+}
+
+#[test]
+fn g1_over_https_with_a_certificate_rotated_on_disk() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let first = write_cert(dir.path());
+        let world = Arc::new(World::new(Config::default()));
+        let store = Arc::new(Store::new(
+            Arc::new(k8s_openapi::jiff::Timestamp::now),
+            STATUS_KINDS,
+        ));
+        // Not in the cache yet: the webhook reads the VMI live.
+        MemCluster::new(store.clone()).seed(&gpu_claims_actors::ports::Obj::Vmi(asking()));
+        let state = WebhookState {
+            world,
+            reader: MemCluster::new(store),
+        };
+        let files = CertFiles {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        };
+        let addr = serve_webhook("127.0.0.1:0".parse().unwrap(), files, state)
+            .await
+            .unwrap();
+
+        let (out, peer) = post(addr, std::slice::from_ref(&first), &review(None)).await;
+        assert_eq!(peer, first);
+        assert_eq!(out["response"]["allowed"], true);
+        assert_eq!(out["response"]["patchType"], "JSONPatch");
+
+        let second = write_cert(dir.path());
+        let mut served = Vec::new();
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            served = post(addr, &[first.clone(), second.clone()], &review(None))
+                .await
+                .1;
+            if served == second {
+                break;
+            }
+        }
+        assert_eq!(
+            served, second,
+            "the rotated certificate is served without a restart"
+        );
+    });
+}
+
+#[test]
+fn g1_a_certificate_that_does_not_match_its_key_is_refused_and_the_old_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    write_cert(dir.path());
+    let files = CertFiles {
+        cert: dir.path().join("tls.crt"),
+        key: dir.path().join("tls.key"),
+    };
+    let resolver = gpu_claims::webhook::Resolver::new(files).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.path().join("tls.crt"), other.cert.pem()).unwrap();
+    let e = resolver.reload().unwrap_err();
+    assert!(e.contains("do not match"), "{e}");
+}
