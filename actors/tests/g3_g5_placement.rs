@@ -431,3 +431,44 @@ fn g3_a_bound_claim_on_a_failed_node_holds_no_node_and_moves() {
         );
     });
 }
+
+#[test]
+fn g4_writes_every_record_then_every_status_then_the_pods() {
+    let mut objs = nodes(&[("n1", 8)]);
+    objs.push(claim("t", "a").obj());
+    objs.push(claim("t", "b").count(2).obj());
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
+    objs.push(
+        launcher("t", "virt-launcher-vm1-migration", "vm1", "u1")
+            .gated()
+            .obj(),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let g4: Vec<String> = t
+            .writes()
+            .into_iter()
+            .filter(|w| w.ends_with(" G4"))
+            .collect();
+        let kinds: Vec<&str> = g4.iter().map(|w| w.split(' ').nth(1).unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "GPUAllocation",
+                "GPUAllocation",
+                "GPUClaim",
+                "GPUClaim",
+                "Pod",
+                "Pod"
+            ],
+            "{g4:?}"
+        );
+        for p in ["virt-launcher-vm1", "virt-launcher-vm1-migration"] {
+            assert_eq!(
+                pinned_node(&pod(&t, p)).as_deref(),
+                Some("n1"),
+                "both launcher pods pinned ({p})"
+            );
+        }
+    });
+}
