@@ -189,3 +189,48 @@ pub fn plural(kind: Kind) -> String {
 
 #[allow(dead_code)]
 fn assert_resource<K: Resource<DynamicType = ()>>() {}
+
+/// Events through kube-runtime's recorder (events.k8s.io), best effort.
+pub struct KubeRecorder(kube::runtime::events::Recorder);
+
+impl KubeRecorder {
+    pub fn new(client: Client) -> Arc<Self> {
+        let instance = std::env::var("POD_NAME").ok();
+        let reporter = kube::runtime::events::Reporter {
+            controller: "gpu-claims".into(),
+            instance,
+        };
+        Arc::new(Self(kube::runtime::events::Recorder::new(client, reporter)))
+    }
+}
+
+#[async_trait]
+impl gpu_claims_actors::ports::Recorder for KubeRecorder {
+    async fn publish(&self, note: gpu_claims_actors::ports::Note) {
+        use kube::runtime::events::{Event, EventType};
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(
+                gpu_claims_actors::memory::cluster_api_version(note.regarding.kind).into(),
+            ),
+            kind: Some(note.regarding.kind.name().into()),
+            namespace: note.regarding.namespace.clone(),
+            name: Some(note.regarding.name.clone()),
+            uid: note.uid.clone(),
+            ..Default::default()
+        };
+        let ev = Event {
+            type_: if note.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: note.reason.clone(),
+            note: Some(note.message.clone()),
+            action: note.rule.as_str().into(),
+            secondary: None,
+        };
+        if let Err(e) = self.0.publish(&ev, &reference).await {
+            tracing::debug!(error = %e, regarding = %note.regarding, "event not published");
+        }
+    }
+}

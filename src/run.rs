@@ -3,13 +3,13 @@
 use crate::cli::default_config;
 use crate::config::{self, Reloader};
 use crate::http::{AppState, Metrics, router};
-use crate::kube_ports::KubePorts;
+use crate::kube_ports::{KubePorts, KubeRecorder};
 use crate::telemetry::Logging;
 use crate::watch::watch;
 use crate::webhook::{self, CertFiles, Resolver, TlsListener, WebhookState, watch_certs};
 use actix::Actor;
 use anyhow::Context as _;
-use gpu_claims_actors::actors::{ConfigChanged, Env, Supervisor};
+use gpu_claims_actors::actors::{ConfigChanged, Env, Ports, Supervisor};
 use gpu_claims_actors::ports::TokioClock;
 use gpu_claims_actors::world::World;
 use std::net::SocketAddr;
@@ -70,7 +70,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             };
             serve_webhook(webhook_addr, files, state).await?;
         }
-        let env = Env::new(world, ports.clone(), ports, Arc::new(TokioClock::real()));
+        let events = KubeRecorder::new(client.clone());
+        let ports = Ports {
+            writer: ports.clone(),
+            reader: ports,
+            clock: Arc::new(TokioClock::real()),
+            events,
+        };
+        let env = Env::new(world, ports);
         let supervisor = Supervisor::new(env).start();
         for kind in Supervisor::watched_kinds(&config) {
             tokio::spawn(watch(client.clone(), kind, supervisor.clone()));

@@ -243,3 +243,21 @@ impl Clock for TokioClock {
         self.base_wall.checked_add(d).unwrap_or(self.base_wall)
     }
 }
+
+/// An Event about an object: what happened, with the rule that saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Note {
+    pub regarding: ObjRef,
+    pub uid: Option<String>,
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+    pub rule: RuleId,
+}
+
+/// Where Events go: kube-runtime's recorder in `run`, a list in memory.
+#[async_trait]
+pub trait Recorder: Send + Sync {
+    /// Best effort: an Event that cannot be published is logged, never retried.
+    async fn publish(&self, note: Note);
+}

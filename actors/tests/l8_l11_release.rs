@@ -56,16 +56,17 @@ fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
     ];
     objs.extend(claim("t", "a").bound("n1").deleting().with_record(H200));
     with_world(Config::default(), objs, |mut t| async move {
-        // The record delete passes; the finalizer removal fails with a 500.
-        t.fail_writes([None, Some(WriteError::Other("etcd timeout".into()))]);
+        // The record delete passes; then the API server fails for a while.
+        let down = Some(WriteError::Other("etcd timeout".into()));
+        t.fail_writes([None, down.clone(), down.clone(), down]);
         t.settle().await;
         assert_eq!(t.writes(), ["delete GPUAllocation a L8"]);
         assert!(
             t.class("h200").is_some(),
             "the class waits while the claim holds"
         );
-        // The retry (backoff) releases the claim, and then the class.
-        t.advance(secs(1)).await;
+        // Retries (backoff) release the claim, and only then the class.
+        t.advance(secs(5)).await;
         assert_eq!(
             t.writes(),
             [

@@ -5,7 +5,8 @@ use super::exec::{self, Done, Outcome};
 use super::supervisor::{ActorStopped, ClaimReleased, Supervisor};
 use super::{Backoff, Decision, DecisionLog, Env};
 use crate::api::{ClaimPhase, GPUClaim, rv_number};
-use crate::rules::{ClaimIntent, Grace, IssuedVmiDelete, RuleId, Step, Used, decide_claim};
+use crate::ports::{Kind, Note, ObjRef};
+use crate::rules::{ClaimIntent, Memory, RuleId, Step, Used, decide_claim};
 use crate::world::split_key;
 use actix::prelude::*;
 use serde::Serialize;
@@ -33,11 +34,10 @@ pub struct ClaimActor {
     busy: bool,
     dirty: bool,
     own: Option<Own>,
-    grace: Grace,
+    mem: Memory,
     grace_timer: Option<(Instant, SpawnHandle)>,
     retry_timer: Option<SpawnHandle>,
     backoff: Backoff,
-    issued_vmi_delete: IssuedVmiDelete,
     record_deleted: Option<String>,
     traced: bool,
     /// The missing class last reported, so it is said once, not on every change.
@@ -84,11 +84,10 @@ impl ClaimActor {
             busy: false,
             dirty: false,
             own: None,
-            grace: Grace::default(),
+            mem: Memory::default(),
             grace_timer: None,
             retry_timer: None,
             backoff: Backoff::default(),
-            issued_vmi_delete: None,
             record_deleted: None,
             traced: false,
             reported_class: None,
@@ -134,9 +133,8 @@ impl ClaimActor {
             &self.env.world,
             &cfg,
             now,
-            &mut self.grace,
-            &self.issued_vmi_delete,
             self.env.clock.wall(),
+            &mut self.mem,
         );
         claim_trace!(self, phase = claim.phase().as_str(), rv = ?claim.metadata.resource_version, ?step, "decided");
         match step {
@@ -230,6 +228,9 @@ impl ClaimActor {
         }
         let (result, again) = match done.outcome {
             Outcome::Claim { claim, fresh_from } => {
+                if rule == RuleId::Records {
+                    self.publish_record_note(claim.as_deref(), ctx);
+                }
                 self.own = Some(Own { claim, fresh_from });
                 ("ok".to_string(), true)
             }
@@ -242,7 +243,7 @@ impl ClaimActor {
                 uid,
                 resource_version,
             } => {
-                self.issued_vmi_delete = Some((uid, resource_version));
+                self.mem.issued = Some((uid, resource_version));
                 ("ok".to_string(), true)
             }
             Outcome::Reread(Ok(live)) => {
@@ -307,6 +308,37 @@ impl ClaimActor {
         }
     }
 
+    /// The Event that goes with a RecordMissing mark set or cleared.
+    fn publish_record_note(&self, claim: Option<&GPUClaim>, ctx: &mut Context<Self>) {
+        let Some(c) = claim else { return };
+        let missing =
+            crate::api::condition_is_true(c.conditions(), crate::api::CONDITION_RECORD_MISSING);
+        let (ns, name) = split_key(&self.key);
+        let note = Note {
+            regarding: ObjRef::new(Kind::Claim, Some(ns), name),
+            uid: c.metadata.uid.clone(),
+            warning: missing,
+            reason: if missing {
+                "RecordMissing"
+            } else {
+                "RecordFound"
+            }
+            .into(),
+            message: if missing {
+                format!(
+                    "holds GPUs on {} without a GPUAllocation record; it is not placed elsewhere",
+                    c.node_name().unwrap_or_default()
+                )
+            } else {
+                "its GPUAllocation record is there again".into()
+            },
+            rule: RuleId::Records,
+        };
+        tracing::warn!(claim = %self.key, rule = "records", missing, "{}", note.message);
+        let events = self.env.events.clone();
+        ctx.spawn(async move { events.publish(note).await }.into_actor(self));
+    }
+
     fn tell_released(&self) {
         let Some(claim) = self.env.world.claim(&self.key) else {
             return;
@@ -354,7 +386,7 @@ impl Handler<GetTrace> for ClaimActor {
         let claim = self.env.world.claim(&self.key);
         let now = self.env.clock.now();
         let cfg = self.env.world.config();
-        let grace_left_s = self.grace.pending().map(|(_, since)| {
+        let grace_left_s = self.mem.grace.pending().map(|(_, since)| {
             (*since + cfg.attachment_grace)
                 .saturating_duration_since(now)
                 .as_secs_f64()

@@ -9,12 +9,13 @@ mod placement;
 mod supervisor;
 
 pub use claim::{ClaimActor, ClaimTrace};
+
 pub use class::ClassActor;
 pub use journal::{Decision, DecisionLog};
 pub use placement::{Placement, PlacementPoke};
 pub use supervisor::{ConfigChanged, GetClaimTrace, Stats, StatsQuery, Supervisor, WorldEvent};
 
-use crate::ports::{Clock, Reader, Writer};
+use crate::ports::{Clock, Reader, Recorder, Writer};
 use crate::world::World;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -25,24 +26,35 @@ pub struct Env {
     pub writer: Arc<dyn Writer>,
     pub reader: Arc<dyn Reader>,
     pub clock: Arc<dyn Clock>,
+    pub events: Arc<dyn Recorder>,
     pub activity: Activity,
     /// When the actor system started: decisions are stamped relative to it.
     pub started: tokio::time::Instant,
 }
 
+/// The ports an actor system runs with.
+pub struct Ports {
+    pub writer: Arc<dyn Writer>,
+    pub reader: Arc<dyn Reader>,
+    pub clock: Arc<dyn Clock>,
+    pub events: Arc<dyn Recorder>,
+}
+
 impl Env {
-    pub fn new(
-        world: Arc<World>,
-        writer: Arc<dyn Writer>,
-        reader: Arc<dyn Reader>,
-        clock: Arc<dyn Clock>,
-    ) -> Arc<Self> {
+    pub fn new(world: Arc<World>, ports: Ports) -> Arc<Self> {
+        let Ports {
+            writer,
+            reader,
+            clock,
+            events,
+        } = ports;
         let started = clock.now();
         Arc::new(Self {
             world,
             writer,
             reader,
             clock,
+            events,
             activity: Activity::default(),
             started,
         })

@@ -273,6 +273,8 @@ impl Supervisor {
         if !deleted {
             self.place(PlacementPoke::Record(k.clone()));
         }
+        // Its claim: whether it holds GPUs without a record (records rule).
+        self.poke_claim(&k, ctx);
         let w = self.env.world.clone();
         let old = w.record(&k);
         let places: BTreeSet<(String, String)> = old

@@ -25,6 +25,8 @@ pub struct Faults {
 
 pub struct MemCluster {
     pub store: Arc<Store>,
+    /// Events published, in order (not writes: `plan` does not print them).
+    events: Mutex<Vec<crate::ports::Note>>,
     journal: Mutex<Journal>,
     faults: Mutex<Faults>,
     started: Instant,
@@ -93,6 +95,7 @@ impl MemCluster {
     pub fn new(store: Arc<Store>) -> Arc<Self> {
         Arc::new(Self {
             store,
+            events: Mutex::default(),
             journal: Mutex::default(),
             faults: Mutex::default(),
             started: Instant::now(),
@@ -101,6 +104,13 @@ impl MemCluster {
 
     pub fn journal(&self) -> MutexGuard<'_, Journal> {
         self.journal.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn events(&self) -> Vec<crate::ports::Note> {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn faults(&self) -> MutexGuard<'_, Faults> {
@@ -270,5 +280,15 @@ impl Reader for MemCluster {
             None => Ok(None),
             Some(v) => from_value(what.kind, v).map(Some).map_err(ReadError::Other),
         }
+    }
+}
+
+#[async_trait]
+impl crate::ports::Recorder for MemCluster {
+    async fn publish(&self, note: crate::ports::Note) {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(note);
     }
 }

@@ -11,7 +11,8 @@ pub mod sim;
 pub mod store;
 
 pub use cluster::{
-    Faults, MemCluster, from_value as cluster_from_value, to_value as cluster_to_value,
+    Faults, MemCluster, api_version as cluster_api_version, from_value as cluster_from_value,
+    to_value as cluster_to_value,
 };
 pub use feed::feed;
 pub use journal::{Entry, Journal};

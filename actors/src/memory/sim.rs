@@ -5,7 +5,7 @@
 use super::cluster::MemCluster;
 use super::feed::feed;
 use super::store::Store;
-use crate::actors::{ConfigChanged, Env, Supervisor};
+use crate::actors::{ConfigChanged, Env, Ports, Supervisor};
 use crate::config::Config;
 use crate::ports::{Deleted, Obj, ObjRef, Preconditions, TokioClock, Why, WriteError, Writer};
 use crate::world::World;
@@ -135,12 +135,13 @@ impl Sim {
             inner: cluster.clone(),
             left: AtomicI64::new(i64::MAX),
         });
-        let env = Env::new(
-            world,
-            writer.clone(),
-            cluster.clone(),
-            Arc::new(TokioClock::from(sim_epoch())),
-        );
+        let ports = Ports {
+            writer: writer.clone(),
+            reader: cluster.clone(),
+            clock: Arc::new(TokioClock::from(sim_epoch())),
+            events: cluster.clone(),
+        };
+        let env = Env::new(world, ports);
         let supervisor = Supervisor::new(env.clone()).start();
         let feed = feed(
             cluster.store.clone(),

@@ -11,6 +11,7 @@ mod class;
 mod finalizer;
 mod gate;
 mod lost;
+mod records;
 mod release;
 mod template;
 mod unschedulable;
@@ -20,6 +21,7 @@ pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class}
 pub use finalizer::needs_finalizer;
 pub use gate::{GateStep, Plan, RecordWrite, Unseen, WaitReason, decide_gate, requested_claims};
 pub use lost::{LostReason, decide_lost, lost_reason};
+pub use records::{RECORD_GRACE, decide_record_report, record_missing};
 pub use release::{LiveAnswer, Used, pods_left_gate, used_by_vmi, vmi_holds};
 pub use template::{TemplateStep, decide_template, record_is_orphan, template_name};
 pub use unschedulable::unschedulable_vmi;
@@ -52,7 +54,8 @@ pub enum RuleId {
     G4,
     /// G5: a set that cannot be placed waits, and says why.
     G5,
-    /// Records: a record whose claim is gone is deleted (SPEC section 1).
+    /// Records: a record whose claim is gone is deleted, and a claim whose
+    /// record is gone is reported (SPEC section 1).
     Records,
     /// Class status: capacity and allocated.
     ClassStatus,
@@ -144,10 +147,14 @@ pub fn decide_claim(
     w: &World,
     cfg: &Config,
     now: Instant,
-    grace: &mut Grace,
-    issued: &IssuedVmiDelete,
     wall: k8s_openapi::jiff::Timestamp,
+    mem: &mut Memory,
 ) -> Step {
+    let Memory {
+        grace,
+        issued,
+        record_missing_since,
+    } = mem;
     if needs_finalizer(&c.metadata, CLAIM_FINALIZER) {
         return Step::Write(RuleId::L1, ClaimIntent::AddFinalizer);
     }
@@ -175,7 +182,25 @@ pub fn decide_claim(
             read => Step::ReadLive(read),
         };
     }
-    Step::Idle
+    decide_record_report(
+        c,
+        w,
+        now,
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(wall),
+        record_missing_since,
+    )
+}
+
+/// What a claim actor remembers between decisions (the seed's controller
+/// state, per claim).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    /// L6: since when the attachment's VMI has been missing.
+    pub grace: Grace,
+    /// L12: the VMI deletes already issued.
+    pub issued: IssuedVmiDelete,
+    /// Records: since when the claim's record has been missing.
+    pub record_missing_since: Option<Instant>,
 }
 
 /// L8: release deletes the record first, when one of this claim is cached.

@@ -1,0 +1,74 @@
+//! Records (SPEC section 1, issue 3): a claim that holds or owes GPUs has
+//! its allocation record. One without is reported, never placed elsewhere.
+
+use super::{ClaimIntent, RuleId, Step};
+use crate::api::{
+    CONDITION_RECORD_MISSING, GPUClaim, condition_is_true, is_deleting, remove_condition,
+    set_condition,
+};
+use crate::world::{World, key};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long a record may trail its claim before the claim is reported:
+/// the claim and record watches are not ordered, so a placed claim's status
+/// can be seen before its record.
+pub const RECORD_GRACE: Duration = Duration::from_secs(30);
+
+/// A Bound, Attached or Lost claim, not being deleted, without a record of its UID.
+pub fn record_missing(c: &GPUClaim, w: &World) -> bool {
+    if !c.phase().counts_against_budget() || is_deleting(&c.metadata) {
+        return false;
+    }
+    let k = key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    );
+    w.record(&k)
+        .is_none_or(|r| Some(&r.spec.claim_uid) != c.metadata.uid.as_ref())
+}
+
+/// Records: mark a claim whose record has been missing for `RECORD_GRACE`
+/// with `RecordMissing=True`, and clear the mark once the record is there.
+pub fn decide_record_report(
+    c: &GPUClaim,
+    w: &World,
+    now: Instant,
+    wall: Time,
+    since: &mut Option<Instant>,
+) -> Step {
+    let marked = condition_is_true(c.conditions(), CONDITION_RECORD_MISSING);
+    if !record_missing(c, w) {
+        *since = None;
+        if !marked {
+            return Step::Idle;
+        }
+        let mut status = c.status.clone().unwrap_or_default();
+        remove_condition(&mut status.conditions, CONDITION_RECORD_MISSING);
+        return Step::Write(RuleId::Records, ClaimIntent::WriteStatus(status));
+    }
+    if marked {
+        return Step::Idle;
+    }
+    let due = *since.get_or_insert(now) + RECORD_GRACE;
+    if now < due {
+        return Step::WaitUntil(RuleId::Records, due);
+    }
+    let mut status = c.status.clone().unwrap_or_default();
+    let node = c.node_name().unwrap_or_default();
+    set_condition(
+        &mut status.conditions,
+        Condition {
+            type_: CONDITION_RECORD_MISSING.into(),
+            status: "True".into(),
+            reason: "NoAllocationRecord".into(),
+            message: format!(
+                "the claim says it holds GPUs on {node} but has no GPUAllocation; it is not placed elsewhere"
+            ),
+            last_transition_time: wall,
+            observed_generation: c.metadata.generation,
+        },
+    );
+    Step::Write(RuleId::Records, ClaimIntent::WriteStatus(status))
+}
