@@ -10,9 +10,9 @@ use gpu_claims_actors::ports::{
     Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, Why, WriteError, Writer,
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::ApiResource;
-use kube::{Client, Resource};
 use std::sync::Arc;
 
 /// The API resource of a kind.
@@ -181,14 +181,6 @@ impl Reader for KubePorts {
         }
     }
 }
-
-/// Kind names as kube sees them, for the RBAC and logs.
-pub fn plural(kind: Kind) -> String {
-    api_resource(kind).plural
-}
-
-#[allow(dead_code)]
-fn assert_resource<K: Resource<DynamicType = ()>>() {}
 
 /// Events through kube-runtime's recorder (events.k8s.io), best effort.
 pub struct KubeRecorder(kube::runtime::events::Recorder);

@@ -9,7 +9,7 @@ mod watch;
 pub use resources::{RESOURCES, Resource, Target, parse};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -214,9 +214,4 @@ pub(crate) fn line(v: &Value) -> Bytes {
     let mut b = serde_json::to_vec(v).unwrap_or_default();
     b.push(b'\n');
     Bytes::from(b)
-}
-
-#[allow(dead_code)]
-fn empty() -> Body {
-    Body::empty()
 }

@@ -359,10 +359,6 @@ impl ClaimActor {
         });
         ctx.stop();
     }
-
-    pub fn namespace_name(&self) -> (&str, &str) {
-        split_key(&self.key)
-    }
 }
 
 fn millis_since_start(env: &Env) -> u64 {

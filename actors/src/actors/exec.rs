@@ -141,7 +141,7 @@ pub async fn execute(
                     Deleted::Deleting(obj) => written(obj),
                 })
         }
-        ClaimIntent::Release { .. } => return release(&env, c, record_uid, why).await,
+        ClaimIntent::Release => return release(&env, c, record_uid, why).await,
         ClaimIntent::DeleteVmi {
             name,
             uid,

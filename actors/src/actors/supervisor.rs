@@ -81,11 +81,7 @@ pub struct Supervisor {
 
 impl Supervisor {
     pub fn new(env: Arc<Env>) -> Self {
-        let expected = if env.world.config().kubevirt.enabled {
-            Kind::ALL.to_vec()
-        } else {
-            vec![Kind::Class, Kind::Claim, Kind::Record, Kind::Node]
-        };
+        let expected = Self::watched_kinds(&env.world.config());
         Self {
             env,
             claims: HashMap::new(),

@@ -20,7 +20,7 @@ pub use conditions::{condition_is_true, remove_condition, set_condition, true_co
 pub use names::*;
 pub use node::NodeFacts;
 pub use pod::LauncherPod;
-pub use vmi::{GpuRequest, Vmi, VmiPhase, VmiStatus};
+pub use vmi::{GpuRequest, Vmi, VmiStatus};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

@@ -19,14 +19,6 @@ pub struct VmiStatus {
     pub phase: Option<String>,
 }
 
-/// A VMI's phase, as KubeVirt reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VmiPhase {
-    Live,
-    /// Succeeded or Failed: the VMI will never run again.
-    Final,
-}
-
 impl Vmi {
     /// Final when Succeeded or Failed; Unknown is not final.
     pub fn is_final(&self) -> bool {

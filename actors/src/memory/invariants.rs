@@ -55,11 +55,11 @@ impl Checker {
         self.releases(c, &claims, &mut v);
         records_match(&claims, &records, &mut v);
         let journal = c.journal();
-        for e in journal.noops().into_iter().filter(|e| {
-            journal.entries[self.journal_pos..]
-                .iter()
-                .any(|x| std::ptr::eq(x, *e))
-        }) {
+        // I5: a write since the last check that succeeded but changed nothing.
+        for e in journal.entries[self.journal_pos..]
+            .iter()
+            .filter(|e| !e.changed && e.error.is_none())
+        {
             v.push(format!(
                 "I5: {} {} {:?}/{} changed nothing",
                 e.op, e.kind, e.namespace, e.name

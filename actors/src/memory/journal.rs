@@ -49,12 +49,4 @@ impl Journal {
             .iter()
             .filter(|e| e.changed && e.error.is_none())
     }
-
-    /// Writes that succeeded but changed nothing: I5 forbids them.
-    pub fn noops(&self) -> Vec<&Entry> {
-        self.entries
-            .iter()
-            .filter(|e| !e.changed && e.error.is_none())
-            .collect()
-    }
 }

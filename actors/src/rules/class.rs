@@ -30,7 +30,7 @@ pub fn class_status(c: &GPUClass, w: &World, capacity: u64) -> GPUClassStatus {
 }
 
 /// GPUs of the class's resource on Ready nodes that match its selector.
-pub fn class_capacity(c: &GPUClass, w: &World) -> u64 {
+pub fn capacity_of(c: &GPUClass, w: &World) -> u64 {
     w.nodes
         .iter()
         .filter(|n| n.ready && n.matches(c.spec.node_selector.as_ref()))
@@ -59,5 +59,3 @@ pub fn decide_class(c: &GPUClass, w: &World, capacity: u64, released_unseen: u64
     }
     ClassStep::Idle
 }
-
-pub use class_capacity as capacity_of;

@@ -100,8 +100,9 @@ pub enum ClaimIntent {
     Delete,
     /// L4 / L7: write this status.
     WriteStatus(GPUClaimStatus),
-    /// L8: delete the record (if one is cached), then remove the finalizer.
-    Release { record: bool },
+    /// L8: delete the record (if one of this claim is cached and not yet
+    /// deleted: the actor knows), then remove the finalizer.
+    Release,
     /// L12: delete the unscheduled VMI, preconditioned on what the cache showed.
     DeleteVmi {
         name: String,
@@ -117,7 +118,7 @@ impl ClaimIntent {
             ClaimIntent::AddFinalizer => "add-finalizer",
             ClaimIntent::Delete => "delete-claim",
             ClaimIntent::WriteStatus(_) => "write-status",
-            ClaimIntent::Release { .. } => "release",
+            ClaimIntent::Release => "release",
             ClaimIntent::DeleteVmi { .. } => "delete-vmi",
         }
     }
@@ -178,7 +179,7 @@ pub fn decide_claim(
     if is_deleting(&c.metadata) && has_finalizer(&c.metadata, CLAIM_FINALIZER) {
         return match used_by_vmi(c, w, cfg, now, grace) {
             Used::Yes => Step::Idle,
-            Used::No => Step::Write(RuleId::L8, release_intent(c, w)),
+            Used::No => Step::Write(RuleId::L8, ClaimIntent::Release),
             read => Step::ReadLive(read),
         };
     }
@@ -201,17 +202,6 @@ pub struct Memory {
     pub issued: IssuedVmiDelete,
     /// Records: since when the claim's record has been missing.
     pub record_missing_since: Option<Instant>,
-}
-
-/// L8: release deletes the record first, when one of this claim is cached.
-pub fn release_intent(c: &GPUClaim, w: &World) -> ClaimIntent {
-    let k = crate::world::key(
-        c.metadata.namespace.as_deref().unwrap_or_default(),
-        c.metadata.name.as_deref().unwrap_or_default(),
-    );
-    let uid = c.metadata.uid.as_deref().unwrap_or_default();
-    let record = w.record(&k).is_some_and(|r| r.spec.claim_uid == uid);
-    ClaimIntent::Release { record }
 }
 
 #[cfg(test)]
