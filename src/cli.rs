@@ -1,6 +1,6 @@
 //! The command line (SPEC section 6).
 
-use crate::{crd, plan, run};
+use crate::{crd, demo, plan, run};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -23,6 +23,8 @@ enum Command {
     Crd,
     /// Runs the controller on a snapshot, in memory, on a simulated clock.
     Plan(plan::PlanArgs),
+    /// Shows the controller at work on a small cluster it brings along (no cluster needed).
+    Demo(demo::DemoArgs),
 }
 
 impl Cli {
@@ -34,6 +36,7 @@ impl Cli {
                 Ok(())
             }
             Command::Plan(args) => plan::plan(args),
+            Command::Demo(args) => demo::demo(args),
         }
     }
 }

@@ -48,7 +48,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .map(|(cert, key)| CertFiles { cert, key });
     let path = config.or_else(default_config);
     let config = config::initial(path.as_deref())?;
-    let mut logging = Logging::init(&config);
+    let logging = Logging::init(&config);
     let sys = actix::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -59,16 +59,46 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         let client = kube::Client::try_default()
             .await
             .context("no kubeconfig or in-cluster config")?;
+        let webhook = webhook_files.map(|files| (webhook_addr, files));
+        let running = Controller::start(client, config, path, Some(logging), webhook).await?;
+        let listener = tokio::net::TcpListener::bind(http_addr)
+            .await
+            .with_context(|| format!("listen on {http_addr}"))?;
+        tracing::info!(%http_addr, "serving /metrics, /healthz, /readyz, /debug/claims");
+        axum::serve(listener, running.router())
+            .with_graceful_shutdown(shutdown())
+            .await?;
+        Ok(())
+    })
+}
+
+/// A controller running in this process: the supervisor and its actors,
+/// the watchers that feed it, and the config reloader.
+pub struct Controller {
+    pub supervisor: actix::Addr<Supervisor>,
+    registry: Arc<prometheus_client::registry::Registry>,
+}
+
+impl Controller {
+    /// Starts the controller against `client`; must run inside an actix
+    /// System. `path`, when set, is the config file to reload from.
+    pub async fn start(
+        client: kube::Client,
+        config: gpu_claims_actors::config::Config,
+        path: Option<PathBuf>,
+        mut logging: Option<Logging>,
+        webhook: Option<(SocketAddr, CertFiles)>,
+    ) -> anyhow::Result<Self> {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Metrics::register(&mut registry);
         let ports = KubePorts::new(client.clone(), metrics.clone());
         let world = Arc::new(World::new(config.clone()));
-        if let Some(files) = webhook_files {
+        if let Some((addr, files)) = webhook {
             let state = WebhookState {
                 world: world.clone(),
                 reader: ports.clone(),
             };
-            serve_webhook(webhook_addr, files, state).await?;
+            serve_webhook(addr, files, state).await?;
         }
         let events = KubeRecorder::new(client.clone());
         let ports = Ports {
@@ -88,24 +118,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             tokio::spawn(reloader.run(move |r| {
                 metrics.reload(r.is_ok());
                 if let Ok(c) = r {
-                    logging.apply(&c);
+                    if let Some(l) = logging.as_mut() {
+                        l.apply(&c);
+                    }
                     to.do_send(ConfigChanged(c));
                 }
             }));
         }
-        let listener = tokio::net::TcpListener::bind(http_addr)
-            .await
-            .with_context(|| format!("listen on {http_addr}"))?;
-        tracing::info!(%http_addr, "serving /metrics, /healthz, /readyz, /debug/claims");
-        let app = router(AppState {
+        Ok(Self {
             supervisor,
             registry: Arc::new(registry),
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown())
-            .await?;
-        Ok(())
-    })
+        })
+    }
+
+    /// /metrics, /healthz, /readyz and /debug/claims for this controller.
+    pub fn router(&self) -> axum::Router {
+        router(AppState {
+            supervisor: self.supervisor.clone(),
+            registry: self.registry.clone(),
+        })
+    }
 }
 
 /// Starts the gate webhook (G1) over TLS, its certificate reloaded when its files change.

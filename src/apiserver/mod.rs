@@ -1,48 +1,158 @@
 //! An embedded Kubernetes API server over the in-memory store: the REST
-//! protocol that kube-rs (and kubectl) speak, for the kinds gpu-claims
-//! reads, so that `gpu-claims run` can be tested over HTTP without a
-//! cluster. The storage semantics are the store's, shared with `plan`.
+//! protocol that kube-rs, kubectl and the Python client speak, for the
+//! SPEC's kinds and Namespace, Lease and Event, so that the real
+//! `gpu-claims run` is tried over HTTP without a cluster (`demo`, the
+//! end-to-end tests). The storage semantics are the store's, shared with
+//! `plan`: nothing about resourceVersions, finalizers or the status
+//! subresource is written twice.
 
+mod discovery;
+pub mod faults;
+mod gc;
+mod handlers;
+pub mod patch;
 mod resources;
+pub mod select;
+mod table;
 mod watch;
 
-pub use resources::{RESOURCES, Resource, Target, parse};
+pub use faults::Faults;
+pub use resources::{RESOURCES, Resource, Target, by_store_kind, parse, status_kinds};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
-use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use gpu_claims_actors::memory::store::{Store, StoreError, Subresource};
+use faults::Dice;
+use gpu_claims_actors::memory::MemCluster;
+use gpu_claims_actors::memory::store::Store;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
 
-pub fn router(store: Arc<Store>) -> Router {
-    Router::new().fallback(handle).with_state(store)
+/// A running server: its store, its address, the faults it injects.
+pub struct ApiServer {
+    pub store: Arc<Store>,
+    addr: SocketAddr,
+    faults: Mutex<Faults>,
+    dice: Dice,
+    /// When set, every write over HTTP is journaled there, so the I1-I5
+    /// checker judges the controller's writes as it does in memory.
+    journal: Option<Arc<MemCluster>>,
+    /// Bumped on restart: every watch stream of the old process ends.
+    epoch: tokio::sync::watch::Sender<u64>,
+    serving: Mutex<Option<JoinHandle<()>>>,
+    started: tokio::time::Instant,
 }
 
-/// Serves the store on `addr` (port 0 picks one); returns the bound address.
+/// A store with the API server's status subresources and the real wall clock.
+pub fn new_store() -> Arc<Store> {
+    let wall = Arc::new(k8s_openapi::jiff::Timestamp::now);
+    Arc::new(Store::new(wall, &status_kinds()))
+}
+
+impl ApiServer {
+    /// Serves `store` on `addr` (port 0 picks one) with its garbage collector.
+    pub async fn start(
+        store: Arc<Store>,
+        addr: SocketAddr,
+        journal: Option<Arc<MemCluster>>,
+    ) -> std::io::Result<Arc<Self>> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let server = Arc::new(Self {
+            addr: listener.local_addr()?,
+            store: store.clone(),
+            faults: Mutex::default(),
+            dice: Dice::new(0x6770_752d_636c_6169),
+            journal,
+            epoch: tokio::sync::watch::channel(0).0,
+            serving: Mutex::default(),
+            started: tokio::time::Instant::now(),
+        });
+        tokio::spawn(gc::collect(store));
+        server.serve_on(listener);
+        Ok(server)
+    }
+
+    fn serve_on(self: &Arc<Self>, listener: tokio::net::TcpListener) {
+        let mut epoch = self.epoch.subscribe();
+        let app = Router::new()
+            .fallback(handlers::handle)
+            .with_state(self.clone());
+        let task = tokio::spawn(async move {
+            let stop = async move {
+                let _ = epoch.changed().await;
+            };
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await;
+        });
+        *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn set_faults(&self, f: Faults) {
+        *self.faults.lock().unwrap_or_else(|e| e.into_inner()) = f;
+    }
+
+    pub(crate) fn faults(&self) -> Faults {
+        self.faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Stops serving (every connection and watch ends), stays down for
+    /// `down`, and serves again on the same address with the same data but
+    /// an empty watch cache: clients that rewatch from an old
+    /// resourceVersion get `410 Gone` and must relist.
+    pub async fn restart(self: &Arc<Self>, down: Duration) -> std::io::Result<()> {
+        self.epoch.send_modify(|e| *e += 1);
+        let task = self
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(task) = task
+            && tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+        {
+            tracing::warn!("the API server's connections did not close within 5s");
+        }
+        self.store.forget_history();
+        tokio::time::sleep(down).await;
+        let listener = tokio::net::TcpListener::bind(self.addr).await?;
+        self.serve_on(listener);
+        Ok(())
+    }
+}
+
+/// Serves a fresh server over `store` on `addr`; returns the bound address.
 pub async fn serve(
     store: Arc<Store>,
     addr: SocketAddr,
-) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, router(store)).await;
-    });
-    Ok((bound, task))
+) -> std::io::Result<(SocketAddr, Arc<ApiServer>)> {
+    let s = ApiServer::start(store, addr, None).await?;
+    Ok((s.addr(), s))
 }
 
 /// A kubeconfig for a server at `url`, without auth.
 pub fn kubeconfig(url: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: gpu-claims\n  cluster:\n    server: {url}\ncontexts:\n- name: gpu-claims\n  context:\n    cluster: gpu-claims\n    user: gpu-claims\ncurrent-context: gpu-claims\nusers:\n- name: gpu-claims\n  user: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gpu-claims\n  cluster:\n    server: {url}\ncontexts:\n- name: gpu-claims\n  context:\n    cluster: gpu-claims\n    user: gpu-claims\n    namespace: default\ncurrent-context: gpu-claims\nusers:\n- name: gpu-claims\n  user: {{}}\n"
     )
 }
 
+/// A `Status` failure, as the API server answers one.
 pub(crate) fn status(
     code: u16,
     reason: &str,
@@ -55,161 +165,16 @@ pub(crate) fn status(
         "message": message, "reason": reason, "code": code,
         "details": name.map(|n| json!({"name": n, "kind": plural})),
     });
-    (
-        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        axum::Json(body),
-    )
-        .into_response()
-}
-
-fn store_error(e: StoreError, name: Option<&str>, plural: &str) -> Response {
-    match &e {
-        StoreError::NotFound(_) => status(404, "NotFound", &e.to_string(), name, plural),
-        StoreError::AlreadyExists(_) => status(409, "AlreadyExists", &e.to_string(), name, plural),
-        StoreError::Conflict(_) => status(409, "Conflict", &e.to_string(), name, plural),
-        StoreError::Invalid(_) => status(422, "Invalid", &e.to_string(), name, plural),
-    }
-}
-
-fn ok(v: Value) -> Response {
-    (StatusCode::OK, axum::Json(v)).into_response()
-}
-
-/// Equality-based label selectors: `a=b,c==d,e!=f`.
-pub(crate) fn labels_match(obj: &Value, selector: Option<&String>) -> bool {
-    let Some(sel) = selector.filter(|s| !s.is_empty()) else {
-        return true;
-    };
-    let labels = &obj["metadata"]["labels"];
-    sel.split(',').all(|term| {
-        if let Some((k, v)) = term.split_once("!=") {
-            labels[k.trim()].as_str() != Some(v.trim())
-        } else if let Some((k, v)) = term.split_once('=') {
-            labels[k.trim()].as_str() == Some(v.trim_start_matches('=').trim())
-        } else {
-            labels.get(term.trim()).is_some()
-        }
-    })
+    let code = axum::http::StatusCode::from_u16(code)
+        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    (code, axum::Json(body)).into_response()
 }
 
 pub(crate) fn in_namespace(obj: &Value, ns: Option<&str>) -> bool {
     ns.is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
 }
 
-async fn handle(
-    State(store): State<Arc<Store>>,
-    method: Method,
-    uri: Uri,
-    Query(q): Query<HashMap<String, String>>,
-    body: Bytes,
-) -> Response {
-    let Some(t) = parse(uri.path()) else {
-        return status(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-            None,
-            "",
-        );
-    };
-    let plural = t.resource.plural;
-    let name = t.name.as_deref();
-    let body_json = || serde_json::from_slice::<Value>(&body).map_err(|e| e.to_string());
-    match (method, name) {
-        (Method::GET, None) if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) => {
-            watch::watch(store, t, q)
-        }
-        (Method::GET, None) => list(&store, &t, &q),
-        (Method::GET, Some(n)) => match store.get(
-            t.resource.kind,
-            t.namespace.as_deref().unwrap_or_default(),
-            n,
-        ) {
-            Some(o) => ok(o),
-            None => status(
-                404,
-                "NotFound",
-                &format!("{plural} \"{n}\" not found"),
-                Some(n),
-                plural,
-            ),
-        },
-        (Method::POST, None) => match body_json() {
-            Ok(mut obj) => {
-                if let Some(ns) = &t.namespace {
-                    obj["metadata"]["namespace"] = ns.clone().into();
-                }
-                match store.create(t.resource.kind, obj) {
-                    Ok(w) => (StatusCode::CREATED, axum::Json(w.object)).into_response(),
-                    Err(e) => store_error(e, name, plural),
-                }
-            }
-            Err(e) => status(400, "BadRequest", &e, name, plural),
-        },
-        (Method::PUT, Some(n)) => match body_json() {
-            Ok(mut obj) => {
-                obj["metadata"]["name"] = n.into();
-                if let Some(ns) = &t.namespace {
-                    obj["metadata"]["namespace"] = ns.clone().into();
-                }
-                let sub = if t.status {
-                    Subresource::Status
-                } else {
-                    Subresource::Main
-                };
-                match store.update(t.resource.kind, obj, sub) {
-                    Ok(w) => ok(w.object),
-                    Err(e) => store_error(e, name, plural),
-                }
-            }
-            Err(e) => status(400, "BadRequest", &e, name, plural),
-        },
-        (Method::DELETE, Some(n)) => {
-            let opts: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let pre = &opts["preconditions"];
-            let ns = t.namespace.as_deref().unwrap_or_default();
-            match store.delete(
-                t.resource.kind,
-                ns,
-                n,
-                pre["uid"].as_str(),
-                pre["resourceVersion"].as_str(),
-            ) {
-                Ok(w) if w.removed => ok(
-                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                    "details": {"name": n, "kind": plural, "uid": w.object["metadata"]["uid"]}}),
-                ),
-                Ok(w) => ok(w.object),
-                Err(e) => store_error(e, name, plural),
-            }
-        }
-        (m, _) => status(
-            405,
-            "MethodNotAllowed",
-            &format!("{m} is not supported on {}", uri.path()),
-            name,
-            plural,
-        ),
-    }
-}
-
-fn list(store: &Store, t: &Target, q: &HashMap<String, String>) -> Response {
-    let (objs, rv) = store.list(t.resource.kind);
-    let items: Vec<Value> = objs
-        .into_iter()
-        .filter(|o| {
-            in_namespace(o, t.namespace.as_deref()) && labels_match(o, q.get("labelSelector"))
-        })
-        .collect();
-    ok(json!({
-        "kind": format!("{}List", t.resource.kind),
-        "apiVersion": t.resource.api_version(),
-        "metadata": {"resourceVersion": rv.to_string()},
-        "items": items,
-    }))
-}
-
-/// Sends `Body` lines; used by watch.
+/// One line of a watch stream.
 pub(crate) fn line(v: &Value) -> Bytes {
     let mut b = serde_json::to_vec(v).unwrap_or_default();
     b.push(b'\n');

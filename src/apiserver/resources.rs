@@ -6,8 +6,15 @@ pub struct Resource {
     pub group: &'static str,
     pub version: &'static str,
     pub plural: &'static str,
+    pub singular: &'static str,
     pub kind: &'static str,
+    /// The kind's key in the store: the kind, except where two groups
+    /// serve the same kind name (core and events.k8s.io Events).
+    pub store_kind: &'static str,
     pub namespaced: bool,
+    /// Served with a status subresource.
+    pub status: bool,
+    pub short_names: &'static [&'static str],
 }
 
 impl Resource {
@@ -20,50 +27,117 @@ impl Resource {
     }
 }
 
+const fn r(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    status: bool,
+) -> Resource {
+    Resource {
+        group,
+        version,
+        plural,
+        singular,
+        kind,
+        store_kind: kind,
+        namespaced,
+        status,
+        short_names: &[],
+    }
+}
+
+const GPU: &str = "gpu.cozystack.io";
+const V1A1: &str = "v1alpha1";
+
+/// What the server serves: the SPEC's kinds, and Namespace, Lease and
+/// Event (core and events.k8s.io), which clients and leader election use.
 pub const RESOURCES: &[Resource] = &[
+    r(GPU, V1A1, "gpuclasses", "gpuclass", "GPUClass", false, true),
+    r(GPU, V1A1, "gpuclaims", "gpuclaim", "GPUClaim", true, true),
+    r(
+        GPU,
+        V1A1,
+        "gpuallocations",
+        "gpuallocation",
+        "GPUAllocation",
+        true,
+        false,
+    ),
     Resource {
-        group: "gpu.cozystack.io",
-        version: "v1alpha1",
-        plural: "gpuclasses",
-        kind: "GPUClass",
-        namespaced: false,
+        short_names: &["vmi", "vmis"],
+        ..r(
+            "kubevirt.io",
+            "v1",
+            "virtualmachineinstances",
+            "virtualmachineinstance",
+            "VirtualMachineInstance",
+            true,
+            true,
+        )
     },
     Resource {
-        group: "gpu.cozystack.io",
-        version: "v1alpha1",
-        plural: "gpuclaims",
-        kind: "GPUClaim",
-        namespaced: true,
+        short_names: &["po"],
+        ..r("", "v1", "pods", "pod", "Pod", true, true)
     },
     Resource {
-        group: "gpu.cozystack.io",
-        version: "v1alpha1",
-        plural: "gpuallocations",
-        kind: "GPUAllocation",
-        namespaced: true,
+        short_names: &["no"],
+        ..r("", "v1", "nodes", "node", "Node", false, true)
     },
     Resource {
-        group: "kubevirt.io",
-        version: "v1",
-        plural: "virtualmachineinstances",
-        kind: "VirtualMachineInstance",
-        namespaced: true,
+        short_names: &["ns"],
+        ..r(
+            "",
+            "v1",
+            "namespaces",
+            "namespace",
+            "Namespace",
+            false,
+            false,
+        )
     },
     Resource {
-        group: "",
-        version: "v1",
-        plural: "pods",
-        kind: "Pod",
-        namespaced: true,
+        short_names: &["ev"],
+        ..r("", "v1", "events", "event", "Event", true, false)
     },
     Resource {
-        group: "",
-        version: "v1",
-        plural: "nodes",
-        kind: "Node",
-        namespaced: false,
+        store_kind: "Event.events.k8s.io",
+        ..r(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "event",
+            "Event",
+            true,
+            false,
+        )
     },
+    r(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        true,
+        false,
+    ),
 ];
+
+/// The store keys of the kinds with a status subresource.
+pub fn status_kinds() -> Vec<&'static str> {
+    RESOURCES
+        .iter()
+        .filter(|r| r.status)
+        .map(|r| r.store_kind)
+        .collect()
+}
+
+/// The resource a store kind is served as.
+pub fn by_store_kind(kind: &str) -> Option<&'static Resource> {
+    RESOURCES.iter().find(|r| r.store_kind == kind)
+}
 
 /// A request path, read.
 #[derive(Debug, PartialEq, Eq)]
@@ -95,7 +169,7 @@ pub fn parse(path: &str) -> Option<Target> {
     let resource = *RESOURCES
         .iter()
         .find(|r| r.group == group && r.version == version && r.plural == plural)?;
-    if namespace.is_some() && !resource.namespaced {
+    if (namespace.is_some() && !resource.namespaced) || (status && !resource.status) {
         return None;
     }
     Some(Target {

@@ -1,11 +1,14 @@
 //! Watch: the changes after a resourceVersion (replayed from the store's
 //! history, `410 Gone` as an ERROR event when it is too old), or every
-//! object as ADDED then the changes, until `timeoutSeconds`.
+//! object as ADDED then the changes; BOOKMARKs when asked for; the
+//! streaming list of `sendInitialEvents`; ended by `timeoutSeconds`, an
+//! injected cut, or a server restart.
 
-use super::{Target, in_namespace, labels_match, line};
+use super::select::Selector;
+use super::{ApiServer, Target, in_namespace, line, status, table};
 use axum::body::{Body, Bytes};
 use axum::response::{IntoResponse, Response};
-use gpu_claims_actors::memory::store::{EventType, Store, StoreEvent};
+use gpu_claims_actors::memory::store::{EventType, StoreEvent};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -13,65 +16,160 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
+/// How often a quiet watch that asked for bookmarks gets one.
+pub const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+
 struct Watch {
     pending: VecDeque<Value>,
     rx: Option<UnboundedReceiver<StoreEvent>>,
     deadline: tokio::time::Instant,
     target: Target,
-    selector: Option<String>,
-}
-
-fn event(ev: &StoreEvent) -> Value {
-    let type_ = match ev.type_ {
-        EventType::Added => "ADDED",
-        EventType::Modified => "MODIFIED",
-        EventType::Deleted => "DELETED",
-    };
-    json!({"type": type_, "object": ev.object})
+    selector: Selector,
+    bookmarks: bool,
+    /// The version of the last store change this stream has passed: a
+    /// bookmark may say it, since nothing before it is still to come.
+    seen: u64,
+    epoch: tokio::sync::watch::Receiver<u64>,
+    /// kubectl asked for Tables: each event's object is a one-row Table.
+    as_table: bool,
 }
 
 impl Watch {
-    fn wants(&self, ev: &StoreEvent) -> bool {
-        ev.kind == self.target.resource.kind
-            && in_namespace(&ev.object, self.target.namespace.as_deref())
-            && labels_match(&ev.object, self.selector.as_ref())
+    fn event(&self, type_: &str, obj: &Value) -> Value {
+        let object = if self.as_table {
+            let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+            table::table(&self.target.resource, std::slice::from_ref(obj), meta)
+        } else {
+            obj.clone()
+        };
+        json!({"type": type_, "object": object})
+    }
+
+    fn store_event(&self, ev: &StoreEvent) -> Value {
+        let type_ = match ev.type_ {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        };
+        self.event(type_, &ev.object)
+    }
+
+    fn wants(&self, obj: &Value) -> bool {
+        in_namespace(obj, self.target.namespace.as_deref()) && self.selector.matches(obj)
+    }
+
+    fn bookmark(&self, initial_end: bool) -> Value {
+        let mut meta = json!({"resourceVersion": self.seen.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        json!({"type": "BOOKMARK", "object": {
+            "kind": self.target.resource.kind,
+            "apiVersion": self.target.resource.api_version(),
+            "metadata": meta,
+        }})
+    }
+
+    /// The next line, or None when the stream ends.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(v) = self.pending.pop_front() {
+                return Some(v);
+            }
+            let rx = self.rx.as_mut()?;
+            let tick = tokio::time::sleep(if self.bookmarks {
+                BOOKMARK_EVERY
+            } else {
+                Duration::from_secs(3600)
+            });
+            tokio::select! {
+                _ = tokio::time::sleep_until(self.deadline) => return None,
+                _ = self.epoch.changed() => return None,
+                _ = tick => {
+                    if self.bookmarks {
+                        return Some(self.bookmark(false));
+                    }
+                }
+                ev = rx.recv() => {
+                    let ev = ev?;
+                    self.seen = self.seen.max(ev.resource_version);
+                    if ev.kind == self.target.resource.store_kind && self.wants(&ev.object) {
+                        return Some(self.store_event(&ev));
+                    }
+                }
+            }
+        }
     }
 }
 
-pub fn watch(store: Arc<Store>, target: Target, q: HashMap<String, String>) -> Response {
-    let timeout = q
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(1800u64);
-    let selector = q.get("labelSelector").cloned();
+pub fn watch(
+    s: Arc<ApiServer>,
+    target: Target,
+    q: HashMap<String, String>,
+    as_table: bool,
+) -> Response {
+    let selector = match Selector::parse(
+        q.get("labelSelector").map(String::as_str),
+        q.get("fieldSelector").map(String::as_str),
+    ) {
+        Ok(sel) => sel,
+        Err(e) => return status(400, "BadRequest", &e, None, target.resource.plural),
+    };
+    let mut timeout = Duration::from_secs(
+        q.get("timeoutSeconds")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(1800u64),
+    );
+    if let Some(cut) = s.faults().cut_watches_every {
+        timeout = timeout.min(cut);
+    }
+    let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
     let from: Option<u64> = q
         .get("resourceVersion")
         .and_then(|r| r.parse().ok())
         .filter(|r| *r > 0);
+    let initial = flag("sendInitialEvents");
     let mut w = Watch {
         pending: VecDeque::new(),
         rx: None,
-        deadline: tokio::time::Instant::now() + Duration::from_secs(timeout),
+        deadline: tokio::time::Instant::now() + timeout,
         target,
         selector,
+        bookmarks: flag("allowWatchBookmarks"),
+        seen: 0,
+        epoch: s.epoch.subscribe(),
+        as_table,
     };
     let start = match from {
-        Some(rv) => rv,
-        None => {
-            // No version: every object as ADDED, then what follows.
-            let (objs, rv) = store.list(w.target.resource.kind);
-            for o in objs.into_iter().filter(|o| {
-                in_namespace(o, w.target.namespace.as_deref())
-                    && labels_match(o, w.selector.as_ref())
-            }) {
-                w.pending.push_back(json!({"type": "ADDED", "object": o}));
-            }
+        Some(rv) if !initial => rv,
+        _ => {
+            // No version (or a streaming list): every object as ADDED,
+            // then what follows.
+            let (objs, rv) = s.store.list(w.target.resource.store_kind);
+            let added: Vec<Value> = objs
+                .into_iter()
+                .filter(|o| w.wants(o))
+                .map(|o| w.event("ADDED", &o))
+                .collect();
+            w.pending.extend(added);
             rv
         }
     };
-    match store.watch_from(start) {
+    w.seen = start;
+    if initial {
+        let end = w.bookmark(true);
+        w.pending.push_back(end);
+    }
+    match s.store.watch_from(start) {
         Ok((replay, rx)) => {
-            let wanted: Vec<Value> = replay.iter().filter(|e| w.wants(e)).map(event).collect();
+            for e in &replay {
+                w.seen = w.seen.max(e.resource_version);
+            }
+            let wanted: Vec<Value> = replay
+                .iter()
+                .filter(|e| e.kind == w.target.resource.store_kind && w.wants(&e.object))
+                .map(|e| w.store_event(e))
+                .collect();
             w.pending.extend(wanted);
             w.rx = Some(rx);
         }
@@ -82,19 +180,8 @@ pub fn watch(store: Arc<Store>, target: Target, q: HashMap<String, String>) -> R
         ),
     }
     let stream = futures::stream::unfold(w, |mut w| async move {
-        loop {
-            if let Some(v) = w.pending.pop_front() {
-                return Some((Ok::<Bytes, Infallible>(line(&v)), w));
-            }
-            let rx = w.rx.as_mut()?;
-            let ev = tokio::time::timeout_at(w.deadline, rx.recv())
-                .await
-                .ok()
-                .flatten()?;
-            if w.wants(&ev) {
-                w.pending.push_back(event(&ev));
-            }
-        }
+        let v = w.next().await?;
+        Some((Ok::<Bytes, Infallible>(line(&v)), w))
     });
     (
         [("content-type", "application/json")],

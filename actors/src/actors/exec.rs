@@ -126,9 +126,12 @@ pub async fn execute(
                 .map(written)
         }
         ClaimIntent::Delete => {
+            // The version too: a claim changed since we saw it (say, the
+            // garbage collector deleted it with its VMI) answers 409 and is
+            // decided again, instead of taking a delete that changes nothing.
             let pre = Preconditions {
                 uid: c.metadata.uid.clone(),
-                resource_version: None,
+                resource_version: c.metadata.resource_version.clone(),
             };
             env.writer
                 .delete(claim_ref(c), pre, why)

@@ -6,7 +6,7 @@
 mod cluster;
 mod feed;
 pub mod invariants;
-mod journal;
+pub mod journal;
 pub mod sim;
 pub mod store;
 

@@ -162,6 +162,12 @@ impl Store {
         (objs, g.rv)
     }
 
+    /// Drops the change history, as a restarted API server's empty watch
+    /// cache does: a watch from an older resourceVersion is then `Gone`.
+    pub fn forget_history(&self) {
+        self.lock().history.clear();
+    }
+
     /// Changes from now on, and the resourceVersion they follow.
     pub fn watch(&self) -> (mpsc::UnboundedReceiver<StoreEvent>, u64) {
         let (tx, rx) = mpsc::unbounded_channel();

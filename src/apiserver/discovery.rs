@@ -1,0 +1,104 @@
+//! Discovery: what kubectl and client libraries read before anything else
+//! (`/version`, `/api`, `/apis`, and each group version's resource list).
+
+use super::resources::{RESOURCES, Resource};
+use serde_json::{Value, json};
+
+/// The Kubernetes version the server says it is: the API it models.
+pub fn version() -> Value {
+    json!({
+        "major": "1", "minor": "37", "gitVersion": "v1.37.0+gpu-claims-embedded",
+        "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "", "compiler": "rust", "platform": std::env::consts::OS,
+    })
+}
+
+/// `/api`: the core group's versions.
+pub fn core_versions() -> Value {
+    json!({
+        "kind": "APIVersions", "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+    })
+}
+
+fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        if !out.contains(&(r.group, r.version)) {
+            out.push((r.group, r.version));
+        }
+    }
+    out
+}
+
+/// `/apis`: every named group, each with its one version.
+pub fn group_list() -> Value {
+    let groups: Vec<Value> = groups()
+        .into_iter()
+        .map(|(g, v)| {
+            let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
+            json!({"name": g, "versions": [gv.clone()], "preferredVersion": gv})
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/<group>`: one group.
+pub fn group(name: &str) -> Option<Value> {
+    let (g, v) = groups().into_iter().find(|(g, _)| *g == name)?;
+    let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
+    Some(json!({"kind": "APIGroup", "apiVersion": "v1", "name": g,
+        "versions": [gv.clone()], "preferredVersion": gv}))
+}
+
+const VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
+
+fn entry(r: &Resource) -> Vec<Value> {
+    let mut out = vec![json!({
+        "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+        "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names,
+    })];
+    if r.status {
+        out.push(json!({
+            "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
+            "kind": r.kind, "verbs": ["get", "patch", "update"],
+        }));
+    }
+    out
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`: the resources served there.
+pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+    let resources: Vec<Value> = RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .flat_map(entry)
+        .collect();
+    if resources.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
+}
+
+/// Answers a discovery path, or None when it is not one.
+pub fn answer(path: &str) -> Option<Value> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segs.as_slice() {
+        ["version"] => Some(version()),
+        ["api"] => Some(core_versions()),
+        ["api", v] => resource_list("", v),
+        ["apis"] => Some(group_list()),
+        ["apis", g] => group(g),
+        ["apis", g, v] => resource_list(g, v),
+        _ => None,
+    }
+}

@@ -1,0 +1,150 @@
+//! Label and field selectors, as list and watch read them.
+
+use serde_json::Value;
+
+/// One requirement of a label selector.
+#[derive(Debug, PartialEq)]
+enum Req {
+    Eq(String, String),
+    Ne(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    Absent(String),
+}
+
+/// A parsed selector; the empty one matches everything.
+#[derive(Debug, Default, PartialEq)]
+pub struct Selector {
+    labels: Vec<Req>,
+    fields: Vec<(String, bool, String)>,
+}
+
+/// Splits on commas outside parentheses: `a in (x,y),b` is two terms.
+fn terms(s: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out.into_iter()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn set(s: &str) -> Option<Vec<String>> {
+    let inner = s.trim().strip_prefix('(')?.strip_suffix(')')?;
+    Some(inner.split(',').map(|v| v.trim().to_string()).collect())
+}
+
+fn label_req(t: &str) -> Result<Req, String> {
+    let bad = || format!("unable to parse requirement: {t:?}");
+    if let Some(k) = t.strip_prefix('!') {
+        return Ok(Req::Absent(k.trim().to_string()));
+    }
+    if let Some((k, v)) = t.split_once("!=") {
+        return Ok(Req::Ne(k.trim().into(), v.trim().into()));
+    }
+    if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
+        return Ok(Req::Eq(k.trim().into(), v.trim().into()));
+    }
+    if let Some((k, v)) = t.split_once(" notin ") {
+        return Ok(Req::NotIn(k.trim().into(), set(v).ok_or_else(bad)?));
+    }
+    if let Some((k, v)) = t.split_once(" in ") {
+        return Ok(Req::In(k.trim().into(), set(v).ok_or_else(bad)?));
+    }
+    if t.contains(char::is_whitespace) {
+        return Err(bad());
+    }
+    Ok(Req::Exists(t.to_string()))
+}
+
+impl Selector {
+    /// Reads `labelSelector` and `fieldSelector`; Err says which term is bad.
+    pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, String> {
+        let labels = terms(labels.unwrap_or_default())
+            .into_iter()
+            .map(label_req)
+            .collect::<Result<_, _>>()?;
+        let fields = terms(fields.unwrap_or_default())
+            .into_iter()
+            .map(|t| {
+                if let Some((k, v)) = t.split_once("!=") {
+                    Ok((k.trim().to_string(), false, v.trim().to_string()))
+                } else if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
+                    Ok((k.trim().to_string(), true, v.trim().to_string()))
+                } else {
+                    Err(format!("invalid field selector: {t:?}"))
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { labels, fields })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        let labels = &obj["metadata"]["labels"];
+        let label = |k: &str| labels.get(k).and_then(Value::as_str);
+        let labels_ok = self.labels.iter().all(|r| match r {
+            Req::Eq(k, v) => label(k) == Some(v),
+            Req::Ne(k, v) => label(k) != Some(v),
+            Req::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
+            Req::NotIn(k, vs) => label(k).is_none_or(|l| vs.iter().all(|v| v != l)),
+            Req::Exists(k) => label(k).is_some(),
+            Req::Absent(k) => label(k).is_none(),
+        });
+        labels_ok
+            && self
+                .fields
+                .iter()
+                .all(|(path, eq, want)| (field(obj, path) == *want) == *eq)
+    }
+}
+
+/// A dotted field path's value as a selector compares it; absent is "".
+fn field(obj: &Value, path: &str) -> String {
+    let v = path.split('.').fold(obj, |v, seg| &v[seg]);
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        v => v.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod() -> Value {
+        json!({"metadata": {"name": "p", "namespace": "a", "labels": {"app": "x", "tier": "gpu"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
+    }
+
+    #[test]
+    fn label_selectors_match_as_the_api_server_does() {
+        let m = |s: &str| Selector::parse(Some(s), None).unwrap().matches(&pod());
+        assert!(m("app=x") && m("app==x") && m("app!=y") && m("app") && m("!missing"));
+        assert!(m("app in (x,y),tier notin (cpu)") && m("app=x,tier=gpu"));
+        assert!(!m("app=y") && !m("missing") && !m("!app") && !m("app in (y, z)"));
+        assert!(m("missing notin (a)") && !m("missing in (a)"));
+        assert!(Selector::parse(Some("a b"), None).is_err());
+    }
+
+    #[test]
+    fn field_selectors_compare_dotted_paths_and_absent_is_empty() {
+        let m = |s: &str| Selector::parse(None, Some(s)).unwrap().matches(&pod());
+        assert!(m("metadata.name=p") && m("spec.nodeName=n1,status.phase!=Pending"));
+        assert!(m("spec.missing=") && !m("metadata.namespace=b"));
+        assert!(Selector::parse(None, Some("nonsense")).is_err());
+    }
+}

@@ -1,0 +1,117 @@
+//! `Table` answers (`Accept: application/json;as=Table;g=meta.k8s.io`), as
+//! kubectl asks for them: the CRDs' printer columns for our kinds, a few
+//! columns for the built-in ones, and the object in each row.
+
+use super::Resource;
+use serde_json::{Value, json};
+use std::sync::OnceLock;
+
+/// (name, type, jsonPath) of one column.
+type Column = (String, String, String);
+
+fn crd_columns() -> &'static Vec<(String, Vec<Column>)> {
+    static COLS: OnceLock<Vec<(String, Vec<Column>)>> = OnceLock::new();
+    COLS.get_or_init(|| {
+        crate::crd::all()
+            .into_iter()
+            .map(|(_, crd)| {
+                let cols = crd
+                    .spec
+                    .versions
+                    .first()
+                    .and_then(|v| v.additional_printer_columns.clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|c| (c.name, c.type_, c.json_path))
+                    .collect();
+                (crd.spec.names.kind, cols)
+            })
+            .collect()
+    })
+}
+
+fn columns(r: &Resource) -> Vec<Column> {
+    let c = |n: &str, t: &str, p: &str| (n.to_string(), t.to_string(), p.to_string());
+    if let Some((_, cols)) = crd_columns().iter().find(|(k, _)| k == r.kind) {
+        return cols.clone();
+    }
+    let age = c("Age", "date", ".metadata.creationTimestamp");
+    match r.kind {
+        "Pod" => vec![
+            c("Status", "string", ".status.phase"),
+            c("Node", "string", ".spec.nodeName"),
+            age,
+        ],
+        "VirtualMachineInstance" => vec![
+            c("Phase", "string", ".status.phase"),
+            c("Node", "string", ".status.nodeName"),
+            age,
+        ],
+        "Lease" => vec![c("Holder", "string", ".spec.holderIdentity"), age],
+        "Event" => vec![
+            c("Type", "string", ".type"),
+            c("Reason", "string", ".reason"),
+            c("Note", "string", ".note"),
+            age,
+        ],
+        _ => vec![age],
+    }
+}
+
+/// `.a.b.c` of a JSONPath, which is all our printer columns use.
+fn at<'a>(obj: &'a Value, path: &str) -> &'a Value {
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(obj, |v, seg| &v[seg])
+}
+
+/// How long ago an RFC 3339 time was, as kubectl prints ages.
+fn age(ts: &str) -> String {
+    let Ok(t) = ts.parse::<k8s_openapi::jiff::Timestamp>() else {
+        return "<unknown>".into();
+    };
+    let secs = k8s_openapi::jiff::Timestamp::now()
+        .duration_since(t)
+        .as_secs()
+        .max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+fn cell(obj: &Value, (_, type_, path): &Column) -> Value {
+    match (type_.as_str(), at(obj, path)) {
+        (_, Value::Null) => Value::Null,
+        ("date", Value::String(s)) => age(s).into(),
+        (_, v) => v.clone(),
+    }
+}
+
+/// A `meta.k8s.io/v1` Table of `items`.
+pub fn table(r: &Resource, items: &[Value], metadata: Value) -> Value {
+    let cols = columns(r);
+    let mut defs = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}),
+    ];
+    defs.extend(cols.iter().map(|(n, t, _)| {
+        let (t, f) = if t == "date" {
+            ("string", "date")
+        } else {
+            (t.as_str(), "")
+        };
+        json!({"name": n, "type": t, "format": f, "description": "", "priority": 0})
+    }));
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|o| {
+            let mut cells = vec![o["metadata"]["name"].clone()];
+            cells.extend(cols.iter().map(|c| cell(o, c)));
+            json!({"cells": cells, "object": o})
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
+        "columnDefinitions": defs, "rows": rows})
+}

@@ -1,0 +1,259 @@
+//! A stand-in for KubeVirt and the kubelet, for `demo` and the end-to-end
+//! tests: what the cluster around gpu-claims does to VMIs and their
+//! launcher pods, written straight to the store (it is part of the
+//! cluster, not a client of it).
+//!
+//! - A new VMI gets a launcher pod, at the gate when the VMI asks for GPUs
+//!   (as the G1 webhook would put it), and moves Pending → Scheduling.
+//! - An ungated pod is bound to a Ready node that honours its pin and has
+//!   room for the GPUs of the claims attached to its VMI; its VMI moves
+//!   Scheduled, then Running on that node.
+//! - A stopped VMI is Succeeded and its pods too.
+//! - Nodes can be made NotReady and Ready again; a VMI on a NotReady node
+//!   keeps running (KubeVirt fails it only after the node is declared dead,
+//!   which the story does explicitly with `fail_vm`).
+
+mod scheduler;
+
+use gpu_claims_actors::api::{
+    CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE,
+    SCHEDULING_GATE, VMI_API_VERSION, VMI_KIND,
+};
+use gpu_claims_actors::memory::store::{Store, Subresource};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+const VMI: &str = "VirtualMachineInstance";
+/// The annotation where the stand-in's kubelet notes the GPUs a pod holds.
+pub const HOLDS_ANNOTATION: &str = "standin.gpu-claims.dev/gpus";
+
+pub struct StandIn {
+    store: Arc<Store>,
+}
+
+fn m<'a>(v: &'a Value, f: &str) -> &'a str {
+    v["metadata"][f].as_str().unwrap_or_default()
+}
+
+fn phase(v: &Value) -> &str {
+    v["status"]["phase"].as_str().unwrap_or_default()
+}
+
+fn is_final(v: &Value) -> bool {
+    matches!(phase(v), "Succeeded" | "Failed")
+}
+
+/// The pods a VMI controls.
+fn launchers_of<'a>(pods: &'a [Value], vmi: &Value) -> Vec<&'a Value> {
+    pods.iter()
+        .filter(|p| {
+            m(p, "namespace") == m(vmi, "namespace")
+                && p["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|refs| {
+                        refs.iter()
+                            .any(|r| r["controller"] == true && r["uid"] == vmi["metadata"]["uid"])
+                    })
+        })
+        .collect()
+}
+
+impl StandIn {
+    pub fn new(store: Arc<Store>) -> Arc<Self> {
+        Arc::new(Self { store })
+    }
+
+    /// Runs the stand-in: a pass after every change of the store (and
+    /// every 200 ms), until the store goes.
+    pub fn spawn(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let (mut rx, _) = me.store.watch();
+            loop {
+                me.reconcile();
+                match tokio::time::timeout(Duration::from_millis(200), rx.recv()).await {
+                    Ok(None) => return,
+                    Ok(Some(_)) | Err(_) => {
+                        // Take the burst, then one pass.
+                        while rx.try_recv().is_ok() {}
+                    }
+                }
+            }
+        })
+    }
+
+    fn set_status(&self, kind: &str, obj: &Value, f: impl FnOnce(&mut Value)) {
+        let mut o = obj.clone();
+        if !o["status"].is_object() {
+            o["status"] = json!({});
+        }
+        f(&mut o["status"]);
+        if let Err(e) = self.store.update(kind, o, Subresource::Status) {
+            tracing::debug!(error = %e, "stand-in status write lost a race; next pass retries");
+        }
+    }
+
+    /// One pass over every VMI and launcher pod; returns how many writes it made.
+    pub fn reconcile(&self) -> usize {
+        let before = self.store.resource_version();
+        let (vmis, _) = self.store.list(VMI);
+        let (pods, _) = self.store.list("Pod");
+        let (nodes, _) = self.store.list("Node");
+        for vmi in &vmis {
+            if !m(vmi, "deletionTimestamp").is_empty() {
+                continue;
+            }
+            let mine = launchers_of(&pods, vmi);
+            if is_final(vmi) {
+                let done = phase(vmi).to_string();
+                for p in mine.iter().filter(|p| !is_final(p)) {
+                    self.set_status("Pod", p, |s| s["phase"] = done.clone().into());
+                }
+                continue;
+            }
+            if mine.is_empty() {
+                self.create_launcher(vmi);
+                continue;
+            }
+            for p in &mine {
+                self.step_pod(vmi, p, &pods, &nodes);
+            }
+        }
+        (self.store.resource_version() - before) as usize
+    }
+
+    fn create_launcher(&self, vmi: &Value) {
+        let (ns, name) = (m(vmi, "namespace"), m(vmi, "name"));
+        let a = &vmi["metadata"]["annotations"];
+        let asks = [CLAIMS_ANNOTATION, CLASS_ANNOTATION]
+            .iter()
+            .any(|k| a[*k].as_str().is_some_and(|v| !v.trim().is_empty()));
+        let mut spec =
+            json!({"containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher"}]});
+        if asks {
+            spec["schedulingGates"] = json!([{"name": SCHEDULING_GATE}]);
+        }
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "namespace": ns, "generateName": format!("virt-launcher-{name}-"),
+                "labels": {LAUNCHER_LABEL: LAUNCHER_LABEL_VALUE, "kubevirt.io/created-by": m(vmi, "uid")},
+                "ownerReferences": [{"apiVersion": VMI_API_VERSION, "kind": VMI_KIND, "name": name,
+                    "uid": m(vmi, "uid"), "controller": true, "blockOwnerDeletion": true}],
+            },
+            "spec": spec,
+        });
+        match self.store.create("Pod", pod) {
+            Ok(_) => self.set_status(VMI, vmi, |s| s["phase"] = "Scheduling".into()),
+            Err(e) => {
+                tracing::warn!(error = %e, vmi = %format!("{ns}/{name}"), "stand-in could not create a launcher")
+            }
+        }
+    }
+
+    fn step_pod(&self, vmi: &Value, pod: &Value, pods: &[Value], nodes: &[Value]) {
+        let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+        if !node.is_empty() {
+            // Bound: the VMI follows its pod to Scheduled, then Running.
+            let next = match phase(vmi) {
+                "Running" => return,
+                "Scheduled" => "Running",
+                _ => "Scheduled",
+            };
+            let node = node.to_string();
+            self.set_status(VMI, vmi, |s| {
+                s["phase"] = next.into();
+                s["nodeName"] = node.into();
+            });
+            return;
+        }
+        let gated = pod["spec"]["schedulingGates"]
+            .as_array()
+            .is_some_and(|g| !g.is_empty());
+        if gated {
+            return;
+        }
+        let claims = self.store.list("GPUClaim").0;
+        let classes = self.store.list("GPUClass").0;
+        let needs = scheduler::needs_of(vmi, &claims, &classes);
+        let Some(chosen) = scheduler::pick_node(pod, &needs, pods, nodes) else {
+            return; // Unschedulable for now; a later pass tries again.
+        };
+        let mut bound = pod.clone();
+        bound["spec"]["nodeName"] = chosen.clone().into();
+        bound["metadata"]["annotations"][HOLDS_ANNOTATION] = scheduler::holds_text(&needs).into();
+        match self.store.update("Pod", bound, Subresource::Main) {
+            Ok(w) => self.set_status("Pod", &w.object, |s| s["phase"] = "Running".into()),
+            Err(e) => tracing::debug!(error = %e, "stand-in lost a race binding a pod"),
+        }
+    }
+
+    fn vmi(&self, ns: &str, name: &str) -> Option<Value> {
+        self.store.get(VMI, ns, name)
+    }
+
+    /// Starts a VM that asks for `count` GPUs of `class` (a template claim).
+    pub fn start_vm(&self, ns: &str, name: &str, class: &str, count: u32) {
+        self.create_vmi(
+            ns,
+            name,
+            json!({CLASS_ANNOTATION: class, COUNT_ANNOTATION: count.to_string()}),
+        );
+    }
+
+    /// Starts a VM that uses existing claims by name.
+    pub fn start_vm_with_claims(&self, ns: &str, name: &str, claims: &[&str]) {
+        self.create_vmi(ns, name, json!({CLAIMS_ANNOTATION: claims.join(",")}));
+    }
+
+    fn create_vmi(&self, ns: &str, name: &str, annotations: Value) {
+        let vmi = json!({
+            "apiVersion": VMI_API_VERSION, "kind": VMI_KIND,
+            "metadata": {"namespace": ns, "name": name, "annotations": annotations},
+            "spec": {"domain": {"devices": {}}},
+        });
+        match self.store.create(VMI, vmi) {
+            Ok(w) => self.set_status(VMI, &w.object, |s| s["phase"] = "Pending".into()),
+            Err(e) => tracing::warn!(error = %e, "stand-in could not create a VMI"),
+        }
+    }
+
+    fn finish_vm(&self, ns: &str, name: &str, how: &str) {
+        if let Some(v) = self.vmi(ns, name) {
+            self.set_status(VMI, &v, |s| s["phase"] = how.into());
+            self.reconcile();
+        }
+    }
+
+    /// The VM is shut down: its VMI and pods are Succeeded.
+    pub fn stop_vm(&self, ns: &str, name: &str) {
+        self.finish_vm(ns, name, "Succeeded");
+    }
+
+    /// The VM failed (its node was declared dead): VMI and pods Failed.
+    pub fn fail_vm(&self, ns: &str, name: &str) {
+        self.finish_vm(ns, name, "Failed");
+    }
+
+    /// The VMI object is deleted (its pods follow by garbage collection).
+    pub fn delete_vm(&self, ns: &str, name: &str) {
+        let _ = self.store.delete(VMI, ns, name, None, None);
+    }
+
+    /// Marks a node Ready or NotReady.
+    pub fn set_node_ready(&self, name: &str, ready: bool) {
+        let Some(n) = self.store.get("Node", "", name) else {
+            return;
+        };
+        let want = if ready { "True" } else { "False" };
+        self.set_status("Node", &n, |s| {
+            let conds = s["conditions"].as_array().cloned().unwrap_or_default();
+            let mut conds: Vec<Value> =
+                conds.into_iter().filter(|c| c["type"] != "Ready").collect();
+            conds.push(json!({"type": "Ready", "status": want,
+                "reason": if ready { "KubeletReady" } else { "NodeStatusUnknown" }}));
+            s["conditions"] = conds.into();
+        });
+    }
+}
