@@ -4,8 +4,8 @@
 //! played by the stand-in, and a story told step by step with the claims
 //! after each. I1-I5 are checked all along; any violation fails the demo.
 
-mod story;
-mod view;
+pub mod story;
+pub mod view;
 
 pub use story::{A, B, H200, L40S};
 pub use view::Snapshot;
@@ -77,15 +77,31 @@ pub async fn client_for(kubeconfig: &str) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(cfg)?)
 }
 
-struct Watcher {
+/// Watches a story unfold: waits for each step's end, checking I1-I5
+/// every 50 ms on the way.
+pub struct Observer {
     store: Arc<Store>,
     cluster: Arc<MemCluster>,
     checker: Checker,
     checks: usize,
 }
 
-impl Watcher {
-    fn check(&mut self) -> anyhow::Result<()> {
+impl Observer {
+    pub fn new(cluster: Arc<MemCluster>) -> Self {
+        Self {
+            store: cluster.store.clone(),
+            cluster,
+            checker: Checker::default(),
+            checks: 0,
+        }
+    }
+
+    /// How many times the invariants were checked.
+    pub fn checks(&self) -> usize {
+        self.checks
+    }
+
+    pub fn check(&mut self) -> anyhow::Result<()> {
         self.checks += 1;
         let v = self.checker.check(&self.cluster);
         if !v.is_empty() {
@@ -96,9 +112,9 @@ impl Watcher {
 
     /// Waits until `until` holds, for `hold`, on a quiet cluster,
     /// checking the invariants all along.
-    async fn settle(
+    pub async fn settle(
         &mut self,
-        until: fn(&Snapshot) -> bool,
+        until: impl Fn(&Snapshot) -> bool,
         hold: Duration,
     ) -> anyhow::Result<Snapshot> {
         let start = Instant::now();
@@ -173,7 +189,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         let standin = StandIn::new(store.clone());
         standin.spawn();
 
-        let mut w = Watcher { store: store.clone(), cluster: cluster.clone(), checker: Checker::default(), checks: 0 };
+        let mut w = Observer::new(cluster.clone());
         let first = w.settle(|s| s.classes.len() == 2 && s.claims.len() == 1, Duration::ZERO).await?;
         println!("[{:>5.1}s] the controller adds its finalizers (L1)", started.elapsed().as_secs_f64());
         print!("{}", view::render(&first));
@@ -196,7 +212,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
              the controller wrote {writes} times over HTTP ({refused} refused), none that changed nothing",
             started.elapsed().as_secs_f64(),
             steps.len(),
-            w.checks,
+            w.checks(),
         );
         if args.serve {
             println!("\nserving until Ctrl-C:\n  kubectl --kubeconfig {} get gpuclaims -A\n  curl http://{http}/metrics", path.display());

@@ -1,0 +1,381 @@
+//! The embedded API server through kube-rs, a client written against real
+//! API servers: what each verb answers, and the semantics kube-runtime
+//! relies on (resourceVersions, 409, 410, bookmarks, finalizers, GC).
+use futures::{StreamExt, TryStreamExt};
+use gpu_claims::apiserver::{self, ApiServer};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy, WatchEvent,
+    WatchParams,
+};
+use kube::core::DynamicObject;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn server() -> (Arc<ApiServer>, kube::Client) {
+    let s = ApiServer::start(apiserver::new_store(), "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let client = gpu_claims::demo::client_for(&apiserver::kubeconfig(&s.url()))
+        .await
+        .unwrap();
+    (s, client)
+}
+
+fn pod(name: &str, labels: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn create_assigns_identity_and_a_stale_update_is_409() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c, "a");
+    let mut p = pod("", json!({}));
+    p.metadata.generate_name = Some("gen-".into());
+    let made = pods.create(&PostParams::default(), &p).await.unwrap();
+    let name = made.metadata.name.clone().unwrap();
+    assert!(name.starts_with("gen-") && name.len() > 4);
+    assert!(made.metadata.uid.is_some() && made.metadata.creation_timestamp.is_some());
+    let mut stale = made.clone();
+    let mut newer = made.clone();
+    newer.metadata.labels = Some([("x".to_string(), "1".to_string())].into());
+    pods.replace(&name, &PostParams::default(), &newer)
+        .await
+        .unwrap();
+    stale.metadata.labels = Some([("x".to_string(), "2".to_string())].into());
+    let err = pods
+        .replace(&name, &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 409));
+    let again = pods
+        .create(&PostParams::default(), &made)
+        .await
+        .unwrap_err();
+    assert!(matches!(again, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists"));
+}
+
+#[tokio::test]
+async fn lists_select_by_label_and_field_and_page_with_continue() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    for i in 0..5 {
+        let tier = if i % 2 == 0 { "gpu" } else { "cpu" };
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("p{i}"), json!({"tier": tier})),
+        )
+        .await
+        .unwrap();
+    }
+    let gpu = pods
+        .list(&ListParams::default().labels("tier=gpu"))
+        .await
+        .unwrap();
+    assert_eq!(gpu.items.len(), 3);
+    let not_in = pods
+        .list(&ListParams::default().labels("tier notin (gpu)"))
+        .await
+        .unwrap();
+    assert_eq!(not_in.items.len(), 2);
+    let one = pods
+        .list(&ListParams::default().fields("metadata.name=p3"))
+        .await
+        .unwrap();
+    assert_eq!(one.items.len(), 1);
+    let mut names = Vec::new();
+    let mut lp = ListParams::default().limit(2);
+    loop {
+        let page = pods.list(&lp).await.unwrap();
+        names.extend(page.items.iter().map(|p| p.metadata.name.clone().unwrap()));
+        match page.metadata.continue_ {
+            Some(t) if !t.is_empty() => lp = lp.continue_token(&t),
+            _ => break,
+        }
+    }
+    assert_eq!(names, ["p0", "p1", "p2", "p3", "p4"]);
+    let all: Api<Pod> = Api::all(c);
+    assert_eq!(
+        all.list(&ListParams::default()).await.unwrap().items.len(),
+        5
+    );
+}
+
+#[tokio::test]
+async fn watch_replays_from_a_version_bookmarks_and_says_410_when_too_old() {
+    let (s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c, "a");
+    let first = pods
+        .create(&PostParams::default(), &pod("w0", json!({})))
+        .await
+        .unwrap();
+    let rv = first.metadata.resource_version.clone().unwrap();
+    pods.create(&PostParams::default(), &pod("w1", json!({})))
+        .await
+        .unwrap();
+    let wp = WatchParams::default().timeout(2).disable_bookmarks();
+    let events: Vec<_> = pods
+        .watch(&wp, &rv)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let added: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            WatchEvent::Added(p) => p.metadata.name.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(added, ["w1"], "only what followed the version");
+    // Bookmarks carry a version a rewatch can start from.
+    let wp = WatchParams::default().timeout(7);
+    let mut st = pods.watch(&wp, &rv).await.unwrap().boxed();
+    let bookmark = loop {
+        match st.next().await {
+            Some(Ok(WatchEvent::Bookmark(b))) => break b,
+            Some(Ok(_)) => continue,
+            other => panic!("no bookmark: {other:?}"),
+        }
+    };
+    assert!(bookmark.metadata.resource_version.parse::<u64>().unwrap() >= 2);
+    // After a restart the watch cache is empty: an old version is 410 Gone.
+    s.restart(Duration::from_millis(50)).await.unwrap();
+    pods.create(&PostParams::default(), &pod("w2", json!({})))
+        .await
+        .unwrap();
+    let events: Vec<_> = pods
+        .watch(&WatchParams::default().timeout(1), &rv)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(
+        matches!(events.first(), Some(WatchEvent::Error(e)) if e.code == 410),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn finalizers_hold_a_delete_and_preconditions_guard_it() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c, "a");
+    let mut p = pod("f", json!({}));
+    p.metadata.finalizers = Some(vec!["x/y".into()]);
+    let made = pods.create(&PostParams::default(), &p).await.unwrap();
+    let wrong = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some("not-it".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let err = pods.delete("f", &wrong).await.unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 409));
+    let held = pods.delete("f", &DeleteParams::default()).await.unwrap();
+    let held = held.left().expect("the object, still there");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    let no_new = pods
+        .patch(
+            "f",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["x/y", "z/w"]}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(no_new, kube::Error::Api(s) if s.code == 422));
+    pods.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(pods.get_opt("f").await.unwrap().is_none());
+    drop(made);
+}
+
+#[tokio::test]
+async fn merge_json_and_apply_patches_and_the_status_subresource() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    pods.create(&PostParams::default(), &pod("p", json!({"a": "1"})))
+        .await
+        .unwrap();
+    let pp = PatchParams::default();
+    pods.patch(
+        "p",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"b": "2"}}})),
+    )
+    .await
+    .unwrap();
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "remove", "path": "/metadata/labels/a"}
+    ]))
+    .unwrap();
+    pods.patch("p", &pp, &Patch::<()>::Json(ops)).await.unwrap();
+    // A main update keeps status; the status subresource changes only status.
+    let st = pods
+        .patch_status(
+            "p",
+            &pp,
+            &Patch::Merge(
+                json!({"status": {"phase": "Running"}, "metadata": {"labels": {"ignored": "x"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.status.unwrap().phase.as_deref(), Some("Running"));
+    let got = pods.get("p").await.unwrap();
+    assert_eq!(
+        got.metadata.labels.unwrap(),
+        [("b".to_string(), "2".to_string())].into()
+    );
+    // Server-side apply creates, then merges (as leader election uses it).
+    let leases: Api<Lease> = Api::namespaced(c, "a");
+    let apply = PatchParams::apply("gpu-claims").force();
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "l"}, "spec": {"holderIdentity": "one"}});
+    leases
+        .patch("l", &apply, &Patch::Apply(&lease))
+        .await
+        .unwrap();
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 15}});
+    let l = leases
+        .patch("l", &apply, &Patch::Apply(&lease))
+        .await
+        .unwrap();
+    let spec = l.spec.unwrap();
+    assert_eq!(
+        (spec.holder_identity.as_deref(), spec.lease_duration_seconds),
+        (Some("one"), Some(15))
+    );
+}
+
+#[tokio::test]
+async fn deleting_an_owner_collects_its_dependents_unless_orphaned() {
+    let (_s, c) = server().await;
+    let nss: Api<Namespace> = Api::all(c.clone());
+    let owner = nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "o"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    let owned = |name: &str| {
+        let mut p = pod(name, json!({}));
+        p.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Namespace", "name": "o", "uid": owner.metadata.uid.clone().unwrap(),
+        })).unwrap()]);
+        p
+    };
+    pods.create(&PostParams::default(), &owned("dep"))
+        .await
+        .unwrap();
+    nss.delete("o", &DeleteParams::default()).await.unwrap();
+    for _ in 0..100 {
+        if pods.get_opt("dep").await.unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        pods.get_opt("dep").await.unwrap().is_none(),
+        "background GC"
+    );
+    // Orphan: the dependent stays, without the reference.
+    let owner = nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "o"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut p = owned("kept");
+    p.metadata.owner_references.as_mut().unwrap()[0].uid = owner.metadata.uid.clone().unwrap();
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    let orphan = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..Default::default()
+    };
+    nss.delete("o", &orphan).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let kept = pods.get("kept").await.unwrap();
+    assert!(
+        kept.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn discovery_serves_every_kind_and_unknown_paths_are_404() {
+    let (_s, c) = server().await;
+    let discovery = kube::Discovery::new(c.clone()).run().await.unwrap();
+    let kinds: Vec<String> = discovery
+        .groups()
+        .flat_map(|g| g.recommended_resources().into_iter().map(|(r, _)| r.kind))
+        .collect();
+    for k in [
+        "GPUClaim",
+        "GPUClass",
+        "GPUAllocation",
+        "VirtualMachineInstance",
+        "Pod",
+        "Node",
+        "Namespace",
+        "Lease",
+        "Event",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "{k} in {kinds:?}");
+    }
+    let ar = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("nope.io", "v1", "Nope"),
+        "nopes",
+    );
+    let api: Api<DynamicObject> = Api::all_with(c, &ar);
+    let err = api.list(&ListParams::default()).await.unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 404));
+}
+
+#[tokio::test]
+async fn injected_faults_answer_writes_and_cut_watches() {
+    let (s, c) = server().await;
+    s.set_faults(apiserver::Faults::parse("error=1").unwrap());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    let err = pods
+        .create(&PostParams::default(), &pod("x", json!({})))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 500));
+    s.set_faults(apiserver::Faults::parse("cut=300ms").unwrap());
+    pods.create(&PostParams::default(), &pod("x", json!({})))
+        .await
+        .unwrap();
+    let start = std::time::Instant::now();
+    let events: Vec<_> = pods
+        .watch(&WatchParams::default().timeout(60).disable_bookmarks(), "0")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "cut, not timed out"
+    );
+    assert_eq!(events.len(), 1);
+}

@@ -1,0 +1,159 @@
+//! A cluster for end-to-end tests: the embedded API server (its writes
+//! journaled for the I1-I5 checker), the KubeVirt stand-in, and the real
+//! `gpu-claims run` binary started against it through a kubeconfig.
+#![allow(dead_code)]
+
+use gpu_claims::apiserver::{self, ApiServer};
+use gpu_claims::demo::{Observer, Snapshot};
+use gpu_claims::standin::StandIn;
+use gpu_claims_actors::memory::MemCluster;
+use gpu_claims_actors::memory::store::Store;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Controller {
+    child: Child,
+    pub http: SocketAddr,
+    pub log: PathBuf,
+}
+
+impl Controller {
+    /// Kills the process at once, as a node failure or OOM would.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+pub struct Cluster {
+    pub rt: tokio::runtime::Runtime,
+    pub store: Arc<Store>,
+    pub journal: Arc<MemCluster>,
+    pub server: Arc<ApiServer>,
+    pub standin: Arc<StandIn>,
+    pub observer: Observer,
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// A cluster seeded by `seed`, with `config` as the controller's config file.
+    pub fn new(seed: impl FnOnce(&MemCluster), config: &str) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = apiserver::new_store();
+        let journal = MemCluster::new(store.clone());
+        seed(&journal);
+        let server = rt
+            .block_on(ApiServer::start(
+                store.clone(),
+                "127.0.0.1:0".parse().unwrap(),
+                Some(journal.clone()),
+            ))
+            .unwrap();
+        let standin = StandIn::new(store.clone());
+        {
+            let _guard = rt.enter();
+            standin.spawn();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("kubeconfig"),
+            apiserver::kubeconfig(&server.url()),
+        )
+        .unwrap();
+        write_config(dir.path(), config);
+        Self {
+            rt,
+            observer: Observer::new(journal.clone()),
+            store,
+            journal,
+            server,
+            standin,
+            dir,
+        }
+    }
+
+    /// Starts `gpu-claims run` against the server.
+    pub fn start_controller(&self) -> Controller {
+        let http = free_port();
+        let log = self
+            .dir
+            .path()
+            .join(format!("controller-{}.log", http.port()));
+        let child = Command::new(env!("CARGO_BIN_EXE_gpu-claims"))
+            .args([
+                "run",
+                "--config",
+                self.dir.path().join("config.yaml").to_str().unwrap(),
+                "--http-addr",
+                &http.to_string(),
+            ])
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Controller { child, http, log }
+    }
+
+    /// Waits until `until` holds for `hold` on a quiet cluster; I1-I5
+    /// are checked every 50 ms meanwhile. Panics with the claims table.
+    pub fn settle(
+        &mut self,
+        what: &str,
+        until: impl Fn(&Snapshot) -> bool,
+        hold: Duration,
+    ) -> Snapshot {
+        let Self { rt, observer, .. } = self;
+        match rt.block_on(observer.settle(until, hold)) {
+            Ok(s) => s,
+            Err(e) => panic!("{what}: {e:#}"),
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::take(&self.store)
+    }
+
+    /// Writes the controller's config file as a ConfigMap update does:
+    /// a new file renamed over the old one.
+    pub fn rewrite_config(&self, text: &str) {
+        write_config(self.dir.path(), text);
+    }
+
+    /// Writes that took effect or changed nothing, refused ones aside.
+    pub fn writes(&self) -> usize {
+        self.journal
+            .journal()
+            .entries
+            .iter()
+            .filter(|e| e.error.is_none())
+            .count()
+    }
+}
+
+fn write_config(dir: &Path, text: &str) {
+    let tmp = dir.join(".config.yaml.new");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(tmp, dir.join("config.yaml")).unwrap();
+}

@@ -1,0 +1,284 @@
+//! End to end: the real `gpu-claims run` binary against the embedded API
+//! server over HTTP, with the KubeVirt stand-in moving VMIs and pods.
+//! Every wait checks I1-I5 every 50 ms (see `common::Cluster::settle`).
+mod common;
+
+use common::Cluster;
+use gpu_claims::apiserver::Faults;
+use gpu_claims::demo::story::{self, Ctx};
+use gpu_claims::demo::{self, A, H200, Snapshot};
+use gpu_claims_actors::api::is_deleting;
+use gpu_claims_actors::fixtures::{claim, class, node};
+use std::time::Duration;
+
+const CONFIG: &str = "attachmentGrace: 2m\nlog: {filter: info, format: json}\n";
+const NOW: Duration = Duration::ZERO;
+const HOLD: Duration = Duration::from_millis(1500);
+
+fn small(c: &gpu_claims_actors::memory::MemCluster) {
+    for o in [
+        node("n1").gpus(H200, 4).obj(),
+        node("n2").gpus(H200, 4).obj(),
+        class("h200", H200).no_finalizer().obj(),
+        claim(A, "named").count(2).no_finalizer().obj(),
+    ] {
+        c.seed(&o);
+    }
+}
+
+fn started(c: &mut Cluster) {
+    c.settle(
+        "L1 on the seeded objects",
+        |s| {
+            s.claim(A, "named")
+                .is_some_and(|c| c.metadata.finalizers.is_some())
+        },
+        NOW,
+    );
+}
+
+#[test]
+fn e2e_a_vm_starts_attached_and_stops_bound() {
+    let mut c = Cluster::new(small, CONFIG);
+    let _ctl = c.start_controller();
+    started(&mut c);
+    c.standin.start_vm_with_claims(A, "vm", &["named"]);
+    let s = c.settle(
+        "G3-G4 then L4: placed and Attached",
+        |s| s.phase(A, "named") == "Attached",
+        NOW,
+    );
+    let claim = s.claim(A, "named").unwrap();
+    assert_eq!(claim.attached_vmi_name(), Some("vm"));
+    assert!(claim.node_name().is_some());
+    c.standin.stop_vm(A, "vm");
+    let s = c.settle(
+        "L5: detached to Bound",
+        |s| s.phase(A, "named") == "Bound",
+        NOW,
+    );
+    assert_eq!(s.claim(A, "named").unwrap().attached_vmi_name(), None);
+}
+
+#[test]
+fn e2e_a_template_claim_goes_with_its_vmi() {
+    let mut c = Cluster::new(small, CONFIG);
+    let _ctl = c.start_controller();
+    started(&mut c);
+    c.standin.start_vm(A, "vm", "h200", 3);
+    c.settle(
+        "G2 creates the template claim, placed and Attached",
+        |s| s.phase(A, "vm-gpu") == "Attached",
+        NOW,
+    );
+    c.standin.stop_vm(A, "vm");
+    c.standin.delete_vm(A, "vm");
+    c.settle(
+        "L3/L5 then L8: the claim and its record are gone",
+        |s| s.phase(A, "vm-gpu") == "gone",
+        NOW,
+    );
+    assert!(c.store.get("GPUAllocation", A, "vm-gpu").is_none());
+}
+
+#[test]
+fn e2e_a_lost_node_makes_its_claims_lost_and_its_return_attaches_them() {
+    let mut c = Cluster::new(small, CONFIG);
+    let _ctl = c.start_controller();
+    started(&mut c);
+    c.standin.start_vm_with_claims(A, "vm", &["named"]);
+    let s = c.settle("Attached", |s| s.phase(A, "named") == "Attached", NOW);
+    let n = s
+        .claim(A, "named")
+        .unwrap()
+        .node_name()
+        .unwrap()
+        .to_string();
+    c.standin.set_node_ready(&n, false);
+    c.settle("G6: Lost", |s| s.phase(A, "named") == "Lost", NOW);
+    assert!(
+        c.store.get("GPUAllocation", A, "named").is_some(),
+        "G6: the record stays"
+    );
+    c.standin.set_node_ready(&n, true);
+    c.settle(
+        "L4: Attached again",
+        |s| s.phase(A, "named") == "Attached",
+        NOW,
+    );
+}
+
+#[test]
+fn e2e_a_claims_deletion_waits_for_its_vm() {
+    let mut c = Cluster::new(small, CONFIG);
+    let _ctl = c.start_controller();
+    started(&mut c);
+    c.standin.start_vm_with_claims(A, "vm", &["named"]);
+    c.settle("Attached", |s| s.phase(A, "named") == "Attached", NOW);
+    c.store.delete("GPUClaim", A, "named", None, None).unwrap();
+    c.settle(
+        "L9: the deleting claim is held while its VM runs",
+        |s| {
+            s.claim(A, "named")
+                .is_some_and(|x| is_deleting(&x.metadata) && x.phase().as_str() == "Attached")
+        },
+        HOLD,
+    );
+    c.standin.stop_vm(A, "vm");
+    c.settle(
+        "L8: released once the VM stopped",
+        |s| s.phase(A, "named") == "gone",
+        NOW,
+    );
+    assert!(c.store.get("GPUAllocation", A, "named").is_none());
+}
+
+#[test]
+fn e2e_a_class_deletion_waits_for_its_claims() {
+    let mut c = Cluster::new(small, CONFIG);
+    let _ctl = c.start_controller();
+    started(&mut c);
+    c.standin.start_vm_with_claims(A, "vm", &["named"]);
+    c.settle("Attached", |s| s.phase(A, "named") == "Attached", NOW);
+    c.store.delete("GPUClass", "", "h200", None, None).unwrap();
+    c.settle(
+        "L11: the class waits while a claim holds it",
+        |s| s.class("h200").is_some_and(|k| is_deleting(&k.metadata)),
+        HOLD,
+    );
+    c.standin.stop_vm(A, "vm");
+    c.store.delete("GPUClaim", A, "named", None, None).unwrap();
+    c.settle(
+        "L8 then L11: claim and class released",
+        |s| s.phase(A, "named") == "gone" && s.class("h200").is_none(),
+        NOW,
+    );
+}
+
+#[test]
+fn e2e_an_attachment_grace_change_reaches_the_running_process() {
+    // A claim attached to a VMI that never appears: L6 detaches it after the grace.
+    let seed = |c: &gpu_claims_actors::memory::MemCluster| {
+        small(c);
+        for o in claim(A, "ghostly")
+            .bound("n1")
+            .attached("ghost")
+            .with_record(H200)
+        {
+            c.seed(&o);
+        }
+    };
+    let mut c = Cluster::new(seed, "attachmentGrace: 1h\n");
+    let _ctl = c.start_controller();
+    started(&mut c);
+    c.settle(
+        "within the 1h grace the attachment stays",
+        |s| s.claim(A, "ghostly").unwrap().attached_vmi_name() == Some("ghost"),
+        HOLD,
+    );
+    c.rewrite_config("attachmentGrace: 1s\n");
+    c.settle(
+        "L6 with the reloaded 1s grace: detached",
+        |s| s.claim(A, "ghostly").unwrap().attached_vmi_name().is_none(),
+        NOW,
+    );
+}
+
+/// Plays the demo's story against the binary; `between` runs after each
+/// step is acted on and before it is awaited.
+fn play(c: &mut Cluster, mut between: impl FnMut(usize, &mut Cluster)) {
+    c.settle("L1", |s| s.classes.len() == 2, NOW);
+    for (i, step) in story::steps().iter().enumerate() {
+        let now: Snapshot = c.snapshot();
+        (step.act)(&Ctx {
+            standin: &c.standin,
+            store: &c.store,
+            now: &now,
+        });
+        between(i, c);
+        c.settle(step.title, step.until, step.hold);
+    }
+}
+
+#[test]
+fn e2e_a_controller_killed_mid_story_converges_without_duplicate_writes() {
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    let mut ctl = Some(c.start_controller());
+    play(&mut c, |i, c| {
+        // Killed right after steps that make many writes start.
+        if i == 0 || i == 5 {
+            ctl.take().unwrap().kill();
+            ctl = Some(c.start_controller());
+        }
+    });
+    // I5 was checked all along (no write changed nothing). A converged
+    // cluster gets no write from yet another start.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = (c.store.resource_version(), c.writes());
+    drop(ctl);
+    let ctl = c.start_controller();
+    let url = format!("http://{}/readyz", ctl.http);
+    for _ in 0..200 {
+        if reqwest_like_get(&url) == Some(200) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        reqwest_like_get(&url),
+        Some(200),
+        "the restarted controller is ready"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        (c.store.resource_version(), c.writes()),
+        before,
+        "I5: no write on restart"
+    );
+}
+
+#[test]
+fn e2e_with_faults_injected_the_story_converges_and_keeps_the_invariants() {
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    c.server.set_faults(
+        Faults::parse("conflict=0.1,throttle=0.05,error=0.1,latency=1ms,cut=2s").unwrap(),
+    );
+    let _ctl = c.start_controller();
+    play(&mut c, |i, c| {
+        if i == 3 {
+            // The API server restarts, keeping its data but not its watch
+            // cache: every watcher must relist.
+            let server = c.server.clone();
+            c.rt.block_on(server.restart(Duration::from_millis(300)))
+                .unwrap();
+        }
+    });
+    let refused = c
+        .journal
+        .journal()
+        .entries
+        .iter()
+        .filter(|e| {
+            e.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("injected"))
+        })
+        .count();
+    assert!(refused > 0, "faults were injected");
+}
+
+/// A GET over plain HTTP/1.1; the status code.
+fn reqwest_like_get(url: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/')?;
+    let mut s = std::net::TcpStream::connect(host).ok()?;
+    write!(
+        s,
+        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_whitespace().nth(1)?.parse().ok()
+}
