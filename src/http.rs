@@ -1,4 +1,4 @@
-//! HTTP endpoints: `/metrics`, `/healthz`, `/readyz` and
+//! HTTP endpoints (the metrics themselves are in `metrics.rs`): `/metrics`, `/healthz`, `/readyz` and
 //! `/debug/claims/<ns>/<name>` (a claim actor's recent decisions).
 
 use actix::Addr;
@@ -8,67 +8,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use gpu_claims_actors::actors::{GetClaimTrace, StatsQuery, Supervisor};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WriteLabels {
-    pub op: String,
-    pub kind: String,
-    pub rule: String,
-    pub result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReloadLabels {
-    pub result: String,
-}
-
-/// The controller's metrics.
-#[derive(Default)]
-pub struct Metrics {
-    pub writes: Family<WriteLabels, Counter>,
-    pub reloads: Family<ReloadLabels, Counter>,
-}
-
-impl Metrics {
-    pub fn register(registry: &mut Registry) -> Arc<Self> {
-        let m = Metrics::default();
-        registry.register(
-            "gpu_claims_writes",
-            "Writes to the API server by op, kind, rule and result",
-            m.writes.clone(),
-        );
-        registry.register(
-            "gpu_claims_config_reloads",
-            "Config reloads by result",
-            m.reloads.clone(),
-        );
-        Arc::new(m)
-    }
-
-    pub fn write(&self, op: &str, kind: &str, rule: &str, result: &str) {
-        let l = WriteLabels {
-            op: op.into(),
-            kind: kind.into(),
-            rule: rule.into(),
-            result: result.into(),
-        };
-        self.writes.get_or_create(&l).inc();
-    }
-
-    pub fn reload(&self, ok: bool) {
-        let result = if ok { "ok" } else { "refused" };
-        self.reloads
-            .get_or_create(&ReloadLabels {
-                result: result.into(),
-            })
-            .inc();
-    }
-}
 
 #[derive(Clone)]
 pub struct AppState {
@@ -133,3 +74,5 @@ async fn debug_claim(
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     }
 }
+
+pub use crate::metrics::Metrics;

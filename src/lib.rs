@@ -10,6 +10,8 @@ pub mod crd;
 pub mod demo;
 pub mod http;
 pub mod kube_ports;
+pub mod leader;
+pub mod metrics;
 pub mod plan;
 pub mod run;
 pub mod snapshot;

@@ -4,12 +4,13 @@ use crate::cli::default_config;
 use crate::config::{self, Reloader};
 use crate::http::{AppState, Metrics, router};
 use crate::kube_ports::{KubePorts, KubeRecorder};
+use crate::leader::{Elector, LeaseArgs};
 use crate::telemetry::Logging;
 use crate::watch::watch;
 use crate::webhook::{self, CertFiles, Resolver, TlsListener, WebhookState, watch_certs};
 use actix::Actor;
 use anyhow::Context as _;
-use gpu_claims_actors::actors::{ConfigChanged, Env, Ports, Supervisor};
+use gpu_claims_actors::actors::{ConfigChanged, Env, Leading, Ports, Supervisor};
 use gpu_claims_actors::ports::TokioClock;
 use gpu_claims_actors::world::World;
 use std::net::SocketAddr;
@@ -33,6 +34,8 @@ pub struct RunArgs {
     /// The webhook's PEM private key; reloaded when it changes.
     #[arg(long, env = "GPU_CLAIMS_TLS_KEY_FILE", requires = "tls_cert_file")]
     tls_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    lease: LeaseArgs,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -42,6 +45,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         webhook_addr,
         tls_cert_file,
         tls_key_file,
+        lease,
     } = args;
     let webhook_files = tls_cert_file
         .zip(tls_key_file)
@@ -60,7 +64,30 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .await
             .context("no kubeconfig or in-cluster config")?;
         let webhook = webhook_files.map(|files| (webhook_addr, files));
-        let running = Controller::start(client, config, path, Some(logging), webhook).await?;
+        let standby = lease.leader_elect;
+        let running =
+            Controller::start(client.clone(), config, path, Some(logging), webhook, standby)
+                .await?;
+        let id = crate::leader::identity();
+        if lease.leader_elect {
+            let supervisor = running.supervisor.clone();
+            let metrics = running.metrics.clone();
+            let elector = Elector::new(client.clone(), lease.clone(), id.clone());
+            tokio::spawn(async move {
+                let why = elector
+                    .run(|leading| {
+                        metrics.leader.set(i64::from(leading));
+                        supervisor.do_send(Leading(leading));
+                    })
+                    .await;
+                // As client-go controllers do: a leader that lost its Lease
+                // exits, so that it never writes beside the new leader.
+                tracing::error!(reason = %why, "lost the leader Lease; exiting to restart as a standby");
+                std::process::exit(1);
+            });
+        } else {
+            running.metrics.leader.set(1);
+        }
         let listener = tokio::net::TcpListener::bind(http_addr)
             .await
             .with_context(|| format!("listen on {http_addr}"))?;
@@ -68,6 +95,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         axum::serve(listener, running.router())
             .with_graceful_shutdown(shutdown())
             .await?;
+        if lease.leader_elect {
+            Elector::release(client, &lease, &id).await;
+        }
         Ok(())
     })
 }
@@ -76,6 +106,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 /// the watchers that feed it, and the config reloader.
 pub struct Controller {
     pub supervisor: actix::Addr<Supervisor>,
+    pub metrics: Arc<Metrics>,
     registry: Arc<prometheus_client::registry::Registry>,
 }
 
@@ -88,11 +119,12 @@ impl Controller {
         path: Option<PathBuf>,
         mut logging: Option<Logging>,
         webhook: Option<(SocketAddr, CertFiles)>,
+        standby: bool,
     ) -> anyhow::Result<Self> {
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = Metrics::register(&mut registry);
-        let ports = KubePorts::new(client.clone(), metrics.clone());
         let world = Arc::new(World::new(config.clone()));
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Metrics::register(&mut registry, Some(world.clone()));
+        let ports = KubePorts::new(client.clone(), metrics.clone());
         if let Some((addr, files)) = webhook {
             let state = WebhookState {
                 world: world.clone(),
@@ -106,14 +138,21 @@ impl Controller {
             reader: ports,
             clock: Arc::new(TokioClock::real()),
             events,
+            telemetry: metrics.clone(),
         };
         let env = Env::new(world, ports);
-        let supervisor = Supervisor::new(env).start();
+        let supervisor = if standby {
+            Supervisor::new(env).standby()
+        } else {
+            Supervisor::new(env)
+        }
+        .start();
         for kind in Supervisor::watched_kinds(&config) {
             tokio::spawn(watch(client.clone(), kind, supervisor.clone()));
         }
         if let Some(path) = path {
             let to = supervisor.clone();
+            let metrics = metrics.clone();
             let reloader = Reloader::new(path, config.clone());
             tokio::spawn(reloader.run(move |r| {
                 metrics.reload(r.is_ok());
@@ -127,6 +166,7 @@ impl Controller {
         }
         Ok(Self {
             supervisor,
+            metrics,
             registry: Arc::new(registry),
         })
     }

@@ -8,7 +8,8 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Splits YAML text into its documents (at `---` lines).
-fn documents(text: &str) -> Vec<String> {
+/// The documents of a multi-document YAML text (comment-only ones dropped).
+pub fn documents(text: &str) -> Vec<String> {
     let mut docs = vec![String::new()];
     for line in text.lines() {
         if line == "---" || line.starts_with("--- ") {

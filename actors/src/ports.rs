@@ -255,6 +255,22 @@ pub struct Note {
     pub rule: RuleId,
 }
 
+/// What the actors report for metrics: `run` exports it to Prometheus,
+/// the benchmark measures with it. Every method defaults to nothing.
+pub trait Telemetry: Send + Sync {
+    /// A world change that entered the supervisor reached its write after `took`.
+    fn change_to_write(&self, _took: std::time::Duration, _rule: RuleId) {}
+    /// A launcher pod waited `waited` at the gate before placement let it go.
+    fn gate_wait(&self, _waited: std::time::Duration) {}
+    /// How many claim and class actors are alive.
+    fn actors(&self, _claims: usize, _classes: usize) {}
+}
+
+/// Telemetry that goes nowhere (`plan`, most tests).
+pub struct NoTelemetry;
+
+impl Telemetry for NoTelemetry {}
+
 /// Where Events go: kube-runtime's recorder in `run`, a list in memory.
 #[async_trait]
 pub trait Recorder: Send + Sync {

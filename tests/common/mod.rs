@@ -107,6 +107,13 @@ impl Cluster {
                 self.dir.path().join("config.yaml").to_str().unwrap(),
                 "--http-addr",
                 &http.to_string(),
+                // A dead leader's Lease is taken over within 4s; a leader
+                // keeps trying to renew for 3s (kube-rs retries a 429 with
+                // backoff, so a shorter deadline loses the Lease under the
+                // injected faults).
+                "--lease-duration=4s",
+                "--renew-deadline=3s",
+                "--retry-period=400ms",
             ])
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
             .stdout(Stdio::null())
@@ -124,10 +131,12 @@ impl Cluster {
         until: impl Fn(&Snapshot) -> bool,
         hold: Duration,
     ) -> Snapshot {
-        let Self { rt, observer, .. } = self;
+        let Self {
+            rt, observer, dir, ..
+        } = self;
         match rt.block_on(observer.settle(until, hold)) {
             Ok(s) => s,
-            Err(e) => panic!("{what}: {e:#}"),
+            Err(e) => panic!("{what}: {e:#}\n{}", logs(dir.path())),
         }
     }
 
@@ -141,13 +150,14 @@ impl Cluster {
         write_config(self.dir.path(), text);
     }
 
-    /// Writes that took effect or changed nothing, refused ones aside.
+    /// The controller's writes that took effect or changed nothing,
+    /// refused ones and leader-election renewals aside.
     pub fn writes(&self) -> usize {
         self.journal
             .journal()
             .entries
             .iter()
-            .filter(|e| e.error.is_none())
+            .filter(|e| e.error.is_none() && e.kind != "Lease")
             .count()
     }
 }
@@ -156,4 +166,33 @@ fn write_config(dir: &Path, text: &str) {
     let tmp = dir.join(".config.yaml.new");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(tmp, dir.join("config.yaml")).unwrap();
+}
+
+/// The controllers' logs, for a failure message: warnings and writes.
+fn logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "log") {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            if let Some(keep) = std::env::var_os("GPU_CLAIMS_KEEP_LOGS") {
+                let _ = std::fs::create_dir_all(&keep);
+                let _ = std::fs::copy(&p, Path::new(&keep).join(p.file_name().unwrap()));
+            }
+            out.push_str(&format!("--- {}\n", p.display()));
+            for l in text
+                .lines()
+                .filter(|l| !l.contains("DEBUG"))
+                .rev()
+                .take(60)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }

@@ -43,12 +43,19 @@ pub struct ClaimActor {
     /// The missing class last reported, so it is said once, not on every change.
     reported_class: Option<String>,
     log: DecisionLog,
+    /// The oldest change not yet decided on: its write reports the latency.
+    pending_since: Option<Instant>,
+    /// The claim the write under way was decided on: its Event compares.
+    writing: Option<Arc<GPUClaim>>,
 }
 
 /// The world changed for this claim: decide again.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Poke;
+pub struct Poke {
+    /// When the change behind this poke entered the supervisor.
+    pub since: Instant,
+}
 
 /// What `/debug/claims/<ns>/<name>` shows.
 #[derive(Clone, Debug, Serialize)]
@@ -92,6 +99,8 @@ impl ClaimActor {
             traced: false,
             reported_class: None,
             log: DecisionLog::default(),
+            pending_since: None,
+            writing: None,
         }
     }
 
@@ -137,6 +146,9 @@ impl ClaimActor {
             &mut self.mem,
         );
         claim_trace!(self, phase = claim.phase().as_str(), rv = ?claim.metadata.resource_version, ?step, "decided");
+        if !matches!(step, Step::Write(..)) {
+            self.pending_since = None;
+        }
         match step {
             Step::Idle => self.set_grace_timer(None, ctx),
             Step::WaitUntil(_, at) => self.set_grace_timer(Some(at), ctx),
@@ -183,12 +195,18 @@ impl ClaimActor {
         let name = intent.name();
         let record = self.record_uid(&claim);
         tracing::info!(claim = %self.key, rule = %rule, intent = name, "writing");
+        if let Some(since) = self.pending_since.take() {
+            let took = self.env.clock.now().saturating_duration_since(since);
+            self.env.telemetry.change_to_write(took, rule);
+        }
+        self.writing = Some(claim.clone());
         let fut = exec::execute(self.env.clone(), claim, rule, intent, record);
         self.run(rule, name, fut, ctx);
     }
 
     fn read_live(&mut self, claim: Arc<GPUClaim>, used: Used, ctx: &mut Context<Self>) {
         let record = self.record_uid(&claim);
+        self.writing = Some(claim.clone());
         let env = self.env.clone();
         let (rule, fut): (RuleId, futures::future::BoxFuture<'static, Done>) = match used {
             Used::ReadPods { names, .. } => (
@@ -226,15 +244,25 @@ impl ClaimActor {
         if let Some(uid) = done.record_deleted {
             self.record_deleted = Some(uid);
         }
+        let before = self.writing.take();
         let (result, again) = match done.outcome {
             Outcome::Claim { claim, fresh_from } => {
+                if let Some(b) = &before {
+                    let n = super::notes::transition(&self.key, rule, name, b, claim.as_deref());
+                    self.publish(n);
+                }
                 if rule == RuleId::Records {
-                    self.publish_record_note(claim.as_deref(), ctx);
+                    self.publish_record_note(claim.as_deref());
                 }
                 self.own = Some(Own { claim, fresh_from });
                 ("ok".to_string(), true)
             }
             Outcome::Released { claim, fresh_from } => {
+                if let Some(b) = &before {
+                    let n =
+                        super::notes::transition(&self.key, rule, "release", b, claim.as_deref());
+                    self.publish(n);
+                }
                 self.own = Some(Own { claim, fresh_from });
                 self.tell_released();
                 ("released".to_string(), true)
@@ -243,6 +271,10 @@ impl ClaimActor {
                 uid,
                 resource_version,
             } => {
+                if let Some(b) = &before {
+                    let n = super::notes::transition(&self.key, rule, name, b, None);
+                    self.publish(n);
+                }
                 self.mem.issued = Some((uid, resource_version));
                 ("ok".to_string(), true)
             }
@@ -265,7 +297,14 @@ impl ClaimActor {
                 }
                 ("in use".to_string(), self.dirty)
             }
-            Outcome::Failed(e) => (self.retry_later(rule, e, ctx), false),
+            Outcome::Failed(e) => {
+                if e.starts_with("invalid") {
+                    let uid = before.as_ref().and_then(|b| b.metadata.uid.clone());
+                    let n = super::notes::refusal(&self.key, uid, rule, name, &e);
+                    self.publish(Some(n));
+                }
+                (self.retry_later(rule, e, ctx), false)
+            }
         };
         if result != "ok" && result != "released" || name == "read-live" {
             claim_trace!(self, rule = %rule, intent = name, result = %result, "done");
@@ -309,7 +348,7 @@ impl ClaimActor {
     }
 
     /// The Event that goes with a RecordMissing mark set or cleared.
-    fn publish_record_note(&self, claim: Option<&GPUClaim>, ctx: &mut Context<Self>) {
+    fn publish_record_note(&self, claim: Option<&GPUClaim>) {
         let Some(c) = claim else { return };
         let missing =
             crate::api::condition_is_true(c.conditions(), crate::api::CONDITION_RECORD_MISSING);
@@ -336,7 +375,17 @@ impl ClaimActor {
         };
         tracing::warn!(claim = %self.key, rule = "records", missing, "{}", note.message);
         let events = self.env.events.clone();
-        ctx.spawn(async move { events.publish(note).await }.into_actor(self));
+        // Detached: an actor that stops next must not cancel its Event.
+        actix::spawn(async move { events.publish(note).await });
+    }
+
+    /// Publishes an Event, best effort, without holding the actor up.
+    fn publish(&self, note: Option<Note>) {
+        if let Some(note) = note {
+            let events = self.env.events.clone();
+            // Detached: an actor that stops next must not cancel its Event.
+            actix::spawn(async move { events.publish(note).await });
+        }
     }
 
     fn tell_released(&self) {
@@ -371,7 +420,9 @@ impl Actor for ClaimActor {
 
 impl Handler<Poke> for ClaimActor {
     type Result = ();
-    fn handle(&mut self, _: Poke, ctx: &mut Context<Self>) {
+    fn handle(&mut self, poke: Poke, ctx: &mut Context<Self>) {
+        let oldest = self.pending_since.map_or(poke.since, |p| p.min(poke.since));
+        self.pending_since = Some(oldest);
         self.reconcile(ctx);
     }
 }

@@ -25,6 +25,8 @@ pub struct ClassActor {
     released: HashMap<String, String>,
     backoff: Backoff,
     log: DecisionLog,
+    /// The oldest change not yet decided on: its write reports the latency.
+    pending_since: Option<tokio::time::Instant>,
 }
 
 /// Something the class decides on changed.
@@ -32,6 +34,8 @@ pub struct ClassActor {
 #[rtype(result = "()")]
 pub struct PokeClass {
     pub nodes_changed: bool,
+    /// When the change behind this poke entered the supervisor.
+    pub since: tokio::time::Instant,
 }
 
 /// A claim actor released a claim of this class (L8), which the cache may not show yet.
@@ -56,6 +60,7 @@ impl ClassActor {
             released: HashMap::new(),
             backoff: Backoff::default(),
             log: DecisionLog::default(),
+            pending_since: None,
         }
     }
 
@@ -116,6 +121,7 @@ impl ClassActor {
         let ClassStep::Write(rule, intent) =
             decide_class(&class, &self.env.world, capacity, released)
         else {
+            self.pending_since = None;
             return;
         };
         self.write(class, rule, intent, ctx);
@@ -134,6 +140,10 @@ impl ClassActor {
             ClassIntent::WriteStatus(_) => "write-status",
         };
         tracing::info!(class = %self.name, rule = %rule, intent = name, "writing");
+        if let Some(since) = self.pending_since.take() {
+            let took = self.env.clock.now().saturating_duration_since(since);
+            self.env.telemetry.change_to_write(took, rule);
+        }
         let env = self.env.clone();
         let mut new = GPUClass::clone(&class);
         let fut = async move {
@@ -179,6 +189,27 @@ impl ClassActor {
                 let rv = rv_number(&c.metadata);
                 let gone = crate::api::is_deleting(&c.metadata)
                     && c.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty());
+                let told = match name {
+                    "add-finalizer" => Some(("FinalizerAdded", "protected by the class finalizer")),
+                    "remove-finalizer" => Some((
+                        "Released",
+                        "no claim holds GPUs of it any more; finalizer removed",
+                    )),
+                    _ => None,
+                };
+                if let Some((reason, message)) = told {
+                    let note = crate::ports::Note {
+                        regarding: ObjRef::new(Kind::Class, None, &self.name),
+                        uid: c.metadata.uid.clone(),
+                        warning: false,
+                        reason: reason.into(),
+                        message: format!("{rule}: {message}"),
+                        rule,
+                    };
+                    let events = self.env.events.clone();
+                    // Detached: an actor that stops next must not cancel its Event.
+                    actix::spawn(async move { events.publish(note).await });
+                }
                 self.own = Some(((!gone).then(|| Arc::new(c)), rv));
                 self.backoff.reset();
                 "ok".to_string()
@@ -259,6 +290,8 @@ impl Handler<PokeClass> for ClassActor {
         if msg.nodes_changed {
             self.capacity = None;
         }
+        let oldest = self.pending_since.map_or(msg.since, |p| p.min(msg.since));
+        self.pending_since = Some(oldest);
         self.reconcile(ctx);
     }
 }

@@ -5,6 +5,7 @@ mod claim;
 mod class;
 mod exec;
 mod journal;
+mod notes;
 mod placement;
 mod supervisor;
 
@@ -12,10 +13,12 @@ pub use claim::{ClaimActor, ClaimTrace};
 
 pub use class::ClassActor;
 pub use journal::{Decision, DecisionLog};
-pub use placement::{Placement, PlacementPoke};
-pub use supervisor::{ConfigChanged, GetClaimTrace, Stats, StatsQuery, Supervisor, WorldEvent};
+pub use placement::{Placement, PlacementPoke, PlacementWork};
+pub use supervisor::{
+    ConfigChanged, GetClaimTrace, Leading, Stats, StatsQuery, Supervisor, WorldEvent,
+};
 
-use crate::ports::{Clock, Reader, Recorder, Writer};
+use crate::ports::{Clock, Reader, Recorder, Telemetry, Writer};
 use crate::world::World;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -27,6 +30,7 @@ pub struct Env {
     pub reader: Arc<dyn Reader>,
     pub clock: Arc<dyn Clock>,
     pub events: Arc<dyn Recorder>,
+    pub telemetry: Arc<dyn Telemetry>,
     pub activity: Activity,
     /// When the actor system started: decisions are stamped relative to it.
     pub started: tokio::time::Instant,
@@ -38,6 +42,7 @@ pub struct Ports {
     pub reader: Arc<dyn Reader>,
     pub clock: Arc<dyn Clock>,
     pub events: Arc<dyn Recorder>,
+    pub telemetry: Arc<dyn Telemetry>,
 }
 
 impl Env {
@@ -47,6 +52,7 @@ impl Env {
             reader,
             clock,
             events,
+            telemetry,
         } = ports;
         let started = clock.now();
         Arc::new(Self {
@@ -55,6 +61,7 @@ impl Env {
             reader,
             clock,
             events,
+            telemetry,
             activity: Activity::default(),
             started,
         })

@@ -81,6 +81,22 @@ pub struct Placement {
     /// Which VMIs' sets name a claim, and why each waiting VMI waits.
     by_claim: HashMap<String, HashSet<String>>,
     waiting: HashMap<String, WaitReason>,
+    /// The oldest change not yet decided on: the next write reports the latency.
+    pending_since: Option<tokio::time::Instant>,
+}
+
+/// When placement looks again at work whose write met a 409.
+const CONFLICT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Write {
+    fn rule(&self) -> RuleId {
+        match self {
+            Write::CreateClaim { .. } => RuleId::G2,
+            Write::DeleteRecord { .. } => RuleId::Records,
+            Write::Place(_) => RuleId::G4,
+            Write::Wait(_) => RuleId::G5,
+        }
+    }
 }
 
 impl Placement {
@@ -98,12 +114,15 @@ impl Placement {
             written: HashMap::new(),
             by_claim: HashMap::new(),
             waiting: HashMap::new(),
+            pending_since: None,
         }
     }
 
     fn next(&mut self, ctx: &mut Context<Self>) {
         while !self.busy {
             let Some(work) = self.queue.pop_front() else {
+                // Caught up: the changes pending led to no write.
+                self.pending_since = None;
                 return;
             };
             self.queued.remove(&work);
@@ -247,6 +266,10 @@ impl Placement {
     }
 
     fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
+        if let Some(since) = self.pending_since.take() {
+            let took = self.env.clock.now().saturating_duration_since(since);
+            self.env.telemetry.change_to_write(took, write.rule());
+        }
         let env = self.env.clone();
         self.busy = true;
         self.env.activity.begin_io();
@@ -263,8 +286,13 @@ impl Placement {
             }
             match done.error {
                 None => act.backoff.reset(),
-                // A newer object: its event brings this VMI back.
-                Some(WriteError::Conflict(e)) => tracing::debug!(?work, error = %e, "placement met a newer object"),
+                // A newer object: its event brings this VMI back, and so
+                // does this retry, should the event have come already (or
+                // the 409 not be about a newer object at all).
+                Some(WriteError::Conflict(e)) => {
+                    tracing::debug!(?work, error = %e, "placement met a newer object");
+                    ctx.run_later(CONFLICT_RETRY, move |act, ctx| act.enqueue(work, ctx));
+                }
                 Some(error) => {
                     let wait = act.backoff.next_wait();
                     tracing::warn!(%error, ?work, retry_in = %humantime::format_duration(wait), "placement write failed");
@@ -466,8 +494,16 @@ async fn place(env: &Env, plan: Plan, done: &mut Done) {
             spec.scheduling_gates = None;
         }
         tracing::info!(pod = %pk, rule = "G4", node = %plan.node, intent = "pin-and-ungate", "writing");
+        let created = pod.metadata.creation_timestamp.clone();
         match w.replace(Obj::Pod(pod), Why(RuleId::G4)).await {
-            Ok(o) => done.written.push((pk, rv_number(o.meta()))),
+            Ok(o) => {
+                if let Some(t) = created {
+                    let waited = env.clock.wall().duration_since(t.0);
+                    env.telemetry
+                        .gate_wait(waited.try_into().unwrap_or_default());
+                }
+                done.written.push((pk, rv_number(o.meta())))
+            }
             Err(e) => {
                 done.error = Some(e);
                 return;
@@ -478,6 +514,23 @@ async fn place(env: &Env, plan: Plan, done: &mut Done) {
 
 impl Actor for Placement {
     type Context = Context<Self>;
+}
+
+/// A poke with the time its change entered the supervisor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PlacementWork {
+    pub work: PlacementPoke,
+    pub since: tokio::time::Instant,
+}
+
+impl Handler<PlacementWork> for Placement {
+    type Result = ();
+    fn handle(&mut self, w: PlacementWork, ctx: &mut Context<Self>) {
+        let oldest = self.pending_since.map_or(w.since, |p| p.min(w.since));
+        self.pending_since = Some(oldest);
+        self.handle(w.work, ctx);
+    }
 }
 
 impl Handler<PlacementPoke> for Placement {

@@ -6,7 +6,7 @@
 use super::Env;
 use super::claim::{ClaimActor, ClaimTrace, GetTrace, Poke};
 use super::class::{ClassActor, PokeClass, Released};
-use super::placement::{Placement, PlacementPoke};
+use super::placement::{Placement, PlacementPoke, PlacementWork};
 use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, is_deleting};
 use crate::config::Config;
 use crate::ports::{Kind, Obj};
@@ -61,7 +61,15 @@ pub struct Stats {
     pub claim_actors: usize,
     pub class_actors: usize,
     pub synced: bool,
+    /// Whether this process leads (always, without leader election).
+    pub leading: bool,
 }
+
+/// Leader election's verdict: only a leader decides and writes; a standby
+/// keeps its caches warm so that it can take over at once.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Leading(pub bool);
 
 #[derive(Message)]
 #[rtype(result = "Stats")]
@@ -76,7 +84,11 @@ pub struct Supervisor {
     synced: HashSet<Kind>,
     expected: Vec<Kind>,
     ready: bool,
+    leading: bool,
     placement: Option<Addr<Placement>>,
+    /// When the change being handled entered: pokes carry it, so that the
+    /// write it causes can say how long it took.
+    change_at: tokio::time::Instant,
 }
 
 impl Supervisor {
@@ -90,8 +102,38 @@ impl Supervisor {
             synced: HashSet::new(),
             expected,
             ready: false,
+            leading: true,
             placement: None,
+            change_at: tokio::time::Instant::now(),
         }
+    }
+
+    /// Starts as a standby: caches fill, nothing is decided until `Leading(true)`.
+    pub fn standby(mut self) -> Self {
+        self.leading = false;
+        self
+    }
+
+    /// Decides once every watched kind has synced and this process leads.
+    fn update_ready(&mut self, ctx: &mut Context<Self>) {
+        let now = self.leading && self.expected.iter().all(|k| self.synced.contains(k));
+        if now && !self.ready {
+            self.ready = true;
+            tracing::info!(
+                claims = self.env.world.claims.len(),
+                classes = self.env.world.classes.len(),
+                "caches synced and leading; deciding"
+            );
+            self.change_at = self.env.clock.now();
+            self.poke_all(ctx);
+        }
+        self.ready = now;
+    }
+
+    fn report_actors(&self) {
+        self.env
+            .telemetry
+            .actors(self.claims.len(), self.classes.len());
     }
 
     /// The kinds this supervisor needs watched (no VMIs or pods without KubeVirt).
@@ -108,7 +150,9 @@ impl Supervisor {
             return;
         }
         if let Some((_, a)) = self.claims.get(k) {
-            return a.do_send(Poke);
+            return a.do_send(Poke {
+                since: self.change_at,
+            });
         }
         if self.env.world.claims.contains_key(k) {
             self.generation += 1;
@@ -119,8 +163,11 @@ impl Supervisor {
                 ctx.address(),
             )
             .start();
-            a.do_send(Poke);
+            a.do_send(Poke {
+                since: self.change_at,
+            });
             self.claims.insert(k.to_string(), (self.generation, a));
+            self.report_actors();
         }
     }
 
@@ -141,6 +188,7 @@ impl Supervisor {
         .start();
         self.classes
             .insert(name.to_string(), (self.generation, a.clone()));
+        self.report_actors();
         Some(a)
     }
 
@@ -148,13 +196,19 @@ impl Supervisor {
         if self.ready
             && let Some(a) = self.class_actor(name, ctx)
         {
-            a.do_send(PokeClass { nodes_changed });
+            a.do_send(PokeClass {
+                nodes_changed,
+                since: self.change_at,
+            });
         }
     }
 
     fn place(&self, work: PlacementPoke) {
         if let (true, Some(p)) = (self.ready, &self.placement) {
-            p.do_send(work);
+            p.do_send(PlacementWork {
+                work,
+                since: self.change_at,
+            });
         }
     }
 
@@ -394,15 +448,7 @@ impl Supervisor {
             self.on_event(o, false, ctx);
         }
         self.synced.insert(kind);
-        if !self.ready && self.expected.iter().all(|k| self.synced.contains(k)) {
-            self.ready = true;
-            tracing::info!(
-                claims = w.claims.len(),
-                classes = w.classes.len(),
-                "caches synced; deciding"
-            );
-            self.poke_all(ctx);
-        }
+        self.update_ready(ctx);
     }
 }
 
@@ -468,6 +514,7 @@ impl Handler<WorldEvent> for Supervisor {
     type Result = ();
     fn handle(&mut self, ev: WorldEvent, ctx: &mut Context<Self>) {
         self.env.activity.tick();
+        self.change_at = self.env.clock.now();
         match ev {
             WorldEvent::Apply(o) => self.on_event(o, false, ctx),
             WorldEvent::Delete(o) => self.on_event(o, true, ctx),
@@ -490,8 +537,11 @@ impl Handler<ConfigChanged> for Supervisor {
         new.kubevirt = old.kubevirt.clone();
         self.env.world.set_config(new);
         // Grace timers and trace switches follow the new config.
+        self.change_at = self.env.clock.now();
         for (_, a) in self.claims.values() {
-            a.do_send(Poke);
+            a.do_send(Poke {
+                since: self.change_at,
+            });
         }
     }
 }
@@ -517,6 +567,7 @@ impl Handler<ActorStopped> for Supervisor {
             ActorStopped::Claim { key, generation } => {
                 if self.claims.get(&key).is_some_and(|(g, _)| *g == generation) {
                     self.claims.remove(&key);
+                    self.report_actors();
                     // Recreated while the old actor was stopping: a new actor takes it.
                     self.poke_claim(&key, ctx);
                 }
@@ -528,6 +579,7 @@ impl Handler<ActorStopped> for Supervisor {
                     .is_some_and(|(g, _)| *g == generation)
                 {
                     self.classes.remove(&name);
+                    self.report_actors();
                     self.poke_class(&name, true, ctx);
                 }
             }
@@ -555,7 +607,19 @@ impl Handler<StatsQuery> for Supervisor {
             claims: self.env.world.claims.len(),
             claim_actors: self.claims.len(),
             class_actors: self.classes.len(),
-            synced: self.ready,
+            synced: self.expected.iter().all(|k| self.synced.contains(k)),
+            leading: self.leading,
         })
+    }
+}
+
+impl Handler<Leading> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, Leading(leading): Leading, ctx: &mut Context<Self>) {
+        if leading != self.leading {
+            tracing::info!(leading, "leadership changed");
+        }
+        self.leading = leading;
+        self.update_ready(ctx);
     }
 }

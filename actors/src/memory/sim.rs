@@ -140,6 +140,7 @@ impl Sim {
             reader: cluster.clone(),
             clock: Arc::new(TokioClock::from(sim_epoch())),
             events: cluster.clone(),
+            telemetry: Arc::new(crate::ports::NoTelemetry),
         };
         let env = Env::new(world, ports);
         let supervisor = Supervisor::new(env.clone()).start();

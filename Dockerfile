@@ -1,0 +1,27 @@
+# gpu-claims: a static binary on distroless, non-root.
+#   docker build -t ghcr.io/cozystack/gpu-claims:0.1.0 .
+# Build stage: musl for a static binary (ring builds with musl-gcc).
+FROM rust:1-bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends musl-tools \
+ && rm -rf /var/lib/apt/lists/* \
+ && rustup target add x86_64-unknown-linux-musl
+WORKDIR /src
+# Dependencies first, so that a source change does not rebuild them.
+COPY Cargo.toml Cargo.lock ./
+COPY actors/Cargo.toml actors/Cargo.toml
+RUN mkdir -p src actors/src actors/benches \
+ && echo 'fn main() {}' > src/main.rs && touch src/lib.rs actors/src/lib.rs \
+ && cargo build --release --locked --target x86_64-unknown-linux-musl --bin gpu-claims || true
+COPY . .
+RUN touch src/main.rs src/lib.rs actors/src/lib.rs \
+ && cargo build --release --locked --target x86_64-unknown-linux-musl --bin gpu-claims \
+ && cp target/x86_64-unknown-linux-musl/release/gpu-claims /gpu-claims
+
+# Run stage: no shell, no package manager, uid 65532.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /gpu-claims /gpu-claims
+USER 65532:65532
+EXPOSE 8080 8443
+ENTRYPOINT ["/gpu-claims"]
+CMD ["run"]

@@ -1,0 +1,115 @@
+//! The Events a claim actor publishes: one per transition it wrote, and
+//! one per write the API server refused, each with the rule id in the
+//! message (and as the Event's action), so that `kubectl describe
+//! gpuclaim` tells the claim's story in the SPEC's words.
+
+use crate::api::GPUClaim;
+use crate::ports::{Kind, Note, ObjRef};
+use crate::rules::RuleId;
+use crate::world::split_key;
+
+fn note(
+    key: &str,
+    uid: Option<String>,
+    rule: RuleId,
+    warning: bool,
+    reason: &str,
+    message: String,
+) -> Note {
+    let (ns, name) = split_key(key);
+    Note {
+        regarding: ObjRef::new(Kind::Claim, Some(ns), name),
+        uid,
+        warning,
+        reason: reason.into(),
+        message: format!("{rule}: {message}"),
+        rule,
+    }
+}
+
+/// The Event for a write that landed; None for writes that report
+/// themselves (the records report) or change no phase worth telling.
+pub fn transition(
+    key: &str,
+    rule: RuleId,
+    intent: &str,
+    before: &GPUClaim,
+    after: Option<&GPUClaim>,
+) -> Option<Note> {
+    let uid = before.metadata.uid.clone();
+    let (reason, message) = match intent {
+        _ if rule == RuleId::Records => return None,
+        "add-finalizer" => (
+            "FinalizerAdded",
+            "protected by the claim finalizer".to_string(),
+        ),
+        "delete-claim" => (
+            "Deleted",
+            "deleted with its VMI, which is gone or done".to_string(),
+        ),
+        "delete-vmi" => (
+            "VmiDeleted",
+            "deleted the unscheduled VMI pinned to a lost node".to_string(),
+        ),
+        "release" => (
+            "Released",
+            "nothing holds the GPUs any more; record and finalizer removed".to_string(),
+        ),
+        "write-status" => {
+            let after = after?;
+            let phase = after.phase();
+            if phase == before.phase() && after.attached_vmi_name() == before.attached_vmi_name() {
+                return None;
+            }
+            let node = after.node_name().unwrap_or("-");
+            let message = match after.attached_vmi_name() {
+                Some(vmi) => format!("{} on node {node}, attached to VMI {vmi}", phase.as_str()),
+                None => format!("{} on node {node}", phase.as_str()),
+            };
+            (phase.as_str(), message)
+        }
+        _ => return None,
+    };
+    Some(note(key, uid, rule, false, reason, message))
+}
+
+/// The Event for a write the API server refused as invalid: bad input the
+/// controller cannot fix, said where the owner of the claim looks.
+pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: &str, error: &str) -> Note {
+    note(
+        key,
+        uid,
+        rule,
+        true,
+        "WriteRefused",
+        format!("the API server refused {intent}: {error}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::claim;
+
+    #[test]
+    fn a_phase_change_is_told_with_its_rule_and_a_condition_only_change_is_not() {
+        let before = claim("t", "a").bound("n1").build();
+        let after = claim("t", "a").attached_phase("n1").attached("vm").build();
+        let n = transition("t/a", RuleId::L4, "write-status", &before, Some(&after)).unwrap();
+        assert_eq!(n.reason, "Attached");
+        assert_eq!(n.message, "L4: Attached on node n1, attached to VMI vm");
+        assert!(transition("t/a", RuleId::L4, "write-status", &after, Some(&after)).is_none());
+        assert!(
+            transition(
+                "t/a",
+                RuleId::Records,
+                "write-status",
+                &before,
+                Some(&after)
+            )
+            .is_none()
+        );
+        let r = refusal("t/a", None, RuleId::L1, "add-finalizer", "invalid: nope");
+        assert!(r.warning && r.message.starts_with("L1: "));
+    }
+}

@@ -1,0 +1,210 @@
+//! The controller's Prometheus metrics: writes by op, kind, rule and
+//! result; conflicts; the latency from a world change to its write; how
+//! long launcher pods wait at the gate; actors alive; claims by class and
+//! phase (read from the world at scrape time); config reloads; leadership.
+
+use gpu_claims_actors::ports::Telemetry;
+use gpu_claims_actors::rules::RuleId;
+use gpu_claims_actors::world::World;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    pub op: String,
+    pub kind: String,
+    pub rule: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabel {
+    pub rule: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassPhase {
+    class: String,
+    phase: String,
+}
+
+pub struct Metrics {
+    pub writes: Family<WriteLabels, Counter>,
+    pub conflicts: Family<KindLabel, Counter>,
+    pub reloads: Family<ResultLabel, Counter>,
+    pub change_to_write: Family<RuleLabel, Histogram>,
+    pub gate_wait: Histogram,
+    pub actors: Family<KindLabel, Gauge>,
+    pub leader: Gauge,
+}
+
+/// Claims by class and phase, counted from the world on each scrape: no
+/// bookkeeping on the hot path, one pass per scrape.
+struct ClaimsByPhase(Arc<World>);
+
+impl std::fmt::Debug for ClaimsByPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClaimsByPhase")
+    }
+}
+
+impl Collector for ClaimsByPhase {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
+        for c in self.0.claims.iter() {
+            let k = (c.spec.class_name.clone(), c.phase().as_str());
+            *counts.entry(k).or_default() += 1;
+        }
+        let family = Family::<ClassPhase, Gauge>::default();
+        for ((class, phase), n) in counts {
+            family
+                .get_or_create(&ClassPhase {
+                    class,
+                    phase: phase.into(),
+                })
+                .set(n);
+        }
+        let m = encoder.encode_descriptor(
+            "gpu_claims_claims",
+            "GPUClaims by class and phase",
+            None,
+            family.metric_type(),
+        )?;
+        family.encode(m)
+    }
+}
+
+impl Metrics {
+    pub fn register(registry: &mut Registry, world: Option<Arc<World>>) -> Arc<Self> {
+        let m = Metrics {
+            writes: Family::default(),
+            conflicts: Family::default(),
+            reloads: Family::default(),
+            // 10 µs .. ~20 s
+            change_to_write: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_01, 4.0, 12))
+            }),
+            // 50 ms .. ~1.5 h
+            gate_wait: Histogram::new(exponential_buckets(0.05, 3.0, 12)),
+            actors: Family::default(),
+            leader: Gauge::default(),
+        };
+        registry.register(
+            "gpu_claims_writes",
+            "Writes to the API server by op, kind, rule and result",
+            m.writes.clone(),
+        );
+        registry.register(
+            "gpu_claims_conflicts",
+            "Writes answered 409 Conflict (a newer object, a failed precondition, or AlreadyExists)",
+            m.conflicts.clone(),
+        );
+        registry.register(
+            "gpu_claims_config_reloads",
+            "Config reloads by result",
+            m.reloads.clone(),
+        );
+        registry.register_with_unit(
+            "gpu_claims_change_to_write",
+            "From a world change entering the supervisor to the write it caused, by rule",
+            Unit::Seconds,
+            m.change_to_write.clone(),
+        );
+        registry.register_with_unit(
+            "gpu_claims_gate_wait",
+            "How long launcher pods waited at the scheduling gate, from creation to release (G4)",
+            Unit::Seconds,
+            m.gate_wait.clone(),
+        );
+        registry.register(
+            "gpu_claims_actors",
+            "Actors alive, by kind",
+            m.actors.clone(),
+        );
+        registry.register(
+            "gpu_claims_leader",
+            "1 while this process holds the leader Lease and writes, 0 on standby",
+            m.leader.clone(),
+        );
+        // Series that exist from the start, at 0, so that rates and alerts
+        // on them work before the first conflict or reload.
+        for result in ["ok", "refused"] {
+            let _ = m.reloads.get_or_create(&ResultLabel {
+                result: result.into(),
+            });
+        }
+        for kind in gpu_claims_actors::ports::Kind::ALL {
+            let _ = m.conflicts.get_or_create(&KindLabel {
+                kind: kind.name().into(),
+            });
+        }
+        if let Some(w) = world {
+            registry.register_collector(Box::new(ClaimsByPhase(w)));
+        }
+        Arc::new(m)
+    }
+
+    pub fn write(&self, op: &str, kind: &str, rule: &str, result: &str) {
+        let l = WriteLabels {
+            op: op.into(),
+            kind: kind.into(),
+            rule: rule.into(),
+            result: result.into(),
+        };
+        self.writes.get_or_create(&l).inc();
+        if result == "conflict" {
+            self.conflicts
+                .get_or_create(&KindLabel { kind: kind.into() })
+                .inc();
+        }
+    }
+
+    pub fn reload(&self, ok: bool) {
+        let result = if ok { "ok" } else { "refused" };
+        self.reloads
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+    }
+}
+
+impl Telemetry for Metrics {
+    fn change_to_write(&self, took: Duration, rule: RuleId) {
+        self.change_to_write
+            .get_or_create(&RuleLabel {
+                rule: rule.as_str().into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    fn gate_wait(&self, waited: Duration) {
+        self.gate_wait.observe(waited.as_secs_f64());
+    }
+
+    fn actors(&self, claims: usize, classes: usize) {
+        for (kind, n) in [("claim", claims), ("class", classes)] {
+            self.actors
+                .get_or_create(&KindLabel { kind: kind.into() })
+                .set(n as i64);
+        }
+    }
+}
