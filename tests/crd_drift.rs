@@ -7,6 +7,9 @@ fn committed_crds_match_the_rust_types() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crds");
     if std::env::var_os("GPU_CLAIMS_WRITE_CRDS").is_some() {
         gpu_claims::crd::write_all(&dir).unwrap();
+        // The chart carries the same files (tests/deploy.rs compares them).
+        let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/helm/gpu-claims/crds");
+        gpu_claims::crd::write_all(&chart).unwrap();
     }
     for (file, crd) in gpu_claims::crd::all() {
         let want = gpu_claims::crd::to_yaml(&crd).unwrap();

@@ -50,12 +50,46 @@ pub async fn handle(
         tokio::time::sleep(faults.latency).await;
     }
     let path = uri.path();
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|u| u.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let target = parse(path);
+    s.record(super::Access {
+        user_agent,
+        verb: match (&method, &target) {
+            (_, None) => method.to_string(),
+            (&Method::GET, Some(t)) if t.name.is_some() => "get".into(),
+            (&Method::GET, Some(_))
+                if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) =>
+            {
+                "watch".into()
+            }
+            (&Method::GET, Some(_)) => "list".into(),
+            (&Method::POST, _) => "create".into(),
+            (&Method::PUT, _) => "update".into(),
+            (&Method::PATCH, _) => "patch".into(),
+            (&Method::DELETE, _) => "delete".into(),
+            (m, _) => m.to_string(),
+        },
+        group: target
+            .as_ref()
+            .map(|t| t.resource.group.to_string())
+            .unwrap_or_default(),
+        resource: match &target {
+            Some(t) if t.status => format!("{}/status", t.resource.plural),
+            Some(t) => t.resource.plural.to_string(),
+            None => path.to_string(),
+        },
+        namespace: target.as_ref().and_then(|t| t.namespace.clone()),
+    });
     if method == Method::GET
         && let Some(v) = super::discovery::answer(path)
     {
         return ok(StatusCode::OK, v);
     }
-    let Some(t) = parse(path) else {
+    let Some(t) = target else {
         let msg = "the server could not find the requested resource";
         return status(404, "NotFound", msg, None, "");
     };

@@ -44,6 +44,22 @@ pub struct ApiServer {
     epoch: tokio::sync::watch::Sender<u64>,
     serving: Mutex<Option<JoinHandle<()>>>,
     started: tokio::time::Instant,
+    /// Every kind of request served, as RBAC would judge it.
+    audit: Mutex<std::collections::BTreeSet<Access>>,
+}
+
+/// One kind of request, in RBAC's terms.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Access {
+    pub user_agent: String,
+    /// get, list, watch, create, update, patch, delete; for a path that is
+    /// no resource (discovery), the HTTP method.
+    pub verb: String,
+    pub group: String,
+    /// The plural, with `/status` for the subresource; for a path that is
+    /// no resource, the path.
+    pub resource: String,
+    pub namespace: Option<String>,
 }
 
 /// A store with the API server's status subresources and the real wall clock.
@@ -69,6 +85,7 @@ impl ApiServer {
             epoch: tokio::sync::watch::channel(0).0,
             serving: Mutex::default(),
             started: tokio::time::Instant::now(),
+            audit: Mutex::default(),
         });
         tokio::spawn(gc::collect(store));
         server.serve_on(listener);
@@ -97,6 +114,23 @@ impl ApiServer {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The kinds of request served so far.
+    pub fn audit(&self) -> Vec<Access> {
+        self.audit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn record(&self, a: Access) {
+        let mut g = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        if !g.contains(&a) {
+            g.insert(a);
+        }
     }
 
     pub fn set_faults(&self, f: Faults) {
