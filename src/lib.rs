@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod apiserver;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod crd;

@@ -107,6 +107,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 pub struct Controller {
     pub supervisor: actix::Addr<Supervisor>,
     pub metrics: Arc<Metrics>,
+    /// The actors' shared state (the world, the activity counters).
+    pub env: Arc<Env>,
     registry: Arc<prometheus_client::registry::Registry>,
 }
 
@@ -142,9 +144,9 @@ impl Controller {
         };
         let env = Env::new(world, ports);
         let supervisor = if standby {
-            Supervisor::new(env).standby()
+            Supervisor::new(env.clone()).standby()
         } else {
-            Supervisor::new(env)
+            Supervisor::new(env.clone())
         }
         .start();
         for kind in Supervisor::watched_kinds(&config) {
@@ -167,6 +169,7 @@ impl Controller {
         Ok(Self {
             supervisor,
             metrics,
+            env,
             registry: Arc::new(registry),
         })
     }

@@ -212,6 +212,28 @@ fn g5_a_deleting_claim_makes_the_set_wait() {
 }
 
 #[test]
+fn g5_the_deleting_claim_itself_is_not_marked_waiting() {
+    // A set of one claim, deleted while its launcher waits at the gate:
+    // L8 releases it, and G5 writes nothing to it on the way.
+    let mut objs = nodes(&[("n1", 8)]);
+    let mut held = claim("t", "b").deleting();
+    held.0
+        .metadata
+        .finalizers
+        .as_mut()
+        .unwrap()
+        .push("example.com/hold".into());
+    objs.push(held.obj());
+    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "b")]));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/b").unwrap();
+        assert_eq!(waiting(&c), None);
+        assert!(is_gated(&pod(&t, "virt-launcher-vm1")));
+    });
+}
+
+#[test]
 fn g5_a_missing_class_makes_the_set_wait() {
     let mut objs = nodes(&[("n1", 8)]);
     objs.push(claim("t", "a").class("nope").obj());

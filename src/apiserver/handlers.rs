@@ -5,7 +5,7 @@
 use super::faults::Injected;
 use super::patch::{self, PatchKind};
 use super::select::Selector;
-use super::{ApiServer, Target, gc, in_namespace, parse, status, table, watch};
+use super::{ApiServer, Target, gc, parse, status, table, watch};
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
@@ -236,7 +236,6 @@ impl Req<'_> {
             Ok(s) => s,
             Err(e) => return status(400, "BadRequest", &e, None, self.plural()),
         };
-        let (objs, now) = self.s.store.list(self.store_kind());
         let after = match self.q.get("continue").filter(|c| !c.is_empty()) {
             None => None,
             Some(c) => match read_token(c) {
@@ -252,33 +251,28 @@ impl Req<'_> {
                 }
             },
         };
-        // Later pages report the first page's version, so that a watch
-        // from it replays whatever changed while the pages were read.
-        let rv = after.as_ref().map_or(now, |(rv, _, _)| *rv);
-        let mut items = objs.into_iter().filter(|o| {
-            in_namespace(o, self.t.namespace.as_deref())
-                && sel.matches(o)
-                && after.as_ref().is_none_or(|(_, ns, name)| {
-                    (meta_str(o, "namespace"), meta_str(o, "name")) > (ns.as_str(), name.as_str())
-                })
-        });
         let limit = self
             .q
             .get("limit")
             .and_then(|l| l.parse::<usize>().ok())
-            .filter(|l| *l > 0);
-        let page: Vec<Value> = match limit {
-            Some(l) => items.by_ref().take(l).collect(),
-            None => items.by_ref().collect(),
-        };
-        let remaining = items.count();
+            .filter(|l| *l > 0)
+            .unwrap_or(usize::MAX);
+        let (page, more, now) = self.s.store.list_page(
+            self.store_kind(),
+            self.t.namespace.as_deref(),
+            after
+                .as_ref()
+                .map(|(_, ns, name)| (ns.as_str(), name.as_str())),
+            limit,
+            |o| sel.matches(o),
+        );
+        // Later pages report the first page's version, so that a watch
+        // from it replays whatever changed while the pages were read.
+        let rv = after.as_ref().map_or(now, |(rv, _, _)| *rv);
         let mut meta = json!({"resourceVersion": rv.to_string()});
-        if remaining > 0
-            && let Some(last) = page.last()
-        {
+        if more && let Some(last) = page.last() {
             meta["continue"] =
                 continue_token(rv, meta_str(last, "namespace"), meta_str(last, "name")).into();
-            meta["remainingItemCount"] = remaining.into();
         }
         if as_table {
             return ok(StatusCode::OK, table::table(&self.t.resource, &page, meta));

@@ -5,7 +5,7 @@ use super::supervisor::{ActorStopped, Supervisor};
 use super::{Backoff, Decision, DecisionLog, Env};
 use crate::api::{CLASS_FINALIZER, GPUClass, rv_number};
 use crate::ports::{Kind, Obj, ObjRef, Why, WriteError};
-use crate::rules::{ClassIntent, ClassStep, RuleId, capacity_of, decide_class};
+use crate::rules::{ClassIntent, ClassStep, RuleId, decide_class};
 use crate::world::indexes_released;
 use actix::prelude::*;
 use std::collections::HashMap;
@@ -19,8 +19,6 @@ pub struct ClassActor {
     busy: bool,
     dirty: bool,
     own: Option<(Option<Arc<GPUClass>>, u64)>,
-    /// Capacity from the nodes, recomputed only when nodes or the spec change.
-    capacity: Option<(u64, crate::api::GPUClassSpec)>,
     /// Claims released this round that the cache may still show holding: key -> uid.
     released: HashMap<String, String>,
     backoff: Backoff,
@@ -33,7 +31,6 @@ pub struct ClassActor {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct PokeClass {
-    pub nodes_changed: bool,
     /// When the change behind this poke entered the supervisor.
     pub since: tokio::time::Instant,
 }
@@ -56,7 +53,6 @@ impl ClassActor {
             busy: false,
             dirty: false,
             own: None,
-            capacity: None,
             released: HashMap::new(),
             backoff: Backoff::default(),
             log: DecisionLog::default(),
@@ -91,15 +87,11 @@ impl ClassActor {
         self.released.len() as u64
     }
 
-    fn capacity(&mut self, class: &GPUClass) -> u64 {
-        match &self.capacity {
-            Some((n, spec)) if *spec == class.spec => *n,
-            _ => {
-                let n = capacity_of(class, &self.env.world);
-                self.capacity = Some((n, class.spec.clone()));
-                n
-            }
-        }
+    /// The class's capacity, as the world keeps it up to date.
+    fn capacity(&self, class: &GPUClass) -> u64 {
+        self.env
+            .world
+            .class_capacity(class.metadata.name.as_deref().unwrap_or_default())
     }
 
     fn reconcile(&mut self, ctx: &mut Context<Self>) {
@@ -110,6 +102,12 @@ impl ClassActor {
         }
         self.dirty = false;
         let Some(class) = self.current() else {
+            // Our write says the class is gone; we end once the cache
+            // agrees, so that no new actor decides on the stale cached copy
+            // (and writes its release again).
+            if self.env.world.classes.contains_key(&self.name) {
+                return;
+            }
             self.supervisor.do_send(ActorStopped::Class {
                 name: self.name.clone(),
                 generation: self.generation,
@@ -287,9 +285,6 @@ impl Actor for ClassActor {
 impl Handler<PokeClass> for ClassActor {
     type Result = ();
     fn handle(&mut self, msg: PokeClass, ctx: &mut Context<Self>) {
-        if msg.nodes_changed {
-            self.capacity = None;
-        }
         let oldest = self.pending_since.map_or(msg.since, |p| p.min(msg.since));
         self.pending_since = Some(oldest);
         self.reconcile(ctx);

@@ -30,8 +30,38 @@ pub enum PlacementPoke {
     Record(String),
     /// A claim changed: the VMIs whose sets name it look again.
     Claim(String),
-    /// GPUs were freed or added, or a class changed: sets waiting on them look again.
+    /// GPUs were freed, or a class changed: sets waiting for capacity,
+    /// budget or their class look again.
     Capacity,
+    /// A node can hold more than before: sets waiting for node capacity
+    /// look again (budgets and classes did not change).
+    NodesGrew,
+}
+
+/// Looks again at the waiting sets a burst of capacity changes concerns:
+/// one pass for the whole burst, not one per change.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Recheck;
+
+impl Handler<Recheck> for Placement {
+    type Result = ();
+    fn handle(&mut self, _: Recheck, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        let (all, nodes) = std::mem::take(&mut self.recheck);
+        let works: Vec<PlacementPoke> = self
+            .waiting
+            .iter()
+            .filter(|(_, r)| (all && r.on_capacity()) || (nodes && **r == WaitReason::NoCapacity))
+            .map(|(v, _)| PlacementPoke::Vmi(v.clone()))
+            .collect();
+        for w in works {
+            if self.queued.insert(w.clone()) {
+                self.queue.push_back(w);
+            }
+        }
+        self.next(ctx);
+    }
 }
 
 /// One intent and its writes.
@@ -80,9 +110,13 @@ pub struct Placement {
     written: HashMap<String, u64>,
     /// Which VMIs' sets name a claim, and why each waiting VMI waits.
     by_claim: HashMap<String, HashSet<String>>,
+    /// The reverse: the claims each indexed VMI's set names.
+    claims_of: HashMap<String, Vec<String>>,
     waiting: HashMap<String, WaitReason>,
     /// The oldest change not yet decided on: the next write reports the latency.
     pending_since: Option<tokio::time::Instant>,
+    /// A recheck asked for and not yet made: (every capacity reason, node capacity only).
+    recheck: (bool, bool),
 }
 
 /// When placement looks again at work whose write met a 409.
@@ -113,8 +147,10 @@ impl Placement {
             unseen: Unseen::default(),
             written: HashMap::new(),
             by_claim: HashMap::new(),
+            claims_of: HashMap::new(),
             waiting: HashMap::new(),
             pending_since: None,
+            recheck: (false, false),
         }
     }
 
@@ -147,7 +183,7 @@ impl Placement {
                     uid,
                 })
             }
-            PlacementPoke::Claim(_) | PlacementPoke::Capacity => None,
+            PlacementPoke::Claim(_) | PlacementPoke::Capacity | PlacementPoke::NodesGrew => None,
         }
     }
 
@@ -243,26 +279,37 @@ impl Placement {
     }
 
     /// Remembers which claims a VMI's set names, so a claim change reaches it.
+    /// Remembers which claims the VMI's set names; O(claims it names).
     fn index(&mut self, k: &str, v: &crate::api::Vmi) {
         let (ns, _) = crate::world::split_key(k);
-        for set in self.by_claim.values_mut() {
-            set.remove(k);
+        let names: Vec<String> = requested_claims(v).iter().map(|n| key(ns, n)).collect();
+        if self.claims_of.get(k) == Some(&names) {
+            return;
         }
-        self.by_claim.retain(|_, s| !s.is_empty());
-        for n in requested_claims(v) {
+        self.unindex(k);
+        for c in &names {
             self.by_claim
-                .entry(key(ns, &n))
+                .entry(c.clone())
                 .or_default()
                 .insert(k.to_string());
+        }
+        self.claims_of.insert(k.to_string(), names);
+    }
+
+    fn unindex(&mut self, k: &str) {
+        for c in self.claims_of.remove(k).unwrap_or_default() {
+            if let Some(set) = self.by_claim.get_mut(&c) {
+                set.remove(k);
+                if set.is_empty() {
+                    self.by_claim.remove(&c);
+                }
+            }
         }
     }
 
     fn forget(&mut self, k: &str) {
         self.waiting.remove(k);
-        for set in self.by_claim.values_mut() {
-            set.remove(k);
-        }
-        self.by_claim.retain(|_, s| !s.is_empty());
+        self.unindex(k);
     }
 
     fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
@@ -312,12 +359,15 @@ impl Placement {
                 .flatten()
                 .map(|v| PlacementPoke::Vmi(v.clone()))
                 .collect(),
-            PlacementPoke::Capacity => self
-                .waiting
-                .iter()
-                .filter(|(_, r)| r.on_capacity())
-                .map(|(v, _)| PlacementPoke::Vmi(v.clone()))
-                .collect(),
+            PlacementPoke::Capacity | PlacementPoke::NodesGrew => {
+                if self.recheck == (false, false) {
+                    // Behind whatever the mailbox holds: a burst is one pass.
+                    ctx.notify(Recheck);
+                }
+                let all = work == PlacementPoke::Capacity;
+                self.recheck = (self.recheck.0 || all, self.recheck.1 || !all);
+                Vec::new()
+            }
             _ => vec![work],
         };
         for w in works {

@@ -192,12 +192,11 @@ impl Supervisor {
         Some(a)
     }
 
-    fn poke_class(&mut self, name: &str, nodes_changed: bool, ctx: &mut Context<Self>) {
+    fn poke_class(&mut self, name: &str, ctx: &mut Context<Self>) {
         if self.ready
             && let Some(a) = self.class_actor(name, ctx)
         {
             a.do_send(PokeClass {
-                nodes_changed,
                 since: self.change_at,
             });
         }
@@ -237,7 +236,7 @@ impl Supervisor {
             .map(|e| e.key().clone())
             .collect();
         for c in classes {
-            self.poke_class(&c, true, ctx);
+            self.poke_class(&c, ctx);
         }
     }
 
@@ -272,7 +271,7 @@ impl Supervisor {
             self.place(PlacementPoke::Claim(k.clone()));
         }
         for class in change.usage_changed {
-            self.poke_class(&class, false, ctx);
+            self.poke_class(&class, ctx);
         }
     }
 
@@ -301,9 +300,13 @@ impl Supervisor {
             .env
             .world
             .put_class(&name, (!deleted).then(|| Arc::new(c)));
-        self.poke_class(&name, false, ctx);
-        // A class made, removed, or given more budget or nodes: waiting sets look again.
-        self.place(PlacementPoke::Capacity);
+        self.poke_class(&name, ctx);
+        // A class made, removed, or given more budget or other nodes:
+        // waiting sets look again (its own status writes are no such change).
+        let now = self.env.world.class(&name);
+        if old.as_ref().map(|o| &o.spec) != now.as_ref().map(|c| &c.spec) {
+            self.place(PlacementPoke::Capacity);
+        }
         // L4 asks whether the class's resource is covered by a node's lost set.
         if deleted
             || old
@@ -413,17 +416,23 @@ impl Supervisor {
         };
         let name = facts.name.clone();
         let new = (!deleted).then(|| Arc::new(facts));
-        let old = self.env.world.put_node(&name, new.clone());
+        let (old, moved) = self.env.world.put_node(&name, new.clone());
         if old == new {
             return; // a heartbeat: nothing any rule reads changed
         }
-        self.place(PlacementPoke::Capacity);
+        // Waiting sets look again only when a node can hold more than it
+        // could (a node that fails moves its claims, and their changes
+        // reach the sets that name them).
+        if grew(old.as_deref(), new.as_deref()) {
+            self.place(PlacementPoke::NodesGrew);
+        }
         for c in self.env.world.claims_on_node(&name) {
             self.poke_claim(&c, ctx);
         }
-        let classes: Vec<String> = self.classes.keys().cloned().collect();
-        for c in classes {
-            self.poke_class(&c, true, ctx);
+        // Only the classes whose capacity this node moved (the world keeps
+        // each class's capacity as nodes change).
+        for c in moved {
+            self.poke_class(&c, ctx);
         }
     }
 
@@ -580,7 +589,7 @@ impl Handler<ActorStopped> for Supervisor {
                 {
                     self.classes.remove(&name);
                     self.report_actors();
-                    self.poke_class(&name, true, ctx);
+                    self.poke_class(&name, ctx);
                 }
             }
         }
@@ -621,5 +630,22 @@ impl Handler<Leading> for Supervisor {
         }
         self.leading = leading;
         self.update_ready(ctx);
+    }
+}
+
+/// Whether a node can now hold GPUs it could not before: it appeared,
+/// became Ready, gained allocatable or labels, or lost a devices-lost taint.
+fn grew(old: Option<&NodeFacts>, new: Option<&NodeFacts>) -> bool {
+    match (old, new) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(o), Some(n)) => {
+            (n.ready && !o.ready)
+                || n.labels != o.labels
+                || n.lost_taints.len() < o.lost_taints.len()
+                || n.allocatable
+                    .iter()
+                    .any(|(r, v)| *v > o.allocatable.get(r).copied().unwrap_or(0))
+        }
     }
 }

@@ -152,14 +152,50 @@ impl Store {
 
     /// All objects of a kind and the store's resourceVersion they are current at.
     pub fn list(&self, kind: &str) -> (Vec<Value>, u64) {
+        let (objs, _, rv) = self.list_page(kind, None, None, usize::MAX, |_| true);
+        (objs, rv)
+    }
+
+    /// A page of a kind's objects in (namespace, name) order: those in
+    /// `namespace` (all when None) after `after`, that `keep` accepts, at
+    /// most `limit` of them; whether more follow; the store's version.
+    /// O(page), not O(store): the keys are ordered by kind first.
+    pub fn list_page(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: usize,
+        keep: impl Fn(&Value) -> bool,
+    ) -> (Vec<Value>, bool, u64) {
+        use std::ops::Bound;
         let g = self.lock();
-        let objs = g
-            .objects
-            .iter()
-            .filter(|((k, _, _), _)| k == kind)
-            .map(|(_, v)| v.clone())
-            .collect();
-        (objs, g.rv)
+        let start = match after {
+            Some((ns, name)) => {
+                Bound::Excluded((kind.to_string(), ns.to_string(), name.to_string()))
+            }
+            None => Bound::Included((
+                kind.to_string(),
+                namespace.unwrap_or_default().to_string(),
+                String::new(),
+            )),
+        };
+        let mut out = Vec::new();
+        let mut more = false;
+        for ((k, ns, _), v) in g.objects.range((start, Bound::Unbounded)) {
+            if k != kind || namespace.is_some_and(|n| n != ns) {
+                break;
+            }
+            if !keep(v) {
+                continue;
+            }
+            if out.len() == limit {
+                more = true;
+                break;
+            }
+            out.push(v.clone());
+        }
+        (out, more, g.rv)
     }
 
     /// Drops the change history, as a restarted API server's empty watch

@@ -135,11 +135,17 @@ struct Member {
     moves: bool,
 }
 
+/// The set waits. A claim being deleted is not marked: L8 releases it,
+/// and a condition written to it would only race that release.
 fn wait(reason: WaitReason, message: String, members: &[Arc<GPUClaim>]) -> GateStep {
     GateStep::Wait {
         reason,
         message,
-        claims: members.to_vec(),
+        claims: members
+            .iter()
+            .filter(|c| !is_deleting(&c.metadata))
+            .cloned()
+            .collect(),
     }
 }
 

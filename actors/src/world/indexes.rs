@@ -29,6 +29,16 @@ pub(crate) struct Indexes {
     pub launchers_by_vmi: DashMap<String, HashSet<String>>,
     pub recorded: DashMap<(String, String), u64>,
     pub recorded_by_class: DashMap<String, u64>,
+    /// Per class: GPUs of its resource on Ready nodes it serves, kept up
+    /// to date as nodes and classes change (O(classes) per node change).
+    pub class_capacity: DashMap<String, u64>,
+}
+
+/// What a node gives a class: its allocatable of the class's resource,
+/// when it is Ready and the class's nodeSelector matches it.
+fn node_part(n: Option<&NodeFacts>, c: &GPUClass) -> u64 {
+    n.filter(|n| n.ready && n.matches(c.spec.node_selector.as_ref()))
+        .map_or(0, |n| n.allocatable(&c.spec.resource_name))
 }
 
 /// The index terms of one claim.
@@ -154,10 +164,33 @@ impl World {
     }
 
     pub fn put_class(&self, name: &str, new: Option<Arc<GPUClass>>) -> Option<Arc<GPUClass>> {
-        match new {
-            Some(c) => self.classes.insert(name.to_string(), c),
+        let old = match &new {
+            Some(c) => self.classes.insert(name.to_string(), c.clone()),
             None => self.classes.remove(name).map(|(_, c)| c),
+        };
+        match &new {
+            // A new class, or one that serves other nodes or another
+            // resource: counted once over the nodes.
+            Some(c)
+                if old.as_ref().is_none_or(|o| {
+                    o.spec.node_selector != c.spec.node_selector
+                        || o.spec.resource_name != c.spec.resource_name
+                }) =>
+            {
+                let n = self.nodes.iter().map(|n| node_part(Some(&n), c)).sum();
+                self.idx.class_capacity.insert(name.to_string(), n);
+            }
+            Some(_) => {}
+            None => {
+                self.idx.class_capacity.remove(name);
+            }
         }
+        old
+    }
+
+    /// A class's capacity, as `capacity_of` would count it.
+    pub fn class_capacity(&self, name: &str) -> u64 {
+        self.idx.class_capacity.get(name).map_or(0, |c| *c)
     }
 
     fn shift_recorded(&self, r: &GPUAllocation, sign: i64) {
@@ -226,10 +259,28 @@ impl World {
         old
     }
 
-    pub fn put_node(&self, name: &str, new: Option<Arc<NodeFacts>>) -> Option<Arc<NodeFacts>> {
-        match new {
-            Some(n) => self.nodes.insert(name.to_string(), n),
+    /// Puts a node; returns the old one and the classes whose capacity moved.
+    pub fn put_node(
+        &self,
+        name: &str,
+        new: Option<Arc<NodeFacts>>,
+    ) -> (Option<Arc<NodeFacts>>, Vec<String>) {
+        let old = match &new {
+            Some(n) => self.nodes.insert(name.to_string(), n.clone()),
             None => self.nodes.remove(name).map(|(_, n)| n),
+        };
+        let mut moved = Vec::new();
+        if old != new {
+            for c in self.classes.iter() {
+                let (before, after) =
+                    (node_part(old.as_deref(), &c), node_part(new.as_deref(), &c));
+                if before != after {
+                    let mut cap = self.idx.class_capacity.entry(c.key().clone()).or_default();
+                    *cap = (*cap + after).saturating_sub(before);
+                    moved.push(c.key().clone());
+                }
+            }
         }
+        (old, moved)
     }
 }

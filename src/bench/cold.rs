@@ -1,0 +1,129 @@
+//! Cold start over HTTP: the embedded API server holds a converged world;
+//! the controller starts against it (over a kubeconfig, as `run` does)
+//! until its caches are synced and every actor has decided; the floor is
+//! a bare kube-rs reflector per kind listing and watching the same objects
+//! from the same server. Sides alternate; medians are reported.
+
+use super::world::Layout;
+use super::{converged_store, in_system};
+use crate::apiserver::{self, ApiServer};
+use crate::kube_ports::api;
+use futures::StreamExt;
+use gpu_claims_actors::actors::StatsQuery;
+use gpu_claims_actors::memory::MemCluster;
+use gpu_claims_actors::ports::Kind;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+#[derive(Serialize, Debug)]
+pub struct ColdFigures {
+    pub claims: usize,
+    pub controller_s: f64,
+    pub reflector_s: f64,
+    pub ratio: f64,
+    pub runs: usize,
+    /// Writes the controller made on the converged world (must be 0).
+    pub controller_writes: usize,
+}
+
+/// Lists and watches every kind the controller watches, until each store is ready.
+async fn reflectors(kubeconfig: String) -> Duration {
+    let client = crate::demo::client_for(&kubeconfig)
+        .await
+        .expect("a client");
+    let start = Instant::now();
+    let mut ready = Vec::new();
+    for kind in Kind::ALL {
+        let a = api(&client, kind, None);
+        let ar = crate::kube_ports::api_resource(kind);
+        let writer = reflector::store::Writer::new(ar);
+        let reader = writer.as_reader();
+        let mut config = watcher::Config::default().any_semantic();
+        if kind == Kind::Pod {
+            config = config.labels("kubevirt.io=virt-launcher");
+        }
+        let stream = watcher(a, config).default_backoff().reflect(writer);
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while stream.next().await.is_some() {}
+        });
+        ready.push(reader);
+    }
+    for r in ready {
+        r.wait_until_ready().await.expect("the reflector syncs");
+    }
+    start.elapsed()
+}
+
+/// Starts the controller; the time until it has synced and decided.
+async fn controller(kubeconfig: String) -> Duration {
+    let client = crate::demo::client_for(&kubeconfig)
+        .await
+        .expect("a client");
+    let config = gpu_claims_actors::config::Config::default();
+    let start = Instant::now();
+    let c = crate::run::Controller::start(client, config, None, None, None, false)
+        .await
+        .expect("the controller starts");
+    loop {
+        if c.supervisor.send(StatsQuery).await.is_ok_and(|s| s.synced) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Converged: every actor poked at sync has decided, which shows as the
+    // activity counters at rest. The time is that of the last activity,
+    // not of the quiet spell that proves it.
+    let activity = &c.env.activity;
+    let mut last = (activity.ticks(), start.elapsed());
+    loop {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let t = activity.ticks();
+        if t != last.0 || activity.in_flight() != 0 {
+            last = (t, start.elapsed());
+        } else if start.elapsed() - last.1 > Duration::from_millis(100) {
+            return last.1;
+        }
+    }
+}
+
+pub fn measure(claims: usize, runs: usize) -> anyhow::Result<ColdFigures> {
+    let layout = Layout::new(claims, 0);
+    eprintln!("[cold start] building and converging {claims} claims");
+    let store = converged_store(&layout);
+    // The server lives on its own runtime for the whole measurement.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let journal = MemCluster::new(store.clone());
+    let server = rt.block_on(ApiServer::start(
+        store,
+        "127.0.0.1:0".parse()?,
+        Some(journal.clone()),
+    ))?;
+    let kubeconfig = apiserver::kubeconfig(&server.url());
+    let (mut ctl, mut refl) = (Vec::new(), Vec::new());
+    for run in 0..runs {
+        let k = kubeconfig.clone();
+        let r = in_system(move || Box::pin(reflectors(k)));
+        let k = kubeconfig.clone();
+        let c = in_system(move || Box::pin(controller(k)));
+        eprintln!("[cold start] run {run}: reflector {r:?}, controller {c:?}");
+        refl.push(r);
+        ctl.push(c);
+    }
+    let writes = journal.journal().entries.len();
+    let c = super::percentile(&mut ctl, 50.0).as_secs_f64();
+    let r = super::percentile(&mut refl, 50.0).as_secs_f64();
+    drop(server);
+    Ok(ColdFigures {
+        claims,
+        controller_s: (c * 1000.0).round() / 1000.0,
+        reflector_s: (r * 1000.0).round() / 1000.0,
+        ratio: (c / r * 100.0).round() / 100.0,
+        runs,
+        controller_writes: writes,
+    })
+}

@@ -1,0 +1,153 @@
+//! The controller's actors over the in-memory cluster, on the real clock,
+//! with a writer that stamps every write and telemetry that keeps every
+//! change-to-write latency: what the benchmark measures with.
+
+use async_trait::async_trait;
+use gpu_claims_actors::actors::{Env, Leading, Ports, Supervisor};
+use gpu_claims_actors::memory::store::Store;
+use gpu_claims_actors::memory::{MemCluster, feed};
+use gpu_claims_actors::ports::{
+    Deleted, Obj, ObjRef, Preconditions, Telemetry, TokioClock, Why, WriteError, Writer,
+};
+use gpu_claims_actors::rules::RuleId;
+use gpu_claims_actors::world::World;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Every write, stamped when the actor issued it.
+#[derive(Default)]
+pub struct Stamps {
+    pub writes: Mutex<Vec<(Instant, &'static str, String)>>,
+    /// Change-to-write latencies as the actors report them.
+    pub latencies: Mutex<Vec<Duration>>,
+}
+
+struct TimedWriter {
+    inner: Arc<MemCluster>,
+    stamps: Arc<Stamps>,
+}
+
+impl TimedWriter {
+    fn stamp(&self, op: &'static str, what: String) {
+        self.stamps
+            .writes
+            .lock()
+            .unwrap()
+            .push((Instant::now(), op, what));
+    }
+}
+
+#[async_trait]
+impl Writer for TimedWriter {
+    async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        self.stamp("create", obj.obj_ref().to_string());
+        self.inner.create(obj, why).await
+    }
+    async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        self.stamp("replace", obj.obj_ref().to_string());
+        self.inner.replace(obj, why).await
+    }
+    async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+        self.stamp("replace_status", obj.obj_ref().to_string());
+        self.inner.replace_status(obj, why).await
+    }
+    async fn delete(
+        &self,
+        what: ObjRef,
+        pre: Preconditions,
+        why: Why,
+    ) -> Result<Deleted, WriteError> {
+        self.stamp("delete", what.to_string());
+        self.inner.delete(what, pre, why).await
+    }
+}
+
+struct Latencies(Arc<Stamps>);
+
+impl Telemetry for Latencies {
+    fn change_to_write(&self, took: Duration, _rule: RuleId) {
+        self.0.latencies.lock().unwrap().push(took);
+    }
+}
+
+/// The actor system under test.
+pub struct Harness {
+    pub store: Arc<Store>,
+    pub cluster: Arc<MemCluster>,
+    pub env: Arc<Env>,
+    pub stamps: Arc<Stamps>,
+    pub supervisor: actix::Addr<Supervisor>,
+}
+
+impl Harness {
+    /// Starts the supervisor as a standby over `store` (caches fill, no
+    /// decisions); `lead` then lets it decide. Must run inside an actix System.
+    pub fn start(store: Arc<Store>) -> Self {
+        use actix::Actor;
+        let cluster = MemCluster::new(store.clone());
+        let stamps = Arc::new(Stamps::default());
+        let config = gpu_claims_actors::config::Config::default();
+        let world = Arc::new(World::new(config.clone()));
+        let ports = Ports {
+            writer: Arc::new(TimedWriter {
+                inner: cluster.clone(),
+                stamps: stamps.clone(),
+            }),
+            reader: cluster.clone(),
+            clock: Arc::new(TokioClock::real()),
+            events: cluster.clone(),
+            telemetry: Arc::new(Latencies(stamps.clone())),
+        };
+        let env = Env::new(world, ports);
+        let supervisor = Supervisor::new(env.clone()).standby().start();
+        feed(
+            store.clone(),
+            Supervisor::watched_kinds(&config),
+            supervisor.clone(),
+            None,
+        );
+        Self {
+            store,
+            cluster,
+            env,
+            stamps,
+            supervisor,
+        }
+    }
+
+    pub fn lead(&self) {
+        self.supervisor.do_send(Leading(true));
+    }
+
+    /// Waits until the actors have been idle for `quiet`: no I/O under way
+    /// and no message handled.
+    pub async fn settle(&self, quiet: Duration) {
+        let mut last = (self.env.activity.ticks(), Instant::now());
+        loop {
+            tokio::time::sleep(Duration::from_micros(500)).await;
+            let t = self.env.activity.ticks();
+            if t != last.0 || self.env.activity.in_flight() != 0 {
+                last = (t, Instant::now());
+            } else if last.1.elapsed() >= quiet {
+                return;
+            }
+        }
+    }
+
+    /// Waits until the caches hold `claims` claims.
+    pub async fn synced(&self, claims: usize) {
+        while self.env.world.claims.len() < claims {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.settle(Duration::from_millis(50)).await;
+    }
+
+    pub fn writes(&self) -> usize {
+        self.stamps.writes.lock().unwrap().len()
+    }
+
+    pub fn latencies(&self) -> usize {
+        self.stamps.latencies.lock().unwrap().len()
+    }
+}

@@ -1,0 +1,36 @@
+//! The benchmark's machinery on a small world, for what it asserts rather
+//! than how fast it is (timing belongs to `gpu-claims-bench`): every kind
+//! of change is made and answered with exactly the writes it needs, a
+//! converged world gets no write from a fresh controller, and the cold
+//! start over HTTP converges without writing.
+
+#[test]
+fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
+    let s = gpu_claims::bench::measure(400, 80, || 0);
+    assert_eq!(s.converged_restart_writes, 0, "I5 on the converged world");
+    assert_eq!(s.writes, s.writes_min, "{s:#?}");
+    let kinds: Vec<&str> = s.per_kind.iter().map(|k| k.kind).collect();
+    for k in [
+        "vmi-final",
+        "rack-not-ready",
+        "rack-ready",
+        "gated-claim-deleted",
+        "class-deleted",
+    ] {
+        assert!(kinds.contains(&k), "{k} in {kinds:?}");
+    }
+    assert!(
+        s.per_kind
+            .iter()
+            .all(|k| k.changes > 0 && k.writes == k.writes_min)
+    );
+    assert_eq!(s.storm_vmis, 40);
+    assert!(s.baseline_passes >= 20);
+}
+
+#[test]
+fn the_cold_start_converges_over_http_without_a_write() {
+    let c = gpu_claims::bench::cold::measure(300, 1).unwrap();
+    assert_eq!(c.controller_writes, 0);
+    assert!(c.controller_s > 0.0 && c.reflector_s > 0.0);
+}
