@@ -12,8 +12,8 @@ fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
     let kinds: Vec<&str> = s.per_kind.iter().map(|k| k.kind).collect();
     for k in [
         "vmi-final",
-        "rack-not-ready",
-        "rack-ready",
+        "node-not-ready",
+        "node-ready",
         "gated-claim-deleted",
         "class-deleted",
     ] {
@@ -25,6 +25,7 @@ fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
             .all(|k| k.changes > 0 && k.writes == k.writes_min)
     );
     assert_eq!(s.storm_vmis, 40);
+    assert!(s.rack_claims > 0, "the racks hit claims");
     assert!(s.baseline_passes >= 20);
 }
 

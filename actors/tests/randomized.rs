@@ -184,10 +184,22 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         schedule(&sim);
         sim.settle().await;
         v.extend(checker.check(&sim.cluster));
+        let before = sim.cluster.journal().entries.len();
         let writes = sim.writes_on_restart().await;
         v.extend(checker.check(&sim.cluster));
         if writes != 0 {
-            v.push(format!("not converged: {writes} writes after a restart"));
+            let which: Vec<String> = sim.cluster.journal().entries[before..]
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {:?}/{} ({}) {:?}",
+                        e.op, e.kind, e.namespace, e.name, e.rule, e.status
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "not converged: {writes} writes after a restart: {which:?}"
+            ));
         }
         // No double booking at the end either.
         let mut used = std::collections::HashMap::<String, u64>::new();

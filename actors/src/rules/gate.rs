@@ -255,9 +255,11 @@ pub fn decide_gate(v: &Vmi, w: &World, unseen: &Unseen) -> GateStep {
         if budget.is_some_and(|b| held + add > u64::from(b)) {
             return wait(
                 WaitReason::OverBudget,
+                // Without the class's current usage: a message that changed
+                // with every placement elsewhere would be rewritten (a
+                // write) each time; the class's status has the numbers.
                 format!(
-                    "GPUClass {class} would hold {} of its budget {}",
-                    held + add,
+                    "GPUClass {class} has no room in its budget of {} GPUs for {add} more",
                     budget.unwrap_or(0)
                 ),
                 &found,
