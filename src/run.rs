@@ -53,12 +53,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let path = config.or_else(default_config);
     let config = config::initial(path.as_deref())?;
     let logging = Logging::init(&config);
-    let sys = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime")
-    });
+    let sys = system();
     sys.block_on(async move {
         let client = kube::Client::try_default()
             .await
@@ -99,6 +94,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             Elector::release(client, &lease, &id).await;
         }
         Ok(())
+    })
+}
+
+/// An actix System over a multi-thread tokio runtime, as `run` and `demo` use.
+pub fn system() -> actix::SystemRunner {
+    actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
     })
 }
 

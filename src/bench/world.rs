@@ -11,7 +11,7 @@
 //! Plus classes with no claims, to be deleted one by one (L11).
 
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_FINALIZER};
-use gpu_claims_actors::fixtures::{claim, class, launcher, node, vmi};
+use gpu_claims_actors::fixtures::{PodB, claim, class, launcher, node, vmi};
 use gpu_claims_actors::ports::Obj;
 
 pub const GPU: &str = "nvidia.com/gpu";
@@ -137,44 +137,13 @@ impl Layout {
             };
             out.extend(c.with_record(GPU));
             if self.roles[i] != Role::Bound {
-                out.push(
-                    vmi(&ns, &vmi_name(i))
-                        .uid(&vmi_uid(i))
-                        .annotate(CLAIMS_ANNOTATION, &name)
-                        .obj(),
-                );
-                out.push(
-                    launcher(
-                        &ns,
-                        &format!("virt-launcher-{}", vmi_name(i)),
-                        &vmi_name(i),
-                        &vmi_uid(i),
-                    )
-                    .pinned(&n)
-                    .scheduled(&n)
-                    .obj(),
-                );
+                out.extend(vm_of(i, |p| p.pinned(&n).scheduled(&n)));
             }
         }
         for i in (0..self.claims).filter(|i| self.roles[*i] == Role::Pending) {
             let (ns, name) = (ns(i), claim_name(i));
             out.push(claim(&ns, &name).class("tight").count(1).obj());
-            out.push(
-                vmi(&ns, &vmi_name(i))
-                    .uid(&vmi_uid(i))
-                    .annotate(CLAIMS_ANNOTATION, &name)
-                    .obj(),
-            );
-            out.push(
-                launcher(
-                    &ns,
-                    &format!("virt-launcher-{}", vmi_name(i)),
-                    &vmi_name(i),
-                    &vmi_uid(i),
-                )
-                .gated()
-                .obj(),
-            );
+            out.extend(vm_of(i, |p| p.gated()));
         }
         for cls in CLASSES {
             let k = class(cls, GPU);
@@ -196,4 +165,22 @@ impl Layout {
         }
         out
     }
+}
+
+/// The i-th claim's VMI, naming it, and its launcher pod as `pod` makes it.
+fn vm_of(i: usize, pod: impl FnOnce(PodB) -> PodB) -> [Obj; 2] {
+    let ns = ns(i);
+    [
+        vmi(&ns, &vmi_name(i))
+            .uid(&vmi_uid(i))
+            .annotate(CLAIMS_ANNOTATION, &claim_name(i))
+            .obj(),
+        pod(launcher(
+            &ns,
+            &format!("virt-launcher-{}", vmi_name(i)),
+            &vmi_name(i),
+            &vmi_uid(i),
+        ))
+        .obj(),
+    ]
 }

@@ -162,12 +162,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let mut config = crate::config::parse("{}").map_err(anyhow::Error::msg)?;
     config.log.filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
     let logging = Logging::init(&config);
-    let sys = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime")
-    });
+    let sys = crate::run::system();
     sys.block_on(async move {
         let started = Instant::now();
         let store = apiserver::new_store();
