@@ -2,6 +2,8 @@
 //! serves; the Deployment, webhook and config are what production needs;
 //! the Helm chart's default render is the plain manifests; the Dockerfile
 //! builds a static non-root image.
+mod common;
+
 use clap::Parser;
 use serde_json::Value;
 use std::path::Path;
@@ -163,24 +165,13 @@ fn the_configmap_holds_a_config_the_controller_accepts() {
 
 fn helm() -> Option<String> {
     let helm = std::env::var("GPU_CLAIMS_HELM").unwrap_or_else(|_| "helm".into());
-    let ok = Command::new(&helm)
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("GPU_CLAIMS_REQUIRE_REAL_CLIENTS").is_none(),
-            "helm is required here (GPU_CLAIMS_REQUIRE_REAL_CLIENTS is set) but missing"
-        );
-        eprintln!("SKIPPED: helm is not installed (.ci/run installs it)");
-    }
-    ok.then_some(helm)
+    common::available("helm", Command::new(&helm).arg("version")).then_some(helm)
 }
 
 #[test]
 fn the_charts_default_render_is_the_plain_manifests() {
     let Some(helm) = helm() else { return };
-    let out = Command::new(helm)
+    let out = Command::new(&helm)
         .args([
             "template",
             "gpu-claims",
@@ -211,7 +202,7 @@ fn the_charts_default_render_is_the_plain_manifests() {
             p["kind"], p["metadata"]["name"]
         );
     }
-    let lint = Command::new(std::env::var("GPU_CLAIMS_HELM").unwrap_or_else(|_| "helm".into()))
+    let lint = Command::new(&helm)
         .args(["lint", "deploy/helm/gpu-claims"])
         .output()
         .unwrap();

@@ -217,18 +217,7 @@ fn e2e_a_controller_killed_mid_story_converges_without_duplicate_writes() {
     let before = c.writes();
     drop(ctl);
     let ctl = c.start_controller();
-    let url = format!("http://{}/readyz", ctl.http);
-    for _ in 0..200 {
-        if reqwest_like_get(&url) == Some(200) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(
-        reqwest_like_get(&url),
-        Some(200),
-        "the restarted controller is ready"
-    );
+    ctl.wait_ready();
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(c.writes(), before, "I5: no write on restart");
 }
@@ -263,22 +252,6 @@ fn e2e_with_faults_injected_the_story_converges_and_keeps_the_invariants() {
     assert!(refused > 0, "faults were injected");
 }
 
-/// A GET over plain HTTP/1.1; the status code.
-fn reqwest_like_get(url: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://")?;
-    let (host, path) = rest.split_once('/')?;
-    let mut s = std::net::TcpStream::connect(host).ok()?;
-    write!(
-        s,
-        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn lease_holder(c: &Cluster) -> Option<(String, i64)> {
     let l = c.store.get("Lease", "gpu-claims", "gpu-claims")?;
     Some((
@@ -288,7 +261,9 @@ fn lease_holder(c: &Cluster) -> Option<(String, i64)> {
 }
 
 fn metrics_of(ctl: &common::Controller) -> String {
-    http_body(&format!("http://{}/metrics", ctl.http)).unwrap_or_default()
+    ctl.get("/metrics")
+        .map(|(_, body)| body)
+        .unwrap_or_default()
 }
 
 /// The sum of a metric's samples whose line starts with `prefix`.
@@ -306,12 +281,7 @@ fn e2e_a_standby_writes_nothing_and_takes_over_when_the_leader_dies() {
     c.settle("L1", |s| s.classes.len() == 2, NOW);
     let (first, _) = lease_holder(&c).expect("the first process leads");
     let standby = c.start_controller();
-    for _ in 0..100 {
-        if reqwest_like_get(&format!("http://{}/readyz", standby.http)) == Some(200) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    standby.wait_ready();
     let standby = Some(standby);
     let mut leader = Some(leader);
     play(&mut c, |i, c| {
@@ -379,20 +349,4 @@ fn e2e_metrics_show_real_activity() {
             .iter()
             .all(|e| e["action"].as_str().is_some_and(|a| !a.is_empty()))
     );
-}
-
-/// A GET over plain HTTP/1.1; the body.
-fn http_body(url: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://")?;
-    let (host, path) = rest.split_once('/')?;
-    let mut s = std::net::TcpStream::connect(host).ok()?;
-    write!(
-        s,
-        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out.split_once("\r\n\r\n")?.1.to_string())
 }

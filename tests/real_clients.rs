@@ -11,22 +11,6 @@ use std::time::Duration;
 
 const CONFIG: &str = "log: {filter: info, format: json}\n";
 
-fn available(what: &str, probe: &mut Command) -> bool {
-    let ok = probe
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("GPU_CLAIMS_REQUIRE_REAL_CLIENTS").is_none(),
-            "{what} is required here (GPU_CLAIMS_REQUIRE_REAL_CLIENTS is set) but missing"
-        );
-        eprintln!("SKIPPED: {what} is not installed (.ci/run installs it)");
-    }
-    ok
-}
-
 fn started() -> (Cluster, common::Controller) {
     let mut c = Cluster::new(demo::seed, CONFIG);
     let ctl = c.start_controller();
@@ -75,7 +59,7 @@ spec:
 
 #[test]
 fn kubectl_gets_applies_watches_and_deletes() {
-    if !available(
+    if !common::available(
         "kubectl",
         Command::new("kubectl").args(["version", "--client"]),
     ) {
@@ -196,7 +180,7 @@ print(json.dumps(out))
 
 #[test]
 fn the_python_client_lists_pages_creates_and_watches() {
-    if !available(
+    if !common::available(
         "the Python kubernetes client",
         Command::new("python3").args(["-c", "import kubernetes"]),
     ) {

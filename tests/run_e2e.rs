@@ -1,14 +1,15 @@
 //! The real `gpu-claims run` binary against the embedded API server over
 //! HTTP, through a kubeconfig: the lifecycle rules act, the endpoints
 //! answer, and a restart on the converged cluster writes nothing (I5).
+mod common;
+use common::{free_port, http_get};
 use gpu_claims::apiserver;
 use gpu_claims_actors::fixtures::*;
 use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::memory::sim::STATUS_KINDS;
 use gpu_claims_actors::memory::store::Store;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,29 +23,6 @@ impl Drop for Controller {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let code = out.split_whitespace().nth(1)?.parse().ok()?;
-    Some((
-        code,
-        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string(),
-    ))
 }
 
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {

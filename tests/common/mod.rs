@@ -21,6 +21,22 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// A GET on the controller's /metrics, /readyz, /debug port.
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(self.http, path)
+    }
+
+    /// Waits until /readyz answers 200; panics after 10 s.
+    pub fn wait_ready(&self) {
+        for _ in 0..200 {
+            if self.get("/readyz").is_some_and(|(c, _)| c == 200) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the controller at {} is not ready after 10 s", self.http);
+    }
+
     /// Kills the process at once, as a node failure or OOM would.
     pub fn kill(mut self) {
         let _ = self.child.kill();
@@ -40,6 +56,24 @@ pub fn free_port() -> SocketAddr {
         .unwrap()
         .local_addr()
         .unwrap()
+}
+
+/// A GET over plain HTTP/1.1: the status code and the body.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let code = out.split_whitespace().nth(1)?.parse().ok()?;
+    Some((
+        code,
+        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string(),
+    ))
 }
 
 pub struct Cluster {
@@ -195,4 +229,23 @@ fn logs(dir: &Path) -> String {
         }
     }
     out
+}
+
+/// Whether a tool nobody here wrote runs (`probe` succeeds). Missing, it
+/// skips its test loudly, except where GPU_CLAIMS_REQUIRE_REAL_CLIENTS is
+/// set (`.ci/run` installs the tools and sets it): there it fails.
+pub fn available(what: &str, probe: &mut std::process::Command) -> bool {
+    let ok = probe
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("GPU_CLAIMS_REQUIRE_REAL_CLIENTS").is_none(),
+            "{what} is required here (GPU_CLAIMS_REQUIRE_REAL_CLIENTS is set) but missing"
+        );
+        eprintln!("SKIPPED: {what} is not installed (.ci/run installs it)");
+    }
+    ok
 }
