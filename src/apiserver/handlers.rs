@@ -104,9 +104,13 @@ pub async fn handle(
         .filter(|f| *f != Injected::Conflict || matches!(method, Method::PUT | Method::PATCH));
     if writes && let Some(f) = injected {
         let plural = t.resource.plural;
-        if let Some(j) = &s.journal {
-            j.journal().entries.push(injected_entry(&s, &t, &method, f));
-        }
+        let op = match method {
+            Method::POST => "create",
+            Method::DELETE => "delete",
+            _ => "update",
+        };
+        let name = t.name.clone().unwrap_or_default();
+        s.journal(&t, op, name, false, Some(format!("injected {f:?}")));
         return match f {
             Injected::Conflict => status(
                 409,
@@ -170,23 +174,30 @@ pub async fn handle(
     }
 }
 
-fn injected_entry(s: &ApiServer, t: &Target, method: &Method, f: Injected) -> Entry {
-    let elapsed = s.started.elapsed();
-    Entry {
-        at: humantime::format_duration(elapsed).to_string(),
-        elapsed,
-        op: match *method {
-            Method::POST => "create",
-            Method::DELETE => "delete",
-            _ => "update",
-        },
-        kind: t.resource.kind,
-        namespace: t.namespace.clone(),
-        name: t.name.clone().unwrap_or_default(),
-        rule: "",
-        status: None,
-        changed: false,
-        error: Some(format!("injected {f:?}")),
+impl ApiServer {
+    /// Journals one write over HTTP, when the server keeps a journal.
+    fn journal(
+        &self,
+        t: &Target,
+        op: &'static str,
+        name: String,
+        changed: bool,
+        error: Option<String>,
+    ) {
+        let Some(c) = &self.journal else { return };
+        let elapsed = self.started.elapsed();
+        c.journal().entries.push(Entry {
+            at: humantime::format_duration(elapsed).to_string(),
+            elapsed,
+            op,
+            kind: t.resource.kind,
+            namespace: t.namespace.clone(),
+            name,
+            rule: "",
+            status: None,
+            changed,
+            error,
+        });
     }
 }
 
@@ -340,23 +351,13 @@ impl Req<'_> {
     }
 
     fn journal(&self, op: &'static str, name: &str, r: &Result<Written, StoreError>) {
-        let Some(c) = &self.s.journal else { return };
-        let elapsed = self.s.started.elapsed();
-        c.journal().entries.push(Entry {
-            at: humantime::format_duration(elapsed).to_string(),
-            elapsed,
-            op,
-            kind: self.t.resource.kind,
-            namespace: self.t.namespace.clone(),
-            name: match r {
-                Ok(w) => meta_str(&w.object, "name").to_string(),
-                Err(_) => name.to_string(),
-            },
-            rule: "",
-            status: None,
-            changed: r.as_ref().is_ok_and(|w| w.changed),
-            error: r.as_ref().err().map(|e| e.to_string()),
-        });
+        let name = match r {
+            Ok(w) => meta_str(&w.object, "name").to_string(),
+            Err(_) => name.to_string(),
+        };
+        let changed = r.as_ref().is_ok_and(|w| w.changed);
+        let error = r.as_ref().err().map(|e| e.to_string());
+        self.s.journal(self.t, op, name, changed, error);
     }
 
     fn create(&self, body: &[u8]) -> Response {

@@ -114,18 +114,9 @@ pub fn rss_bytes() -> usize {
 pub fn in_system<T: Send + 'static>(
     f: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = T>>> + Send + 'static,
 ) -> T {
-    std::thread::spawn(move || {
-        let sys = actix::System::with_tokio_rt(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a tokio runtime")
-        });
-        sys.block_on(f())
-    })
-    .join()
-    .expect("the benchmark thread")
+    std::thread::spawn(move || crate::run::system().block_on(f()))
+        .join()
+        .expect("the benchmark thread")
 }
 
 /// A store holding the layout's world, converged by the controller itself

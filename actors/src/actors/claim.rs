@@ -374,17 +374,13 @@ impl ClaimActor {
             rule: RuleId::Records,
         };
         tracing::warn!(claim = %self.key, rule = "records", missing, "{}", note.message);
-        let events = self.env.events.clone();
-        // Detached: an actor that stops next must not cancel its Event.
-        actix::spawn(async move { events.publish(note).await });
+        super::notes::publish(&self.env, note);
     }
 
     /// Publishes an Event, best effort, without holding the actor up.
     fn publish(&self, note: Option<Note>) {
         if let Some(note) = note {
-            let events = self.env.events.clone();
-            // Detached: an actor that stops next must not cancel its Event.
-            actix::spawn(async move { events.publish(note).await });
+            super::notes::publish(&self.env, note);
         }
     }
 

@@ -204,9 +204,7 @@ impl ClassActor {
                         message: format!("{rule}: {message}"),
                         rule,
                     };
-                    let events = self.env.events.clone();
-                    // Detached: an actor that stops next must not cancel its Event.
-                    actix::spawn(async move { events.publish(note).await });
+                    super::notes::publish(&self.env, note);
                 }
                 self.own = Some(((!gone).then(|| Arc::new(c)), rv));
                 self.backoff.reset();

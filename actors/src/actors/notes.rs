@@ -3,6 +3,7 @@
 //! message (and as the Event's action), so that `kubectl describe
 //! gpuclaim` tells the claim's story in the SPEC's words.
 
+use super::Env;
 use crate::api::GPUClaim;
 use crate::ports::{Kind, Note, ObjRef};
 use crate::rules::RuleId;
@@ -112,4 +113,11 @@ mod tests {
         let r = refusal("t/a", None, RuleId::L1, "add-finalizer", "invalid: nope");
         assert!(r.warning && r.message.starts_with("L1: "));
     }
+}
+
+/// Publishes an Event, best effort, on a detached task: an actor that
+/// stops next must not cancel it.
+pub fn publish(env: &Env, note: Note) {
+    let events = env.events.clone();
+    actix::spawn(async move { events.publish(note).await });
 }

@@ -55,11 +55,7 @@ impl Handler<Recheck> for Placement {
             .filter(|(_, r)| (all && r.on_capacity()) || (nodes && **r == WaitReason::NoCapacity))
             .map(|(v, _)| PlacementPoke::Vmi(v.clone()))
             .collect();
-        for w in works {
-            if self.queued.insert(w.clone()) {
-                self.queue.push_back(w);
-            }
-        }
+        self.push(works);
         self.next(ctx);
     }
 }
@@ -279,6 +275,15 @@ impl Placement {
     }
 
     /// Remembers which claims a VMI's set names, so a claim change reaches it.
+    /// Queues work not already queued.
+    fn push(&mut self, works: Vec<PlacementPoke>) {
+        for w in works {
+            if self.queued.insert(w.clone()) {
+                self.queue.push_back(w);
+            }
+        }
+    }
+
     /// Remembers which claims the VMI's set names; O(claims it names).
     fn index(&mut self, k: &str, v: &crate::api::Vmi) {
         let (ns, _) = crate::world::split_key(k);
@@ -370,11 +375,7 @@ impl Placement {
             }
             _ => vec![work],
         };
-        for w in works {
-            if self.queued.insert(w.clone()) {
-                self.queue.push_back(w);
-            }
-        }
+        self.push(works);
         self.next(ctx);
     }
 }
