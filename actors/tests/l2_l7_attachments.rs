@@ -3,7 +3,7 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{CONDITION_LOST, CONDITION_WAITING, ClaimPhase, condition_is_true};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::ports::Kind;
+use gpu_claims_actors::ports::{Kind, WriteError};
 
 fn running(name: &str, uid: &str) -> gpu_claims_actors::ports::Obj {
     vmi("t", name).uid(uid).obj()
@@ -560,5 +560,50 @@ fn l7_detach_of_an_attached_claim_makes_it_bound() {
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
+    });
+}
+
+#[test]
+fn l5_a_template_claim_delete_that_meets_a_newer_claim_is_decided_again() {
+    // The delete carries the version it decided on: a claim changed since
+    // (say, deleted by the garbage collector with its VMI) answers 409 and
+    // is decided again, never deleted twice.
+    let mut objs = world(
+        claim("t", "vm1-gpu")
+            .template_of("vm1", "u1")
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_record(H200),
+    );
+    objs.push(vmi("t", "vm1").uid("u1").obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.writes();
+        // The VMI fails; the first write, L5's delete, meets a 409.
+        t.fail_writes([Some(WriteError::Conflict("newer".into()))]);
+        t.user_update(vmi("t", "vm1").uid("u1").phase("Failed").obj());
+        t.settle().await;
+        let deletes: Vec<_> = t
+            .all_entries()
+            .into_iter()
+            .filter(|e| e.op == "delete" && e.kind == "GPUClaim")
+            .collect();
+        // The injected 409 never reaches the journal: the one delete there
+        // is the second attempt, after the claim was read again.
+        assert!(
+            t.sim.cluster.faults().fail_writes.is_empty(),
+            "the 409 was met"
+        );
+        assert_eq!(deletes.len(), 1, "{deletes:?}");
+        assert!(deletes[0].changed && deletes[0].error.is_none());
+        assert_eq!(
+            t.writes()[..3],
+            [
+                "delete GPUClaim vm1-gpu L5",
+                "delete GPUAllocation vm1-gpu L8",
+                "remove_finalizer GPUClaim vm1-gpu L8"
+            ]
+        );
+        assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
     });
 }

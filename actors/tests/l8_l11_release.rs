@@ -508,3 +508,23 @@ fn class_status_shows_capacity_on_ready_matching_nodes_and_allocated() {
         assert_eq!(t.class("h200").unwrap().status.unwrap().capacity, Some(16));
     });
 }
+
+#[test]
+fn l11_a_released_class_is_released_once_while_the_watch_lags() {
+    // The class actor ends after its release; until the watch shows the
+    // class gone, no new actor decides on the cached copy and releases it
+    // again (every attempt counts, refused ones too).
+    let objs = vec![class("h200", H200).deleting().obj()];
+    with_lagging_world(secs(5), objs, |mut t| async move {
+        t.sim.settle().await;
+        t.advance(secs(10)).await;
+        let tries: Vec<String> = t
+            .all_entries()
+            .iter()
+            .filter(|e| e.kind == "GPUClass")
+            .map(|e| format!("{} {} {:?}", e.op, e.rule, e.error))
+            .collect();
+        assert_eq!(tries, ["remove_finalizer L11 None"]);
+        assert!(t.class("h200").is_none());
+    });
+}
