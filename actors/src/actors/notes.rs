@@ -87,6 +87,13 @@ pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: &str, error
     )
 }
 
+/// Publishes an Event, best effort, on a detached task: an actor that
+/// stops next must not cancel it.
+pub fn publish(env: &Env, note: Note) {
+    let events = env.events.clone();
+    actix::spawn(async move { events.publish(note).await });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,11 +120,4 @@ mod tests {
         let r = refusal("t/a", None, RuleId::L1, "add-finalizer", "invalid: nope");
         assert!(r.warning && r.message.starts_with("L1: "));
     }
-}
-
-/// Publishes an Event, best effort, on a detached task: an actor that
-/// stops next must not cancel it.
-pub fn publish(env: &Env, note: Note) {
-    let events = env.events.clone();
-    actix::spawn(async move { events.publish(note).await });
 }
