@@ -21,7 +21,7 @@ pub fn parse(text: &str) -> Result<Config, String> {
     let config: Config = if text.trim().is_empty() {
         Config::default()
     } else {
-        serde_saphyr::from_str(text).map_err(|e| e.to_string())?
+        crate::yaml::from_str(text).map_err(|e| e.to_string())?
     };
     config.validate()?;
     EnvFilter::try_new(&config.log.filter)

@@ -20,13 +20,15 @@ pub mod standin;
 pub mod telemetry;
 pub mod watch;
 pub mod webhook;
+pub mod yaml;
 
 /// The operator's errors.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("config {path}: {reason}")]
     Config { path: String, reason: String },
-    #[error("snapshot {path}, document {doc}: {reason}")]
+    /// `doc` is 1-based; 0 when the text is not YAML (the reason says where).
+    #[error("snapshot {path}{}: {reason}", if *doc == 0 { String::new() } else { format!(", document {doc}") })]
     Snapshot {
         path: String,
         doc: usize,

@@ -7,27 +7,6 @@ use gpu_claims_actors::ports::{Kind, Obj};
 use serde_json::Value;
 use std::path::Path;
 
-/// Splits YAML text into its documents (at `---` lines).
-/// The documents of a multi-document YAML text (comment-only ones dropped).
-pub fn documents(text: &str) -> Vec<String> {
-    let mut docs = vec![String::new()];
-    for line in text.lines() {
-        if line == "---" || line.starts_with("--- ") {
-            docs.push(String::new());
-            continue;
-        }
-        let last = docs.last_mut().expect("one document at least");
-        last.push_str(line);
-        last.push('\n');
-    }
-    docs.into_iter()
-        .filter(|d| {
-            d.lines()
-                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        })
-        .collect()
-}
-
 /// The objects of a snapshot file.
 pub fn load(path: &Path) -> Result<Vec<Obj>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Snapshot {
@@ -42,12 +21,13 @@ pub fn load(path: &Path) -> Result<Vec<Obj>> {
     })
 }
 
-/// Parses snapshot text; Err carries the (1-based) document number.
+/// Parses snapshot text; Err carries the (1-based) document number (0
+/// when the text is not YAML at all: the reason says where).
 pub fn parse(text: &str) -> Result<Vec<Obj>, (usize, String)> {
+    let docs: Vec<Value> = crate::yaml::documents(text).map_err(|e| (0, e.to_string()))?;
     let mut objs = Vec::new();
-    for (i, doc) in documents(text).iter().enumerate() {
+    for (i, v) in docs.into_iter().enumerate() {
         let n = i + 1;
-        let v: Value = serde_saphyr::from_str(doc).map_err(|e| (n, e.to_string()))?;
         let items = if v["kind"] == "List" {
             v["items"].as_array().cloned().unwrap_or_default()
         } else {

@@ -11,12 +11,7 @@ use std::process::Command;
 
 fn docs(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap();
-    gpu_claims::snapshot::documents(&text)
-        .iter()
-        .map(|d| {
-            serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        })
-        .collect()
+    gpu_claims::yaml::documents(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn manifests() -> Vec<Value> {
@@ -189,10 +184,7 @@ fn the_charts_default_render_is_the_plain_manifests() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rendered: Vec<Value> =
-        gpu_claims::snapshot::documents(&String::from_utf8(out.stdout).unwrap())
-            .iter()
-            .map(|d| serde_saphyr::from_str(d).unwrap())
-            .collect();
+        gpu_claims::yaml::documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
     let plain = manifests();
     assert_eq!(rendered.len(), plain.len());
     for (r, p) in rendered.iter().zip(&plain) {

@@ -202,7 +202,69 @@ fn a_bad_snapshot_names_its_file_and_document_and_fails() {
 
     std::fs::write(&bad, "kind: [unclosed\n").unwrap();
     let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
-    assert!(!ok && err.contains("document 1"), "{err}");
+    assert!(
+        !ok && err.contains("bad.yaml") && err.contains("line 1"),
+        "{err}"
+    );
+
+    // A type error names the field.
+    std::fs::write(
+        &bad,
+        "apiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {namespace: t, name: c}\nspec: {className: h200, count: -1}\n",
+    )
+    .unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(!ok && err.contains("spec.count"), "{err}");
+}
+
+/// YAML 1.1's boolean words are legal names, label values and annotation
+/// values, and kubectl reads them as strings: so does plan.
+#[test]
+fn yaml_1_1_words_are_names_labels_and_annotations_in_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("words.yaml");
+    let mut text = String::from(
+        "apiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClass\nmetadata: {name: on}\nspec: {resourceName: nvidia.com/gpu}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: off, labels: {kubernetes.io/hostname: off, pool: yes}}\nstatus:\n  allocatable: {nvidia.com/gpu: \"8\"}\n  conditions: [{type: Ready, status: \"True\"}]\n",
+    );
+    for word in ["y", "n", "yes", "no"] {
+        text.push_str(&format!(
+            "---\napiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {{namespace: t, name: {word}, labels: {{l: {word}}}, annotations: {{a: {word}}}}}\nspec: {{className: on}}\n"
+        ));
+    }
+    text.push_str("---\napiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {namespace: t, name: vm, uid: u1, annotations: {gpu.cozystack.io/claims: y}}\nstatus: {phase: Scheduling}\n---\napiVersion: v1\nkind: Pod\nmetadata: {namespace: t, name: p, labels: {kubevirt.io: virt-launcher}, ownerReferences: [{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance, name: vm, uid: u1, controller: true}]}\nspec: {schedulingGates: [{name: gpu.cozystack.io/claims}], nodeSelector: {pool: yes}}\n");
+    std::fs::write(&snap, text).unwrap();
+    let (ok, writes, err) = plan(&["--snapshot", snap.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    for word in ["y", "n", "yes", "no"] {
+        assert!(
+            writes
+                .iter()
+                .any(|w| w["name"] == word && w["op"] == "add_finalizer"),
+            "claim {word} read: {writes:?}"
+        );
+    }
+    assert!(
+        writes
+            .iter()
+            .any(|w| w["name"] == "y" && w["op"] == "update_status" && w["nodeName"] == "off"),
+        "claim y placed on node off for VMI vm, whose pod selects pool=yes: {writes:?}"
+    );
+}
+
+/// A document may start on its `---` line: none is dropped.
+#[test]
+fn a_document_starting_on_its_separator_line_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("inline.yaml");
+    std::fs::write(
+        &snap,
+        "--- {apiVersion: gpu.cozystack.io/v1alpha1, kind: GPUClaim, metadata: {namespace: t, name: a}, spec: {className: h200}}\n--- {apiVersion: gpu.cozystack.io/v1alpha1, kind: GPUClaim, metadata: {namespace: t, name: b}, spec: {className: h200}}\n",
+    )
+    .unwrap();
+    let (ok, writes, err) = plan(&["--snapshot", snap.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let names: BTreeSet<&str> = writes.iter().map(|w| w["name"].as_str().unwrap()).collect();
+    assert_eq!(names, BTreeSet::from(["a", "b"]), "{writes:?}");
 }
 
 #[test]
@@ -270,5 +332,22 @@ fn plan_on_the_placement_example_places_moves_and_waits_with_every_reason() {
     }
     // The Lost claim moved, with its record, to the best fit.
     assert_eq!(claim("stranded").node_name(), Some("n2"));
+    // G3's scheduler filters: n0 (cordoned) and n5 (tainted) would fit
+    // vm-a tighter than n1; vm-k tolerates n5's taint.
     assert_eq!(claim("vm-a-gpu").node_name(), Some("n1"));
+    assert_eq!(claim("vm-k-gpu").node_name(), Some("n5"));
+    let message = claim("f-nine")
+        .conditions()
+        .iter()
+        .find(|c| c.type_ == "Waiting")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    for says in [
+        "1 node not Ready",
+        "1 node cordoned",
+        "1 node with a taint not tolerated",
+        "without room",
+    ] {
+        assert!(message.contains(says), "{message:?} says {says:?}");
+    }
 }

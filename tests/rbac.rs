@@ -66,8 +66,7 @@ type Grant = (String, String, String, Option<String>);
 fn granted() -> BTreeSet<Grant> {
     let text = std::fs::read_to_string("deploy/manifests/gpu-claims.yaml").unwrap();
     let mut out = BTreeSet::new();
-    for d in gpu_claims::snapshot::documents(&text) {
-        let d: Value = serde_saphyr::from_str(&d).unwrap();
+    for d in gpu_claims::yaml::documents::<Value>(&text).unwrap() {
         let ns = match d["kind"].as_str() {
             Some("ClusterRole") => None,
             Some("Role") => Some(d["metadata"]["namespace"].as_str().unwrap().to_string()),

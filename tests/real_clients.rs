@@ -79,7 +79,7 @@ fn kubectl_gets_applies_watches_and_deletes() {
         "{table}"
     );
     let nodes = k.run(&["get", "nodes", "-o", "name"]);
-    assert_eq!(nodes.lines().count(), 3, "{nodes}");
+    assert_eq!(nodes.lines().count(), 5, "{nodes}");
 
     // apply: create, then unchanged, then a change (a merge patch).
     let file = c.dir.path().join("claim.yaml");
@@ -201,11 +201,17 @@ fn the_python_client_lists_pages_creates_and_watches() {
     assert_eq!(v["claims"], serde_json::json!(["shared-l40s"]));
     assert_eq!(
         v["nodes"],
-        serde_json::json!(["gpu-node-1", "gpu-node-2", "gpu-node-3"])
+        serde_json::json!([
+            "gpu-node-0",
+            "gpu-node-1",
+            "gpu-node-2",
+            "gpu-node-3",
+            "gpu-node-4"
+        ])
     );
     assert_eq!(
         (v["first_page"].as_u64(), v["rest"].as_u64()),
-        (Some(2), Some(1))
+        (Some(2), Some(2))
     );
     // The watch from the create's version sees the controller's L1 write.
     let events = v["events"].as_array().unwrap();

@@ -5,7 +5,8 @@
 use crate::api::*;
 use crate::ports::Obj;
 use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodSchedulingGate, PodSpec, Taint,
+    Affinity, Node, NodeAffinity, NodeCondition, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, NodeSpec, NodeStatus, Pod, PodSchedulingGate, PodSpec, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
@@ -270,6 +271,15 @@ impl VmiB {
 
 pub struct PodB(pub Pod);
 
+/// A node selector requirement: `req("zone", "In", &["a", "b"])`.
+pub fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key: key.into(),
+        operator: operator.into(),
+        values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+    }
+}
+
 /// A virt-launcher pod of the VMI `vmi` (UID `vmi_uid`).
 pub fn launcher(ns: &str, name: &str, vmi: &str, vmi_uid: &str) -> PodB {
     let mut m = meta(Some(ns), name);
@@ -304,6 +314,48 @@ impl PodB {
     }
     pub fn scheduled(mut self, node: &str) -> Self {
         self.spec().node_name = Some(node.into());
+        self
+    }
+    /// A toleration; empty strings leave a field unset.
+    pub fn tolerates(mut self, key: &str, operator: &str, value: &str, effect: &str) -> Self {
+        let s = |v: &str| (!v.is_empty()).then(|| v.to_string());
+        self.spec()
+            .tolerations
+            .get_or_insert_default()
+            .push(Toleration {
+                key: s(key),
+                operator: s(operator),
+                value: s(value),
+                effect: s(effect),
+                toleration_seconds: None,
+            });
+        self
+    }
+    pub fn node_selector(mut self, k: &str, v: &str) -> Self {
+        self.spec()
+            .node_selector
+            .get_or_insert_default()
+            .insert(k.into(), v.into());
+        self
+    }
+    /// Required node affinity: one term per entry, its requirements ANDed.
+    pub fn required_affinity(mut self, terms: Vec<Vec<NodeSelectorRequirement>>) -> Self {
+        let terms = terms
+            .into_iter()
+            .map(|exprs| NodeSelectorTerm {
+                match_expressions: Some(exprs),
+                match_fields: None,
+            })
+            .collect();
+        self.spec().affinity = Some(Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                    node_selector_terms: terms,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
         self
     }
     pub fn obj(self) -> Obj {
@@ -350,6 +402,26 @@ impl NodeB {
             .labels
             .get_or_insert_default()
             .insert(k.into(), v.into());
+        self
+    }
+    /// `kubectl cordon`.
+    pub fn cordoned(mut self) -> Self {
+        self.0.spec.get_or_insert_default().unschedulable = Some(true);
+        self
+    }
+    pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
+        let t = Taint {
+            key: key.into(),
+            value: (!value.is_empty()).then(|| value.into()),
+            effect: effect.into(),
+            time_added: None,
+        };
+        self.0
+            .spec
+            .get_or_insert_default()
+            .taints
+            .get_or_insert_default()
+            .push(t);
         self
     }
     pub fn lost_taint(mut self, value: &str) -> Self {

@@ -265,7 +265,9 @@ fn g5_claims_on_two_nodes_make_the_set_wait() {
 }
 
 #[test]
-fn g5_a_pod_pinned_elsewhere_makes_the_set_wait() {
+fn g5_a_pod_pinned_to_a_node_that_cannot_take_the_set_waits_for_capacity() {
+    // G3: a pinned pod leaves only its node; n9 does not exist, so no
+    // candidate is left (NoCapacity, saying the pod's selector removed n1).
     let mut objs = nodes(&[("n1", 8)]);
     objs.push(claim("t", "a").obj());
     objs.push(
@@ -279,6 +281,26 @@ fn g5_a_pod_pinned_elsewhere_makes_the_set_wait() {
         launcher("t", "virt-launcher-vm1", "vm1", "u1")
             .gated()
             .pinned("n9")
+            .obj(),
+    );
+    waits_with(objs, "t/a", "NoCapacity");
+}
+
+#[test]
+fn g4_a_pod_pinned_elsewhere_than_the_held_node_makes_the_set_wait() {
+    let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
+    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    objs.push(
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .annotate(CLAIMS_ANNOTATION, "a")
+            .obj(),
+    );
+    objs.push(
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .pinned("n2")
             .obj(),
     );
     waits_with(objs, "t/a", "PinnedElsewhere");

@@ -176,7 +176,7 @@ fn lost_world(node: gpu_claims_actors::fixtures::NodeB) -> Vec<gpu_claims_actors
 }
 
 #[test]
-fn l4_lost_claim_becomes_attached_when_its_node_is_back() {
+fn l4_lost_claim_becomes_attached_when_its_node_is_back_and_loses_its_lost_condition() {
     with_world(
         Config::default(),
         lost_world(node("n1").gpus(H200, 8)),
@@ -184,8 +184,9 @@ fn l4_lost_claim_becomes_attached_when_its_node_is_back() {
             t.settle().await;
             let c = t.claim("t/a").unwrap();
             assert_eq!(c.phase(), ClaimPhase::Attached);
-            // The seed changes only the phase: why it was lost stays on record.
-            assert!(condition_is_true(c.conditions(), CONDITION_LOST));
+            // SPEC L4: Lost=True is shown only while the phase is Lost.
+            assert!(!condition_is_true(c.conditions(), CONDITION_LOST));
+            assert!(c.conditions().iter().all(|x| x.type_ != CONDITION_LOST));
         },
     );
 }

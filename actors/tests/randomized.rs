@@ -1,15 +1,21 @@
 //! Many VMIs start and stop at once on a few nodes while the controller is
 //! killed at random points between writes: no GPU is booked twice, no
-//! record leaks or goes missing (I1-I5 after every step), and the cluster
-//! converges (a restart then writes nothing). 1000 seeds.
+//! record leaks or goes missing (I1-I5 after every step), no set waits
+//! that a fresh controller would place (I6, whenever the controller has
+//! settled), and the cluster converges (a restart then writes nothing).
+//! Nodes are cordoned and tainted and pods tolerate and select them, as in
+//! a real cluster; in half the seeds the allocations watch trails the
+//! others, so an allocation can be created and deleted between two looks.
+//! 1000 seeds.
 mod common;
 use common::*;
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, LauncherPod};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::memory::cluster_to_value;
-use gpu_claims_actors::memory::invariants::Checker;
+use gpu_claims_actors::memory::invariants::{Checker, progress};
 use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::memory::store::Subresource;
+use gpu_claims_actors::memory::{Lag, cluster_to_value};
+use gpu_claims_actors::ports::Kind;
 
 /// A small deterministic generator (xorshift): the seed is the test case.
 struct Rng(u64);
@@ -36,14 +42,21 @@ fn start_vm(sim: &Sim, rng: &mut Rng, i: u64, generation: u64) {
     };
     sim.store
         .seed("VirtualMachineInstance", cluster_to_value(&v.obj()));
-    let pod = launcher(
+    let mut pod = launcher(
         "t",
         &format!("virt-launcher-{name}-{generation}"),
         &name,
         &uid,
     )
-    .gated()
-    .obj();
+    .gated();
+    // GPU VM pods commonly tolerate the GPU nodes' taint; some are kept to a zone.
+    if rng.below(2) == 0 {
+        pod = pod.tolerates("gpu", "Exists", "", "NoSchedule");
+    }
+    if rng.below(3) == 0 {
+        pod = pod.node_selector("zone", ["a", "b"][rng.below(2) as usize]);
+    }
+    let pod = pod.obj();
     sim.store.seed("Pod", cluster_to_value(&pod));
 }
 
@@ -100,8 +113,30 @@ fn schedule(sim: &Sim) {
     }
 }
 
-fn set_node(sim: &Sim, name: &str, ready: bool) {
-    let n = node(name).gpus(H200, 4).ready(ready).obj();
+/// A node's state: Ready or not, cordoned or not, tainted for GPU pods or not.
+#[derive(Clone, Copy)]
+struct NodeState {
+    ready: bool,
+    cordoned: bool,
+    tainted: bool,
+}
+
+const UP: NodeState = NodeState {
+    ready: true,
+    cordoned: false,
+    tainted: false,
+};
+
+fn set_node(sim: &Sim, name: &str, s: NodeState) {
+    let zone = if name == "n1" { "a" } else { "b" };
+    let mut n = node(name).gpus(H200, 4).ready(s.ready).label("zone", zone);
+    if s.cordoned {
+        n = n.cordoned();
+    }
+    if s.tainted {
+        n = n.taint("gpu", "", "NoSchedule");
+    }
+    let n = n.obj();
     let mut v = cluster_to_value(&n);
     v["metadata"]
         .as_object_mut()
@@ -111,6 +146,28 @@ fn set_node(sim: &Sim, name: &str, ready: bool) {
     let _ = sim.store.update("Node", v, Subresource::Status);
 }
 
+/// With GPU_CLAIMS_DEBUG set, a failing seed prints its writes and objects.
+fn dump(sim: &Sim) {
+    for e in &sim.cluster.journal().entries {
+        eprintln!(
+            "{} {} {} {}/{} {} {:?} {:?}",
+            e.at,
+            e.op,
+            e.kind,
+            e.namespace.as_deref().unwrap_or_default(),
+            e.name,
+            e.rule,
+            e.status,
+            e.error
+        );
+    }
+    for kind in ["GPUAllocation", "GPUClaim", "Pod", "Node"] {
+        for o in sim.store.list(kind).0 {
+            eprintln!("{kind} {o}");
+        }
+    }
+}
+
 /// What the seeds exercised, so the test cannot pass by doing nothing.
 #[derive(Default, Debug)]
 struct Seen {
@@ -118,15 +175,15 @@ struct Seen {
     waited: usize,
     lost: usize,
     released: usize,
+    progress_checks: usize,
 }
 
 fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
     let mut objs = vec![class("h200", H200).budget(10).obj()];
-    objs.extend(
-        ["n1", "n2", "n3"]
-            .iter()
-            .map(|n| node(n).gpus(H200, 4).obj()),
-    );
+    objs.extend(["n1", "n2", "n3"].iter().map(|n| {
+        let zone = if *n == "n1" { "a" } else { "b" };
+        node(n).gpus(H200, 4).label("zone", zone).obj()
+    }));
     objs.extend(
         (0..VMS)
             .filter(|i| i % 2 == 1)
@@ -134,7 +191,13 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
     );
     run_sim(|| async move {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let mut sim = Sim::start(Config::default(), &objs, None);
+        // The allocations watch trails by 300ms in half the seeds.
+        let lag = if seed.is_multiple_of(2) {
+            Lag::of(Kind::Record, std::time::Duration::from_millis(300))
+        } else {
+            Lag::default()
+        };
+        let mut sim = Sim::start(Config::default(), &objs, lag);
         let mut checker = Checker::default();
         let mut v = Vec::new();
         let mut generation = 0;
@@ -158,13 +221,37 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                     4 => set_node(
                         &sim,
                         ["n1", "n2", "n3"][rng.below(3) as usize],
-                        rng.below(3) > 0,
+                        NodeState {
+                            ready: rng.below(3) > 0,
+                            cordoned: rng.below(4) == 0,
+                            tainted: rng.below(3) == 0,
+                        },
                     ),
                     _ => sim.die_after(rng.below(4) as i64),
                 }
             }
             sim.settle().await;
             v.extend(checker.check(&sim.cluster));
+            // Now and then the watches catch up and retries fire: the
+            // controller has settled, and nothing it remembers may keep a
+            // set waiting that a fresh controller would place (I6).
+            // Otherwise the next changes land before the lagging watch
+            // shows the last ones (churn between two looks).
+            if rng.below(2) == 0 && sim.alive() {
+                sim.advance(secs(2)).await;
+                v.extend(checker.check(&sim.cluster));
+                // A process set to die may have died on the way: it places nothing.
+                let stuck = if sim.alive() {
+                    progress(&sim.cluster)
+                } else {
+                    Vec::new()
+                };
+                if !stuck.is_empty() && std::env::var_os("GPU_CLAIMS_DEBUG").is_some() {
+                    dump(&sim);
+                }
+                v.extend(stuck);
+                seen.progress_checks += 1;
+            }
             if rng.below(3) == 0 {
                 sim.restart();
                 sim.settle().await;
@@ -176,16 +263,25 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         }
         // Converge: every node back, a live process, time past every grace.
         for n in ["n1", "n2", "n3"] {
-            set_node(&sim, n, true);
+            set_node(&sim, n, UP);
         }
         sim.restart();
         sim.settle().await;
         sim.advance(secs(150)).await;
         schedule(&sim);
-        sim.settle().await;
+        sim.advance(secs(2)).await;
         v.extend(checker.check(&sim.cluster));
+        v.extend(progress(&sim.cluster));
         let before = sim.cluster.journal().entries.len();
+        let debug = std::env::var_os("GPU_CLAIMS_DEBUG").is_some();
+        if debug {
+            dump(&sim);
+        }
         let writes = sim.writes_on_restart().await;
+        if writes != 0 && debug {
+            eprintln!("--- after the restart");
+            dump(&sim);
+        }
         v.extend(checker.check(&sim.cluster));
         if writes != 0 {
             let which: Vec<String> = sim.cluster.journal().entries[before..]
@@ -251,7 +347,11 @@ fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge()
     assert!(failures.is_empty(), "{failures:#?}");
     eprintln!("{seeds} seeds exercised {seen:?}");
     assert!(
-        seen.placed > 0 && seen.waited > 0 && seen.lost > 0 && seen.released > 0,
+        seen.placed > 0
+            && seen.waited > 0
+            && seen.lost > 0
+            && seen.released > 0
+            && seen.progress_checks > 0,
         "{seen:?}"
     );
 }

@@ -34,7 +34,7 @@ pub fn parse_body(kind: PatchKind, body: &[u8]) -> Result<Value, String> {
     match kind {
         PatchKind::Apply => {
             let text = std::str::from_utf8(body).map_err(|e| e.to_string())?;
-            serde_saphyr::from_str(text).map_err(|e| e.to_string())
+            crate::yaml::from_str(text).map_err(|e| e.to_string())
         }
         _ => serde_json::from_slice(body).map_err(|e| e.to_string()),
     }

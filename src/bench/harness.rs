@@ -105,7 +105,7 @@ impl Harness {
             store.clone(),
             Supervisor::watched_kinds(&config),
             supervisor.clone(),
-            None,
+            gpu_claims_actors::memory::Lag::default(),
         );
         Self {
             store,

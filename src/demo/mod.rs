@@ -7,7 +7,7 @@
 pub mod story;
 pub mod view;
 
-pub use story::{A, B, H200, L40S};
+pub use story::{A, B, CORDONED, H200, L40S, TAINTED};
 pub use view::Snapshot;
 
 use crate::apiserver::{self, ApiServer, Faults};
@@ -17,7 +17,7 @@ use crate::telemetry::Logging;
 use anyhow::{Context as _, bail};
 use gpu_claims_actors::fixtures::{claim, class, node};
 use gpu_claims_actors::memory::MemCluster;
-use gpu_claims_actors::memory::invariants::Checker;
+use gpu_claims_actors::memory::invariants::{Checker, progress};
 use gpu_claims_actors::memory::store::Store;
 use serde_json::json;
 use std::net::SocketAddr;
@@ -48,8 +48,11 @@ pub struct DemoArgs {
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 /// A step has settled when the store has not changed for this long.
 const QUIET: Duration = Duration::from_millis(300);
+/// How long a settled controller may take to place what a fresh one would (I6).
+const PROGRESS: Duration = Duration::from_secs(10);
 
-/// The cluster the story starts from: three GPU nodes, two classes, a claim.
+/// The cluster the story starts from: three GPU nodes the VMs can use, a
+/// cordoned and a tainted one placement must skip, two classes, a claim.
 pub fn seed(cluster: &MemCluster) {
     for ns in [A, B] {
         cluster.store.seed(
@@ -58,6 +61,13 @@ pub fn seed(cluster: &MemCluster) {
         );
     }
     let objs = [
+        // Each would be the first best fit by name: G3's scheduler filters
+        // skip them (the stand-in's pods tolerate neither).
+        node(CORDONED).gpus(H200, 4).cordoned().obj(),
+        node(TAINTED)
+            .gpus(H200, 4)
+            .taint("dedicated", "ml", "NoSchedule")
+            .obj(),
         node("gpu-node-1").gpus(H200, 4).obj(),
         node("gpu-node-2").gpus(H200, 4).obj(),
         node("gpu-node-3").gpus(L40S, 2).obj(),
@@ -84,6 +94,7 @@ pub struct Observer {
     cluster: Arc<MemCluster>,
     checker: Checker,
     checks: usize,
+    progress_checks: usize,
 }
 
 impl Observer {
@@ -93,6 +104,7 @@ impl Observer {
             cluster,
             checker: Checker::default(),
             checks: 0,
+            progress_checks: 0,
         }
     }
 
@@ -108,6 +120,29 @@ impl Observer {
             bail!("invariants violated:\n  {}", v.join("\n  "));
         }
         Ok(())
+    }
+
+    /// I6, once a step has settled: no set waits that a fresh controller
+    /// would place. A controller may still be settling (a retry after an
+    /// injected 409 or 500 is due within seconds): it gets `PROGRESS` to.
+    pub async fn check_progress(&mut self) -> anyhow::Result<()> {
+        let start = Instant::now();
+        loop {
+            let stuck = progress(&self.cluster);
+            if stuck.is_empty() {
+                self.progress_checks += 1;
+                return Ok(());
+            }
+            if start.elapsed() > PROGRESS {
+                bail!("invariant violated:\n  {}", stuck.join("\n  "));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// How many times I6 was checked.
+    pub fn progress_checks(&self) -> usize {
+        self.progress_checks
     }
 
     /// The newest resourceVersion among the objects the story is about:
@@ -142,6 +177,7 @@ impl Observer {
             if until(&snap) {
                 let since = *held_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= hold && last.1.elapsed() >= QUIET {
+                    self.check_progress().await?;
                     return Ok(snap);
                 }
             } else {
@@ -180,6 +216,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         std::fs::write(&path, &kubeconfig).with_context(|| format!("write {}", path.display()))?;
         println!("gpu-claims demo: an embedded API server at {}, kubeconfig {}", server.url(), path.display());
         println!("  3 nodes (gpu-node-1, gpu-node-2: 4 x H200 each; gpu-node-3: 2 x L40S)");
+        println!("  and 2 nodes placement skips: {CORDONED} (cordoned) and {TAINTED} (tainted dedicated=ml:NoSchedule), 4 x H200 each");
         println!("  classes h200 (budget 6) and l40s; claim {B}/shared-l40s");
         if faults != Faults::default() {
             println!("  faults injected: {}", args.faults);
@@ -215,7 +252,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             (journal.entries.len(), refused)
         };
         println!(
-            "\ndone in {:.1}s: {} steps; invariants I1-I5 checked {} times, none violated; \
+            "\ndone in {:.1}s: {} steps; invariants I1-I5 checked {} times and I6 after each step, none violated; \
              the controller wrote {writes} times over HTTP ({refused} refused), none that changed nothing",
             started.elapsed().as_secs_f64(),
             steps.len(),

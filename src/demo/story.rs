@@ -13,6 +13,10 @@ pub const A: &str = "tenant-a";
 pub const B: &str = "tenant-b";
 pub const H200: &str = "nvidia.com/GH100_H200";
 pub const L40S: &str = "nvidia.com/AD102GL_L40S";
+/// Nodes with GPUs that placement must skip (G3): the scheduler would not
+/// run the launcher pods there.
+pub const CORDONED: &str = "gpu-node-0";
+pub const TAINTED: &str = "gpu-node-4";
 
 pub struct Ctx<'a> {
     pub standin: &'a StandIn,
@@ -64,6 +68,9 @@ pub fn steps() -> Vec<Step> {
                 s.phase(A, "vm-train-gpu") == "Attached"
                     && s.phase(A, "vm-infer-gpu") == "Attached"
                     && s.phase(B, "shared-l40s") == "Attached"
+                    && s.claims
+                        .iter()
+                        .all(|c| c.node_name().is_none_or(|n| n != CORDONED && n != TAINTED))
             },
             hold: now,
         },
@@ -87,13 +94,17 @@ pub fn steps() -> Vec<Step> {
             hold: now,
         },
         Step {
-            title: "The node is Ready again: the Lost claim of the live VM is Attached again (the seed leaves its Lost condition)",
+            title: "The node is Ready again: the Lost claim of the live VM is Attached again, and loses its Lost condition",
             rules: "L4",
             act: |c| {
                 let n = node_of(c.now, A, "vm-train-gpu");
                 c.standin.set_node_ready(&n, true);
             },
-            until: |s| s.phase(A, "vm-train-gpu") == "Attached",
+            until: |s| {
+                s.phase(A, "vm-train-gpu") == "Attached"
+                    && s.claim(A, "vm-train-gpu")
+                        .is_some_and(|c| c.conditions().iter().all(|x| x.type_ != "Lost"))
+            },
             hold: now,
         },
         Step {

@@ -1,6 +1,10 @@
 //! The stand-in's scheduler and device plugin: which node an ungated
-//! launcher pod runs on, given its pin and the GPUs left on each node.
+//! launcher pod runs on, given the scheduler's filters (the same functions
+//! placement uses) and the GPUs left on each node.
 
+use gpu_claims_actors::api::{NodeFacts, PodScheduling};
+use gpu_claims_actors::rules::pod_unfit;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -51,35 +55,23 @@ fn holds_of(pod: &Value) -> Needs {
         .collect()
 }
 
-fn ready(node: &Value) -> bool {
-    node["status"]["conditions"].as_array().is_some_and(|c| {
-        c.iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
-}
-
-fn allocatable(node: &Value, resource: &str) -> u64 {
-    match &node["status"]["allocatable"][resource] {
-        Value::String(s) => s.parse().unwrap_or(0),
-        Value::Number(n) => n.as_u64().unwrap_or(0),
-        _ => 0,
-    }
-}
-
-/// The node for `pod`: its pin if it has one, else the first Ready node
-/// by name, either way with room for `needs` next to the running pods.
+/// The node for `pod`: the first by name that kube-scheduler's filters
+/// allow (Ready, cordon, taints, nodeSelector and required affinity, the
+/// pin among them) with room for `needs` next to the running pods.
 pub fn pick_node(pod: &Value, needs: &Needs, pods: &[Value], nodes: &[Value]) -> Option<String> {
-    let pin = pod["spec"]["nodeSelector"]["kubernetes.io/hostname"].as_str();
+    let scheduling = serde_json::from_value::<Pod>(pod.clone())
+        .map(|p| PodScheduling::of(&p))
+        .unwrap_or_default();
     nodes
         .iter()
-        .filter(|n| pin.is_none_or(|p| p == m(n, "name")) && ready(n))
+        .filter_map(|n| NodeFacts::from_node(&serde_json::from_value::<Node>(n.clone()).ok()?))
+        .filter(|n| n.ready && pod_unfit(&scheduling, n).is_none())
         .find(|n| {
-            let name = m(n, "name");
             needs.iter().all(|(r, want)| {
                 let used: u64 = pods
                     .iter()
                     .filter(|p| {
-                        p["spec"]["nodeName"].as_str() == Some(name)
+                        p["spec"]["nodeName"].as_str() == Some(n.name.as_str())
                             && !matches!(
                                 p["status"]["phase"].as_str(),
                                 Some("Succeeded" | "Failed")
@@ -87,10 +79,10 @@ pub fn pick_node(pod: &Value, needs: &Needs, pods: &[Value], nodes: &[Value]) ->
                     })
                     .filter_map(|p| holds_of(p).get(r).copied())
                     .sum();
-                used + want <= allocatable(n, r)
+                used + want <= n.allocatable(r)
             })
         })
-        .map(|n| m(n, "name").to_string())
+        .map(|n| n.name)
 }
 
 #[cfg(test)]
@@ -124,6 +116,24 @@ mod tests {
         assert_eq!(
             pick_node(&free, &needs, &full, &nodes).as_deref(),
             Some("a")
+        );
+    }
+
+    #[test]
+    fn a_cordoned_or_tainted_node_gets_only_pods_that_tolerate_it() {
+        let mut cordoned = node("a", 4, true);
+        cordoned["spec"] = json!({"unschedulable": true});
+        let mut tainted = node("b", 4, true);
+        tainted["spec"] = json!({"taints": [{"key": "gpu", "effect": "NoSchedule"}]});
+        let nodes = [cordoned, tainted];
+        assert_eq!(
+            pick_node(&json!({"spec": {}}), &Needs::new(), &[], &nodes),
+            None
+        );
+        let tolerant = json!({"spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}});
+        assert_eq!(
+            pick_node(&tolerant, &Needs::new(), &[], &nodes).as_deref(),
+            Some("b")
         );
     }
 

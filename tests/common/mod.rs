@@ -11,16 +11,56 @@ use gpu_claims_actors::memory::store::Store;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// A `gpu-claims run` process, restarted when it exits as the kubelet
+/// restarts a pod (a leader that cannot renew its Lease exits to come back
+/// as a standby), until the test kills it.
 pub struct Controller {
-    child: Child,
+    child: Arc<Mutex<Child>>,
+    stopped: Arc<AtomicBool>,
+    restarts: Arc<AtomicUsize>,
     pub http: SocketAddr,
     pub log: PathBuf,
 }
 
 impl Controller {
+    fn spawn(cmd: impl Fn() -> Command + Send + 'static, http: SocketAddr, log: PathBuf) -> Self {
+        let child = Arc::new(Mutex::new(cmd().spawn().unwrap()));
+        let stopped = Arc::new(AtomicBool::new(false));
+        let restarts = Arc::new(AtomicUsize::new(0));
+        let (c, s, r) = (child.clone(), stopped.clone(), restarts.clone());
+        // The process supervisor: polls the child as the kubelet's pod
+        // workers do; tests themselves wait on conditions.
+        std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                let mut child = c.lock().unwrap();
+                if s.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    *child = cmd().spawn().unwrap();
+                    r.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+        Controller {
+            child,
+            stopped,
+            restarts,
+            http,
+            log,
+        }
+    }
+
+    /// How many times the process exited and was started again.
+    pub fn restarts(&self) -> usize {
+        self.restarts.load(Ordering::SeqCst)
+    }
+
     /// A GET on the controller's /metrics, /readyz, /debug port.
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
         http_get(self.http, path)
@@ -38,16 +78,17 @@ impl Controller {
     }
 
     /// Kills the process at once, as a node failure or OOM would.
-    pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub fn kill(self) {
+        drop(self)
     }
 }
 
 impl Drop for Controller {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stopped.store(true, Ordering::SeqCst);
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
@@ -134,11 +175,17 @@ impl Cluster {
             .dir
             .path()
             .join(format!("controller-{}.log", http.port()));
-        let child = Command::new(env!("CARGO_BIN_EXE_gpu-claims"))
-            .args([
+        let (config, kubeconfig) = (
+            self.dir.path().join("config.yaml"),
+            self.dir.path().join("kubeconfig"),
+        );
+        let log_file = log.clone();
+        let cmd = move || {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_gpu-claims"));
+            c.args([
                 "run",
                 "--config",
-                self.dir.path().join("config.yaml").to_str().unwrap(),
+                config.to_str().unwrap(),
                 "--http-addr",
                 &http.to_string(),
                 // A dead leader's Lease is taken over within 4s; a leader
@@ -149,12 +196,18 @@ impl Cluster {
                 "--renew-deadline=3s",
                 "--retry-period=400ms",
             ])
-            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("KUBECONFIG", &kubeconfig)
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Controller { child, http, log }
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log_file)
+                    .unwrap(),
+            );
+            c
+        };
+        Controller::spawn(cmd, http, log)
     }
 
     /// Waits until `until` holds for `hold` on a quiet cluster; I1-I5

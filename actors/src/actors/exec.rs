@@ -174,16 +174,40 @@ pub async fn execute(
     }
 }
 
+/// The uid of the claim's allocation: the cache's, else a live read's. The
+/// cache may not show one placement has just written (watches of two kinds
+/// are not ordered), and L8 deletes it whatever the cache shows.
+async fn allocation_uid(
+    env: &Env,
+    c: &GPUClaim,
+    what: &ObjRef,
+    cached: Option<String>,
+) -> Result<Option<String>, ReadError> {
+    if cached.is_some() {
+        return Ok(cached);
+    }
+    Ok(match env.reader.get(what.clone()).await? {
+        Some(Obj::Record(r)) if Some(&r.spec.claim_uid) == c.metadata.uid.as_ref() => {
+            r.metadata.uid
+        }
+        _ => None,
+    })
+}
+
 /// L8: delete the record, then remove the finalizer. If removing the
 /// finalizer fails (NotFound aside) the claim still holds its GPUs.
 async fn release(env: &Env, c: &GPUClaim, record_uid: Option<String>, why: Why) -> Done {
     let mut record_deleted = None;
+    let what = ObjRef::new(
+        Kind::Record,
+        c.metadata.namespace.as_deref(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let record_uid = match allocation_uid(env, c, &what, record_uid).await {
+        Ok(uid) => uid,
+        Err(e) => return Outcome::Failed(format!("read record: {e}")).into(),
+    };
     if let Some(uid) = record_uid {
-        let what = ObjRef::new(
-            Kind::Record,
-            c.metadata.namespace.as_deref(),
-            c.metadata.name.as_deref().unwrap_or_default(),
-        );
         let pre = Preconditions {
             uid: Some(uid.clone()),
             resource_version: None,

@@ -13,7 +13,7 @@ pub use claim::{ClaimActor, ClaimTrace};
 
 pub use class::ClassActor;
 pub use journal::{Decision, DecisionLog};
-pub use placement::{Placement, PlacementPoke, PlacementWork};
+pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted};
 pub use supervisor::{
     ConfigChanged, GetClaimTrace, Leading, Stats, StatsQuery, Supervisor, WorldEvent,
 };

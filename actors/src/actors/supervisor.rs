@@ -6,7 +6,7 @@
 use super::Env;
 use super::claim::{ClaimActor, ClaimTrace, GetTrace, Poke};
 use super::class::{ClassActor, PokeClass, Released};
-use super::placement::{Placement, PlacementPoke, PlacementWork};
+use super::placement::{Placement, PlacementPoke, PlacementWork, Relisted};
 use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, is_deleting};
 use crate::config::Config;
 use crate::ports::{Kind, Obj};
@@ -240,6 +240,17 @@ impl Supervisor {
         }
     }
 
+    /// The cache has a change of `kind` at `rv`: memory of our own writes
+    /// up to it can be let go (I6). Called after the cache update and
+    /// before the pokes, so no actor sees the mark ahead of the cache.
+    fn observed(
+        &self,
+        kind: Kind,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) {
+        self.env.world.observe_rv(kind, crate::api::rv_number(meta));
+    }
+
     fn on_event(&mut self, obj: Obj, deleted: bool, ctx: &mut Context<Self>) {
         match obj {
             Obj::Claim(c) => self.on_claim(c, deleted, ctx),
@@ -256,10 +267,12 @@ impl Supervisor {
             return;
         };
         let rv = c.metadata.resource_version.clone();
+        let meta = c.metadata.clone();
         let change = self
             .env
             .world
             .put_claim(&k, (!deleted).then(|| Arc::new(c)));
+        self.observed(Kind::Claim, &meta);
         let same = !deleted
             && change
                 .old
@@ -323,11 +336,6 @@ impl Supervisor {
         let Some(k) = namespaced_key(&r.metadata) else {
             return;
         };
-        if !deleted {
-            self.place(PlacementPoke::Record(k.clone()));
-        }
-        // Its claim: whether it holds GPUs without a record (records rule).
-        self.poke_claim(&k, ctx);
         let w = self.env.world.clone();
         let old = w.record(&k);
         let places: BTreeSet<(String, String)> = old
@@ -344,9 +352,21 @@ impl Supervisor {
             || old
                 .as_ref()
                 .is_some_and(|o| o.spec.node_name != r.spec.node_name);
+        let budget_used = (!deleted && old.is_none())
+            .then(|| r.spec.class_name.clone())
+            .filter(|c| w.class(c).is_some_and(|c| c.spec.budget.is_some()));
+        let meta = r.metadata.clone();
         w.put_record(&k, (!deleted).then(|| Arc::new(r)));
+        self.observed(Kind::Record, &meta);
+        // An orphan to delete, or (deleted) one placement deleted itself.
+        self.place(PlacementPoke::Record(k.clone()));
+        // Its claim: whether it holds GPUs without a record (records rule).
+        self.poke_claim(&k, ctx);
         if freed {
             self.place(PlacementPoke::Capacity);
+        }
+        if let Some(class) = budget_used {
+            self.place(PlacementPoke::BudgetUsed(class));
         }
         for ((node, res), was) in places.iter().zip(before) {
             if w.lost_covers(node, res) != was {
@@ -386,12 +406,14 @@ impl Supervisor {
             LauncherPod::from_pod(&p).map(Arc::new)
         };
         let old = self.env.world.put_pod(&k, new.clone());
+        self.observed(Kind::Pod, &p.metadata);
         let facts = |p: &LauncherPod| {
             (
                 p.vmi.clone(),
                 p.gated,
                 p.pinned.clone(),
                 p.node_name.clone(),
+                p.scheduling.clone(),
             )
         };
         if old.as_deref().map(facts) == new.as_deref().map(facts) {
@@ -420,12 +442,12 @@ impl Supervisor {
         if old == new {
             return; // a heartbeat: nothing any rule reads changed
         }
-        // Waiting sets look again only when a node can hold more than it
-        // could (a node that fails moves its claims, and their changes
-        // reach the sets that name them).
-        if grew(old.as_deref(), new.as_deref()) {
-            self.place(PlacementPoke::NodesGrew);
+        if let Some(n) = &new {
+            self.report_unreadable(n, old.as_deref());
         }
+        // Sets waiting on nodes look again: a node may take them now, and
+        // their Waiting message counts the nodes each filter removed.
+        self.place(PlacementPoke::NodesChanged);
         for c in self.env.world.claims_on_node(&name) {
             self.poke_claim(&c, ctx);
         }
@@ -433,6 +455,25 @@ impl Supervisor {
         // each class's capacity as nodes change).
         for c in moved {
             self.poke_class(&c, ctx);
+        }
+    }
+
+    /// A GPU resource a node advertises that is not a whole number of
+    /// devices counts as none: said once per value, for the resources of
+    /// the classes (cpu "3500m" is no business of ours).
+    fn report_unreadable(&self, n: &NodeFacts, old: Option<&NodeFacts>) {
+        for (resource, (quantity, error)) in &n.unreadable {
+            let said =
+                old.is_some_and(|o| o.unreadable.get(resource) == n.unreadable.get(resource));
+            let ours = self
+                .env
+                .world
+                .classes
+                .iter()
+                .any(|c| &c.spec.resource_name == resource);
+            if ours && !said {
+                tracing::warn!(node = %n.name, %resource, %quantity, %error, "the node's allocatable GPUs are not a whole number of devices; counted as none");
+            }
         }
     }
 
@@ -455,6 +496,9 @@ impl Supervisor {
         }
         for o in objs {
             self.on_event(o, false, ctx);
+        }
+        if let Some(p) = &self.placement {
+            p.do_send(Relisted(kind));
         }
         self.synced.insert(kind);
         self.update_ready(ctx);
@@ -630,22 +674,5 @@ impl Handler<Leading> for Supervisor {
         }
         self.leading = leading;
         self.update_ready(ctx);
-    }
-}
-
-/// Whether a node can now hold GPUs it could not before: it appeared,
-/// became Ready, gained allocatable or labels, or lost a devices-lost taint.
-fn grew(old: Option<&NodeFacts>, new: Option<&NodeFacts>) -> bool {
-    match (old, new) {
-        (_, None) => false,
-        (None, Some(_)) => true,
-        (Some(o), Some(n)) => {
-            (n.ready && !o.ready)
-                || n.labels != o.labels
-                || n.lost_taints.len() < o.lost_taints.len()
-                || n.allocatable
-                    .iter()
-                    .any(|(r, v)| *v > o.allocatable.get(r).copied().unwrap_or(0))
-        }
     }
 }

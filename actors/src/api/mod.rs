@@ -11,6 +11,8 @@ mod conditions;
 mod names;
 mod node;
 pub mod pod;
+pub mod quantity;
+pub mod validation;
 mod vmi;
 
 pub use allocation::{GPUAllocation, GPUAllocationSpec};
@@ -19,8 +21,8 @@ pub use class::{GPUClass, GPUClassSpec, GPUClassStatus};
 pub use conditions::{condition_is_true, remove_condition, set_condition, true_condition_types};
 pub use names::*;
 pub use node::NodeFacts;
-pub use pod::LauncherPod;
-pub use vmi::{GpuRequest, Vmi, VmiStatus};
+pub use pod::{LauncherPod, PodScheduling};
+pub use vmi::{GpuRequest, RequestError, Vmi, VmiStatus};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

@@ -1,17 +1,25 @@
 //! The facts about a node that gpu-claims decides on. Kept instead of the
 //! Node so that heartbeats, which change none of them, reach no actor.
 
-use super::DEVICES_LOST_TAINT;
-use k8s_openapi::api::core::v1::Node;
+use super::quantity::{QuantityError, whole_count};
+use super::{DEVICES_LOST_TAINT, HOSTNAME_LABEL};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct NodeFacts {
     pub name: String,
     pub ready: bool,
+    /// Cordoned (`spec.unschedulable`): the scheduler's NodeUnschedulable filter.
+    pub unschedulable: bool,
     pub labels: BTreeMap<String, String>,
     /// Whole-number allocatable quantities per resource.
     pub allocatable: BTreeMap<String, u64>,
+    /// Allocatable quantities that are not a whole number of devices: they
+    /// count as none, and the supervisor says why.
+    pub unreadable: BTreeMap<String, (String, QuantityError)>,
+    /// The taints the scheduler filters on (NoSchedule, NoExecute).
+    pub taints: Vec<Taint>,
     /// Values of the devices-lost taints ("" covers every resource).
     pub lost_taints: Vec<String>,
 }
@@ -23,28 +31,53 @@ impl NodeFacts {
         let ready = status
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let allocatable = status
+        let mut allocatable = BTreeMap::new();
+        let mut unreadable = BTreeMap::new();
+        for (k, q) in status
             .and_then(|s| s.allocatable.as_ref())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|(k, q)| Some((k.clone(), parse_count(&q.0)?)))
-                    .collect()
+            .into_iter()
+            .flatten()
+        {
+            match whole_count(&q.0) {
+                Ok(n) => {
+                    allocatable.insert(k.clone(), n);
+                }
+                Err(e) => {
+                    unreadable.insert(k.clone(), (q.0.clone(), e));
+                }
+            }
+        }
+        let spec = node.spec.as_ref();
+        let all_taints = spec.and_then(|s| s.taints.as_deref()).unwrap_or_default();
+        let lost_taints = all_taints
+            .iter()
+            .filter(|t| t.key == DEVICES_LOST_TAINT)
+            .map(|t| t.value.clone().unwrap_or_default())
+            .collect();
+        let taints = all_taints
+            .iter()
+            .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            .map(|t| Taint {
+                // When it was added changes nothing the scheduler decides.
+                time_added: None,
+                ..t.clone()
             })
-            .unwrap_or_default();
-        let taints = node.spec.as_ref().and_then(|s| s.taints.as_ref());
-        let lost_taints = taints
-            .map(|t| {
-                t.iter()
-                    .filter(|t| t.key == DEVICES_LOST_TAINT)
-                    .map(|t| t.value.clone().unwrap_or_default())
-                    .collect()
-            })
-            .unwrap_or_default();
+            .collect();
+        let mut labels = node.metadata.labels.clone().unwrap_or_default();
+        // The kubelet labels every node with its hostname; G4 pins pods by
+        // it. A node object without the label (hand-made) is read as
+        // labelled with its name, which is what the kubelet would set.
+        labels
+            .entry(HOSTNAME_LABEL.to_string())
+            .or_insert_with(|| name.clone());
         Some(Self {
             name,
             ready,
-            labels: node.metadata.labels.clone().unwrap_or_default(),
+            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            labels,
             allocatable,
+            unreadable,
+            taints,
             lost_taints,
         })
     }
@@ -63,17 +96,4 @@ impl NodeFacts {
     pub fn matches(&self, selector: Option<&BTreeMap<String, String>>) -> bool {
         selector.is_none_or(|s| s.iter().all(|(k, v)| self.labels.get(k) == Some(v)))
     }
-}
-
-/// A device count: a whole number, possibly with a decimal SI suffix ("1k").
-fn parse_count(q: &str) -> Option<u64> {
-    let q = q.trim();
-    if let Ok(n) = q.parse() {
-        return Some(n);
-    }
-    let (num, mult) = match q.strip_suffix('k') {
-        Some(n) => (n, 1000),
-        None => (q, 1),
-    };
-    num.parse::<u64>().ok().map(|n| n * mult)
 }

@@ -4,9 +4,10 @@
 use super::{
     HOSTNAME_LABEL, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, SCHEDULING_GATE, controller_vmi,
 };
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{NodeSelector, Pod, Toleration};
+use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LauncherPod {
     pub namespace: String,
     pub name: String,
@@ -20,6 +21,38 @@ pub struct LauncherPod {
     pub pinned: Option<String>,
     /// Set once the scheduler bound the pod.
     pub node_name: Option<String>,
+    /// What the scheduler will hold the pod to (G3's filters).
+    pub scheduling: PodScheduling,
+}
+
+/// The parts of a pod's spec that kube-scheduler's NodeUnschedulable,
+/// TaintToleration and NodeAffinity filters read.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PodScheduling {
+    pub node_selector: BTreeMap<String, String>,
+    /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`.
+    pub required: Option<NodeSelector>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl PodScheduling {
+    pub fn of(pod: &Pod) -> Self {
+        let Some(spec) = pod.spec.as_ref() else {
+            return Self::default();
+        };
+        Self {
+            node_selector: spec.node_selector.clone().unwrap_or_default(),
+            required: spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|n| {
+                    n.required_during_scheduling_ignored_during_execution
+                        .clone()
+                }),
+            tolerations: spec.tolerations.clone().unwrap_or_default(),
+        }
+    }
 }
 
 impl LauncherPod {
@@ -45,6 +78,7 @@ impl LauncherPod {
             gated: is_gated(pod),
             pinned: pinned_node(pod),
             node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            scheduling: PodScheduling::of(pod),
         })
     }
 }

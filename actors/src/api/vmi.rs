@@ -1,6 +1,7 @@
 //! The slice of a KubeVirt VirtualMachineInstance that gpu-claims reads.
 //! Unknown fields are ignored: we never write a VMI, only delete it (L12).
 
+use super::validation::is_dns_subdomain;
 use super::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -33,7 +34,7 @@ impl Vmi {
     }
 
     /// What the VMI asks for through its annotations.
-    pub fn gpu_request(&self) -> Result<GpuRequest, String> {
+    pub fn gpu_request(&self) -> Result<GpuRequest, RequestError> {
         GpuRequest::from_annotations(self.metadata.annotations.as_ref())
     }
 }
@@ -46,43 +47,62 @@ pub struct GpuRequest {
     pub class: Option<(String, u32)>,
 }
 
+/// Why a VMI's GPU annotations cannot be used: said in a Warning Event on
+/// the VMI, whose pods stay at the gate until the annotations are fixed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("{CLAIMS_ANNOTATION} names {name:?}, which is not a valid claim name")]
+    ClaimName { name: String },
+    #[error("{CLASS_ANNOTATION} {class:?} is not a valid GPUClass name")]
+    ClassName { class: String },
+    #[error("{COUNT_ANNOTATION} {count:?} is not a positive whole number")]
+    Count { count: String },
+}
+
 impl GpuRequest {
     pub fn is_empty(&self) -> bool {
         self.claims.is_empty() && self.class.is_none()
     }
 
+    /// Claim names separated by commas; spaces around a name and empty
+    /// entries are ignored, and a name listed twice counts once.
     fn from_annotations(
         a: Option<&std::collections::BTreeMap<String, String>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RequestError> {
         let Some(a) = a else {
             return Ok(Self::default());
         };
-        let mut claims = Vec::new();
-        if let Some(list) = a.get(CLAIMS_ANNOTATION) {
-            for name in list.split(',').map(str::trim) {
-                if name.is_empty() {
-                    return Err(format!(
-                        "{CLAIMS_ANNOTATION} {list:?} has an empty claim name"
-                    ));
-                }
-                if !claims.iter().any(|c| c == name) {
-                    claims.push(name.to_string());
-                }
+        let mut claims: Vec<String> = Vec::new();
+        for name in a
+            .get(CLAIMS_ANNOTATION)
+            .into_iter()
+            .flat_map(|l| l.split(','))
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            if !is_dns_subdomain(name) {
+                return Err(RequestError::ClaimName { name: name.into() });
+            }
+            if !claims.iter().any(|c| c == name) {
+                claims.push(name.to_string());
             }
         }
+        let count = a.get(COUNT_ANNOTATION).map(|c| c.trim());
         let class = match a.get(CLASS_ANNOTATION).map(|c| c.trim()) {
             None => None,
-            Some("") => return Err(format!("{CLASS_ANNOTATION} is empty")),
+            Some(class) if !is_dns_subdomain(class) => {
+                return Err(RequestError::ClassName {
+                    class: class.into(),
+                });
+            }
             Some(class) => {
-                let count: Cow<str> = a
-                    .get(COUNT_ANNOTATION)
-                    .map_or("1".into(), |c| c.trim().into());
+                let count: Cow<str> = count.map_or("1".into(), Into::into);
                 match count.parse::<u32>() {
                     Ok(n) if n >= 1 => Some((class.to_string(), n)),
                     _ => {
-                        return Err(format!(
-                            "{COUNT_ANNOTATION} {count:?} is not a whole number >= 1"
-                        ));
+                        return Err(RequestError::Count {
+                            count: count.into_owned(),
+                        });
                     }
                 }
             }

@@ -56,17 +56,27 @@ pub fn to_value(obj: &Obj) -> Value {
     v
 }
 
-/// A stored object, typed; Err says why it cannot be read.
+/// A stored object, typed; Err says why it cannot be read, naming the
+/// field (`spec.count: invalid value: integer `-1`, expected u32`).
 pub fn from_value(kind: Kind, v: Value) -> Result<Obj, String> {
-    let r = match kind {
-        Kind::Class => serde_json::from_value(v).map(Obj::Class),
-        Kind::Claim => serde_json::from_value(v).map(Obj::Claim),
-        Kind::Record => serde_json::from_value(v).map(Obj::Record),
-        Kind::Vmi => serde_json::from_value(v).map(Obj::Vmi),
-        Kind::Pod => serde_json::from_value(v).map(Obj::Pod),
-        Kind::Node => serde_json::from_value(v).map(Obj::Node),
-    };
-    r.map_err(|e| e.to_string())
+    fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
+        serde_path_to_error::deserialize(v).map_err(|e| {
+            let path = e.path().to_string();
+            if path == "." {
+                e.into_inner().to_string()
+            } else {
+                format!("{path}: {}", e.into_inner())
+            }
+        })
+    }
+    Ok(match kind {
+        Kind::Class => Obj::Class(typed(v)?),
+        Kind::Claim => Obj::Claim(typed(v)?),
+        Kind::Record => Obj::Record(typed(v)?),
+        Kind::Vmi => Obj::Vmi(typed(v)?),
+        Kind::Pod => Obj::Pod(typed(v)?),
+        Kind::Node => Obj::Node(typed(v)?),
+    })
 }
 
 fn write_error(e: StoreError) -> WriteError {

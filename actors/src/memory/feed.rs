@@ -10,12 +10,48 @@ use actix::Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How late each kind's watch trails the store's changes. Kinds lag
+/// independently: the watches of two kinds are not ordered with each other.
+#[derive(Clone, Debug, Default)]
+pub struct Lag {
+    /// Every kind, unless `kinds` names it.
+    pub all: Option<Duration>,
+    pub kinds: Vec<(Kind, Duration)>,
+}
+
+impl Lag {
+    /// Only the watch of `kind` trails, by `d`.
+    pub fn of(kind: Kind, d: Duration) -> Self {
+        Lag {
+            all: None,
+            kinds: vec![(kind, d)],
+        }
+    }
+
+    fn for_kind(&self, kind: Kind) -> Option<Duration> {
+        self.kinds
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, d)| *d)
+            .or(self.all)
+    }
+}
+
+impl From<Option<Duration>> for Lag {
+    fn from(all: Option<Duration>) -> Self {
+        Lag {
+            all,
+            kinds: Vec::new(),
+        }
+    }
+}
+
 /// Starts the feed on the current tokio runtime.
 pub fn feed(
     store: Arc<Store>,
     kinds: Vec<Kind>,
     to: Addr<Supervisor>,
-    lag: Option<Duration>,
+    lag: Lag,
 ) -> tokio::task::JoinHandle<()> {
     // Subscribe before listing, so no change falls between the two.
     let (mut rx, _) = store.watch();
@@ -29,36 +65,56 @@ pub fn feed(
             .collect();
         to.do_send(WorldEvent::Relisted(*kind, objs));
     }
-    // Events are stamped on arrival and delivered `lag` later, in order.
-    let (tx, mut delayed) = tokio::sync::mpsc::unbounded_channel();
-    let stamp = tokio::spawn(async move {
+    // Each kind's events are stamped on arrival and delivered by its own
+    // task `lag` later, in order.
+    let mut lanes = std::collections::HashMap::new();
+    let mut tasks = Vec::new();
+    for kind in kinds {
+        let (tx, mut delayed) = tokio::sync::mpsc::unbounded_channel();
+        lanes.insert(kind, tx);
+        let (to, lag) = (to.clone(), lag.for_kind(kind));
+        tasks.push(tokio::spawn(async move {
+            while let Some((at, ev)) = delayed.recv().await {
+                if let Some(lag) = lag {
+                    tokio::time::sleep_until(at + lag).await;
+                }
+                deliver(kind, ev, &to);
+            }
+        }));
+    }
+    // Aborting the feed (a process killed) stops every lane with it.
+    let lanes_guard = AbortOnDrop(tasks);
+    tokio::spawn(async move {
+        let _lanes = lanes_guard;
         while let Some(ev) = rx.recv().await {
-            if tx.send((tokio::time::Instant::now(), ev)).is_err() {
+            let lane = Kind::from_name(&ev.kind).and_then(|k| lanes.get(&k));
+            if let Some(tx) = lane.filter(|_| ev.resource_version > listed_at)
+                && tx.send((tokio::time::Instant::now(), ev)).is_err()
+            {
                 break;
             }
         }
-    });
-    tokio::spawn(async move {
-        while let Some((at, ev)) = delayed.recv().await {
-            let Some(kind) = Kind::from_name(&ev.kind).filter(|k| kinds.contains(k)) else {
-                continue;
-            };
-            if ev.resource_version <= listed_at {
-                continue;
-            }
-            if let Some(lag) = lag {
-                tokio::time::sleep_until(at + lag).await;
-            }
-            let Some(obj) = typed(kind, ev.object, &to) else {
-                continue;
-            };
-            to.do_send(match ev.type_ {
-                EventType::Deleted => WorldEvent::Delete(obj),
-                EventType::Added | EventType::Modified => WorldEvent::Apply(obj),
-            });
-        }
-        stamp.abort();
     })
+}
+
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+fn deliver(kind: Kind, ev: super::store::StoreEvent, to: &Addr<Supervisor>) {
+    let Some(obj) = typed(kind, ev.object, to) else {
+        return;
+    };
+    to.do_send(match ev.type_ {
+        EventType::Deleted => WorldEvent::Delete(obj),
+        EventType::Added | EventType::Modified => WorldEvent::Apply(obj),
+    });
 }
 
 fn typed(kind: Kind, v: serde_json::Value, to: &Addr<Supervisor>) -> Option<Obj> {

@@ -1,5 +1,6 @@
-//! The invariants I1-I5 of SPEC section 7, checked against the in-memory
-//! cluster. Tests call [`Checker::check`] after every step.
+//! The invariants I1-I6 of SPEC section 7, checked against the in-memory
+//! cluster. Tests call [`Checker::check`] (I1-I5) after every step, and
+//! [`progress`] (I6) once the controller has settled.
 
 use super::cluster::{MemCluster, from_value};
 use crate::api::{
@@ -209,4 +210,51 @@ fn records_match(
             v.push(format!("I4: record {k} has no claim"));
         }
     }
+}
+
+/// I6 on a settled cluster: the sets that wait at the gate though a freshly
+/// started controller, knowing nothing but the objects, would place them
+/// now. Empty when the controller remembers nothing that outlived what it
+/// was about.
+pub fn progress(c: &MemCluster) -> Vec<String> {
+    let fresh = crate::world::World::new(crate::config::Config::default());
+    for kind in Kind::ALL {
+        for o in all(c, kind, Some) {
+            fresh.load(o);
+        }
+    }
+    let none = crate::rules::WrittenAllocations::default();
+    let mut v = Vec::new();
+    for e in fresh.vmis.iter() {
+        if let crate::rules::GateStep::Place(plan) =
+            crate::rules::decide_gate(e.value(), &fresh, &none)
+        {
+            // What its claims say now, to tell why the controller waits.
+            let says: Vec<String> = plan
+                .statuses
+                .iter()
+                .map(|(c, _)| {
+                    let waiting = c
+                        .conditions()
+                        .iter()
+                        .find(|x| x.type_ == crate::api::CONDITION_WAITING)
+                        .map(|x| format!("{}: {}", x.reason, x.message));
+                    format!(
+                        "{} {} {:?}",
+                        c.metadata.name.as_deref().unwrap_or_default(),
+                        c.phase().as_str(),
+                        waiting
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "I6: VMI {} waits at the gate, though a fresh controller would place it on {} ({})",
+                e.key(),
+                plan.node,
+                says.join("; ")
+            ));
+        }
+    }
+    v.sort();
+    v
 }

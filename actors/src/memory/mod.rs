@@ -14,5 +14,5 @@ pub use cluster::{
     Faults, MemCluster, api_version as cluster_api_version, from_value as cluster_from_value,
     to_value as cluster_to_value,
 };
-pub use feed::feed;
+pub use feed::{Lag, feed};
 pub use journal::{Entry, Journal};

@@ -3,7 +3,7 @@
 //! as `run`'s; only the adapters differ.
 
 use super::cluster::MemCluster;
-use super::feed::feed;
+use super::feed::{Lag, feed};
 use super::store::Store;
 use crate::actors::{ConfigChanged, Env, Ports, Supervisor};
 use crate::config::Config;
@@ -106,20 +106,21 @@ pub struct Sim {
     pub cluster: Arc<MemCluster>,
     pub store: Arc<Store>,
     config: Config,
-    lag: Option<Duration>,
+    lag: Lag,
     process: Process,
 }
 
 impl Sim {
     /// Starts a controller on a cluster holding `objects`. Call inside an
     /// actix System (see [`run_sim`]).
-    pub fn start(config: Config, objects: &[Obj], lag: Option<Duration>) -> Sim {
+    pub fn start(config: Config, objects: &[Obj], lag: impl Into<Lag>) -> Sim {
+        let lag = lag.into();
         let store = sim_store();
         let cluster = MemCluster::new(store.clone());
         for o in objects {
             cluster.seed(o);
         }
-        let process = Self::spawn(&cluster, &config, lag);
+        let process = Self::spawn(&cluster, &config, lag.clone());
         Sim {
             cluster,
             store,
@@ -129,7 +130,7 @@ impl Sim {
         }
     }
 
-    fn spawn(cluster: &Arc<MemCluster>, config: &Config, lag: Option<Duration>) -> Process {
+    fn spawn(cluster: &Arc<MemCluster>, config: &Config, lag: Lag) -> Process {
         let world = Arc::new(World::new(config.clone()));
         let writer = Arc::new(Mortal {
             inner: cluster.clone(),
@@ -214,18 +215,21 @@ impl Sim {
         }
     }
 
-    /// Advances the simulated clock by `d`, firing the timers that fall due, and settles.
+    /// Advances the simulated clock by `d`, firing the timers that fall
+    /// due, each at its own time, and settles.
     pub async fn advance(&self, d: Duration) {
-        // In steps, so that a timer due inside `d` fires at its own time and
-        // what it triggers can set later timers that are still within `d`.
-        let mut left = d;
-        let step = Duration::from_millis(100);
-        while !left.is_zero() {
-            let s = left.min(step);
-            tokio::time::advance(s).await;
-            left -= s;
-            self.settle().await;
-        }
+        // The paused clock jumps to the next timer whenever every task is
+        // idle: a timer due inside `d` fires at its own time, what it
+        // triggers runs (and may set later timers) before the clock moves
+        // on, and a year costs what its timers cost, not its length.
+        tokio::time::sleep(d).await;
+        self.settle().await;
+    }
+
+    /// Whether the process can still write: not dead, and not set to die
+    /// at its next write.
+    pub fn alive(&self) -> bool {
+        self.process.writer.left.load(Ordering::SeqCst) > 0
     }
 
     /// The process dies after `writes` more writes: those land, later ones never do.
@@ -239,7 +243,7 @@ impl Sim {
     pub fn restart(&mut self) {
         self.process.writer.left.store(0, Ordering::SeqCst);
         self.process.feed.abort();
-        self.process = Self::spawn(&self.cluster, &self.config, self.lag);
+        self.process = Self::spawn(&self.cluster, &self.config, self.lag.clone());
     }
 
     /// I5 on a settled cluster: restarts and settles, and says how many

@@ -2,7 +2,8 @@
 
 use super::{ClaimIntent, RuleId, Step};
 use crate::api::{
-    CONDITION_WAITING, ClaimPhase, GPUClaim, is_deleting, remove_condition, vmi_owner,
+    CONDITION_LOST, CONDITION_WAITING, ClaimPhase, GPUClaim, is_deleting, remove_condition,
+    vmi_owner,
 };
 use crate::config::Config;
 use crate::world::World;
@@ -80,7 +81,8 @@ pub fn decide_attachment(
 }
 
 /// L4: Bound becomes Attached; Lost becomes Attached only when its node is
-/// back (exists, Ready, lost set not covering the resource).
+/// back (exists, Ready, lost set not covering the resource), and loses its
+/// Lost condition on the way.
 fn attach_live(c: &GPUClaim, w: &World) -> Step {
     let ok = match c.phase() {
         ClaimPhase::Bound => true,
@@ -92,6 +94,8 @@ fn attach_live(c: &GPUClaim, w: &World) -> Step {
     }
     let mut status = c.status.clone().unwrap_or_default();
     status.phase = Some(ClaimPhase::Attached);
+    // Lost=True is shown only while the phase is Lost.
+    remove_condition(&mut status.conditions, CONDITION_LOST);
     Step::Write(RuleId::L4, ClaimIntent::WriteStatus(status))
 }
 

@@ -27,14 +27,23 @@ impl LostReason {
 /// Why the claim's node cannot hold it now, if it cannot.
 pub fn lost_reason(c: &GPUClaim, w: &World) -> Option<LostReason> {
     let node = c.node_name()?;
+    match w.resource_of(&c.spec.class_name) {
+        Some(resource) => node_failed(w, node, &resource),
+        // Without its class, only the node itself can have failed.
+        None => node_failed(w, node, "").filter(|r| *r != LostReason::DevicesLost),
+    }
+}
+
+/// Why `node` cannot hold GPUs of `resource` now, if it cannot: it is
+/// gone, not Ready, or its lost set covers the resource.
+pub fn node_failed(w: &World, node: &str, resource: &str) -> Option<LostReason> {
     let Some(n) = w.node(node) else {
         return Some(LostReason::NodeDeleted);
     };
     if !n.ready {
         return Some(LostReason::NodeNotReady);
     }
-    let resource = w.resource_of(&c.spec.class_name)?;
-    w.lost_covers(node, &resource)
+    w.lost_covers(node, resource)
         .then_some(LostReason::DevicesLost)
 }
 

@@ -13,14 +13,18 @@ mod gate;
 mod lost;
 mod records;
 mod release;
+pub mod scheduling;
 mod template;
 mod unschedulable;
 
 pub use attachment::{Grace, decide_attachment};
 pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
 pub use finalizer::needs_finalizer;
-pub use gate::{GateStep, Plan, RecordWrite, Unseen, WaitReason, decide_gate, requested_claims};
-pub use lost::{LostReason, decide_lost, lost_reason};
+pub use gate::{
+    GateStep, Plan, RecordWrite, Unfit, WaitReason, WrittenAllocations, decide_gate, pod_unfit,
+    requested_claims,
+};
+pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use records::{RECORD_GRACE, decide_record_report, record_missing};
 pub use release::{LiveAnswer, Used, pods_left_gate, used_by_vmi, vmi_holds};
 pub use template::{TemplateStep, decide_template, record_is_orphan, template_name};
@@ -59,6 +63,8 @@ pub enum RuleId {
     Records,
     /// Class status: capacity and allocated.
     ClassStatus,
+    /// SPEC §1: a VMI's GPU annotations that cannot be used are reported.
+    Annotations,
 }
 
 impl RuleId {
@@ -81,6 +87,7 @@ impl RuleId {
             RuleId::G5 => "G5",
             RuleId::Records => "records",
             RuleId::ClassStatus => "class-status",
+            RuleId::Annotations => "annotations",
         }
     }
 }

@@ -23,8 +23,8 @@ pub enum TemplateStep {
     WaitForOld,
     /// Nothing to do (no class asked, the VMI does not live, or the claim is there).
     Nothing,
-    /// The annotations cannot be read.
-    BadRequest(String),
+    /// The annotations cannot be used.
+    BadRequest(crate::api::RequestError),
 }
 
 /// G2: while a VMI lives and asks for a class, its template claim exists.

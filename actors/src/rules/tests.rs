@@ -225,8 +225,15 @@ fn pinned_node_table() {
     );
 }
 
+/// SPEC §1, the VMI annotations: spaces and empty entries ignored, a name
+/// listed twice counted once; a bad name, class or count is refused with
+/// what is wrong (placement says it in a Warning Event on the VMI).
 #[test]
 fn gpu_request_annotations_table() {
+    use crate::api::{
+        CLAIMS_ANNOTATION as CLAIMS, CLASS_ANNOTATION as CLASS, COUNT_ANNOTATION as COUNT,
+        RequestError,
+    };
     let req = |pairs: &[(&str, &str)]| {
         let mut v = vmi("t", "vm");
         for (k, val) in pairs {
@@ -234,47 +241,104 @@ fn gpu_request_annotations_table() {
         }
         v.0.gpu_request()
     };
-    assert_eq!(req(&[]), Ok(GpuRequest::default()));
-    assert_eq!(
-        req(&[(crate::api::CLAIMS_ANNOTATION, "a, b,a")]),
+    let claims = |names: &[&str]| {
         Ok(GpuRequest {
-            claims: vec!["a".into(), "b".into()],
-            class: None
+            claims: names.iter().map(|n| n.to_string()).collect(),
+            class: None,
         })
-    );
-    assert_eq!(
-        req(&[(crate::api::CLASS_ANNOTATION, "h200")]),
+    };
+    let class = |c: &str, n: u32| {
         Ok(GpuRequest {
             claims: vec![],
-            class: Some(("h200".into(), 1))
+            class: Some((c.into(), n)),
         })
+    };
+    let bad_name = |n: &str| Err(RequestError::ClaimName { name: n.into() });
+    let bad_count = |n: &str| Err(RequestError::Count { count: n.into() });
+    type Case<'a> = (
+        &'a str,
+        Vec<(&'a str, &'a str)>,
+        Result<GpuRequest, RequestError>,
     );
+    let cases: Vec<Case> = vec![
+        ("no annotations", vec![], Ok(GpuRequest::default())),
+        (
+            "two names, one twice, spaces",
+            vec![(CLAIMS, "a, b,a")],
+            claims(&["a", "b"]),
+        ),
+        ("a trailing comma", vec![(CLAIMS, "a,")], claims(&["a"])),
+        ("a leading comma", vec![(CLAIMS, ",a")], claims(&["a"])),
+        (
+            "an empty entry between",
+            vec![(CLAIMS, "a,,b")],
+            claims(&["a", "b"]),
+        ),
+        (
+            "only commas and spaces",
+            vec![(CLAIMS, " , ,")],
+            claims(&[]),
+        ),
+        (
+            "a name that is not an object name",
+            vec![(CLAIMS, "a,Bad_Name")],
+            bad_name("Bad_Name"),
+        ),
+        (
+            "a class, count 1 by default",
+            vec![(CLASS, "h200")],
+            class("h200", 1),
+        ),
+        (
+            "a class and a count",
+            vec![(CLASS, "h200"), (COUNT, "4")],
+            class("h200", 4),
+        ),
+        (
+            "a count with spaces",
+            vec![(CLASS, "h200"), (COUNT, " 2 ")],
+            class("h200", 2),
+        ),
+        (
+            "count 0",
+            vec![(CLASS, "h200"), (COUNT, "0")],
+            bad_count("0"),
+        ),
+        (
+            "count -1",
+            vec![(CLASS, "h200"), (COUNT, "-1")],
+            bad_count("-1"),
+        ),
+        (
+            "count in words",
+            vec![(CLASS, "h200"), (COUNT, "two")],
+            bad_count("two"),
+        ),
+        (
+            "count 1.5",
+            vec![(CLASS, "h200"), (COUNT, "1.5")],
+            bad_count("1.5"),
+        ),
+        (
+            "an empty class",
+            vec![(CLASS, " ")],
+            Err(RequestError::ClassName { class: "".into() }),
+        ),
+        (
+            "a class that is not a name",
+            vec![(CLASS, "H 200")],
+            Err(RequestError::ClassName {
+                class: "H 200".into(),
+            }),
+        ),
+    ];
+    for (case, pairs, want) in cases {
+        assert_eq!(req(&pairs), want, "{case}");
+    }
     assert_eq!(
-        req(&[
-            (crate::api::CLASS_ANNOTATION, "h200"),
-            (crate::api::COUNT_ANNOTATION, "4")
-        ]),
-        Ok(GpuRequest {
-            claims: vec![],
-            class: Some(("h200".into(), 4))
-        })
+        RequestError::Count { count: "0".into() }.to_string(),
+        "gpu.cozystack.io/count \"0\" is not a positive whole number"
     );
-    assert!(
-        req(&[
-            (crate::api::CLASS_ANNOTATION, "h200"),
-            (crate::api::COUNT_ANNOTATION, "0")
-        ])
-        .is_err()
-    );
-    assert!(
-        req(&[
-            (crate::api::CLASS_ANNOTATION, "h200"),
-            (crate::api::COUNT_ANNOTATION, "two")
-        ])
-        .is_err()
-    );
-    assert!(req(&[(crate::api::CLAIMS_ANNOTATION, "a,,b")]).is_err());
-    assert!(req(&[(crate::api::CLASS_ANNOTATION, " ")]).is_err());
 }
 
 #[test]

@@ -12,7 +12,9 @@ pub use indexes::{ClassUsage, released as indexes_released};
 
 use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi};
 use crate::config::Config;
+use crate::ports::{Kind, Obj};
 use dashmap::DashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// `namespace/name`: the key of namespaced objects.
@@ -39,6 +41,8 @@ pub struct World {
     pub nodes: DashMap<String, Arc<NodeFacts>>,
     pub(crate) idx: indexes::Indexes,
     config: RwLock<Arc<Config>>,
+    /// Per kind, the highest resourceVersion the watch has brought.
+    observed: [AtomicU64; Kind::ALL.len()],
 }
 
 impl World {
@@ -58,6 +62,57 @@ impl World {
 
     pub fn set_config(&self, config: Config) {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+    }
+
+    /// How far the watch of `kind` has come: every change of that kind up
+    /// to this resourceVersion is in the cache (a watch brings one kind's
+    /// changes in resourceVersion order, and a list is a snapshot).
+    pub fn observed_rv(&self, kind: Kind) -> u64 {
+        self.observed[kind as usize].load(Ordering::Acquire)
+    }
+
+    /// The watch of `kind` brought a change at `rv`; called after the cache has it.
+    pub fn observe_rv(&self, kind: Kind, rv: u64) {
+        self.observed[kind as usize].fetch_max(rv, Ordering::AcqRel);
+    }
+
+    /// Stores an object as a watch brings it, indexes and all; for a world
+    /// built from a list (a fresh controller's view, in the I6 check).
+    pub fn load(&self, obj: Obj) {
+        let ns_key = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            key(
+                m.namespace.as_deref().unwrap_or_default(),
+                m.name.as_deref().unwrap_or_default(),
+            )
+        };
+        let rv = crate::api::rv_number(obj.meta());
+        let kind = obj.kind();
+        match obj {
+            Obj::Claim(c) => {
+                self.put_claim(&ns_key(&c.metadata), Some(Arc::new(c)));
+            }
+            Obj::Class(c) => {
+                let name = c.metadata.name.clone().unwrap_or_default();
+                self.put_class(&name, Some(Arc::new(c)));
+            }
+            Obj::Record(r) => {
+                self.put_record(&ns_key(&r.metadata), Some(Arc::new(r)));
+            }
+            Obj::Vmi(v) => {
+                self.put_vmi(&ns_key(&v.metadata), Some(Arc::new(v)));
+            }
+            Obj::Pod(p) => {
+                if let Some(lp) = LauncherPod::from_pod(&p) {
+                    self.put_pod(&ns_key(&p.metadata), Some(Arc::new(lp)));
+                }
+            }
+            Obj::Node(n) => {
+                if let Some(f) = NodeFacts::from_node(&n) {
+                    self.put_node(&f.name.clone(), Some(Arc::new(f)));
+                }
+            }
+        }
+        self.observe_rv(kind, rv);
     }
 
     pub fn claim(&self, k: &str) -> Option<Arc<GPUClaim>> {

@@ -1,0 +1,234 @@
+//! Carrying out placement's intents through the ports, stopping at the
+//! first write that fails; what landed is reported so that the next
+//! decision follows from it.
+
+use super::super::Env;
+use crate::api::{
+    GPUAllocation, GPUAllocationSpec, GPUClaim, GPUClaimStatus, HOSTNAME_LABEL, SCHEDULING_GATE,
+    rv_number,
+};
+use crate::ports::{Kind, Obj, ObjRef, Preconditions, Why, WriteError};
+use crate::rules::{Plan, RecordWrite, RuleId};
+use crate::world::key;
+use std::sync::Arc;
+
+/// One intent and its writes.
+pub(super) enum Write {
+    CreateClaim {
+        key: String,
+        vmi_uid: String,
+        obj: Box<Obj>,
+    },
+    DeleteRecord {
+        key: String,
+        uid: String,
+    },
+    /// G4: allocations, statuses, pods, in that order.
+    Place(Box<Plan>),
+    /// G5: Waiting conditions.
+    Wait(Vec<(Arc<GPUClaim>, GPUClaimStatus)>),
+}
+
+impl Write {
+    pub(super) fn rule(&self) -> RuleId {
+        match self {
+            Write::CreateClaim { .. } => RuleId::G2,
+            Write::DeleteRecord { .. } => RuleId::Records,
+            Write::Place(_) => RuleId::G4,
+            Write::Wait(_) => RuleId::G5,
+        }
+    }
+}
+
+/// What the writes left: what the cache may not show yet.
+#[derive(Default)]
+pub(super) struct Done {
+    /// Allocations written: key, spec, the resourceVersion the write returned.
+    pub records: Vec<(String, GPUAllocationSpec, u64)>,
+    /// Claims and pods written: key and the resourceVersion returned.
+    pub claims: Vec<(String, u64)>,
+    pub pods: Vec<(String, u64)>,
+    /// A template claim created: key, VMI uid, resourceVersion (0 when it
+    /// already existed).
+    pub created: Option<(String, String, u64)>,
+    /// An allocation deleted (or found gone): key and uid.
+    pub deleted_record: Option<(String, String)>,
+    pub error: Option<WriteError>,
+}
+
+fn claim_key(c: &GPUClaim) -> String {
+    key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+pub(super) async fn execute(env: Arc<Env>, write: Write) -> Done {
+    let mut done = Done::default();
+    let w = &env.writer;
+    match write {
+        Write::CreateClaim { key, vmi_uid, obj } => {
+            tracing::info!(claim = %key, rule = "G2", intent = "create-claim", "writing");
+            let what = obj.obj_ref();
+            match w.create(*obj, Why(RuleId::G2)).await {
+                Ok(o) => done.created = Some((key, vmi_uid, rv_number(o.meta()))),
+                // AlreadyExists: someone made it, and the cache does not
+                // show it yet; it does once the watch reaches its version.
+                Err(WriteError::Conflict(_)) => match env.reader.get(what).await {
+                    Ok(Some(o)) => done.created = Some((key, vmi_uid, rv_number(o.meta()))),
+                    Ok(None) => {}
+                    Err(e) => done.error = Some(WriteError::Other(e.to_string())),
+                },
+                Err(e) => done.error = Some(e),
+            }
+        }
+        Write::DeleteRecord { key, uid } => delete_record(&env, key, uid, &mut done).await,
+        Write::Wait(changes) => {
+            for (c, status) in changes {
+                let k = claim_key(&c);
+                tracing::info!(claim = %k, rule = "G5", intent = "waiting", "writing");
+                let mut new = GPUClaim::clone(&c);
+                new.status = Some(status);
+                match w.replace_status(Obj::Claim(new), Why(RuleId::G5)).await {
+                    Ok(o) => done.claims.push((k, rv_number(o.meta()))),
+                    Err(e) => {
+                        done.error = Some(e);
+                        return done;
+                    }
+                }
+            }
+        }
+        Write::Place(plan) => place(&env, *plan, &mut done).await,
+    }
+    done
+}
+
+/// Watches of different kinds are not ordered: the claim can be seen gone
+/// before its allocation, which L8 deleted first. Only an allocation the
+/// server still has is deleted.
+async fn delete_record(env: &Env, key: String, uid: String, done: &mut Done) {
+    let (ns, name) = crate::world::split_key(&key);
+    let what = ObjRef::new(Kind::Record, Some(ns), name);
+    let live = match env.reader.get(what.clone()).await {
+        Ok(live) => live,
+        Err(e) => {
+            done.error = Some(WriteError::Other(e.to_string()));
+            return;
+        }
+    };
+    if live
+        .as_ref()
+        .is_some_and(|l| l.meta().uid.as_ref() == Some(&uid))
+    {
+        tracing::info!(record = %key, rule = "records", intent = "delete-record", "writing");
+        let pre = Preconditions {
+            uid: Some(uid.clone()),
+            resource_version: None,
+        };
+        match env.writer.delete(what, pre, Why(RuleId::Records)).await {
+            Ok(_) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {}
+            Err(e) => done.error = Some(e),
+        }
+    }
+    done.deleted_record = Some((key, uid));
+}
+
+/// G4: allocations, then claim statuses, then each pod pinned and ungated.
+async fn place(env: &Env, plan: Plan, done: &mut Done) {
+    for r in plan.records {
+        if let Err(e) = write_allocation(env, &plan.node, r, done).await {
+            done.error = Some(e);
+            return;
+        }
+    }
+    for (c, status) in plan.statuses {
+        let k = claim_key(&c);
+        tracing::info!(claim = %k, rule = "G4", node = %plan.node, intent = "bind", "writing");
+        let mut new = GPUClaim::clone(&c);
+        new.status = Some(status);
+        match env
+            .writer
+            .replace_status(Obj::Claim(new), Why(RuleId::G4))
+            .await
+        {
+            Ok(o) => done.claims.push((k, rv_number(o.meta()))),
+            Err(e) => {
+                done.error = Some(e);
+                return;
+            }
+        }
+    }
+    for pk in plan.pods {
+        if let Err(e) = pin_and_ungate(env, &plan.node, pk, done).await {
+            done.error = Some(e);
+            return;
+        }
+    }
+}
+
+async fn write_allocation(
+    env: &Env,
+    node: &str,
+    r: RecordWrite,
+    done: &mut Done,
+) -> Result<(), WriteError> {
+    let (create, rec) = match r {
+        RecordWrite::Create(rec) => (true, rec),
+        RecordWrite::Move(rec) => (false, rec),
+    };
+    let k = key(
+        rec.metadata.namespace.as_deref().unwrap_or_default(),
+        rec.metadata.name.as_deref().unwrap_or_default(),
+    );
+    tracing::info!(claim = %k, rule = "G4", node = %node, intent = "record", "writing");
+    let spec = rec.spec.clone();
+    let written = if create {
+        env.writer.create(Obj::Record(rec), Why(RuleId::G4)).await
+    } else {
+        // The Lost claim's allocation moves: its cached version, on the new node.
+        let Some(mut cur) = env.world.record(&k).map(|r| GPUAllocation::clone(&r)) else {
+            return Err(WriteError::Conflict("allocation not cached".into()));
+        };
+        cur.spec = spec.clone();
+        env.writer.replace(Obj::Record(cur), Why(RuleId::G4)).await
+    }?;
+    done.records.push((k, spec, rv_number(written.meta())));
+    Ok(())
+}
+
+async fn pin_and_ungate(
+    env: &Env,
+    node: &str,
+    pk: String,
+    done: &mut Done,
+) -> Result<(), WriteError> {
+    let (ns, name) = crate::world::split_key(&pk);
+    let mut pod = match env.reader.get(ObjRef::new(Kind::Pod, Some(ns), name)).await {
+        Ok(Some(Obj::Pod(p))) => p,
+        Ok(_) => return Ok(()),
+        Err(e) => return Err(WriteError::Other(e.to_string())),
+    };
+    if !crate::api::pod::is_gated(&pod) {
+        return Ok(());
+    }
+    let spec = pod.spec.get_or_insert_default();
+    spec.node_selector
+        .get_or_insert_default()
+        .insert(HOSTNAME_LABEL.into(), node.to_string());
+    if let Some(g) = spec.scheduling_gates.as_mut() {
+        g.retain(|g| g.name != SCHEDULING_GATE);
+    }
+    if spec.scheduling_gates.as_ref().is_some_and(|g| g.is_empty()) {
+        spec.scheduling_gates = None;
+    }
+    tracing::info!(pod = %pk, rule = "G4", node = %node, intent = "pin-and-ungate", "writing");
+    let created = pod.metadata.creation_timestamp.clone();
+    let o = env.writer.replace(Obj::Pod(pod), Why(RuleId::G4)).await?;
+    if let Some(t) = created {
+        let waited = env.clock.wall().duration_since(t.0);
+        env.telemetry
+            .gate_wait(waited.try_into().unwrap_or_default());
+    }
+    done.pods.push((pk, rv_number(o.meta())));
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Kubernetes quantities (`resource.Quantity`) read as whole device counts.
+//! A node advertises GPUs as an extended resource whose allocatable must be
+//! a whole, non-negative number; anything else (`abc`, `-8`, `8.5`, a number
+//! past u64) is refused with the reason, never read as some other count.
+
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuantityError {
+    /// Not a quantity at all.
+    Malformed,
+    Negative,
+    /// A quantity, but not a whole number of devices.
+    Fractional,
+    TooLarge,
+}
+
+impl fmt::Display for QuantityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QuantityError::Malformed => "is not a Kubernetes quantity",
+            QuantityError::Negative => "is negative",
+            QuantityError::Fractional => "is not a whole number of devices",
+            QuantityError::TooLarge => "is too large to count",
+        })
+    }
+}
+
+/// The suffix's factor as (power of 10, power of 2).
+fn suffix(s: &str) -> Option<(i32, u32)> {
+    Some(match s {
+        "" => (0, 0),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        "Pi" => (0, 50),
+        "Ei" => (0, 60),
+        _ => {
+            // A decimal exponent: e3, E-2.
+            let exp = s.strip_prefix(['e', 'E'])?;
+            let n: i32 = exp.parse().ok()?;
+            (n, 0)
+        }
+    })
+}
+
+/// A quantity as a whole count: `8`, `1k`, `2000m`, `1.5k`, `4e2`.
+pub fn whole_count(q: &str) -> Result<u64, QuantityError> {
+    let q = q.trim();
+    let (negative, rest) = match q.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, q.strip_prefix('+').unwrap_or(q)),
+    };
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (number, suf) = rest.split_at(end);
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(QuantityError::Malformed);
+    }
+    let (ten, two) = suffix(suf).ok_or(QuantityError::Malformed)?;
+    // The digits as one integer, scaled by 10^-(fraction digits).
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        return Ok(0);
+    }
+    if negative {
+        return Err(QuantityError::Negative);
+    }
+    let mut exp10 = ten - i32::try_from(frac.len()).map_err(|_| QuantityError::TooLarge)?;
+    let mut digits = digits.to_string();
+    // Trailing zeros can be cancelled against a negative exponent.
+    while exp10 < 0 && digits.ends_with('0') {
+        digits.pop();
+        exp10 += 1;
+    }
+    if exp10 < 0 {
+        return Err(QuantityError::Fractional);
+    }
+    if digits.len() + exp10 as usize > 39 {
+        return Err(QuantityError::TooLarge);
+    }
+    let mut n: u128 = digits.parse().map_err(|_| QuantityError::TooLarge)?;
+    for _ in 0..exp10 {
+        n = n.checked_mul(10).ok_or(QuantityError::TooLarge)?;
+    }
+    n = n.checked_mul(1u128 << two).ok_or(QuantityError::TooLarge)?;
+    u64::try_from(n).map_err(|_| QuantityError::TooLarge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_are_read_as_whole_counts_or_refused_with_the_reason() {
+        use QuantityError::*;
+        let cases: &[(&str, Result<u64, QuantityError>)] = &[
+            ("8", Ok(8)),
+            ("0", Ok(0)),
+            ("1k", Ok(1000)),
+            ("1.5k", Ok(1500)),
+            ("2000m", Ok(2)),
+            ("4e2", Ok(400)),
+            ("1Ki", Ok(1024)),
+            ("+3", Ok(3)),
+            (" 8 ", Ok(8)),
+            ("-0", Ok(0)),
+            ("abc", Err(Malformed)),
+            ("", Err(Malformed)),
+            ("8x", Err(Malformed)),
+            ("1.2.3", Err(Malformed)),
+            ("-8", Err(Negative)),
+            ("8.5", Err(Fractional)),
+            ("1500m", Err(Fractional)),
+            ("18446744073709552k", Err(TooLarge)),
+            ("18446744073709551615", Ok(u64::MAX)),
+            ("18446744073709551616", Err(TooLarge)),
+            ("1e40", Err(TooLarge)),
+        ];
+        for (q, want) in cases {
+            assert_eq!(&whole_count(q), want, "{q:?}");
+        }
+    }
+}

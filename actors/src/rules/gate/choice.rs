@@ -1,0 +1,195 @@
+//! G3's node choice: the node the set's placed claims hold, or the best
+//! fit among the nodes that pass every filter; and, when none is left,
+//! which filter removed how many nodes.
+
+use super::WaitReason;
+use super::written::WrittenAllocations;
+use crate::api::{GPUClass, LauncherPod, NodeFacts, PodScheduling};
+use crate::rules::scheduling::{affinity_matches, tolerates_cordon, untolerated};
+use crate::world::World;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Why a node cannot take the set, in the order the filters run: the
+/// scheduler's three first (what the pinned pods would meet), then ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unfit {
+    NotReady,
+    /// NodeUnschedulable: cordoned, and a pod does not tolerate it.
+    Cordoned,
+    /// TaintToleration: a NoSchedule/NoExecute taint a pod does not tolerate.
+    Taint,
+    /// NodeAffinity: a pod's nodeSelector or required affinity excludes it.
+    Affinity,
+    /// A class's nodeSelector excludes it.
+    ClassSelector,
+    /// Its lost set covers a resource of the set.
+    DevicesLost,
+    NoRoom,
+}
+
+impl Unfit {
+    fn phrase(self) -> &'static str {
+        match self {
+            Unfit::NotReady => "not Ready",
+            Unfit::Cordoned => "cordoned",
+            Unfit::Taint => "with a taint not tolerated",
+            Unfit::Affinity => "not matching the pods' node selector or affinity",
+            Unfit::ClassSelector => "not selected by the class",
+            Unfit::DevicesLost => "that lost their devices",
+            Unfit::NoRoom => "without room",
+        }
+    }
+
+    /// One of the filters kube-scheduler would apply to the pinned pods.
+    fn is_scheduler(self) -> bool {
+        matches!(self, Unfit::Cordoned | Unfit::Taint | Unfit::Affinity)
+    }
+}
+
+/// The first scheduler filter that keeps a pod off `node`, if any.
+pub fn pod_unfit(s: &PodScheduling, node: &NodeFacts) -> Option<Unfit> {
+    if node.unschedulable && !tolerates_cordon(&s.tolerations) {
+        return Some(Unfit::Cordoned);
+    }
+    if untolerated(&s.tolerations, &node.taints).is_some() {
+        return Some(Unfit::Taint);
+    }
+    if !affinity_matches(
+        &s.node_selector,
+        s.required.as_ref(),
+        &node.name,
+        &node.labels,
+    ) {
+        return Some(Unfit::Affinity);
+    }
+    None
+}
+
+/// What the choice looks at.
+pub struct Ask<'a> {
+    pub w: &'a World,
+    pub written: &'a WrittenAllocations,
+    pub pods: &'a [Arc<LauncherPod>],
+    pub classes: Vec<Arc<GPUClass>>,
+    /// Every resource of the set: a node that lost any of them is out.
+    pub resources: Vec<String>,
+    /// GPUs needed per resource by the claims that still need a node.
+    pub need: BTreeMap<String, u64>,
+    /// Allocations those claims already have (node, resource, GPUs): a
+    /// Lost claim whose node is back takes no more room there.
+    pub own: Vec<(String, String, u64)>,
+}
+
+impl Ask<'_> {
+    /// The first filter `node` fails, or the GPUs it would have left free.
+    /// The classes' nodeSelectors choose new nodes only: claims that hold
+    /// GPUs on a node keep them there if a selector changes later.
+    fn fit(&self, node: &NodeFacts, new_node: bool) -> Result<u64, Unfit> {
+        if !node.ready {
+            return Err(Unfit::NotReady);
+        }
+        let unfit = self
+            .pods
+            .iter()
+            .filter_map(|p| pod_unfit(&p.scheduling, node));
+        if let Some(u) = unfit.min() {
+            return Err(u);
+        }
+        let selected = |c: &Arc<GPUClass>| node.matches(c.spec.node_selector.as_ref());
+        if new_node && !self.classes.iter().all(selected) {
+            return Err(Unfit::ClassSelector);
+        }
+        if self
+            .resources
+            .iter()
+            .any(|r| self.w.lost_covers(&node.name, r))
+        {
+            return Err(Unfit::DevicesLost);
+        }
+        let mut left = 0;
+        for (res, want) in &self.need {
+            let own: u64 = self
+                .own
+                .iter()
+                .filter(|(n, r, _)| *n == node.name && r == res)
+                .map(|(_, _, c)| c)
+                .sum();
+            let used = (self.w.recorded(&node.name, res)
+                + self.written.on(self.w, &node.name, res))
+            .saturating_sub(own);
+            let free = node.allocatable(res).saturating_sub(used);
+            left += free.checked_sub(*want).ok_or(Unfit::NoRoom)?;
+        }
+        Ok(left)
+    }
+
+    /// The node the set goes to, or why it waits.
+    pub fn choose(&self, held: Option<&str>) -> Result<String, (WaitReason, String)> {
+        match held {
+            Some(h) => self.held(h),
+            None => self.best_fit(),
+        }
+    }
+
+    /// The node the set's placed claims hold: it must still take the set.
+    fn held(&self, h: &str) -> Result<String, (WaitReason, String)> {
+        let Some(node) = self.w.node(h) else {
+            return Err((
+                WaitReason::NoCapacity,
+                format!("its claims hold GPUs on {h}, which does not exist"),
+            ));
+        };
+        match self.fit(&node, false) {
+            Ok(_) => Ok(h.to_string()),
+            Err(u) if u.is_scheduler() => Err((
+                WaitReason::PinnedElsewhere,
+                format!(
+                    "its claims hold GPUs on {h}, where its pods cannot run: node {}",
+                    u.phrase()
+                ),
+            )),
+            Err(u) => Err((
+                WaitReason::NoCapacity,
+                format!("its claims hold GPUs on {h}, a node {}", u.phrase()),
+            )),
+        }
+    }
+
+    /// Among the nodes that pass every filter, the one left with the fewest
+    /// free GPUs after placement, ties by name.
+    fn best_fit(&self) -> Result<String, (WaitReason, String)> {
+        let mut best: Option<(u64, String)> = None;
+        let mut unfit: BTreeMap<Unfit, usize> = BTreeMap::new();
+        for n in self.w.nodes.iter() {
+            match self.fit(&n, true) {
+                Ok(left) => {
+                    if best
+                        .as_ref()
+                        .is_none_or(|(l, name)| left < *l || (left == *l && n.name < *name))
+                    {
+                        best = Some((left, n.name.clone()));
+                    }
+                }
+                Err(u) => *unfit.entry(u).or_default() += 1,
+            }
+        }
+        best.map(|(_, n)| n)
+            .ok_or_else(|| (WaitReason::NoCapacity, no_node_message(&unfit)))
+    }
+}
+
+/// "no node fits the set: 2 nodes cordoned, 1 node without room".
+fn no_node_message(unfit: &BTreeMap<Unfit, usize>) -> String {
+    if unfit.is_empty() {
+        return "no node fits the set: there are no nodes".into();
+    }
+    let mut m = String::from("no node fits the set: ");
+    for (i, (u, n)) in unfit.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let nodes = if *n == 1 { "node" } else { "nodes" };
+        let _ = write!(m, "{sep}{n} {nodes} {}", u.phrase());
+    }
+    m
+}

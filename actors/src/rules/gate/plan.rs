@@ -1,0 +1,88 @@
+//! G4: the writes that place a set, in order: allocations, claim statuses,
+//! then each launcher pod pinned and ungated.
+
+use super::Member;
+use crate::api::{
+    AttachedTo, CONDITION_LOST, CONDITION_WAITING, ClaimPhase, GPUAllocation, GPUAllocationSpec,
+    GPUClaim, GPUClaimStatus, remove_condition,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::sync::Arc;
+
+/// An allocation write of a plan.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RecordWrite {
+    Create(GPUAllocation),
+    /// A Lost claim's allocation moves to the new node.
+    Move(GPUAllocation),
+}
+
+/// The writes that place a set (G4), in order: allocations, claim statuses, pods.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub node: String,
+    pub records: Vec<RecordWrite>,
+    pub statuses: Vec<(Arc<GPUClaim>, GPUClaimStatus)>,
+    pub pods: Vec<String>,
+}
+
+pub(super) fn plan(
+    vmi: &str,
+    node: &str,
+    members: &[Member],
+    unplaced: &[&Member],
+    pods: Vec<String>,
+) -> Plan {
+    // A Lost claim whose node came back and is chosen again keeps its
+    // allocation as it is: rewriting it would change nothing (I5).
+    let records = unplaced
+        .iter()
+        .filter(|m| m.recorded_on.as_deref() != Some(node))
+        .map(|m| {
+            let c = &m.claim;
+            let r = GPUAllocation {
+                metadata: ObjectMeta {
+                    namespace: c.metadata.namespace.clone(),
+                    name: c.metadata.name.clone(),
+                    ..Default::default()
+                },
+                spec: GPUAllocationSpec {
+                    claim_uid: c.metadata.uid.clone().unwrap_or_default(),
+                    class_name: c.spec.class_name.clone(),
+                    resource_name: m.resource.clone(),
+                    node_name: node.to_string(),
+                    count: c.spec.count,
+                },
+            };
+            if m.recorded_on.is_some() {
+                RecordWrite::Move(r)
+            } else {
+                RecordWrite::Create(r)
+            }
+        })
+        .collect();
+    let statuses = members
+        .iter()
+        .filter_map(|m| {
+            let old = m.claim.status.clone().unwrap_or_default();
+            let mut s = old.clone();
+            if matches!(m.claim.phase(), ClaimPhase::Pending | ClaimPhase::Lost) {
+                s.phase = Some(ClaimPhase::Bound);
+            }
+            s.node_name = Some(node.to_string());
+            s.attached_to = Some(AttachedTo {
+                vmi: vmi.to_string(),
+            });
+            remove_condition(&mut s.conditions, CONDITION_WAITING);
+            // L4: Lost=True is shown only while the phase is Lost.
+            remove_condition(&mut s.conditions, CONDITION_LOST);
+            (s != old).then(|| (m.claim.clone(), s))
+        })
+        .collect();
+    Plan {
+        node: node.to_string(),
+        records,
+        statuses,
+        pods,
+    }
+}

@@ -1,0 +1,119 @@
+//! Allocations placement wrote that the cache may not show yet: they hold
+//! node capacity and class budget all the same, or two sets could be
+//! placed on the same GPUs in the window before the watch catches up.
+//!
+//! I6: this memory must not outlive what it is about. An entry counts
+//! until the allocations watch passes its write, whatever the cache then
+//! shows: the allocation (the cache counts it now), a later version, or
+//! its deletion. Counting until the cache *shows* the allocation would
+//! keep one that was created and deleted between two looks counted
+//! forever, and strand VMs behind a budget nobody holds.
+
+use crate::api::GPUAllocationSpec;
+use crate::ports::Kind;
+use crate::world::World;
+use std::collections::HashMap;
+
+/// One allocation we wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrittenAllocation {
+    pub spec: GPUAllocationSpec,
+    /// The resourceVersion our write returned: the watch is past it once
+    /// it brings an event of this allocation at this version or later.
+    pub resource_version: u64,
+}
+
+#[derive(Default, Debug)]
+pub struct WrittenAllocations {
+    by_key: HashMap<String, WrittenAllocation>,
+}
+
+/// How far the allocations watch has come: every allocation event up to
+/// this resourceVersion is in the cache. The watch of one kind brings its
+/// events in resourceVersion order, so a write at or below it is
+/// reflected in the cache, shown or (if deleted since) gone.
+fn watched(w: &World) -> u64 {
+    w.observed_rv(Kind::Record)
+}
+
+impl WrittenAllocations {
+    pub fn wrote(&mut self, key: String, spec: GPUAllocationSpec, resource_version: u64) {
+        self.by_key.insert(
+            key,
+            WrittenAllocation {
+                spec,
+                resource_version,
+            },
+        );
+    }
+
+    /// Forgets what the watch has passed.
+    pub fn prune(&mut self, w: &World) {
+        let seen = watched(w);
+        self.by_key.retain(|_, a| a.resource_version > seen);
+    }
+
+    /// Forgets an entry a live read showed gone.
+    pub fn forget(&mut self, key: &str) {
+        self.by_key.remove(key);
+    }
+
+    /// Entries the cache does not show: after a relist, only a live read
+    /// can tell whether they still exist.
+    pub fn unconfirmed(&self, w: &World) -> Vec<String> {
+        self.pending(w)
+            .filter(|(k, _)| w.record(k).is_none())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Entries the watch has not passed.
+    fn pending<'a>(
+        &'a self,
+        w: &World,
+    ) -> impl Iterator<Item = (&'a String, &'a WrittenAllocation)> {
+        let seen = watched(w);
+        self.by_key
+            .iter()
+            .filter(move |(_, a)| a.resource_version > seen)
+    }
+
+    /// Our allocation at `key`, while the watch has not passed it.
+    pub fn get(&self, w: &World, key: &str) -> Option<&GPUAllocationSpec> {
+        self.by_key
+            .get(key)
+            .filter(|a| a.resource_version > watched(w))
+            .map(|a| &a.spec)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// GPUs of `resource` on `node` held by entries the cache does not count yet.
+    pub fn on(&self, w: &World, node: &str, resource: &str) -> u64 {
+        self.uncounted(w)
+            .filter(|s| s.node_name == node && s.resource_name == resource)
+            .map(|s| u64::from(s.count))
+            .sum()
+    }
+
+    /// GPUs of `class` held by entries the cache does not count yet.
+    pub fn of_class(&self, w: &World, class: &str) -> u64 {
+        self.uncounted(w)
+            .filter(|s| s.class_name == class)
+            .map(|s| u64::from(s.count))
+            .sum()
+    }
+
+    /// Pending entries whose spec the cache does not show: counted on top of it.
+    fn uncounted<'a>(&'a self, w: &'a World) -> impl Iterator<Item = &'a GPUAllocationSpec> {
+        self.pending(w)
+            .filter(move |(k, a)| w.record(k).is_none_or(|r| r.spec != a.spec))
+            .map(|(_, a)| &a.spec)
+    }
+}
