@@ -151,8 +151,17 @@ impl Elector {
     /// client-go controller does, so that two leaders never overlap).
     pub async fn run(mut self, mut on_change: impl FnMut(bool)) -> String {
         let mut leading = false;
+        let mut streak = crate::telemetry::FailureStreak::default();
         loop {
             let r = self.try_once().await;
+            if r.is_ok()
+                && let Some(failures) = streak.succeeded()
+            {
+                tracing::info!(
+                    failures,
+                    "leader election: the Lease can be read and written again"
+                );
+            }
             match r {
                 Ok(Round::Held) => {
                     self.last_renew = Some(Instant::now());
@@ -167,7 +176,9 @@ impl Elector {
                 }
                 Ok(Round::HeldByAnother | Round::Raced) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "leader election: the Lease could not be read or written")
+                    if let Some(failures) = streak.failed() {
+                        tracing::warn!(error = %e, failures, "leader election: the Lease could not be read or written")
+                    }
                 }
             }
             if leading

@@ -51,5 +51,12 @@ fn object(v: Value) -> Result<Obj, String> {
     if kind.namespaced() && v["metadata"]["namespace"].as_str().is_none() {
         return Err(format!("{kind_name} {name} without metadata.namespace"));
     }
-    cluster_from_value(kind, v).map_err(|e| format!("{kind_name} {name}: {e}"))
+    let obj = cluster_from_value(kind, v).map_err(|e| format!("{kind_name} {name}: {e}"))?;
+    // What the API server would refuse cannot be in a cluster.
+    if let Obj::Claim(c) = &obj
+        && let Some(problem) = c.spec_problem()
+    {
+        return Err(format!("{kind_name} {name}: {problem}"));
+    }
+    Ok(obj)
 }

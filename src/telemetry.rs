@@ -29,8 +29,17 @@ pub struct Logging {
     current: LogFormat,
 }
 
+/// kube-client logs every failed request at ERROR; our watchers and the
+/// leader election say it already, once per backoff step. Unless the
+/// filter names kube_client itself, its per-request line is off.
+const KUBE_CLIENT_FAILURES: &str = "kube_client::client::builder=off";
+
 pub fn filter_of(config: &Config) -> EnvFilter {
-    let base = EnvFilter::try_new(&config.log.filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut base =
+        EnvFilter::try_new(&config.log.filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    if !config.log.filter.contains("kube_client") {
+        base = base.add_directive(KUBE_CLIENT_FAILURES.parse().expect("a valid directive"));
+    }
     base.add_directive(
         format!("{CLAIM_TRACE_TARGET}=trace")
             .parse()
@@ -101,5 +110,43 @@ impl Logging {
             }
             self.current = config.log.format;
         }
+    }
+}
+
+/// A run of failures of one thing (a watch, the Lease), told as the
+/// backoff grows rather than on every retry: the 1st, 2nd, 4th, 8th...
+/// failure is logged with the count, and the recovery once. An API server
+/// that is down for an hour costs a dozen lines, not tens of thousands.
+#[derive(Debug, Default)]
+pub struct FailureStreak {
+    failures: u64,
+}
+
+impl FailureStreak {
+    /// One more failure: Some(count) when this one is to be told.
+    pub fn failed(&mut self) -> Option<u64> {
+        self.failures += 1;
+        self.failures.is_power_of_two().then_some(self.failures)
+    }
+
+    /// A success: Some(count) when it ends a streak of failures.
+    pub fn succeeded(&mut self) -> Option<u64> {
+        let n = std::mem::take(&mut self.failures);
+        (n > 0).then_some(n)
+    }
+}
+
+#[cfg(test)]
+mod streak_tests {
+    use super::FailureStreak;
+
+    #[test]
+    fn a_streak_of_failures_is_told_as_the_backoff_doubles() {
+        let mut s = FailureStreak::default();
+        let told: Vec<u64> = (0..100).filter_map(|_| s.failed()).collect();
+        assert_eq!(told, [1, 2, 4, 8, 16, 32, 64]);
+        assert_eq!(s.succeeded(), Some(100));
+        assert_eq!(s.succeeded(), None);
+        assert_eq!(s.failed(), Some(1), "a new streak is told from its start");
     }
 }

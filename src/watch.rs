@@ -5,6 +5,7 @@
 //! are seen too.
 
 use crate::kube_ports::{api, typed};
+use crate::telemetry::FailureStreak;
 use actix::Addr;
 use futures::StreamExt;
 use gpu_claims_actors::actors::{Supervisor, WorldEvent};
@@ -13,7 +14,7 @@ use gpu_claims_actors::ports::{Kind, Obj};
 use kube::Client;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
-use tracing::{Instrument, info_span, warn};
+use tracing::{Instrument, info, info_span, warn};
 
 /// Watches one kind until the process ends.
 pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>) {
@@ -24,12 +25,24 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>) {
     let stream = watcher(api(&client, kind, None), config).default_backoff();
     let mut stream = std::pin::pin!(stream);
     let mut listed: Vec<Obj> = Vec::new();
+    let mut streak = FailureStreak::default();
     async move {
         while let Some(ev) = stream.next().await {
             let ev = match ev {
-                Ok(ev) => ev,
+                Ok(ev) => {
+                    // Init comes before each attempt to list: only what
+                    // follows it says the API server answered.
+                    if !matches!(ev, watcher::Event::Init)
+                        && let Some(failures) = streak.succeeded()
+                    {
+                        info!(failures, "watch recovered");
+                    }
+                    ev
+                }
                 Err(error) => {
-                    warn!(%error, "watch failed; retrying with backoff");
+                    if let Some(failures) = streak.failed() {
+                        warn!(%error, failures, "watch failed; retrying with backoff");
+                    }
                     continue;
                 }
             };

@@ -215,6 +215,18 @@ fn a_bad_snapshot_names_its_file_and_document_and_fails() {
     .unwrap();
     let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
     assert!(!ok && err.contains("spec.count"), "{err}");
+
+    // What the CRD's schema refuses: a count of 0 is not placed, it is refused.
+    std::fs::write(
+        &bad,
+        "apiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {namespace: t, name: c}\nspec: {className: h200, count: 0}\n",
+    )
+    .unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains("spec.count: 0 is below the minimum 1"),
+        "{err}"
+    );
 }
 
 /// YAML 1.1's boolean words are legal names, label values and annotation
@@ -350,4 +362,70 @@ fn plan_on_the_placement_example_places_moves_and_waits_with_every_reason() {
     ] {
         assert!(message.contains(says), "{message:?} says {says:?}");
     }
+}
+
+/// A dry run people diff in reviews prints the same lines for the same
+/// input: the actors decide in the order of the objects' keys.
+#[test]
+fn plan_prints_the_same_writes_on_every_run() {
+    for snapshot in [
+        "config/examples/lifecycle.yaml",
+        "config/examples/placement.yaml",
+    ] {
+        let runs: Vec<Vec<Value>> = (0..5)
+            .map(|_| {
+                let (ok, writes, err) = plan(&["--snapshot", snapshot, "--after", "2m"]);
+                assert!(ok, "{err}");
+                writes
+            })
+            .collect();
+        assert!(!runs[0].is_empty());
+        for r in &runs[1..] {
+            assert_eq!(r, &runs[0], "{snapshot}");
+        }
+    }
+}
+
+/// `--after` jumps from timer to timer: a simulated year costs what its
+/// timers cost. Stepping the clock 100 ms at a time, it never ended.
+#[test]
+fn plan_after_a_year_ends() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpu-claims"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "plan",
+            "--snapshot",
+            "config/examples/lifecycle.yaml",
+            "--after",
+            "7d",
+            "--after",
+            "1y",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // A bound for a hang, not a measure of speed: it takes milliseconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success());
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "plan --after 1y did not end within a minute"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let last: Value = serde_json::from_str(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(last["at"].as_str().is_some(), "{last}");
 }

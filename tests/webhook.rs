@@ -145,6 +145,17 @@ fn write_cert(dir: &std::path::Path) -> Vec<u8> {
 
 /// POSTs a review over HTTPS; returns the response body and the server's certificate.
 async fn post(addr: std::net::SocketAddr, trusted: &[Vec<u8>], body: &Value) -> (Value, Vec<u8>) {
+    let (_, json, peer) = post_text(addr, trusted, &body.to_string()).await;
+    (json, peer)
+}
+
+/// POSTs any body over HTTPS; returns the status code, the JSON answer and
+/// the server's certificate.
+async fn post_text(
+    addr: std::net::SocketAddr,
+    trusted: &[Vec<u8>],
+    payload: &str,
+) -> (u16, Value, Vec<u8>) {
     let mut roots = rustls::RootCertStore::empty();
     for der in trusted {
         roots
@@ -162,7 +173,6 @@ async fn post(addr: std::net::SocketAddr, trusted: &[Vec<u8>], body: &Value) -> 
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let mut tls = connector.connect(name, tcp).await.unwrap();
     let peer = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
-    let payload = body.to_string();
     let req = format!(
         "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
         payload.len()
@@ -171,8 +181,108 @@ async fn post(addr: std::net::SocketAddr, trusted: &[Vec<u8>], body: &Value) -> 
     let mut out = Vec::new();
     tls.read_to_end(&mut out).await.ok();
     let text = String::from_utf8_lossy(&out);
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     let json = text.split("\r\n\r\n").nth(1).unwrap_or_default();
-    (serde_json::from_str(json).unwrap_or(Value::Null), peer)
+    (
+        code,
+        serde_json::from_str(json).unwrap_or(Value::Null),
+        peer,
+    )
+}
+
+/// A webhook over HTTPS on loopback, with its certificate's DER.
+async fn webhook_at(dir: &std::path::Path) -> (std::net::SocketAddr, Vec<u8>) {
+    let cert = write_cert(dir);
+    let store = Arc::new(Store::new(
+        Arc::new(k8s_openapi::jiff::Timestamp::now),
+        STATUS_KINDS,
+    ));
+    MemCluster::new(store.clone()).seed(&gpu_claims_actors::ports::Obj::Vmi(asking()));
+    let state = WebhookState {
+        world: Arc::new(World::new(Config::default())),
+        reader: MemCluster::new(store),
+    };
+    let files = CertFiles {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+    };
+    let addr = serve_webhook("127.0.0.1:0".parse().unwrap(), files, state)
+        .await
+        .unwrap();
+    (addr, cert)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Connections that never start their TLS handshake delay no review: each
+/// handshake runs on its own, with its own deadline. (One at a time in the
+/// accept loop, three idle connections held every review for 30 s, past
+/// the API server's 5 s timeout: every GPU VM start failed meanwhile.)
+#[test]
+fn g1_idle_connections_do_not_hold_up_a_review() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (addr, cert) = webhook_at(dir.path()).await;
+        let mut idle = Vec::new();
+        for _ in 0..3 {
+            idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        let (code, out, _) = post_text(addr, &[cert], &review(None).to_string()).await;
+        assert_eq!(code, 200);
+        assert_eq!(out["response"]["allowed"], true);
+        // Answered while the idle connections are still within their
+        // handshake deadline: the server has not dropped any of them, so
+        // the review did not wait for them to time out.
+        for c in &idle {
+            let mut buf = [0u8; 1];
+            match c.try_read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                other => {
+                    panic!("an idle connection was already closed ({other:?}): the review waited")
+                }
+            }
+        }
+    });
+}
+
+/// A body that is not an AdmissionReview with a request is never allowed:
+/// 400, or a denial with the request's uid where it has one.
+#[test]
+fn g1_a_malformed_review_is_refused_never_allowed() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (addr, cert) = webhook_at(dir.path()).await;
+        for body in [
+            "[]",
+            "null",
+            "{}",
+            "not json",
+            r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}"#,
+            r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": null}"#,
+        ] {
+            let (code, out, _) = post_text(addr, std::slice::from_ref(&cert), body).await;
+            assert_eq!(code, 400, "{body}: {out}");
+            assert_eq!(out["reason"], "BadRequest", "{body}: {out}");
+            assert_ne!(out["response"]["allowed"], true, "{body}");
+        }
+        // A request with a uid but not the rest: denied, with its uid.
+        let body = r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "abc"}}"#;
+        let (code, out, _) = post_text(addr, &[cert], body).await;
+        assert_eq!(code, 200, "{out}");
+        assert_eq!(out["response"]["uid"], "abc");
+        assert_eq!(out["response"]["allowed"], false);
+        assert_eq!(out["response"]["status"]["code"], 400);
+    });
 }
 
 #[test]

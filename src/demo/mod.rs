@@ -80,6 +80,15 @@ pub fn seed(cluster: &MemCluster) {
     }
 }
 
+/// A file removed when the value goes: the demo's own kubeconfig.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// A kube client for the kubeconfig text.
 pub async fn client_for(kubeconfig: &str) -> anyhow::Result<kube::Client> {
     let kc = kube::config::Kubeconfig::from_yaml(kubeconfig)?;
@@ -209,9 +218,13 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .with_context(|| format!("listen on {}", args.api_addr))?;
         server.set_faults(faults.clone());
         let kubeconfig = apiserver::kubeconfig(&server.url());
-        let path = match args.kubeconfig {
-            Some(p) => p,
-            None => std::env::temp_dir().join(format!("gpu-claims-demo-{}.kubeconfig", std::process::id())),
+        // A kubeconfig the user did not ask for goes with the demo, however it ends.
+        let (path, _ours) = match args.kubeconfig {
+            Some(p) => (p, None),
+            None => {
+                let p = std::env::temp_dir().join(format!("gpu-claims-demo-{}.kubeconfig", std::process::id()));
+                (p.clone(), Some(RemoveOnDrop(p)))
+            }
         };
         std::fs::write(&path, &kubeconfig).with_context(|| format!("write {}", path.display()))?;
         println!("gpu-claims demo: an embedded API server at {}, kubeconfig {}", server.url(), path.display());
@@ -225,7 +238,9 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         let client = client_for(&kubeconfig).await?;
         let controller = Controller::start(client, config, None, Some(logging), None, false).await?;
         controller.metrics.leader.set(1);
-        let listener = tokio::net::TcpListener::bind(args.http_addr).await?;
+        let listener = tokio::net::TcpListener::bind(args.http_addr)
+            .await
+            .with_context(|| format!("listen on {}", args.http_addr))?;
         let http = listener.local_addr()?;
         let app = controller.router();
         tokio::spawn(async move { axum::serve(listener, app).await });

@@ -7,9 +7,12 @@ mod tls;
 
 pub use tls::{CertFiles, Resolver, TlsListener, watch_certs};
 
+use axum::Router;
+use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
 use base64::Engine;
 use gpu_claims_actors::api::{
     LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, SCHEDULING_GATE, VMI_API_VERSION, VMI_KIND, Vmi,
@@ -86,6 +89,50 @@ pub fn admit(request: &Value, vmi: Option<&Vmi>) -> Admission {
     gate_patch(&request["object"]).map_or(Admission::Allow, Admission::Patch)
 }
 
+/// Why a body is not an AdmissionReview the webhook can answer. Never
+/// allowed: the webhook fails closed on what it cannot read.
+#[derive(Debug, thiserror::Error)]
+pub enum Malformed {
+    #[error("the body is not JSON: {0}")]
+    NotJson(String),
+    #[error("the body is not an AdmissionReview: {0}")]
+    NotReview(String),
+    #[error("the AdmissionReview has no request")]
+    NoRequest,
+}
+
+/// Reads a body as an AdmissionReview with a request, as kube's typed
+/// admission API defines it (uid, kind, resource, operation and the rest).
+pub fn read_review(body: &[u8]) -> Result<Value, Malformed> {
+    use kube::api::DynamicObject;
+    use kube::core::admission::{AdmissionRequest, AdmissionReview};
+    let raw: Value = serde_json::from_slice(body).map_err(|e| Malformed::NotJson(e.to_string()))?;
+    let typed: AdmissionReview<DynamicObject> =
+        serde_json::from_value(raw.clone()).map_err(|e| Malformed::NotReview(e.to_string()))?;
+    let _: AdmissionRequest<DynamicObject> = typed.try_into().map_err(|_| Malformed::NoRequest)?;
+    Ok(raw)
+}
+
+/// The answer to a body that is not a review: a denial with the request's
+/// uid where there is one (the API server matches answers by uid), else 400.
+pub fn refusal(body: &[u8], why: &Malformed) -> (StatusCode, Value) {
+    let uid = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["request"]["uid"].as_str().map(str::to_string));
+    match uid {
+        Some(uid) => (
+            StatusCode::OK,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
+                "uid": uid, "allowed": false, "status": {"code": 400, "message": why.to_string()}}}),
+        ),
+        None => (
+            StatusCode::BAD_REQUEST,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                   "reason": "BadRequest", "code": 400, "message": why.to_string()}),
+        ),
+    }
+}
+
 /// The AdmissionReview response for a request and its answer.
 pub fn response(review: &Value, admission: &Admission) -> Value {
     let uid = review["request"]["uid"].clone();
@@ -115,7 +162,15 @@ pub fn router(state: WebhookState) -> Router {
         .with_state(state)
 }
 
-async fn mutate(State(s): State<WebhookState>, Json(review): Json<Value>) -> Json<Value> {
+async fn mutate(State(s): State<WebhookState>, body: Bytes) -> Response {
+    let review = match read_review(&body) {
+        Ok(r) => r,
+        Err(why) => {
+            tracing::warn!(rule = "G1", error = %why, "webhook refused a body it cannot read");
+            let (code, answer) = refusal(&body, &why);
+            return (code, axum::Json(answer)).into_response();
+        }
+    };
     let request = &review["request"];
     let vmi = match launcher_of(request) {
         None => None,
@@ -140,5 +195,5 @@ async fn mutate(State(s): State<WebhookState>, Json(review): Json<Value>) -> Jso
         );
         tracing::info!(%pod, rule = "G1", admission = ?admission, "launcher pod admitted");
     }
-    Json(response(&review, &admission))
+    axum::Json(response(&review, &admission)).into_response()
 }

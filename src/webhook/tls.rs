@@ -92,10 +92,29 @@ impl ResolvesServerCert for Resolver {
     }
 }
 
-/// Accepts TCP connections and completes their TLS handshakes.
+/// How long a client has to complete its TLS handshake. The API server
+/// calls with a timeout of a few seconds (the webhook's timeoutSeconds);
+/// a connection that has not finished by then only holds a slot.
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(3);
+/// Handshakes under way at once: past this, new connections wait their
+/// turn (in the kernel's backlog) rather than exhaust the process.
+const HANDSHAKES_AT_ONCE: usize = 256;
+
+/// Accepts TCP connections and completes their TLS handshakes, each in its
+/// own task with a deadline: a client that connects and says nothing (or
+/// is slow) delays no one else's review.
 pub struct TlsListener {
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
+    local: SocketAddr,
+    ready: tokio::sync::mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
+    _accepting: AbortOnDrop,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl TlsListener {
@@ -103,9 +122,44 @@ impl TlsListener {
         let tcp = TcpListener::bind(addr)
             .await
             .map_err(|e| format!("listen on {addr}: {e}"))?;
+        let local = tcp
+            .local_addr()
+            .map_err(|e| format!("listen on {addr}: {e}"))?;
+        let acceptor = TlsAcceptor::from(Arc::new(resolver.server_config()?));
+        let (tx, ready) = tokio::sync::mpsc::channel(HANDSHAKES_AT_ONCE);
+        let slots = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_AT_ONCE));
+        let accepting = tokio::spawn(async move {
+            loop {
+                let Ok(slot) = slots.clone().acquire_owned().await else {
+                    return;
+                };
+                let (tcp, peer) = match tcp.accept().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "webhook accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    match tokio::time::timeout(HANDSHAKE_DEADLINE, acceptor.accept(tcp)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, peer)).await;
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, %peer, "webhook TLS handshake failed")
+                        }
+                        Err(_) => tracing::debug!(%peer, "webhook TLS handshake timed out"),
+                    }
+                });
+            }
+        });
         Ok(Self {
-            tcp,
-            acceptor: TlsAcceptor::from(Arc::new(resolver.server_config()?)),
+            local,
+            ready,
+            _accepting: AbortOnDrop(accepting),
         })
     }
 }
@@ -115,25 +169,15 @@ impl Listener for TlsListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let (tcp, addr) = match self.tcp.accept().await {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "webhook accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            match tokio::time::timeout(Duration::from_secs(10), self.acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => return (tls, addr),
-                Ok(Err(e)) => tracing::debug!(error = %e, %addr, "webhook TLS handshake failed"),
-                Err(_) => tracing::debug!(%addr, "webhook TLS handshake timed out"),
-            }
+        match self.ready.recv().await {
+            Some(c) => c,
+            // The accepting task ended (the runtime is going): accept nothing more.
+            None => std::future::pending().await,
         }
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
+        Ok(self.local)
     }
 }
 

@@ -211,31 +211,20 @@ impl Supervisor {
         }
     }
 
+    /// Every object's actor decides, in the order of their keys: the same
+    /// order on every run, so `plan` is deterministic.
     fn poke_all(&mut self, ctx: &mut Context<Self>) {
-        for v in self.env.world.vmis.iter() {
-            self.place(PlacementPoke::Vmi(v.key().clone()));
+        let w = self.env.world.clone();
+        for v in sorted_keys(&w.vmis) {
+            self.place(PlacementPoke::Vmi(v));
         }
-        for r in self.env.world.records.iter() {
-            self.place(PlacementPoke::Record(r.key().clone()));
+        for r in sorted_keys(&w.records) {
+            self.place(PlacementPoke::Record(r));
         }
-        let claims: Vec<String> = self
-            .env
-            .world
-            .claims
-            .iter()
-            .map(|e| e.key().clone())
-            .collect();
-        for k in claims {
+        for k in sorted_keys(&w.claims) {
             self.poke_claim(&k, ctx);
         }
-        let classes: Vec<String> = self
-            .env
-            .world
-            .classes
-            .iter()
-            .map(|e| e.key().clone())
-            .collect();
-        for c in classes {
+        for c in sorted_keys(&w.classes) {
             self.poke_class(&c, ctx);
         }
     }
@@ -522,21 +511,29 @@ fn object_key(
     }
 }
 
+fn sorted_keys<T>(map: &dashmap::DashMap<String, T>) -> Vec<String> {
+    let mut keys: Vec<String> = map.iter().map(|e| e.key().clone()).collect();
+    keys.sort();
+    keys
+}
+
 fn stale<T>(
     map: &dashmap::DashMap<String, Arc<T>>,
     keep: &HashSet<String>,
     f: impl Fn(&T) -> Obj,
 ) -> Vec<Obj> {
-    map.iter()
-        .filter(|e| !keep.contains(e.key()))
-        .map(|e| f(e.value()))
+    sorted_keys(map)
+        .into_iter()
+        .filter(|k| !keep.contains(k))
+        .filter_map(|k| map.get(&k).map(|e| f(e.value())))
         .collect()
 }
 
 fn stale_pods(w: &crate::world::World, keep: &HashSet<String>) -> Vec<Obj> {
-    w.pods
-        .iter()
-        .filter(|e| !keep.contains(e.key()))
+    sorted_keys(&w.pods)
+        .into_iter()
+        .filter(|k| !keep.contains(k))
+        .filter_map(|k| w.pods.get(&k).map(|e| e.value().clone()))
         .map(|e| {
             let mut p = Pod::default();
             p.metadata.namespace = Some(e.namespace.clone());

@@ -124,6 +124,16 @@ impl GPUClaim {
             .is_some_and(|v| v == "true")
     }
 
+    /// What the CRD's schema refuses in the spec (the API server does too,
+    /// with a 422): an empty className, a count below 1.
+    pub fn spec_problem(&self) -> Option<String> {
+        if self.spec.class_name.is_empty() {
+            return Some("spec.className: must not be empty".into());
+        }
+        (self.spec.count < 1)
+            .then(|| format!("spec.count: {} is below the minimum 1", self.spec.count))
+    }
+
     pub fn conditions(&self) -> &[Condition] {
         self.status
             .as_ref()

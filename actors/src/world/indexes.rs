@@ -7,7 +7,7 @@ use crate::api::{
     is_deleting, vmi_owner,
 };
 use dashmap::DashMap;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// What the claims of a class hold: kept incrementally so that a class
@@ -20,13 +20,15 @@ pub struct ClassUsage {
     pub holders: u64,
 }
 
+/// Sets are ordered: a change fans out to its actors in the same order on
+/// every run, so `plan` prints the same writes for the same snapshot.
 #[derive(Default)]
 pub(crate) struct Indexes {
-    pub claims_by_vmi: DashMap<String, HashSet<String>>,
-    pub claims_by_node: DashMap<String, HashSet<String>>,
-    pub claims_by_class: DashMap<String, HashSet<String>>,
+    pub claims_by_vmi: DashMap<String, BTreeSet<String>>,
+    pub claims_by_node: DashMap<String, BTreeSet<String>>,
+    pub claims_by_class: DashMap<String, BTreeSet<String>>,
     pub class_usage: DashMap<String, ClassUsage>,
-    pub launchers_by_vmi: DashMap<String, HashSet<String>>,
+    pub launchers_by_vmi: DashMap<String, BTreeSet<String>>,
     pub recorded: DashMap<(String, String), u64>,
     pub recorded_by_class: DashMap<String, u64>,
     /// Per class: GPUs of its resource on Ready nodes it serves, kept up
@@ -79,13 +81,13 @@ fn claim_terms(c: &GPUClaim) -> ClaimTerms {
     }
 }
 
-fn add(map: &DashMap<String, HashSet<String>>, term: &str, k: &str) {
+fn add(map: &DashMap<String, BTreeSet<String>>, term: &str, k: &str) {
     map.entry(term.to_string())
         .or_default()
         .insert(k.to_string());
 }
 
-fn remove(map: &DashMap<String, HashSet<String>>, term: &str, k: &str) {
+fn remove(map: &DashMap<String, BTreeSet<String>>, term: &str, k: &str) {
     if let Some(mut set) = map.get_mut(term) {
         set.remove(k);
         if set.is_empty() {
@@ -271,6 +273,7 @@ impl World {
         };
         let mut moved = Vec::new();
         if old != new {
+            // Sorted below: the classes' map iterates in no fixed order.
             for c in self.classes.iter() {
                 let (before, after) =
                     (node_part(old.as_deref(), &c), node_part(new.as_deref(), &c));
@@ -281,6 +284,7 @@ impl World {
                 }
             }
         }
+        moved.sort();
         (old, moved)
     }
 }

@@ -18,7 +18,7 @@ use crate::rules::{
 use crate::world::key;
 use actix::prelude::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use write::{Write, execute};
 
@@ -115,10 +115,10 @@ pub struct Placement {
     written_claims: HashMap<String, u64>,
     written_pods: HashMap<String, u64>,
     /// Which VMIs' sets name a claim, and why each waiting VMI waits.
-    by_claim: HashMap<String, HashSet<String>>,
+    by_claim: HashMap<String, BTreeSet<String>>,
     /// The reverse: the claims each indexed VMI's set names.
     claims_of: HashMap<String, Vec<String>>,
-    waiting: HashMap<String, Waits>,
+    waiting: BTreeMap<String, Waits>,
     /// The oldest change not yet decided on: the next write reports the latency.
     pending_since: Option<tokio::time::Instant>,
     /// A recheck asked for and not yet made.
@@ -144,7 +144,7 @@ impl Placement {
             written_pods: HashMap::new(),
             by_claim: HashMap::new(),
             claims_of: HashMap::new(),
-            waiting: HashMap::new(),
+            waiting: BTreeMap::new(),
             pending_since: None,
             recheck: RecheckAsked::default(),
         }
