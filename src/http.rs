@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use gpu_claims_actors::actors::{GetClaimTrace, StatsQuery, Supervisor};
+use gpu_claims_actors::controller::{GetClaimTrace, StatsQuery, Supervisor};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 

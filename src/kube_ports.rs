@@ -4,11 +4,12 @@
 
 use crate::http::Metrics;
 use async_trait::async_trait;
+use gpu_claims_actors::api::DecodeError;
 use gpu_claims_actors::api::{GPUAllocation, GPUClaim, GPUClass, Vmi};
-use gpu_claims_actors::memory::{cluster_from_value, cluster_to_value};
 use gpu_claims_actors::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, Why, WriteError, Writer,
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, Writer,
 };
+use gpu_claims_actors::rules::RuleId;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
@@ -20,7 +21,7 @@ pub fn api_resource(kind: Kind) -> ApiResource {
     match kind {
         Kind::Class => ApiResource::erase::<GPUClass>(&()),
         Kind::Claim => ApiResource::erase::<GPUClaim>(&()),
-        Kind::Record => ApiResource::erase::<GPUAllocation>(&()),
+        Kind::Allocation => ApiResource::erase::<GPUAllocation>(&()),
         Kind::Vmi => ApiResource::erase::<Vmi>(&()),
         Kind::Pod => ApiResource::erase::<Pod>(&()),
         Kind::Node => ApiResource::erase::<Node>(&()),
@@ -36,14 +37,18 @@ pub fn api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicO
 }
 
 /// A kube object as typed.
-pub fn typed(kind: Kind, o: DynamicObject) -> Result<Obj, String> {
-    let mut v = serde_json::to_value(o).map_err(|e| e.to_string())?;
+pub fn typed(kind: Kind, o: DynamicObject) -> Result<Obj, DecodeError> {
+    let mut v = serde_json::to_value(o).map_err(|e| DecodeError {
+        path: String::new(),
+        message: e.to_string(),
+    })?;
     v["kind"] = kind.name().into();
-    cluster_from_value(kind, v)
+    gpu_claims_actors::api::from_json(kind, v)
 }
 
 fn dynamic(obj: &Obj) -> Result<DynamicObject, WriteError> {
-    serde_json::from_value(cluster_to_value(obj)).map_err(|e| WriteError::Invalid(e.to_string()))
+    serde_json::from_value(gpu_claims_actors::api::to_json(obj))
+        .map_err(|e| WriteError::Invalid(e.to_string()))
 }
 
 fn write_error(e: kube::Error) -> WriteError {
@@ -67,16 +72,16 @@ impl KubePorts {
         Arc::new(Self { client, metrics })
     }
 
-    fn count<T>(&self, op: &str, kind: Kind, why: Why, r: &Result<T, WriteError>) {
+    fn count<T>(&self, op: &str, kind: Kind, rule: RuleId, r: &Result<T, WriteError>) {
         let result = match r {
             Ok(_) => "ok",
             Err(e) => e.metric_label(),
         };
-        self.metrics.write(op, kind.name(), why.0.as_str(), result);
+        self.metrics.write(op, kind.name(), rule.as_str(), result);
     }
 
     fn back(&self, kind: Kind, o: DynamicObject) -> Result<Obj, WriteError> {
-        typed(kind, o).map_err(WriteError::Other)
+        typed(kind, o).map_err(|e| WriteError::Other(e.to_string()))
     }
 }
 
@@ -100,7 +105,7 @@ impl Put {
 
 impl KubePorts {
     /// One create or replace, typed back and counted.
-    async fn put(&self, put: Put, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn put(&self, put: Put, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         let r = obj.obj_ref();
         let api = api(&self.client, r.kind, r.namespace.as_deref());
         let pp = PostParams::default();
@@ -114,30 +119,30 @@ impl KubePorts {
             .map_err(write_error),
         };
         let res = res.and_then(|o| self.back(r.kind, o));
-        self.count(put.op(), r.kind, why, &res);
+        self.count(put.op(), r.kind, rule, &res);
         res
     }
 }
 
 #[async_trait]
 impl Writer for KubePorts {
-    async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
-        self.put(Put::Create, obj, why).await
+    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        self.put(Put::Create, obj, rule).await
     }
 
-    async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
-        self.put(Put::Replace, obj, why).await
+    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        self.put(Put::Replace, obj, rule).await
     }
 
-    async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
-        self.put(Put::ReplaceStatus, obj, why).await
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        self.put(Put::ReplaceStatus, obj, rule).await
     }
 
     async fn delete(
         &self,
         what: ObjRef,
         pre: Preconditions,
-        why: Why,
+        rule: RuleId,
     ) -> Result<Deleted, WriteError> {
         let api = api(&self.client, what.kind, what.namespace.as_deref());
         let dp = DeleteParams {
@@ -159,7 +164,7 @@ impl Writer for KubePorts {
             Ok(either::Either::Right(_)) => Ok(Deleted::Gone),
             Err(e) => Err(e),
         };
-        self.count("delete", what.kind, why, &res);
+        self.count("delete", what.kind, rule, &res);
         res
     }
 }
@@ -169,7 +174,9 @@ impl Reader for KubePorts {
     async fn get(&self, what: ObjRef) -> Result<Option<Obj>, ReadError> {
         let api = api(&self.client, what.kind, what.namespace.as_deref());
         match api.get(&what.name).await {
-            Ok(o) => typed(what.kind, o).map(Some).map_err(ReadError::Other),
+            Ok(o) => typed(what.kind, o)
+                .map(Some)
+                .map_err(|e| ReadError::Other(e.to_string())),
             // A 404 that names no object: the resource itself is not served (no KubeVirt).
             Err(kube::Error::Api(s))
                 if s.code == 404 && s.details.as_ref().is_none_or(|d| d.name.is_empty()) =>
@@ -198,12 +205,10 @@ impl KubeRecorder {
 
 #[async_trait]
 impl gpu_claims_actors::ports::Recorder for KubeRecorder {
-    async fn publish(&self, note: gpu_claims_actors::ports::Note) {
+    async fn publish(&self, note: gpu_claims_actors::ports::Event) {
         use kube::runtime::events::{Event, EventType};
         let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(
-                gpu_claims_actors::memory::cluster_api_version(note.regarding.kind).into(),
-            ),
+            api_version: Some(note.regarding.kind.api_version().into()),
             kind: Some(note.regarding.kind.name().into()),
             namespace: note.regarding.namespace.clone(),
             name: Some(note.regarding.name.clone()),

@@ -4,9 +4,9 @@
 
 use crate::{cli::default_config, config, snapshot, telemetry::Logging};
 use gpu_claims_actors::api::{GPUClaim, is_deleting, pod::is_gated, true_condition_types};
+use gpu_claims_actors::memory::Entry;
 use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::memory::store::EventType;
-use gpu_claims_actors::memory::{Entry, cluster_from_value};
 use gpu_claims_actors::ports::{Kind, Obj};
 use serde::Serialize;
 use serde_json::Value;
@@ -141,7 +141,7 @@ pub fn converged(
                     .list(k.name())
                     .0
                     .into_iter()
-                    .filter_map(move |v| cluster_from_value(*k, v).ok())
+                    .filter_map(move |v| gpu_claims_actors::api::from_json(*k, v).ok())
             })
             .collect()
     })
@@ -158,7 +158,7 @@ fn state_key(kind: Kind, v: &Value) -> (Kind, String, String) {
 
 fn state(kind: Kind, v: Value) -> Option<State> {
     let exists = v.get("gone").is_none();
-    let obj = cluster_from_value(kind, v).ok()?;
+    let obj = gpu_claims_actors::api::from_json(kind, v).ok()?;
     let m = obj.meta();
     let claim: Option<&GPUClaim> = if let Obj::Claim(c) = &obj {
         Some(c)

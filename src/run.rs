@@ -10,7 +10,7 @@ use crate::watch::watch;
 use crate::webhook::{self, CertFiles, Resolver, TlsListener, WebhookState, watch_certs};
 use actix::Actor;
 use anyhow::Context as _;
-use gpu_claims_actors::actors::{ConfigChanged, Env, Leading, Ports, Supervisor};
+use gpu_claims_actors::controller::{ConfigChanged, Env, Leading, Ports, Supervisor};
 use gpu_claims_actors::ports::TokioClock;
 use gpu_claims_actors::world::World;
 use std::net::SocketAddr;

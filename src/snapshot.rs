@@ -2,7 +2,6 @@
 //! controller reads. An error names the file and the document.
 
 use crate::{Error, Result};
-use gpu_claims_actors::memory::cluster_from_value;
 use gpu_claims_actors::ports::{Kind, Obj};
 use serde_json::Value;
 use std::path::Path;
@@ -51,7 +50,8 @@ fn object(v: Value) -> Result<Obj, String> {
     if kind.namespaced() && v["metadata"]["namespace"].as_str().is_none() {
         return Err(format!("{kind_name} {name} without metadata.namespace"));
     }
-    let obj = cluster_from_value(kind, v).map_err(|e| format!("{kind_name} {name}: {e}"))?;
+    let obj = gpu_claims_actors::api::from_json(kind, v)
+        .map_err(|e| format!("{kind_name} {name}: {e}"))?;
     // What the API server would refuse cannot be in a cluster.
     if let Obj::Claim(c) = &obj
         && let Some(problem) = c.spec_problem()

@@ -8,8 +8,8 @@ use crate::kube_ports::{api, typed};
 use crate::telemetry::FailureStreak;
 use actix::Addr;
 use futures::StreamExt;
-use gpu_claims_actors::actors::{Supervisor, WorldEvent};
 use gpu_claims_actors::api::{LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE};
+use gpu_claims_actors::controller::{Supervisor, WorldEvent};
 use gpu_claims_actors::ports::{Kind, Obj};
 use kube::Client;
 use kube::api::DynamicObject;
@@ -56,7 +56,12 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>) {
                     None
                 }
                 watcher::Event::InitDone => {
-                    Some(WorldEvent::Relisted(kind, std::mem::take(&mut listed)))
+                    // kube-runtime does not tell the list's resourceVersion.
+                    Some(WorldEvent::Relisted {
+                        kind,
+                        objects: std::mem::take(&mut listed),
+                        list_rv: None,
+                    })
                 }
                 watcher::Event::Apply(o) => convert(kind, o, &to).await.map(WorldEvent::Apply),
                 watcher::Event::Delete(o) => convert(kind, o, &to).await.map(WorldEvent::Delete),

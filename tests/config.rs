@@ -2,7 +2,7 @@
 //! and reload in a running process (file change, symlink swap, SIGHUP).
 use gpu_claims::config::{Reloaded, Reloader, load, parse};
 use gpu_claims_actors::Config;
-use gpu_claims_actors::actors::ConfigChanged;
+use gpu_claims_actors::controller::ConfigChanged;
 use gpu_claims_actors::fixtures::*;
 use gpu_claims_actors::memory::sim::Sim;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
@@ -92,7 +92,7 @@ fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
             claim("t", "a")
                 .bound("n1")
                 .attached("vm-never")
-                .with_record("nvidia.com/GH100_H200"),
+                .with_allocation("nvidia.com/GH100_H200"),
         );
         let sim = Sim::start(config.clone(), &objs, None);
         let to = sim.supervisor().clone();

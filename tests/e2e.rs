@@ -163,7 +163,7 @@ fn e2e_an_attachment_grace_change_reaches_the_running_process() {
         for o in claim(A, "ghostly")
             .bound("n1")
             .attached("ghost")
-            .with_record(H200)
+            .with_allocation(H200)
         {
             c.seed(&o);
         }

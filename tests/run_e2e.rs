@@ -79,14 +79,14 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
         claim("t", "running")
             .bound("n1")
             .attached("vm-a")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm-a").uid("u-a").obj());
     objs.extend(
         claim("t", "stopped")
             .attached_phase("n1")
             .attached("vm-b")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm-b").uid("u-b").phase("Succeeded").obj());
     objs.extend(
@@ -94,7 +94,7 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
             .class("retired")
             .bound("n1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     // A VM asking for 2 GPUs of h200, its launcher pod at the gate.
     objs.push(
@@ -169,14 +169,14 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
     );
     assert!(
         cluster
-            .get(&ObjRef::new(Kind::Record, Some("t"), "vm-c-gpu"))
+            .get(&ObjRef::new(Kind::Allocation, Some("t"), "vm-c-gpu"))
             .is_some()
     );
 
     // The VM stops while the controller runs.
     let mut vm = vmi("t", "vm-a").uid("u-a").phase("Succeeded").0;
     vm.metadata.resource_version = None;
-    let v = gpu_claims_actors::memory::cluster_to_value(&Obj::Vmi(vm));
+    let v = gpu_claims_actors::api::to_json(&Obj::Vmi(vm));
     store
         .update(
             "VirtualMachineInstance",

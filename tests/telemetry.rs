@@ -127,9 +127,9 @@ fn every_write_line_of_an_actor_names_its_claim_and_rule() {
             claim("t", "a")
                 .attached_phase("n1")
                 .attached("vm1")
-                .with_record("r"),
+                .with_allocation("r"),
         );
-        objs.extend(claim("t", "b").bound("n1").deleting().with_record("r"));
+        objs.extend(claim("t", "b").bound("n1").deleting().with_allocation("r"));
         let sim = Sim::start(Config::default(), &objs, None);
         sim.settle().await;
     });

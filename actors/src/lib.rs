@@ -8,10 +8,12 @@
 //! operator crate need them and the operator depends on this crate.
 #![forbid(unsafe_code)]
 
-pub mod actors;
 pub mod api;
 pub mod config;
+pub mod controller;
+#[cfg(any(test, feature = "sim"))]
 pub mod fixtures;
+#[cfg(feature = "sim")]
 pub mod memory;
 pub mod ports;
 pub mod rules;

@@ -2,127 +2,10 @@
 //! reader and a clock. Adapters: kube-rs (the operator) and the in-memory
 //! cluster ([`crate::memory`]).
 
-use crate::api::{GPUAllocation, GPUClaim, GPUClass, Vmi};
+pub use crate::api::{Kind, Obj, ObjRef};
 use crate::rules::RuleId;
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use std::fmt;
 use tokio::time::Instant;
-
-/// The kinds the controller reads or writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Class,
-    Claim,
-    Record,
-    Vmi,
-    Pod,
-    Node,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 6] = [
-        Kind::Class,
-        Kind::Claim,
-        Kind::Record,
-        Kind::Vmi,
-        Kind::Pod,
-        Kind::Node,
-    ];
-
-    /// The Kubernetes kind name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Class => "GPUClass",
-            Kind::Claim => "GPUClaim",
-            Kind::Record => "GPUAllocation",
-            Kind::Vmi => "VirtualMachineInstance",
-            Kind::Pod => "Pod",
-            Kind::Node => "Node",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == s)
-    }
-
-    pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Class | Kind::Node)
-    }
-}
-
-/// A typed object of one of the kinds. Moved a few times per watch event;
-/// boxing the large variants would add an allocation to every event.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug, PartialEq)]
-pub enum Obj {
-    Class(GPUClass),
-    Claim(GPUClaim),
-    Record(GPUAllocation),
-    Vmi(Vmi),
-    Pod(Pod),
-    Node(Node),
-}
-
-impl Obj {
-    pub fn kind(&self) -> Kind {
-        match self {
-            Obj::Class(_) => Kind::Class,
-            Obj::Claim(_) => Kind::Claim,
-            Obj::Record(_) => Kind::Record,
-            Obj::Vmi(_) => Kind::Vmi,
-            Obj::Pod(_) => Kind::Pod,
-            Obj::Node(_) => Kind::Node,
-        }
-    }
-
-    pub fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        match self {
-            Obj::Class(o) => &o.metadata,
-            Obj::Claim(o) => &o.metadata,
-            Obj::Record(o) => &o.metadata,
-            Obj::Vmi(o) => &o.metadata,
-            Obj::Pod(o) => &o.metadata,
-            Obj::Node(o) => &o.metadata,
-        }
-    }
-
-    pub fn obj_ref(&self) -> ObjRef {
-        let m = self.meta();
-        ObjRef::new(
-            self.kind(),
-            m.namespace.as_deref(),
-            m.name.as_deref().unwrap_or_default(),
-        )
-    }
-}
-
-/// Names one object.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjRef {
-    pub kind: Kind,
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl ObjRef {
-    pub fn new(kind: Kind, namespace: Option<&str>, name: &str) -> Self {
-        Self {
-            kind,
-            namespace: namespace.map(str::to_string),
-            name: name.to_string(),
-        }
-    }
-}
-
-impl fmt::Display for ObjRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", self.kind.name(), self.name),
-            None => write!(f, "{} {}", self.kind.name(), self.name),
-        }
-    }
-}
 
 /// Delete preconditions, as the API server checks them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -175,22 +58,30 @@ pub enum ReadError {
     Other(String),
 }
 
-/// Why a write is made: the rule that decided it travels with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Why(pub RuleId);
+impl From<Result<Option<crate::api::Vmi>, ReadError>> for crate::rules::LiveVmi {
+    fn from(live: Result<Option<crate::api::Vmi>, ReadError>) -> Self {
+        match live {
+            Ok(Some(v)) => Self::Found(Box::new(v)),
+            Ok(None) | Err(ReadError::NotServed) => Self::Absent,
+            Err(ReadError::Other(_)) => Self::Unknown,
+        }
+    }
+}
 
+/// Every write says why: the rule that decided it travels with it into
+/// the log line, the metric label and the journal.
 #[async_trait]
 pub trait Writer: Send + Sync {
-    async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError>;
+    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError>;
     /// Replaces metadata and spec; fails with Conflict on a stale resourceVersion.
-    async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError>;
+    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError>;
     /// Replaces the status subresource; Conflict on a stale resourceVersion.
-    async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError>;
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError>;
     async fn delete(
         &self,
         what: ObjRef,
         pre: Preconditions,
-        why: Why,
+        rule: RuleId,
     ) -> Result<Deleted, WriteError>;
 }
 
@@ -206,6 +97,12 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Instant;
     /// Wall time, for timestamps the controller writes (condition times).
     fn wall(&self) -> k8s_openapi::jiff::Timestamp;
+}
+
+/// The wall time at simulated time 0 (`plan`, tests): a fixed epoch, so
+/// a simulation prints the same timestamps on every run.
+pub fn sim_epoch() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(1_798_761_600).unwrap_or_default() // 2027-01-01T00:00:00Z
 }
 
 /// Tokio's clock (paused in a simulation), with wall time counted from a
@@ -246,7 +143,7 @@ impl Clock for TokioClock {
 
 /// An Event about an object: what happened, with the rule that saw it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Note {
+pub struct Event {
     pub regarding: ObjRef,
     pub uid: Option<String>,
     pub warning: bool,
@@ -275,5 +172,5 @@ impl Telemetry for NoTelemetry {}
 #[async_trait]
 pub trait Recorder: Send + Sync {
     /// Best effort: an Event that cannot be published is logged, never retried.
-    async fn publish(&self, note: Note);
+    async fn publish(&self, note: Event);
 }

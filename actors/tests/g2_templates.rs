@@ -4,7 +4,7 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{CLASS_ANNOTATION, COUNT_ANNOTATION, vmi_owner};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::fixtures::record_of;
+use gpu_claims_actors::fixtures::allocation_of;
 use gpu_claims_actors::ports::{Kind, Obj};
 
 fn asking(name: &str, uid: &str) -> gpu_claims_actors::fixtures::VmiB {
@@ -14,7 +14,7 @@ fn asking(name: &str, uid: &str) -> gpu_claims_actors::fixtures::VmiB {
         .annotate(COUNT_ANNOTATION, "2")
 }
 
-fn creates(t: &T) -> usize {
+fn creates(t: &TestCluster) -> usize {
     t.all_entries()
         .iter()
         .filter(|e| e.op == "create" && e.kind == "GPUClaim")
@@ -163,11 +163,15 @@ fn g2_a_template_claim_deleted_while_its_vmi_lives_is_made_again() {
 
 #[test]
 fn records_whose_claim_is_gone_or_another_are_deleted() {
-    let gone = record_of(&claim("t", "gone").bound("n1").build(), H200);
-    let mut other = record_of(&claim("t", "a").bound("n1").build(), H200);
+    let gone = allocation_of(&claim("t", "gone").bound("n1").build(), H200);
+    let mut other = allocation_of(&claim("t", "a").bound("n1").build(), H200);
     other.spec.claim_uid = "uid-of-an-earlier-a".into();
     other.metadata.uid = Some("rec-other".into());
-    let objs = world([Obj::Record(gone), Obj::Record(other), claim("t", "a").obj()]);
+    let objs = world([
+        Obj::Allocation(gone),
+        Obj::Allocation(other),
+        claim("t", "a").obj(),
+    ]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         let w = t.writes();
@@ -189,10 +193,10 @@ fn records_whose_claim_is_gone_or_another_are_deleted() {
 fn records_of_their_claims_stay() {
     with_world(
         Config::default(),
-        world(claim("t", "a").bound("n1").with_record(H200)),
+        world(claim("t", "a").bound("n1").with_allocation(H200)),
         |mut t| async move {
             t.settle().await;
-            assert!(t.exists(Kind::Record, Some("t"), "a"));
+            assert!(t.exists(Kind::Allocation, Some("t"), "a"));
         },
     );
 }

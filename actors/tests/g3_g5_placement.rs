@@ -33,7 +33,7 @@ fn template(name: &str, uid: &str, count: &str) -> Vec<Obj> {
     )
 }
 
-fn pod(t: &T, name: &str) -> k8s_openapi::api::core::v1::Pod {
+fn pod(t: &TestCluster, name: &str) -> k8s_openapi::api::core::v1::Pod {
     match t.sim.cluster.get(&ObjRef::new(Kind::Pod, Some("t"), name)) {
         Some(Obj::Pod(p)) => p,
         _ => panic!("pod {name}"),
@@ -57,7 +57,12 @@ fn nodes(specs: &[(&str, u64)]) -> Vec<Obj> {
 fn g3_a_gated_vmi_gets_its_set_placed_on_the_best_fit() {
     // n1 has 8 free, n2 has 2 free: a set of 2 fits n2 with none left over.
     let mut objs = nodes(&[("n1", 8), ("n2", 4)]);
-    objs.extend(claim("o", "other").count(2).bound("n2").with_record(H200));
+    objs.extend(
+        claim("o", "other")
+            .count(2)
+            .bound("n2")
+            .with_allocation(H200),
+    );
     objs.extend(template("vm1", "u1", "2"));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -103,7 +108,7 @@ fn g3_ties_go_to_the_first_node_by_name() {
 #[test]
 fn g3_claims_already_bound_decide_the_node() {
     let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
-    objs.extend(claim("t", "a").bound("n2").with_record(H200));
+    objs.extend(claim("t", "a").bound("n2").with_allocation(H200));
     objs.push(claim("t", "b").obj());
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
     with_world(Config::default(), objs, |mut t| async move {
@@ -164,8 +169,11 @@ fn waits_with(objs: Vec<Obj>, claim_key: &str, reason: &str) {
             "the pod stays at the gate"
         );
         assert!(
-            !t.exists(Kind::Record, Some("t"), c.metadata.name.as_deref().unwrap())
-                || c.phase() != ClaimPhase::Pending
+            !t.exists(
+                Kind::Allocation,
+                Some("t"),
+                c.metadata.name.as_deref().unwrap()
+            ) || c.phase() != ClaimPhase::Pending
         );
         // Settled: a restart writes nothing more.
         t.writes();
@@ -248,7 +256,7 @@ fn g5_a_claim_in_use_by_another_live_vmi_makes_the_set_wait() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm0")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm0").uid("u0").obj());
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
@@ -258,8 +266,8 @@ fn g5_a_claim_in_use_by_another_live_vmi_makes_the_set_wait() {
 #[test]
 fn g5_claims_on_two_nodes_make_the_set_wait() {
     let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
-    objs.extend(claim("t", "a").bound("n1").with_record(H200));
-    objs.extend(claim("t", "b").bound("n2").with_record(H200));
+    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
+    objs.extend(claim("t", "b").bound("n2").with_allocation(H200));
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
     waits_with(objs, "t/a", "SplitNodes");
 }
@@ -289,7 +297,7 @@ fn g5_a_pod_pinned_to_a_node_that_cannot_take_the_set_waits_for_capacity() {
 #[test]
 fn g4_a_pod_pinned_elsewhere_than_the_held_node_makes_the_set_wait() {
     let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
-    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
     objs.push(
         vmi("t", "vm1")
             .uid("u1")
@@ -309,7 +317,12 @@ fn g4_a_pod_pinned_elsewhere_than_the_held_node_makes_the_set_wait() {
 #[test]
 fn g5_no_room_makes_the_set_wait_until_gpus_are_freed() {
     let mut objs = nodes(&[("n1", 2)]);
-    objs.extend(claim("o", "other").count(2).bound("n1").with_record(H200));
+    objs.extend(
+        claim("o", "other")
+            .count(2)
+            .bound("n1")
+            .with_allocation(H200),
+    );
     objs.push(claim("t", "a").obj());
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
     with_world(Config::default(), objs, |mut t| async move {
@@ -332,7 +345,7 @@ fn g5_over_budget_makes_the_set_wait_until_the_budget_is_raised() {
         class("h200", H200).budget(1).obj(),
         node("n1").gpus(H200, 8).obj(),
     ];
-    objs.extend(claim("o", "other").bound("n1").with_record(H200));
+    objs.extend(claim("o", "other").bound("n1").with_allocation(H200));
     objs.push(claim("t", "a").obj());
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
     with_world(Config::default(), objs, |mut t| async move {
@@ -368,7 +381,7 @@ fn g6_a_lost_unattached_claim_moves_at_the_gate_with_its_record() {
         node("n1").gpus(H200, 8).ready(false).obj(),
         node("n2").gpus(H200, 8).obj(),
     ];
-    objs.extend(claim("t", "a").lost("n1").with_record(H200));
+    objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -460,7 +473,7 @@ fn g3_a_bound_claim_on_a_failed_node_holds_no_node_and_moves() {
         node("n1").gpus(H200, 8).ready(false).obj(),
         node("n2").gpus(H200, 8).obj(),
     ];
-    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;

@@ -16,7 +16,7 @@ fn lost_reason(c: &GPUClaim) -> Option<String> {
 
 fn bound_on(n: gpu_claims_actors::fixtures::NodeB) -> Vec<Obj> {
     let mut objs = vec![class("h200", H200).obj(), n.obj()];
-    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
     objs
 }
 
@@ -30,7 +30,10 @@ fn g6_claim_on_a_not_ready_node_becomes_lost() {
             let c = t.claim("t/a").unwrap();
             assert_eq!(c.phase(), ClaimPhase::Lost);
             assert_eq!(lost_reason(&c).as_deref(), Some("NodeNotReady"));
-            assert!(t.exists(Kind::Record, Some("t"), "a"), "the record stays");
+            assert!(
+                t.exists(Kind::Allocation, Some("t"), "a"),
+                "the record stays"
+            );
             assert!(
                 t.writes()
                     .contains(&"update_status GPUClaim a G6".to_string())
@@ -100,7 +103,7 @@ fn g6_attached_claim_becomes_lost_and_comes_back_attached_through_l4() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -135,7 +138,7 @@ fn g6_lost_claim_stays_lost_while_its_node_is_still_not_back() {
         class("h200", H200).obj(),
         node("n1").gpus(H200, 8).lost_taint("").obj(),
     ];
-    objs.extend(claim("t", "a").lost("n1").with_record(H200));
+    objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);

@@ -10,7 +10,12 @@ fn stuck(pod: gpu_claims_actors::fixtures::PodB) -> Vec<Obj> {
         class("h200", H200).obj(),
         node("n1").gpus(H200, 8).ready(false).obj(),
     ];
-    objs.extend(claim("t", "a").lost("n1").attached("vm1").with_record(H200));
+    objs.extend(
+        claim("t", "a")
+            .lost("n1")
+            .attached("vm1")
+            .with_allocation(H200),
+    );
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     objs.push(pod.obj());
     objs
@@ -85,7 +90,7 @@ fn l12_a_bound_claim_keeps_its_vmi() {
         claim("t", "a")
             .bound("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     objs.push(pod().pinned("n1").obj());
@@ -116,11 +121,11 @@ fn l12_a_vmi_changed_since_the_cache_saw_it_is_not_deleted() {
         t.sim.settle().await;
         t.sim
             .supervisor()
-            .do_send(gpu_claims_actors::actors::WorldEvent::Apply(stale));
+            .do_send(gpu_claims_actors::controller::WorldEvent::Apply(stale));
         t.sim.settle().await;
         t.sim
             .supervisor()
-            .do_send(gpu_claims_actors::actors::WorldEvent::Apply(
+            .do_send(gpu_claims_actors::controller::WorldEvent::Apply(
                 pod().pinned("n1").obj(),
             ));
         t.sim.settle().await;

@@ -19,7 +19,7 @@ fn l2_later_vmi_of_same_name_is_not_the_claims() {
             .bound("n1")
             .attached("vm1")
             .owned_by("vm1", "u1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(running("vm1", "u2"));
     with_world(Config::default(), objs, |mut t| async move {
@@ -41,7 +41,7 @@ fn l2_vmi_with_the_owner_uid_is_the_claims() {
             .bound("n1")
             .attached("vm1")
             .owned_by("vm1", "u1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(running("vm1", "u1"));
     with_world(Config::default(), objs, |mut t| async move {
@@ -156,7 +156,7 @@ fn l4_bound_claim_of_live_vmi_becomes_attached() {
         claim("t", "a")
             .bound("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(running("vm1", "u1"));
     with_world(Config::default(), objs, |mut t| async move {
@@ -171,7 +171,12 @@ fn l4_bound_claim_of_live_vmi_becomes_attached() {
 
 fn lost_world(node: gpu_claims_actors::fixtures::NodeB) -> Vec<gpu_claims_actors::ports::Obj> {
     let mut objs = vec![class("h200", H200).obj(), node.obj(), running("vm1", "u1")];
-    objs.extend(claim("t", "a").lost("n1").attached("vm1").with_record(H200));
+    objs.extend(
+        claim("t", "a")
+            .lost("n1")
+            .attached("vm1")
+            .with_allocation(H200),
+    );
     objs
 }
 
@@ -288,7 +293,7 @@ fn l4_attached_claim_of_live_vmi_gets_no_write() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(running("vm1", "u1"));
     with_world(Config::default(), objs, |mut t| async move {
@@ -305,7 +310,7 @@ fn l5_claim_of_final_vmi_is_detached_to_bound() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(running("vm1", "u1"));
     with_world(Config::default(), objs, |mut t| async move {
@@ -328,7 +333,7 @@ fn l5_unknown_vmi_phase_is_not_final() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Unknown").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -343,7 +348,7 @@ fn l5_attached_claim_whose_vmi_is_gone_is_detached_at_once() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -364,7 +369,7 @@ fn l5_vmi_owned_claim_whose_vmi_is_gone_is_detached_at_once() {
             .bound("n1")
             .attached("vm1")
             .owned_by("vm1", "u1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -379,7 +384,7 @@ fn l5_template_claim_of_final_vmi_is_deleted() {
             .template_of("vm1", "u1")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -405,7 +410,7 @@ fn l6_attachment_to_vmi_that_never_appeared_is_detached_after_grace() {
         claim("t", "a")
             .bound("n1")
             .attached("vm-x")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -424,7 +429,7 @@ fn l6_vmi_appearing_within_grace_keeps_the_attachment() {
         claim("t", "a")
             .bound("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -467,7 +472,7 @@ fn l6_a_shorter_grace_from_reload_reaches_the_pending_timer() {
         claim("t", "a")
             .bound("n1")
             .attached("vm-x")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -491,7 +496,7 @@ fn l6_attachments_are_left_alone_with_integration_off() {
         claim("t", "a")
             .bound("n1")
             .attached("vm-x")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(off(), objs, |mut t| async move {
         t.settle().await;
@@ -513,7 +518,7 @@ fn l7_detach_keeps_the_lost_condition_of_a_lost_claim() {
             .lost("n1")
             .attached("vm1")
             .waiting("NoCapacity")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -535,7 +540,7 @@ fn l7_detach_removes_the_waiting_condition() {
             .bound("n1")
             .attached("vm1")
             .waiting("NoCapacity")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -555,7 +560,7 @@ fn l7_detach_of_an_attached_claim_makes_it_bound() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -574,7 +579,7 @@ fn l5_a_template_claim_delete_that_meets_a_newer_claim_is_decided_again() {
             .template_of("vm1", "u1")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").obj());
     with_world(Config::default(), objs, |mut t| async move {

@@ -2,11 +2,11 @@
 //! class once no claim of it holds or owes GPUs.
 mod common;
 use common::*;
-use gpu_claims_actors::actors::WorldEvent;
 use gpu_claims_actors::config::Config;
+use gpu_claims_actors::controller::WorldEvent;
 use gpu_claims_actors::ports::{Kind, Obj, WriteError};
 
-fn released(t: &T, ns_name: &str) -> bool {
+fn released(t: &TestCluster, ns_name: &str) -> bool {
     t.claim(ns_name).is_none()
 }
 
@@ -14,7 +14,7 @@ fn released(t: &T, ns_name: &str) -> bool {
 
 #[test]
 fn l8_release_deletes_the_record_then_removes_the_finalizer() {
-    let objs = world(claim("t", "a").bound("n1").deleting().with_record(H200));
+    let objs = world(claim("t", "a").bound("n1").deleting().with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         let w = t.writes();
@@ -26,7 +26,7 @@ fn l8_release_deletes_the_record_then_removes_the_finalizer() {
             ]
         );
         assert!(released(&t, "t/a"));
-        assert!(!t.exists(Kind::Record, Some("t"), "a"));
+        assert!(!t.exists(Kind::Allocation, Some("t"), "a"));
     });
 }
 
@@ -54,7 +54,7 @@ fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
         class("h200", H200).deleting().obj(),
         node("n1").gpus(H200, 8).obj(),
     ];
-    objs.extend(claim("t", "a").bound("n1").deleting().with_record(H200));
+    objs.extend(claim("t", "a").bound("n1").deleting().with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         // The record delete passes; then the API server fails for a while.
         let down = Some(WriteError::Other("etcd timeout".into()));
@@ -83,7 +83,7 @@ fn l8_not_found_on_finalizer_removal_counts_as_released() {
         class("h200", H200).deleting().obj(),
         node("n1").gpus(H200, 8).obj(),
     ];
-    objs.extend(claim("t", "a").bound("n1").deleting().with_record(H200));
+    objs.extend(claim("t", "a").bound("n1").deleting().with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         t.fail_writes([None, Some(WriteError::NotFound)]);
         t.settle().await;
@@ -97,7 +97,7 @@ fn l8_not_found_on_finalizer_removal_counts_as_released() {
 
 #[test]
 fn l8_conflict_on_finalizer_removal_rereads_and_releases() {
-    let objs = world(claim("t", "a").bound("n1").deleting().with_record(H200));
+    let objs = world(claim("t", "a").bound("n1").deleting().with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         t.fail_writes([None, Some(WriteError::Conflict("newer".into()))]);
         t.settle().await;
@@ -121,7 +121,7 @@ fn l8_conflict_on_finalizer_removal_rereads_and_releases() {
 fn l9_unattached_claim_is_not_used() {
     with_world(
         Config::default(),
-        world(claim("t", "a").bound("n1").deleting().with_record(H200)),
+        world(claim("t", "a").bound("n1").deleting().with_allocation(H200)),
         |mut t| async move {
             t.settle().await;
             assert!(released(&t, "t/a"));
@@ -136,7 +136,7 @@ fn l9_fresh_attachment_holds_the_claim_within_grace() {
             .bound("n1")
             .attached("vm-x")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -154,7 +154,7 @@ fn l9_absent_vmi_of_attached_claim_does_not_hold() {
             .attached_phase("n1")
             .attached("vm1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -169,7 +169,7 @@ fn l9_final_vmi_does_not_hold() {
             .attached_phase("n1")
             .attached("vm1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -185,7 +185,7 @@ fn l9_live_vmi_without_launcher_pods_holds() {
             .attached_phase("n1")
             .attached("vm1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -205,7 +205,7 @@ fn l9_live_vmi_with_an_ungated_launcher_holds() {
             .attached_phase("n1")
             .attached("vm1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").obj());
     objs.push(
@@ -227,7 +227,7 @@ fn l9_launchers_all_gated_live_too_do_not_hold() {
             .bound("n1")
             .attached("vm1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     objs.push(
@@ -247,7 +247,7 @@ fn l9_a_launcher_that_left_the_gate_live_holds_though_the_cache_shows_it_gated()
         claim("t", "a")
             .bound("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     let gated = launcher("t", "virt-launcher-vm1", "vm1", "u1").gated();
@@ -277,7 +277,7 @@ fn l9_a_cached_launcher_not_found_live_is_skipped() {
             .bound("n1")
             .attached("vm1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -298,7 +298,7 @@ fn l9_a_failed_live_read_retries_later() {
         claim("t", "a")
             .bound("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     objs.push(
@@ -327,7 +327,7 @@ fn l10_world(v: Option<Obj>) -> Vec<Obj> {
             .attached("vm1")
             .owned_by("vm1", "u1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.extend(v);
     objs
@@ -426,7 +426,7 @@ fn l11_class_waits_for_a_bound_claim() {
         class("h200", H200).deleting().obj(),
         node("n1").gpus(H200, 8).obj(),
     ];
-    objs.extend(claim("t", "a").bound("n1").with_record(H200));
+    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert!(t.class("h200").is_some());
@@ -439,7 +439,7 @@ fn l11_class_waits_for_a_bound_claim() {
 #[test]
 fn l11_a_lost_claim_holds_its_class() {
     let mut objs = vec![class("h200", H200).deleting().obj()];
-    objs.extend(claim("t", "a").lost("n1").with_record(H200));
+    objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert!(t.class("h200").is_some());
@@ -452,7 +452,7 @@ fn l11_claims_released_in_the_same_round_count_as_gone_before_the_watch_shows_it
         class("h200", H200).deleting().obj(),
         node("n1").gpus(H200, 8).obj(),
     ];
-    objs.extend(claim("t", "a").bound("n1").deleting().with_record(H200));
+    objs.extend(claim("t", "a").bound("n1").deleting().with_allocation(H200));
     with_lagging_world(secs(5), objs, |mut t| async move {
         t.sim.settle().await;
         // The watch has not shown the release yet, and the class goes all the same.
@@ -472,7 +472,7 @@ fn l11_claims_of_another_class_do_not_hold() {
         claim("t", "a")
             .class("a100")
             .bound("n1")
-            .with_record("nvidia.com/A100"),
+            .with_allocation("nvidia.com/A100"),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -492,7 +492,7 @@ fn class_status_shows_capacity_on_ready_matching_nodes_and_allocated() {
             .obj(),
         node("n3").gpus(H200, 8).obj(),
     ];
-    objs.extend(claim("t", "a").count(2).bound("n1").with_record(H200));
+    objs.extend(claim("t", "a").count(2).bound("n1").with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         let st = t.class("h200").unwrap().status.unwrap();

@@ -15,7 +15,7 @@ use gpu_claims_actors::memory::invariants::Checker;
 use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
 
-fn pod(t: &T, name: &str) -> k8s_openapi::api::core::v1::Pod {
+fn pod(t: &TestCluster, name: &str) -> k8s_openapi::api::core::v1::Pod {
     match t.sim.cluster.get(&ObjRef::new(Kind::Pod, Some("t"), name)) {
         Some(Obj::Pod(p)) => p,
         _ => panic!("pod {name}"),
@@ -37,7 +37,7 @@ fn lost_there(pod: impl Fn(PodB) -> PodB) -> Vec<Obj> {
             .obj(),
         pod(launcher("t", "virt-launcher-vm1", "vm1", "u1").gated()).obj(),
     ];
-    objs.extend(claim("t", "a").lost("n1").with_record(H200));
+    objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
     objs
 }
 
@@ -61,9 +61,9 @@ fn g3_a_node_that_lost_its_devices_is_never_chosen_even_for_the_claim_lost_there
         let r = t
             .sim
             .cluster
-            .get(&ObjRef::new(Kind::Record, Some("t"), "a"));
+            .get(&ObjRef::new(Kind::Allocation, Some("t"), "a"));
         assert!(
-            matches!(r, Some(Obj::Record(r)) if r.spec.node_name == "n2"),
+            matches!(r, Some(Obj::Allocation(r)) if r.spec.node_name == "n2"),
             "the allocation moved with it"
         );
     });
@@ -91,7 +91,7 @@ fn l2_a_recreated_vmi_never_runs_on_the_earlier_vmis_template_claim() {
             .count(2)
             .template_of("vm1", "u1")
             .bound("n1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -136,7 +136,11 @@ fn l8_deletes_the_allocation_the_cache_does_not_show_before_the_finalizer() {
                 .gated()
                 .obj(),
         ];
-        let sim = Sim::start(Config::default(), &objs, Lag::of(Kind::Record, secs(10)));
+        let sim = Sim::start(
+            Config::default(),
+            &objs,
+            Lag::of(Kind::Allocation, secs(10)),
+        );
         let mut checker = Checker::default();
         sim.settle().await;
         assert!(checker.check(&sim.cluster).is_empty());

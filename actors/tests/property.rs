@@ -93,7 +93,7 @@ fn build(
         if s.deleting && s.finalizer {
             b = b.deleting();
         }
-        objs.extend(b.with_record(H200));
+        objs.extend(b.with_allocation(H200));
     }
     for (i, v) in vmis.iter().enumerate() {
         let Some(v) = v else { continue };

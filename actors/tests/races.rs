@@ -3,10 +3,9 @@
 //! converged cluster gets no writes on resync or restart).
 mod common;
 use common::*;
-use gpu_claims_actors::actors::WorldEvent;
 use gpu_claims_actors::api::ClaimPhase;
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::memory::cluster_from_value;
+use gpu_claims_actors::controller::WorldEvent;
 use gpu_claims_actors::memory::invariants::Checker;
 use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::ports::{Kind, Obj};
@@ -24,14 +23,14 @@ fn busy_world() -> Vec<Obj> {
         claim("t", "fin")
             .attached_phase("n1")
             .attached("vm-fin")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm-fin").uid("u-fin").phase("Succeeded").obj());
     objs.extend(
         claim("t", "live")
             .bound("n1")
             .attached("vm-live")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm-live").uid("u-live").obj());
     objs.push(
@@ -50,7 +49,7 @@ fn busy_world() -> Vec<Obj> {
             .class("old")
             .bound("n1")
             .deleting()
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs
 }
@@ -62,7 +61,7 @@ fn outcome(sim: &Sim) -> Vec<String> {
         .flat_map(|k| sim.store.list(k).0)
         .map(|o| {
             let kind = Kind::from_name(o["kind"].as_str().unwrap()).unwrap();
-            let o = cluster_from_value(kind, o).unwrap();
+            let o = gpu_claims_actors::api::from_json(kind, o).unwrap();
             let m = o.meta();
             let phase = match &o {
                 Obj::Claim(c) => format!("{:?}/{:?}", c.phase(), c.attached_vmi_name()),
@@ -102,9 +101,13 @@ fn i5_converged_world_gets_no_writes_on_resync() {
                 .list(kind.name())
                 .0
                 .into_iter()
-                .map(|v| cluster_from_value(kind, v).unwrap())
+                .map(|v| gpu_claims_actors::api::from_json(kind, v).unwrap())
                 .collect();
-            t.sim.supervisor().do_send(WorldEvent::Relisted(kind, objs));
+            t.sim.supervisor().do_send(WorldEvent::Relisted {
+                kind,
+                objects: objs,
+                list_rv: None,
+            });
         }
         t.settle().await;
         assert_eq!(t.writes(), Vec::<String>::new());
@@ -144,7 +147,7 @@ fn a_write_that_meets_a_newer_object_is_decided_again_never_overwrites() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").obj());
     with_lagging_world(secs(2), objs, |mut t| async move {
@@ -180,7 +183,7 @@ fn a_write_answered_409_rereads_and_writes_once_more() {
         claim("t", "a")
             .attached_phase("n1")
             .attached("vm1")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
     with_world(Config::default(), objs, |mut t| async move {
@@ -233,7 +236,7 @@ fn the_grace_of_l6_starts_afresh_after_a_restart() {
         claim("t", "a")
             .bound("n1")
             .attached("vm-x")
-            .with_record(H200),
+            .with_allocation(H200),
     );
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -275,13 +278,13 @@ fn an_unreadable_object_is_reported_and_the_rest_goes_on() {
 fn actors_stop_when_their_claims_are_gone() {
     with_world(
         Config::default(),
-        world(claim("t", "a").bound("n1").deleting().with_record(H200)),
+        world(claim("t", "a").bound("n1").deleting().with_allocation(H200)),
         |mut t| async move {
             t.settle().await;
             let stats = t
                 .sim
                 .supervisor()
-                .send(gpu_claims_actors::actors::StatsQuery)
+                .send(gpu_claims_actors::controller::StatsQuery)
                 .await
                 .unwrap();
             assert_eq!((stats.claims, stats.claim_actors), (0, 0));

@@ -11,10 +11,10 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, LauncherPod};
 use gpu_claims_actors::config::Config;
+use gpu_claims_actors::memory::Lag;
 use gpu_claims_actors::memory::invariants::{Checker, progress};
 use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::memory::store::Subresource;
-use gpu_claims_actors::memory::{Lag, cluster_to_value};
 use gpu_claims_actors::ports::Kind;
 
 /// A small deterministic generator (xorshift): the seed is the test case.
@@ -40,8 +40,10 @@ fn start_vm(sim: &Sim, rng: &mut Rng, i: u64, generation: u64) {
     } else {
         v.annotate(CLAIMS_ANNOTATION, &format!("c{i}"))
     };
-    sim.store
-        .seed("VirtualMachineInstance", cluster_to_value(&v.obj()));
+    sim.store.seed(
+        "VirtualMachineInstance",
+        gpu_claims_actors::api::to_json(&v.obj()),
+    );
     let mut pod = launcher(
         "t",
         &format!("virt-launcher-{name}-{generation}"),
@@ -57,7 +59,7 @@ fn start_vm(sim: &Sim, rng: &mut Rng, i: u64, generation: u64) {
         pod = pod.node_selector("zone", ["a", "b"][rng.below(2) as usize]);
     }
     let pod = pod.obj();
-    sim.store.seed("Pod", cluster_to_value(&pod));
+    sim.store.seed("Pod", gpu_claims_actors::api::to_json(&pod));
 }
 
 fn stop_vm(sim: &Sim, i: u64) {
@@ -137,7 +139,7 @@ fn set_node(sim: &Sim, name: &str, s: NodeState) {
         n = n.taint("gpu", "", "NoSchedule");
     }
     let n = n.obj();
-    let mut v = cluster_to_value(&n);
+    let mut v = gpu_claims_actors::api::to_json(&n);
     v["metadata"]
         .as_object_mut()
         .unwrap()
@@ -193,7 +195,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         // The allocations watch trails by 300ms in half the seeds.
         let lag = if seed.is_multiple_of(2) {
-            Lag::of(Kind::Record, std::time::Duration::from_millis(300))
+            Lag::of(Kind::Allocation, std::time::Duration::from_millis(300))
         } else {
             Lag::default()
         };

@@ -51,7 +51,7 @@ fn columns(r: &Resource) -> Vec<Column> {
         "Event" => vec![
             c("Type", "string", ".type"),
             c("Reason", "string", ".reason"),
-            c("Note", "string", ".note"),
+            c("Event", "string", ".note"),
             age,
         ],
         _ => vec![age],

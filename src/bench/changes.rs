@@ -4,7 +4,7 @@
 
 use super::world::{Layout, Role, claim_name, node_name, ns, spare_class, vmi_name};
 use gpu_claims_actors::memory::store::{Store, Subresource};
-use gpu_claims_actors::rules::{Memory, capacity_of, decide_claim, decide_class};
+use gpu_claims_actors::rules::{ClaimMemory, capacity_of, decide_claim, decide_class};
 use gpu_claims_actors::world::World;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -165,7 +165,7 @@ pub fn whole_world_pass(world: &World) -> Duration {
     let wall = k8s_openapi::jiff::Timestamp::now();
     let mut steps = 0usize;
     for c in world.claims.iter() {
-        let mut mem = Memory::default();
+        let mut mem = ClaimMemory::default();
         let step = decide_claim(&c, world, &cfg, now, wall, &mut mem);
         steps += usize::from(std::hint::black_box(step) != gpu_claims_actors::rules::Step::Idle);
     }

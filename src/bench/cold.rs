@@ -9,7 +9,7 @@ use super::{converged_store, in_system};
 use crate::apiserver::{self, ApiServer};
 use crate::kube_ports::api;
 use futures::StreamExt;
-use gpu_claims_actors::actors::StatsQuery;
+use gpu_claims_actors::controller::StatsQuery;
 use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::ports::Kind;
 use kube::runtime::{WatchStreamExt, reflector, watcher};

@@ -3,11 +3,11 @@
 //! change-to-write latency: what the benchmark measures with.
 
 use async_trait::async_trait;
-use gpu_claims_actors::actors::{Env, Leading, Ports, Supervisor};
+use gpu_claims_actors::controller::{Env, Leading, Ports, Supervisor};
 use gpu_claims_actors::memory::store::Store;
 use gpu_claims_actors::memory::{MemCluster, feed};
 use gpu_claims_actors::ports::{
-    Deleted, Obj, ObjRef, Preconditions, Telemetry, TokioClock, Why, WriteError, Writer,
+    Deleted, Obj, ObjRef, Preconditions, Telemetry, TokioClock, WriteError, Writer,
 };
 use gpu_claims_actors::rules::RuleId;
 use gpu_claims_actors::world::World;
@@ -40,26 +40,26 @@ impl TimedWriter {
 
 #[async_trait]
 impl Writer for TimedWriter {
-    async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         self.stamp("create", obj.obj_ref().to_string());
-        self.inner.create(obj, why).await
+        self.inner.create(obj, rule).await
     }
-    async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         self.stamp("replace", obj.obj_ref().to_string());
-        self.inner.replace(obj, why).await
+        self.inner.replace(obj, rule).await
     }
-    async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         self.stamp("replace_status", obj.obj_ref().to_string());
-        self.inner.replace_status(obj, why).await
+        self.inner.replace_status(obj, rule).await
     }
     async fn delete(
         &self,
         what: ObjRef,
         pre: Preconditions,
-        why: Why,
+        rule: RuleId,
     ) -> Result<Deleted, WriteError> {
         self.stamp("delete", what.to_string());
-        self.inner.delete(what, pre, why).await
+        self.inner.delete(what, pre, rule).await
     }
 }
 
@@ -120,19 +120,32 @@ impl Harness {
         self.supervisor.do_send(Leading(true));
     }
 
-    /// Waits until the actors have been idle for `quiet`: no I/O under way
-    /// and no message handled.
+    /// Waits until the actors have been idle for `quiet` (no I/O under way,
+    /// no message handled) with every change of the store delivered to the
+    /// cache: on a loaded machine the watch can trail by more than `quiet`,
+    /// and a change's writes must not be counted as the next one's.
     pub async fn settle(&self, quiet: Duration) {
         let mut last = (self.env.activity.ticks(), Instant::now());
         loop {
             tokio::time::sleep(Duration::from_micros(500)).await;
             let t = self.env.activity.ticks();
-            if t != last.0 || self.env.activity.in_flight() != 0 {
+            if t != last.0 || self.env.activity.in_flight() != 0 || !self.delivered() {
                 last = (t, Instant::now());
             } else if last.1.elapsed() >= quiet {
                 return;
             }
         }
+    }
+
+    /// Whether the cache has every change the store made.
+    fn delivered(&self) -> bool {
+        let w = &self.env.world;
+        let seen = gpu_claims_actors::api::Kind::ALL
+            .iter()
+            .map(|k| w.observed_rv(*k))
+            .max()
+            .unwrap_or(0);
+        seen >= self.store.resource_version()
     }
 
     /// Waits until the caches hold `claims` claims.

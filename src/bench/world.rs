@@ -135,7 +135,7 @@ impl Layout {
                 Role::Deleting => c.attached_phase(&n).attached(&vmi_name(i)).deleting(),
                 Role::Pending => unreachable!(),
             };
-            out.extend(c.with_record(GPU));
+            out.extend(c.with_allocation(GPU));
             if self.roles[i] != Role::Bound {
                 out.extend(vm_of(i, |p| p.pinned(&n).scheduled(&n)));
             }

@@ -2,7 +2,6 @@
 //! the classes' budgets.
 
 use gpu_claims_actors::api::{GPUClaim, GPUClass, is_deleting};
-use gpu_claims_actors::memory::cluster_from_value;
 use gpu_claims_actors::memory::store::Store;
 use gpu_claims_actors::ports::{Kind, Obj};
 use std::fmt::Write as _;
@@ -20,7 +19,7 @@ impl Snapshot {
                 .list(kind.name())
                 .0
                 .into_iter()
-                .filter_map(move |v| cluster_from_value(kind, v).ok())
+                .filter_map(move |v| gpu_claims_actors::api::from_json(kind, v).ok())
         };
         Self {
             claims: typed(Kind::Claim)

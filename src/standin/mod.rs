@@ -10,8 +10,7 @@
 //!   Scheduled, then Running on that node.
 //! - A stopped VMI is Succeeded and its pods too.
 //! - Nodes can be made NotReady and Ready again; a VMI on a NotReady node
-//!   keeps running (KubeVirt fails it only after the node is declared dead,
-//!   which the story does explicitly with `fail_vm`).
+//!   keeps running (KubeVirt fails it only after the node is declared dead).
 
 mod scheduler;
 
@@ -229,11 +228,6 @@ impl StandIn {
     /// The VM is shut down: its VMI and pods are Succeeded.
     pub fn stop_vm(&self, ns: &str, name: &str) {
         self.finish_vm(ns, name, "Succeeded");
-    }
-
-    /// The VM failed (its node was declared dead): VMI and pods Failed.
-    pub fn fail_vm(&self, ns: &str, name: &str) {
-        self.finish_vm(ns, name, "Failed");
     }
 
     /// The VMI object is deleted (its pods follow by garbage collection).

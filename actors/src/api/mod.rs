@@ -10,6 +10,7 @@ mod class;
 mod conditions;
 mod names;
 mod node;
+mod object;
 pub mod pod;
 pub mod quantity;
 pub mod validation;
@@ -21,6 +22,7 @@ pub use class::{GPUClass, GPUClassSpec, GPUClassStatus};
 pub use conditions::{condition_is_true, remove_condition, set_condition, true_condition_types};
 pub use names::*;
 pub use node::NodeFacts;
+pub use object::{DecodeError, Kind, Obj, ObjRef, from_json, to_json};
 pub use pod::{LauncherPod, PodScheduling};
 pub use vmi::{GpuRequest, RequestError, Vmi, VmiStatus};
 

@@ -1,8 +1,6 @@
 //! Names that are part of the API: group, finalizers, labels, annotations,
 //! condition types and reasons.
 
-pub const GROUP: &str = "gpu.cozystack.io";
-pub const VERSION: &str = "v1alpha1";
 pub const CLASS_FINALIZER: &str = "gpu.cozystack.io/class-protection";
 pub const CLAIM_FINALIZER: &str = "gpu.cozystack.io/claim-protection";
 pub const TEMPLATE_LABEL: &str = "gpu.cozystack.io/template";

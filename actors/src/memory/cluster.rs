@@ -5,8 +5,9 @@ use super::journal::{Entry, Journal, StatusFields};
 use super::store::{Store, StoreError, Subresource, Written};
 use crate::api::{GPUClaim, true_condition_types};
 use crate::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, Why, WriteError, Writer,
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, Writer,
 };
+use crate::rules::RuleId;
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -16,7 +17,7 @@ use tokio::time::Instant;
 /// Faults a test sets: the next writes fail with these errors, and the
 /// VMI kind can be made unserved (a cluster without KubeVirt).
 #[derive(Default, Debug)]
-pub struct Faults {
+pub struct WriteFaults {
     /// Each write takes the next entry: Some fails it, None lets it through.
     pub fail_writes: VecDeque<Option<WriteError>>,
     pub vmis_not_served: bool,
@@ -26,57 +27,10 @@ pub struct Faults {
 pub struct MemCluster {
     pub store: Arc<Store>,
     /// Events published, in order (not writes: `plan` does not print them).
-    events: Mutex<Vec<crate::ports::Note>>,
+    events: Mutex<Vec<crate::ports::Event>>,
     journal: Mutex<Journal>,
-    faults: Mutex<Faults>,
+    faults: Mutex<WriteFaults>,
     started: Instant,
-}
-
-pub fn api_version(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Class | Kind::Claim | Kind::Record => "gpu.cozystack.io/v1alpha1",
-        Kind::Vmi => "kubevirt.io/v1",
-        Kind::Pod | Kind::Node => "v1",
-    }
-}
-
-/// An object as the store keeps it.
-pub fn to_value(obj: &Obj) -> Value {
-    let v = match obj {
-        Obj::Class(o) => serde_json::to_value(o),
-        Obj::Claim(o) => serde_json::to_value(o),
-        Obj::Record(o) => serde_json::to_value(o),
-        Obj::Vmi(o) => serde_json::to_value(o),
-        Obj::Pod(o) => serde_json::to_value(o),
-        Obj::Node(o) => serde_json::to_value(o),
-    };
-    let mut v = v.unwrap_or(Value::Null);
-    v["apiVersion"] = api_version(obj.kind()).into();
-    v["kind"] = obj.kind().name().into();
-    v
-}
-
-/// A stored object, typed; Err says why it cannot be read, naming the
-/// field (`spec.count: invalid value: integer `-1`, expected u32`).
-pub fn from_value(kind: Kind, v: Value) -> Result<Obj, String> {
-    fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
-        serde_path_to_error::deserialize(v).map_err(|e| {
-            let path = e.path().to_string();
-            if path == "." {
-                e.into_inner().to_string()
-            } else {
-                format!("{path}: {}", e.into_inner())
-            }
-        })
-    }
-    Ok(match kind {
-        Kind::Class => Obj::Class(typed(v)?),
-        Kind::Claim => Obj::Claim(typed(v)?),
-        Kind::Record => Obj::Record(typed(v)?),
-        Kind::Vmi => Obj::Vmi(typed(v)?),
-        Kind::Pod => Obj::Pod(typed(v)?),
-        Kind::Node => Obj::Node(typed(v)?),
-    })
 }
 
 fn write_error(e: StoreError) -> WriteError {
@@ -116,21 +70,21 @@ impl MemCluster {
         self.journal.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn events(&self) -> Vec<crate::ports::Note> {
+    pub fn events(&self) -> Vec<crate::ports::Event> {
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    pub fn faults(&self) -> MutexGuard<'_, Faults> {
+    pub fn faults(&self) -> MutexGuard<'_, WriteFaults> {
         self.faults.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Puts an object as it is, at time 0 (a snapshot, or a test's world).
     pub fn seed(&self, obj: &Obj) -> Obj {
         let kind = obj.kind();
-        from_value(kind, self.store.seed(kind.name(), to_value(obj)))
+        crate::api::from_json(kind, self.store.seed(kind.name(), crate::api::to_json(obj)))
             .unwrap_or_else(|_| obj.clone())
     }
 
@@ -141,18 +95,18 @@ impl MemCluster {
             what.namespace.as_deref().unwrap_or_default(),
             &what.name,
         )?;
-        from_value(what.kind, v).ok()
+        crate::api::from_json(what.kind, v).ok()
     }
 
     fn injected(&self) -> Option<WriteError> {
         self.faults().fail_writes.pop_front().flatten()
     }
 
-    fn record(
+    fn allocation(
         &self,
         op: &'static str,
         what: &ObjRef,
-        why: Why,
+        rule: RuleId,
         result: &Result<Written, StoreError>,
     ) {
         let elapsed = Instant::now().duration_since(self.started);
@@ -176,7 +130,7 @@ impl MemCluster {
             kind: what.kind.name(),
             namespace: what.namespace.clone(),
             name: what.name.clone(),
-            rule: why.0.as_str(),
+            rule: rule.as_str(),
             status,
             changed,
             error,
@@ -184,7 +138,7 @@ impl MemCluster {
     }
 
     fn typed(&self, kind: Kind, w: Written) -> Result<Obj, WriteError> {
-        from_value(kind, w.object).map_err(WriteError::Other)
+        crate::api::from_json(kind, w.object).map_err(|e| WriteError::Other(e.to_string()))
     }
 }
 
@@ -208,17 +162,19 @@ fn update_op(kind: Kind, before: Option<&Value>, after: &Value) -> &'static str 
 
 #[async_trait]
 impl Writer for MemCluster {
-    async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         if let Some(e) = self.injected() {
             return Err(e);
         }
         let what = obj.obj_ref();
-        let r = self.store.create(what.kind.name(), to_value(&obj));
-        self.record("create", &what, why, &r);
+        let r = self
+            .store
+            .create(what.kind.name(), crate::api::to_json(&obj));
+        self.allocation("create", &what, rule, &r);
         self.typed(what.kind, r.map_err(write_error)?)
     }
 
-    async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         if let Some(e) = self.injected() {
             return Err(e);
         }
@@ -228,22 +184,24 @@ impl Writer for MemCluster {
             what.namespace.as_deref().unwrap_or_default(),
             &what.name,
         );
-        let v = to_value(&obj);
+        let v = crate::api::to_json(&obj);
         let op = update_op(what.kind, before.as_ref(), &v);
         let r = self.store.update(what.kind.name(), v, Subresource::Main);
-        self.record(op, &what, why, &r);
+        self.allocation(op, &what, rule, &r);
         self.typed(what.kind, r.map_err(write_error)?)
     }
 
-    async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         if let Some(e) = self.injected() {
             return Err(e);
         }
         let what = obj.obj_ref();
-        let r = self
-            .store
-            .update(what.kind.name(), to_value(&obj), Subresource::Status);
-        self.record("update_status", &what, why, &r);
+        let r = self.store.update(
+            what.kind.name(),
+            crate::api::to_json(&obj),
+            Subresource::Status,
+        );
+        self.allocation("update_status", &what, rule, &r);
         self.typed(what.kind, r.map_err(write_error)?)
     }
 
@@ -251,7 +209,7 @@ impl Writer for MemCluster {
         &self,
         what: ObjRef,
         pre: Preconditions,
-        why: Why,
+        rule: RuleId,
     ) -> Result<Deleted, WriteError> {
         if let Some(e) = self.injected() {
             return Err(e);
@@ -264,7 +222,7 @@ impl Writer for MemCluster {
             pre.uid.as_deref(),
             pre.resource_version.as_deref(),
         );
-        self.record("delete", &what, why, &r);
+        self.allocation("delete", &what, rule, &r);
         let w = r.map_err(write_error)?;
         if w.removed {
             return Ok(Deleted::Gone);
@@ -288,14 +246,16 @@ impl Reader for MemCluster {
         let ns = what.namespace.as_deref().unwrap_or_default();
         match self.store.get(what.kind.name(), ns, &what.name) {
             None => Ok(None),
-            Some(v) => from_value(what.kind, v).map(Some).map_err(ReadError::Other),
+            Some(v) => crate::api::from_json(what.kind, v)
+                .map(Some)
+                .map_err(|e| ReadError::Other(e.to_string())),
         }
     }
 }
 
 #[async_trait]
 impl crate::ports::Recorder for MemCluster {
-    async fn publish(&self, note: crate::ports::Note) {
+    async fn publish(&self, note: crate::ports::Event) {
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())

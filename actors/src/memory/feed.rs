@@ -2,9 +2,9 @@
 //! a list of each kind first, then every change in order, optionally late
 //! by a fixed lag (a watch that trails our own writes).
 
-use super::cluster::from_value;
 use super::store::{EventType, Store};
-use crate::actors::{Supervisor, WorldEvent};
+use crate::api::from_json as from_value;
+use crate::controller::{Supervisor, WorldEvent};
 use crate::ports::{Kind, Obj};
 use actix::Addr;
 use std::sync::Arc;
@@ -59,11 +59,15 @@ pub fn feed(
     for kind in &kinds {
         let (objs, rv) = store.list(kind.name());
         listed_at = listed_at.max(rv);
-        let objs: Vec<Obj> = objs
+        let objects: Vec<Obj> = objs
             .into_iter()
             .filter_map(|v| typed(*kind, v, &to))
             .collect();
-        to.do_send(WorldEvent::Relisted(*kind, objs));
+        to.do_send(WorldEvent::Relisted {
+            kind: *kind,
+            objects,
+            list_rv: Some(rv),
+        });
     }
     // Each kind's events are stamped on arrival and delivered by its own
     // task `lag` later, in order.

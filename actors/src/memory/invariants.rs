@@ -2,7 +2,8 @@
 //! cluster. Tests call [`Checker::check`] (I1-I5) after every step, and
 //! [`progress`] (I6) once the controller has settled.
 
-use super::cluster::{MemCluster, from_value};
+use super::cluster::MemCluster;
+use crate::api::from_json as from_value;
 use crate::api::{
     CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, has_finalizer,
 };
@@ -44,17 +45,17 @@ impl Checker {
         .into_iter()
         .map(|x| (ns_key(&x.metadata), x))
         .collect();
-        let records = all(c, Kind::Record, |o| {
-            if let Obj::Record(x) = o {
+        let records = all(c, Kind::Allocation, |o| {
+            if let Obj::Allocation(x) = o {
                 Some(x)
             } else {
                 None
             }
         });
         let mut v = Vec::new();
-        self.new_records(c, &records, &mut v);
+        self.new_allocations(c, &records, &mut v);
         self.releases(c, &claims, &mut v);
-        records_match(&claims, &records, &mut v);
+        allocations_match(&claims, &records, &mut v);
         let journal = c.journal();
         // I5: a write since the last check that succeeded but changed nothing.
         for e in journal.entries[self.journal_pos..]
@@ -73,7 +74,7 @@ impl Checker {
     }
 
     /// I1 and I2, for records created since the last check.
-    fn new_records(&self, c: &MemCluster, records: &[GPUAllocation], v: &mut Vec<String>) {
+    fn new_allocations(&self, c: &MemCluster, records: &[GPUAllocation], v: &mut Vec<String>) {
         let created: Vec<String> = c.journal().entries[self.journal_pos..]
             .iter()
             .filter(|e| e.op == "create" && e.kind == "GPUAllocation" && e.changed)
@@ -182,7 +183,7 @@ fn launchers_may_hold(c: &MemCluster, vmi: &Vmi) -> bool {
 /// I4: every Bound, Attached or Lost claim has its record; every record its
 /// claim. A claim being deleted is exempt: L8 deletes its record before its
 /// finalizer, so a release cut short leaves it without one (and unused).
-fn records_match(
+fn allocations_match(
     claims: &HashMap<String, GPUClaim>,
     records: &[GPUAllocation],
     v: &mut Vec<String>,

@@ -10,9 +10,6 @@ pub mod journal;
 pub mod sim;
 pub mod store;
 
-pub use cluster::{
-    Faults, MemCluster, api_version as cluster_api_version, from_value as cluster_from_value,
-    to_value as cluster_to_value,
-};
+pub use cluster::{MemCluster, WriteFaults};
 pub use feed::{Lag, feed};
 pub use journal::{Entry, Journal};

@@ -5,9 +5,10 @@
 use super::cluster::MemCluster;
 use super::feed::{Lag, feed};
 use super::store::Store;
-use crate::actors::{ConfigChanged, Env, Ports, Supervisor};
 use crate::config::Config;
-use crate::ports::{Deleted, Obj, ObjRef, Preconditions, TokioClock, Why, WriteError, Writer};
+use crate::controller::{ConfigChanged, Env, Ports, Supervisor};
+use crate::ports::{Deleted, Obj, ObjRef, Preconditions, TokioClock, WriteError, Writer};
+use crate::rules::RuleId;
 use crate::world::World;
 use actix::{Actor, Addr};
 use async_trait::async_trait;
@@ -28,10 +29,7 @@ pub const STATUS_KINDS: &[&str] = &[
     "Node",
 ];
 
-/// The wall time at simulated time 0.
-pub fn sim_epoch() -> k8s_openapi::jiff::Timestamp {
-    k8s_openapi::jiff::Timestamp::from_second(1_798_761_600).unwrap_or_default() // 2027-01-01T00:00:00Z
-}
+pub use crate::ports::sim_epoch;
 
 /// A store whose wall clock follows tokio's (paused) clock from `sim_epoch`.
 pub fn sim_store() -> Arc<Store> {
@@ -47,12 +45,12 @@ pub fn sim_store() -> Arc<Store> {
 
 /// A writer that can die like a process: after `left` more writes, every
 /// write hangs forever (the process is gone; nothing it does lands).
-pub struct Mortal {
+pub struct DyingWriter {
     inner: Arc<MemCluster>,
     left: AtomicI64,
 }
 
-impl Mortal {
+impl DyingWriter {
     fn gate(&self) -> bool {
         self.left.fetch_sub(1, Ordering::SeqCst) > 0
     }
@@ -62,35 +60,35 @@ impl Mortal {
 }
 
 #[async_trait]
-impl Writer for Mortal {
-    async fn create(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+impl Writer for DyingWriter {
+    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         if !self.gate() {
             return Self::dead().await;
         }
-        self.inner.create(obj, why).await
+        self.inner.create(obj, rule).await
     }
-    async fn replace(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         if !self.gate() {
             return Self::dead().await;
         }
-        self.inner.replace(obj, why).await
+        self.inner.replace(obj, rule).await
     }
-    async fn replace_status(&self, obj: Obj, why: Why) -> Result<Obj, WriteError> {
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         if !self.gate() {
             return Self::dead().await;
         }
-        self.inner.replace_status(obj, why).await
+        self.inner.replace_status(obj, rule).await
     }
     async fn delete(
         &self,
         what: ObjRef,
         pre: Preconditions,
-        why: Why,
+        rule: RuleId,
     ) -> Result<Deleted, WriteError> {
         if !self.gate() {
             return Self::dead().await;
         }
-        self.inner.delete(what, pre, why).await
+        self.inner.delete(what, pre, rule).await
     }
 }
 
@@ -98,7 +96,7 @@ impl Writer for Mortal {
 struct Process {
     env: Arc<Env>,
     supervisor: Addr<Supervisor>,
-    writer: Arc<Mortal>,
+    writer: Arc<DyingWriter>,
     feed: tokio::task::JoinHandle<()>,
 }
 
@@ -132,7 +130,7 @@ impl Sim {
 
     fn spawn(cluster: &Arc<MemCluster>, config: &Config, lag: Lag) -> Process {
         let world = Arc::new(World::new(config.clone()));
-        let writer = Arc::new(Mortal {
+        let writer = Arc::new(DyingWriter {
             inner: cluster.clone(),
             left: AtomicI64::new(i64::MAX),
         });

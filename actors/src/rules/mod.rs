@@ -6,28 +6,28 @@
 //! then decides again on the result, so a crash between two writes leaves
 //! a state from which the next decision follows.
 
+mod allocations;
 mod attachment;
 mod class;
 mod finalizer;
 mod gate;
 mod lost;
-mod records;
 mod release;
 pub mod scheduling;
 mod template;
 mod unschedulable;
 
+pub use allocations::{ALLOCATION_GRACE, allocation_missing, decide_allocation_report};
 pub use attachment::{Grace, decide_attachment};
 pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
 pub use finalizer::needs_finalizer;
 pub use gate::{
-    GateStep, Plan, RecordWrite, Unfit, WaitReason, WrittenAllocations, decide_gate, pod_unfit,
+    AllocationWrite, GateStep, Plan, Unfit, WaitReason, WrittenAllocations, decide_gate, pod_unfit,
     requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
-pub use records::{RECORD_GRACE, decide_record_report, record_missing};
-pub use release::{LiveAnswer, Used, pods_left_gate, used_by_vmi, vmi_holds};
-pub use template::{TemplateStep, decide_template, record_is_orphan, template_name};
+pub use release::{LiveVmi, Used, pods_left_gate, used_by_vmi, vmi_holds};
+pub use template::{TemplateStep, allocation_is_orphan, decide_template, template_name};
 pub use unschedulable::unschedulable_vmi;
 
 use crate::api::{CLAIM_FINALIZER, GPUClaim, GPUClaimStatus, has_finalizer, is_deleting};
@@ -118,19 +118,6 @@ pub enum ClaimIntent {
     },
 }
 
-impl ClaimIntent {
-    /// A short name for logs, traces and the debug endpoint.
-    pub fn name(&self) -> &'static str {
-        match self {
-            ClaimIntent::AddFinalizer => "add-finalizer",
-            ClaimIntent::Delete => "delete-claim",
-            ClaimIntent::WriteStatus(_) => "write-status",
-            ClaimIntent::Release => "release",
-            ClaimIntent::DeleteVmi { .. } => "delete-vmi",
-        }
-    }
-}
-
 /// What a claim actor does next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
@@ -156,9 +143,9 @@ pub fn decide_claim(
     cfg: &Config,
     now: Instant,
     wall: k8s_openapi::jiff::Timestamp,
-    mem: &mut Memory,
+    mem: &mut ClaimMemory,
 ) -> Step {
-    let Memory {
+    let ClaimMemory {
         grace,
         issued,
         record_missing_since,
@@ -190,7 +177,7 @@ pub fn decide_claim(
             read => Step::ReadLive(read),
         };
     }
-    decide_record_report(
+    decide_allocation_report(
         c,
         w,
         now,
@@ -202,7 +189,7 @@ pub fn decide_claim(
 /// What a claim actor remembers between decisions (the seed's controller
 /// state, per claim).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Memory {
+pub struct ClaimMemory {
     /// L6: since when the attachment's VMI has been missing.
     pub grace: Grace,
     /// L12: the VMI deletes already issued.

@@ -4,7 +4,7 @@
 use super::Grace;
 use crate::api::{ClaimPhase, GPUClaim, Vmi, pod::is_gated, vmi_owner};
 use crate::config::Config;
-use crate::ports::ReadError;
+
 use crate::world::World;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::time::Instant;
@@ -26,8 +26,15 @@ pub enum Used {
     },
 }
 
-/// Whether a live answer arrived.
-pub type LiveAnswer = Result<bool, String>;
+/// L10's live read of a VMI, as the rule sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LiveVmi {
+    Found(Box<Vmi>),
+    /// Not found, or the kind is not served (a cluster without KubeVirt).
+    Absent,
+    /// The read failed: the rule cannot tell, and asks again later.
+    Unknown,
+}
 
 /// L9 (integration on) / L10 (off): is the claim used by a VMI?
 pub fn used_by_vmi(c: &GPUClaim, w: &World, cfg: &Config, now: Instant, grace: &mut Grace) -> Used {
@@ -71,18 +78,18 @@ pub fn pods_left_gate(live: &[Option<Pod>]) -> bool {
 }
 
 /// L10, after reading the VMI live: not found or kind not served: no;
-/// another error: retry later (Err); a VMI-owned claim whose owner UID
-/// differs: no; else yes unless final.
-pub fn vmi_holds(c: &GPUClaim, live: Result<Option<Vmi>, ReadError>) -> LiveAnswer {
+/// another error: cannot tell (None, retry later); a VMI-owned claim whose
+/// owner UID differs: no; else yes unless final.
+pub fn vmi_holds(c: &GPUClaim, live: &LiveVmi) -> Option<bool> {
     let v = match live {
-        Ok(None) | Err(ReadError::NotServed) => return Ok(false),
-        Err(ReadError::Other(e)) => return Err(e),
-        Ok(Some(v)) => v,
+        LiveVmi::Absent => return Some(false),
+        LiveVmi::Unknown => return None,
+        LiveVmi::Found(v) => v,
     };
     if let Some((_, uid)) = vmi_owner(&c.metadata)
         && uid != v.uid()
     {
-        return Ok(false);
+        return Some(false);
     }
-    Ok(!v.is_final())
+    Some(!v.is_final())
 }

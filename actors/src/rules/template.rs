@@ -82,7 +82,7 @@ pub fn decide_template(v: &Vmi, w: &World) -> TemplateStep {
 }
 
 /// A record whose claim is gone, or is another claim of the same name.
-pub fn record_is_orphan(r: &GPUAllocation, w: &World) -> bool {
+pub fn allocation_is_orphan(r: &GPUAllocation, w: &World) -> bool {
     let (Some(ns), Some(name)) = (r.metadata.namespace.as_deref(), r.metadata.name.as_deref())
     else {
         return false;

@@ -29,8 +29,8 @@ pub(crate) struct Indexes {
     pub claims_by_class: DashMap<String, BTreeSet<String>>,
     pub class_usage: DashMap<String, ClassUsage>,
     pub launchers_by_vmi: DashMap<String, BTreeSet<String>>,
-    pub recorded: DashMap<(String, String), u64>,
-    pub recorded_by_class: DashMap<String, u64>,
+    pub allocated: DashMap<(String, String), u64>,
+    pub allocated_by_class: DashMap<String, u64>,
     /// Per class: GPUs of its resource on Ready nodes it serves, kept up
     /// to date as nodes and classes change (O(classes) per node change).
     pub class_capacity: DashMap<String, u64>,
@@ -195,12 +195,12 @@ impl World {
         self.idx.class_capacity.get(name).map_or(0, |c| *c)
     }
 
-    fn shift_recorded(&self, r: &GPUAllocation, sign: i64) {
+    fn shift_allocated(&self, r: &GPUAllocation, sign: i64) {
         let s = &r.spec;
         {
             let mut c = self
                 .idx
-                .recorded_by_class
+                .allocated_by_class
                 .entry(s.class_name.clone())
                 .or_default();
             *c = if sign > 0 {
@@ -211,7 +211,7 @@ impl World {
         }
         let mut e = self
             .idx
-            .recorded
+            .allocated
             .entry((s.node_name.clone(), s.resource_name.clone()))
             .or_default();
         *e = if sign > 0 {
@@ -222,20 +222,20 @@ impl World {
     }
 
     /// Stores a record; returns the old one. Keeps recorded sums per node and resource.
-    pub fn put_record(
+    pub fn put_allocation(
         &self,
         k: &str,
         new: Option<Arc<GPUAllocation>>,
     ) -> Option<Arc<GPUAllocation>> {
         let old = match &new {
-            Some(r) => self.records.insert(k.to_string(), r.clone()),
-            None => self.records.remove(k).map(|(_, r)| r),
+            Some(r) => self.allocations.insert(k.to_string(), r.clone()),
+            None => self.allocations.remove(k).map(|(_, r)| r),
         };
         if let Some(o) = &old {
-            self.shift_recorded(o, -1);
+            self.shift_allocated(o, -1);
         }
         if let Some(n) = &new {
-            self.shift_recorded(n, 1);
+            self.shift_allocated(n, 1);
         }
         old
     }

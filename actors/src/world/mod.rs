@@ -11,8 +11,8 @@ mod view;
 pub use indexes::{ClassUsage, released as indexes_released};
 
 use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi};
+use crate::api::{Kind, Obj};
 use crate::config::Config;
-use crate::ports::{Kind, Obj};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -35,7 +35,7 @@ pub fn split_key(k: &str) -> (&str, &str) {
 pub struct World {
     pub claims: DashMap<String, Arc<GPUClaim>>,
     pub classes: DashMap<String, Arc<GPUClass>>,
-    pub records: DashMap<String, Arc<GPUAllocation>>,
+    pub allocations: DashMap<String, Arc<GPUAllocation>>,
     pub vmis: DashMap<String, Arc<Vmi>>,
     pub pods: DashMap<String, Arc<LauncherPod>>,
     pub nodes: DashMap<String, Arc<NodeFacts>>,
@@ -95,8 +95,8 @@ impl World {
                 let name = c.metadata.name.clone().unwrap_or_default();
                 self.put_class(&name, Some(Arc::new(c)));
             }
-            Obj::Record(r) => {
-                self.put_record(&ns_key(&r.metadata), Some(Arc::new(r)));
+            Obj::Allocation(r) => {
+                self.put_allocation(&ns_key(&r.metadata), Some(Arc::new(r)));
             }
             Obj::Vmi(v) => {
                 self.put_vmi(&ns_key(&v.metadata), Some(Arc::new(v)));
@@ -131,8 +131,8 @@ impl World {
         self.nodes.get(name).map(|n| n.clone())
     }
 
-    pub fn record(&self, k: &str) -> Option<Arc<GPUAllocation>> {
-        self.records.get(k).map(|r| r.clone())
+    pub fn allocation(&self, k: &str) -> Option<Arc<GPUAllocation>> {
+        self.allocations.get(k).map(|r| r.clone())
     }
 
     /// Claim keys whose attachment or VMI owner names the VMI `ns/name`.
@@ -172,18 +172,18 @@ impl World {
     }
 
     /// GPUs recorded on `node` for `resource`.
-    pub fn recorded(&self, node: &str, resource: &str) -> u64 {
+    pub fn allocated_on(&self, node: &str, resource: &str) -> u64 {
         self.idx
-            .recorded
+            .allocated
             .get(&(node.to_string(), resource.to_string()))
             .map(|n| *n)
             .unwrap_or(0)
     }
 
     /// GPUs recorded for a class, cluster-wide.
-    pub fn recorded_for_class(&self, class: &str) -> u64 {
+    pub fn allocated_to_class(&self, class: &str) -> u64 {
         self.idx
-            .recorded_by_class
+            .allocated_by_class
             .get(class)
             .map(|n| *n)
             .unwrap_or(0)

@@ -43,7 +43,7 @@ impl World {
         let Some(n) = self.node(node) else {
             return false;
         };
-        n.tainted_lost(resource) || n.allocatable(resource) < self.recorded(node, resource)
+        n.tainted_lost(resource) || n.allocatable(resource) < self.allocated_on(node, resource)
     }
 
     /// L4: the node a Lost claim left is back: it exists, is Ready and its

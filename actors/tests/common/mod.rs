@@ -4,10 +4,10 @@
 
 use gpu_claims_actors::api::{GPUClaim, GPUClass};
 use gpu_claims_actors::config::Config;
+use gpu_claims_actors::memory::Entry;
 use gpu_claims_actors::memory::invariants::Checker;
 use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::memory::store::Subresource;
-use gpu_claims_actors::memory::{Entry, cluster_to_value};
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef, WriteError};
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ pub use gpu_claims_actors::fixtures::*;
 
 pub const H200: &str = "nvidia.com/GH100_H200";
 
-pub struct T {
+pub struct TestCluster {
     pub sim: Sim,
     checker: Checker,
     seen: usize,
@@ -24,12 +24,12 @@ pub struct T {
 /// Runs a test against a cluster holding `objects`, on a simulated clock.
 pub fn with_world<F, Fut>(config: Config, objects: Vec<Obj>, f: F)
 where
-    F: FnOnce(T) -> Fut,
+    F: FnOnce(TestCluster) -> Fut,
     Fut: Future<Output = ()>,
 {
     run_sim(|| async move {
         let sim = Sim::start(config, &objects, None);
-        f(T {
+        f(TestCluster {
             sim,
             checker: Checker::default(),
             seen: 0,
@@ -41,12 +41,12 @@ where
 /// The same, with a watch that trails writes by `lag`.
 pub fn with_lagging_world<F, Fut>(lag: Duration, objects: Vec<Obj>, f: F)
 where
-    F: FnOnce(T) -> Fut,
+    F: FnOnce(TestCluster) -> Fut,
     Fut: Future<Output = ()>,
 {
     run_sim(|| async move {
         let sim = Sim::start(Config::default(), &objects, Some(lag));
-        f(T {
+        f(TestCluster {
             sim,
             checker: Checker::default(),
             seen: 0,
@@ -68,7 +68,7 @@ pub fn world(objs: impl IntoIterator<Item = Obj>) -> Vec<Obj> {
     v
 }
 
-impl T {
+impl TestCluster {
     /// Settles, then checks I1-I5.
     pub async fn settle(&mut self) {
         self.sim.settle().await;
@@ -129,7 +129,7 @@ impl T {
     pub fn user_update(&self, obj: Obj) {
         let store = &self.sim.store;
         let kind = obj.kind().name();
-        let mut v = cluster_to_value(&obj);
+        let mut v = gpu_claims_actors::api::to_json(&obj);
         v["metadata"]
             .as_object_mut()
             .unwrap()

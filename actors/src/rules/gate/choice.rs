@@ -116,7 +116,7 @@ impl Ask<'_> {
                 .filter(|(n, r, _)| *n == node.name && r == res)
                 .map(|(_, _, c)| c)
                 .sum();
-            let used = (self.w.recorded(&node.name, res)
+            let used = (self.w.allocated_on(&node.name, res)
                 + self.written.on(self.w, &node.name, res))
             .saturating_sub(own);
             let free = node.allocatable(res).saturating_sub(used);

@@ -6,7 +6,7 @@ mod plan;
 mod written;
 
 pub use choice::{Unfit, pod_unfit};
-pub use plan::{Plan, RecordWrite};
+pub use plan::{AllocationWrite, Plan};
 pub use written::WrittenAllocations;
 
 use super::template_name;
@@ -257,7 +257,7 @@ fn member(c: &Arc<GPUClaim>, w: &World, written: &WrittenAllocations, resource: 
         c.metadata.name.as_deref().unwrap_or_default(),
     );
     let recorded_on = w
-        .record(&k)
+        .allocation(&k)
         .filter(|r| r.spec.claim_uid == uid)
         .map(|r| r.spec.node_name.clone())
         .or_else(|| {
@@ -316,7 +316,7 @@ fn check_budgets(
     }
     for (class, add) in &new_by_class {
         let budget = w.class(class).and_then(|c| c.spec.budget);
-        let held = w.recorded_for_class(class) + written.of_class(w, class);
+        let held = w.allocated_to_class(class) + written.of_class(w, class);
         if let Some(b) = budget.filter(|b| held + add > u64::from(*b)) {
             return Err(wait(
                 WaitReason::OverBudget,

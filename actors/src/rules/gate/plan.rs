@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// An allocation write of a plan.
 #[derive(Clone, Debug, PartialEq)]
-pub enum RecordWrite {
+pub enum AllocationWrite {
     Create(GPUAllocation),
     /// A Lost claim's allocation moves to the new node.
     Move(GPUAllocation),
@@ -21,7 +21,7 @@ pub enum RecordWrite {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub node: String,
-    pub records: Vec<RecordWrite>,
+    pub allocations: Vec<AllocationWrite>,
     pub statuses: Vec<(Arc<GPUClaim>, GPUClaimStatus)>,
     pub pods: Vec<String>,
 }
@@ -35,7 +35,7 @@ pub(super) fn plan(
 ) -> Plan {
     // A Lost claim whose node came back and is chosen again keeps its
     // allocation as it is: rewriting it would change nothing (I5).
-    let records = unplaced
+    let allocations = unplaced
         .iter()
         .filter(|m| m.recorded_on.as_deref() != Some(node))
         .map(|m| {
@@ -55,9 +55,9 @@ pub(super) fn plan(
                 },
             };
             if m.recorded_on.is_some() {
-                RecordWrite::Move(r)
+                AllocationWrite::Move(r)
             } else {
-                RecordWrite::Create(r)
+                AllocationWrite::Create(r)
             }
         })
         .collect();
@@ -81,7 +81,7 @@ pub(super) fn plan(
         .collect();
     Plan {
         node: node.to_string(),
-        records,
+        allocations,
         statuses,
         pods,
     }

@@ -181,8 +181,8 @@ fn g3_g5_gate_decisions_table() {
             vec![
                 h200(),
                 nodes(vec![gpu_node("n1", 8), gpu_node("n2", 8)]),
-                claim("t", "a").bound("n1").with_record(H200),
-                claim("t", "b").bound("n2").with_record(H200),
+                claim("t", "a").bound("n1").with_allocation(H200),
+                claim("t", "b").bound("n2").with_allocation(H200),
                 vec![
                     vmi("t", "vm")
                         .uid("u1")
@@ -198,7 +198,7 @@ fn g3_g5_gate_decisions_table() {
             vec![
                 h200(),
                 nodes(vec![gpu_node("n1", 8), gpu_node("n2", 8)]),
-                claim("t", "a").bound("n1").with_record(H200),
+                claim("t", "a").bound("n1").with_allocation(H200),
                 vec![
                     vmi("t", "vm")
                         .uid("u1")
@@ -221,7 +221,7 @@ fn g3_g5_gate_decisions_table() {
                     "",
                     "NoSchedule",
                 )]),
-                claim("t", "a").bound("n1").with_record(H200),
+                claim("t", "a").bound("n1").with_allocation(H200),
                 vec![
                     vmi("t", "vm")
                         .uid("u1")
@@ -237,7 +237,7 @@ fn g3_g5_gate_decisions_table() {
             vec![
                 h200(),
                 nodes(vec![gpu_node("n1", 8), gpu_node("n2", 1)]),
-                claim("t", "a").bound("n1").with_record(H200),
+                claim("t", "a").bound("n1").with_allocation(H200),
                 vec![
                     vmi("t", "vm")
                         .uid("u1")
@@ -433,7 +433,7 @@ fn g3_g5_gate_decisions_table() {
             vec![
                 h200(),
                 nodes(vec![gpu_node("a", 8).lost_taint(H200), gpu_node("b", 8)]),
-                claim("t", "a").lost("a").with_record(H200),
+                claim("t", "a").lost("a").with_allocation(H200),
                 vec![
                     vmi("t", "vm")
                         .uid("u1")

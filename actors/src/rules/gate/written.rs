@@ -10,7 +10,7 @@
 //! forever, and strand VMs behind a budget nobody holds.
 
 use crate::api::GPUAllocationSpec;
-use crate::ports::Kind;
+use crate::api::Kind;
 use crate::world::World;
 use std::collections::HashMap;
 
@@ -33,7 +33,7 @@ pub struct WrittenAllocations {
 /// events in resourceVersion order, so a write at or below it is
 /// reflected in the cache, shown or (if deleted since) gone.
 fn watched(w: &World) -> u64 {
-    w.observed_rv(Kind::Record)
+    w.observed_rv(Kind::Allocation)
 }
 
 impl WrittenAllocations {
@@ -62,7 +62,7 @@ impl WrittenAllocations {
     /// can tell whether they still exist.
     pub fn unconfirmed(&self, w: &World) -> Vec<String> {
         self.pending(w)
-            .filter(|(k, _)| w.record(k).is_none())
+            .filter(|(k, _)| w.allocation(k).is_none())
             .map(|(k, _)| k.clone())
             .collect()
     }
@@ -113,7 +113,7 @@ impl WrittenAllocations {
     /// Pending entries whose spec the cache does not show: counted on top of it.
     fn uncounted<'a>(&'a self, w: &'a World) -> impl Iterator<Item = &'a GPUAllocationSpec> {
         self.pending(w)
-            .filter(move |(k, a)| w.record(k).is_none_or(|r| r.spec != a.spec))
+            .filter(move |(k, a)| w.allocation(k).is_none_or(|r| r.spec != a.spec))
             .map(|(_, a)| &a.spec)
     }
 }

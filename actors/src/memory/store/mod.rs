@@ -8,6 +8,10 @@
 //! controller reads).
 
 use serde_json::{Value, json};
+
+mod history;
+
+pub use history::{Gone, HISTORY, HISTORY_BYTES, HistoryLimits};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -69,33 +73,6 @@ struct Inner {
     history_bytes: usize,
     limits: HistoryLimits,
 }
-
-/// How much change history is kept: as a real API server's watch cache is
-/// bounded by its capacity (and etcd compacts), by count and by bytes; a
-/// watch that would start before the oldest change kept is `410 Gone`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HistoryLimits {
-    pub changes: usize,
-    pub bytes: usize,
-}
-
-impl Default for HistoryLimits {
-    fn default() -> Self {
-        HistoryLimits {
-            changes: HISTORY,
-            bytes: HISTORY_BYTES,
-        }
-    }
-}
-
-/// How many changes a watch can start behind; older is `410 Gone`.
-pub const HISTORY: usize = 10_000;
-/// How many bytes of changed objects are kept for watches that start behind.
-pub const HISTORY_BYTES: usize = 16 << 20;
-
-/// A watch asked to start before the oldest change kept.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Gone;
 
 /// Wall time for timestamps; plan uses a simulated one.
 pub type WallClock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -221,83 +198,6 @@ impl Store {
             out.push(v.clone());
         }
         (out, more, g.rv)
-    }
-
-    /// Drops the change history, as a restarted API server's empty watch
-    /// cache does: a watch from an older resourceVersion is then `Gone`.
-    pub fn forget_history(&self) {
-        let mut g = self.lock();
-        g.history.clear();
-        g.history_bytes = 0;
-    }
-
-    /// Bounds the change history differently (tests of the bound).
-    pub fn set_history_limits(&self, limits: HistoryLimits) {
-        let mut g = self.lock();
-        g.limits = limits;
-        Self::trim_history(&mut g);
-    }
-
-    /// The changes kept and their bytes.
-    pub fn history_size(&self) -> (usize, usize) {
-        let g = self.lock();
-        (g.history.len(), g.history_bytes)
-    }
-
-    fn trim_history(g: &mut Inner) {
-        while g.history.len() > g.limits.changes || g.history_bytes > g.limits.bytes {
-            let Some((_, size)) = g.history.pop_front() else {
-                break;
-            };
-            g.history_bytes -= size;
-        }
-    }
-
-    /// Changes from now on, and the resourceVersion they follow.
-    pub fn watch(&self) -> (mpsc::UnboundedReceiver<StoreEvent>, u64) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let mut g = self.lock();
-        g.watchers.push(tx);
-        (rx, g.rv)
-    }
-
-    fn publish(g: &mut Inner, kind: &str, type_: EventType, object: &Value) {
-        let ev = StoreEvent {
-            kind: kind.to_string(),
-            type_,
-            object: object.clone(),
-            resource_version: g.rv,
-        };
-        let size = serde_json::to_vec(object).map_or(0, |b| b.len());
-        g.history.push_back((ev.clone(), size));
-        g.history_bytes += size;
-        Self::trim_history(g);
-        g.watchers.retain(|w| w.send(ev.clone()).is_ok());
-    }
-
-    /// Changes after `rv` (replayed from history), then every change from now on.
-    #[allow(clippy::type_complexity)]
-    pub fn watch_from(
-        &self,
-        rv: u64,
-    ) -> Result<(Vec<StoreEvent>, mpsc::UnboundedReceiver<StoreEvent>), Gone> {
-        let mut g = self.lock();
-        let oldest = g
-            .history
-            .front()
-            .map_or(g.rv + 1, |(e, _)| e.resource_version);
-        if rv + 1 < oldest && rv < g.rv {
-            return Err(Gone);
-        }
-        let replay = g
-            .history
-            .iter()
-            .filter(|(e, _)| e.resource_version > rv)
-            .map(|(e, _)| e.clone())
-            .collect();
-        let (tx, rx) = mpsc::unbounded_channel();
-        g.watchers.push(tx);
-        Ok((replay, rx))
     }
 
     /// Puts an object as it is (a snapshot's time 0), keeping its uid and
@@ -533,42 +433,5 @@ fn strip_nulls(v: Value) -> Value {
         ),
         Value::Array(a) => Value::Array(a.into_iter().map(strip_nulls).collect()),
         v => v,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// 50 writes of a 1 MiB object held 51 MB of history after the object
-    /// was gone; the bytes bound the history now, as the count does.
-    #[test]
-    fn the_change_history_is_bounded_by_bytes_as_well_as_count() {
-        let store = Store::new(Arc::new(k8s_openapi::jiff::Timestamp::now), &[]);
-        let big = "x".repeat(1 << 20);
-        let first = store.seed(
-            "ConfigMap",
-            json!({"metadata": {"namespace": "t", "name": "big"}, "data": {"v": big}}),
-        );
-        let first_rv: u64 = meta_str(&first, "resourceVersion").parse().unwrap();
-        for i in 0..50 {
-            let mut o = store.get("ConfigMap", "t", "big").unwrap();
-            o["data"]["i"] = json!(i.to_string());
-            store.update("ConfigMap", o, Subresource::Main).unwrap();
-        }
-        store.delete("ConfigMap", "t", "big", None, None).unwrap();
-        let (changes, bytes) = store.history_size();
-        assert!(bytes <= HISTORY_BYTES, "{bytes} bytes in {changes} changes");
-        assert!(changes < 52, "older changes were dropped: {changes}");
-        assert!(
-            store.watch_from(first_rv).is_err(),
-            "a watch from the first write is Gone"
-        );
-
-        store.set_history_limits(HistoryLimits {
-            changes: 2,
-            bytes: usize::MAX,
-        });
-        assert_eq!(store.history_size().0, 2, "the count bounds it too");
     }
 }

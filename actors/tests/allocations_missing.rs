@@ -6,10 +6,10 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CONDITION_RECORD_MISSING, condition_is_true};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::fixtures::record_of;
+use gpu_claims_actors::fixtures::allocation_of;
 use gpu_claims_actors::ports::Obj;
 
-fn marked(t: &T, k: &str) -> bool {
+fn marked(t: &TestCluster, k: &str) -> bool {
     condition_is_true(t.claim(k).unwrap().conditions(), CONDITION_RECORD_MISSING)
 }
 
@@ -31,7 +31,7 @@ fn records_a_bound_claim_without_its_record_is_reported_after_the_grace_and_clea
                 && events[0].regarding.name == "a"
         );
         // The record comes back: the mark goes, and a Normal event says so.
-        t.user_create(Obj::Record(record_of(
+        t.user_create(Obj::Allocation(allocation_of(
             &claim("t", "a").bound("n1").build(),
             H200,
         )));
@@ -47,7 +47,7 @@ fn records_a_record_that_trails_its_claim_within_the_grace_is_not_reported() {
     with_world(Config::default(), objs, |t| async move {
         t.sim.settle().await;
         t.sim.advance(secs(10)).await;
-        t.user_create(Obj::Record(record_of(
+        t.user_create(Obj::Allocation(allocation_of(
             &claim("t", "a").bound("n1").build(),
             H200,
         )));
@@ -112,7 +112,7 @@ fn records_a_claim_without_its_record_is_never_placed_elsewhere() {
 }
 
 /// The Events of the records report (transitions publish their own).
-fn records_events(t: &T) -> Vec<gpu_claims_actors::ports::Note> {
+fn records_events(t: &TestCluster) -> Vec<gpu_claims_actors::ports::Event> {
     t.sim
         .cluster
         .events()

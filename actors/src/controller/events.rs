@@ -4,21 +4,22 @@
 //! gpuclaim` tells the claim's story in the SPEC's words.
 
 use super::Env;
+use super::journal::Intent;
 use crate::api::GPUClaim;
-use crate::ports::{Kind, Note, ObjRef};
+use crate::ports::{Event, Kind, ObjRef};
 use crate::rules::RuleId;
 use crate::world::split_key;
 
-fn note(
+fn event(
     key: &str,
     uid: Option<String>,
     rule: RuleId,
     warning: bool,
     reason: &str,
     message: String,
-) -> Note {
+) -> Event {
     let (ns, name) = split_key(key);
-    Note {
+    Event {
         regarding: ObjRef::new(Kind::Claim, Some(ns), name),
         uid,
         warning,
@@ -33,30 +34,30 @@ fn note(
 pub fn transition(
     key: &str,
     rule: RuleId,
-    intent: &str,
+    intent: Intent,
     before: &GPUClaim,
     after: Option<&GPUClaim>,
-) -> Option<Note> {
+) -> Option<Event> {
     let uid = before.metadata.uid.clone();
     let (reason, message) = match intent {
         _ if rule == RuleId::Records => return None,
-        "add-finalizer" => (
+        Intent::AddFinalizer => (
             "FinalizerAdded",
             "protected by the claim finalizer".to_string(),
         ),
-        "delete-claim" => (
+        Intent::DeleteClaim => (
             "Deleted",
             "deleted with its VMI, which is gone or done".to_string(),
         ),
-        "delete-vmi" => (
+        Intent::DeleteVmi => (
             "VmiDeleted",
             "deleted the unscheduled VMI pinned to a lost node".to_string(),
         ),
-        "release" => (
+        Intent::Release | Intent::ReadLive => (
             "Released",
             "nothing holds the GPUs any more; record and finalizer removed".to_string(),
         ),
-        "write-status" => {
+        Intent::WriteStatus => {
             let after = after?;
             let phase = after.phase();
             if phase == before.phase() && after.attached_vmi_name() == before.attached_vmi_name() {
@@ -71,13 +72,13 @@ pub fn transition(
         }
         _ => return None,
     };
-    Some(note(key, uid, rule, false, reason, message))
+    Some(event(key, uid, rule, false, reason, message))
 }
 
 /// The Event for a write the API server refused as invalid: bad input the
 /// controller cannot fix, said where the owner of the claim looks.
-pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: &str, error: &str) -> Note {
-    note(
+pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: Intent, error: &str) -> Event {
+    event(
         key,
         uid,
         rule,
@@ -89,7 +90,7 @@ pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: &str, error
 
 /// Publishes an Event, best effort, on a detached task: an actor that
 /// stops next must not cancel it.
-pub fn publish(env: &Env, note: Note) {
+pub fn publish(env: &Env, note: Event) {
     let events = env.events.clone();
     actix::spawn(async move { events.publish(note).await });
 }
@@ -103,21 +104,34 @@ mod tests {
     fn a_phase_change_is_told_with_its_rule_and_a_condition_only_change_is_not() {
         let before = claim("t", "a").bound("n1").build();
         let after = claim("t", "a").attached_phase("n1").attached("vm").build();
-        let n = transition("t/a", RuleId::L4, "write-status", &before, Some(&after)).unwrap();
+        let n = transition(
+            "t/a",
+            RuleId::L4,
+            Intent::WriteStatus,
+            &before,
+            Some(&after),
+        )
+        .unwrap();
         assert_eq!(n.reason, "Attached");
         assert_eq!(n.message, "L4: Attached on node n1, attached to VMI vm");
-        assert!(transition("t/a", RuleId::L4, "write-status", &after, Some(&after)).is_none());
+        assert!(transition("t/a", RuleId::L4, Intent::WriteStatus, &after, Some(&after)).is_none());
         assert!(
             transition(
                 "t/a",
                 RuleId::Records,
-                "write-status",
+                Intent::WriteStatus,
                 &before,
                 Some(&after)
             )
             .is_none()
         );
-        let r = refusal("t/a", None, RuleId::L1, "add-finalizer", "invalid: nope");
+        let r = refusal(
+            "t/a",
+            None,
+            RuleId::L1,
+            Intent::AddFinalizer,
+            "invalid: nope",
+        );
         assert!(r.warning && r.message.starts_with("L1: "));
     }
 }

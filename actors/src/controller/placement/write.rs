@@ -3,12 +3,14 @@
 //! decision follows from it.
 
 use super::super::Env;
+use super::super::journal::Intent;
+use super::super::scaffold::IoError;
 use crate::api::{
     GPUAllocation, GPUAllocationSpec, GPUClaim, GPUClaimStatus, HOSTNAME_LABEL, SCHEDULING_GATE,
     rv_number,
 };
-use crate::ports::{Kind, Obj, ObjRef, Preconditions, Why, WriteError};
-use crate::rules::{Plan, RecordWrite, RuleId};
+use crate::ports::{Kind, Obj, ObjRef, Preconditions, WriteError};
+use crate::rules::{AllocationWrite, Plan, RuleId};
 use crate::world::key;
 use std::sync::Arc;
 
@@ -19,7 +21,7 @@ pub(super) enum Write {
         vmi_uid: String,
         obj: Box<Obj>,
     },
-    DeleteRecord {
+    DeleteAllocation {
         key: String,
         uid: String,
     },
@@ -33,9 +35,18 @@ impl Write {
     pub(super) fn rule(&self) -> RuleId {
         match self {
             Write::CreateClaim { .. } => RuleId::G2,
-            Write::DeleteRecord { .. } => RuleId::Records,
+            Write::DeleteAllocation { .. } => RuleId::Records,
             Write::Place(_) => RuleId::G4,
             Write::Wait(_) => RuleId::G5,
+        }
+    }
+
+    pub(super) fn intent(&self) -> Intent {
+        match self {
+            Write::CreateClaim { .. } => Intent::CreateClaim,
+            Write::DeleteAllocation { .. } => Intent::DeleteAllocation,
+            Write::Place(_) => Intent::Place,
+            Write::Wait(_) => Intent::Wait,
         }
     }
 }
@@ -44,7 +55,7 @@ impl Write {
 #[derive(Default)]
 pub(super) struct Done {
     /// Allocations written: key, spec, the resourceVersion the write returned.
-    pub records: Vec<(String, GPUAllocationSpec, u64)>,
+    pub allocations: Vec<(String, GPUAllocationSpec, u64)>,
     /// Claims and pods written: key and the resourceVersion returned.
     pub claims: Vec<(String, u64)>,
     pub pods: Vec<(String, u64)>,
@@ -52,8 +63,8 @@ pub(super) struct Done {
     /// already existed).
     pub created: Option<(String, String, u64)>,
     /// An allocation deleted (or found gone): key and uid.
-    pub deleted_record: Option<(String, String)>,
-    pub error: Option<WriteError>,
+    pub deleted_allocation: Option<(String, String)>,
+    pub error: Option<IoError>,
 }
 
 fn claim_key(c: &GPUClaim) -> String {
@@ -70,29 +81,29 @@ pub(super) async fn execute(env: Arc<Env>, write: Write) -> Done {
         Write::CreateClaim { key, vmi_uid, obj } => {
             tracing::info!(claim = %key, rule = "G2", intent = "create-claim", "writing");
             let what = obj.obj_ref();
-            match w.create(*obj, Why(RuleId::G2)).await {
+            match w.create(*obj, RuleId::G2).await {
                 Ok(o) => done.created = Some((key, vmi_uid, rv_number(o.meta()))),
                 // AlreadyExists: someone made it, and the cache does not
                 // show it yet; it does once the watch reaches its version.
-                Err(WriteError::Conflict(_)) => match env.reader.get(what).await {
+                Err(WriteError::Conflict(_)) => match env.reader.get(what.clone()).await {
                     Ok(Some(o)) => done.created = Some((key, vmi_uid, rv_number(o.meta()))),
                     Ok(None) => {}
-                    Err(e) => done.error = Some(WriteError::Other(e.to_string())),
+                    Err(source) => done.error = Some(IoError::read(what, source)),
                 },
-                Err(e) => done.error = Some(e),
+                Err(e) => done.error = Some(e.into()),
             }
         }
-        Write::DeleteRecord { key, uid } => delete_record(&env, key, uid, &mut done).await,
+        Write::DeleteAllocation { key, uid } => delete_allocation(&env, key, uid, &mut done).await,
         Write::Wait(changes) => {
             for (c, status) in changes {
                 let k = claim_key(&c);
                 tracing::info!(claim = %k, rule = "G5", intent = "waiting", "writing");
                 let mut new = GPUClaim::clone(&c);
                 new.status = Some(status);
-                match w.replace_status(Obj::Claim(new), Why(RuleId::G5)).await {
+                match w.replace_status(Obj::Claim(new), RuleId::G5).await {
                     Ok(o) => done.claims.push((k, rv_number(o.meta()))),
                     Err(e) => {
-                        done.error = Some(e);
+                        done.error = Some(e.into());
                         return done;
                     }
                 }
@@ -106,13 +117,13 @@ pub(super) async fn execute(env: Arc<Env>, write: Write) -> Done {
 /// Watches of different kinds are not ordered: the claim can be seen gone
 /// before its allocation, which L8 deleted first. Only an allocation the
 /// server still has is deleted.
-async fn delete_record(env: &Env, key: String, uid: String, done: &mut Done) {
+async fn delete_allocation(env: &Env, key: String, uid: String, done: &mut Done) {
     let (ns, name) = crate::world::split_key(&key);
-    let what = ObjRef::new(Kind::Record, Some(ns), name);
+    let what = ObjRef::new(Kind::Allocation, Some(ns), name);
     let live = match env.reader.get(what.clone()).await {
         Ok(live) => live,
-        Err(e) => {
-            done.error = Some(WriteError::Other(e.to_string()));
+        Err(source) => {
+            done.error = Some(IoError::read(what, source));
             return;
         }
     };
@@ -125,17 +136,17 @@ async fn delete_record(env: &Env, key: String, uid: String, done: &mut Done) {
             uid: Some(uid.clone()),
             resource_version: None,
         };
-        match env.writer.delete(what, pre, Why(RuleId::Records)).await {
+        match env.writer.delete(what, pre, RuleId::Records).await {
             Ok(_) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {}
-            Err(e) => done.error = Some(e),
+            Err(e) => done.error = Some(e.into()),
         }
     }
-    done.deleted_record = Some((key, uid));
+    done.deleted_allocation = Some((key, uid));
 }
 
 /// G4: allocations, then claim statuses, then each pod pinned and ungated.
 async fn place(env: &Env, plan: Plan, done: &mut Done) {
-    for r in plan.records {
+    for r in plan.allocations {
         if let Err(e) = write_allocation(env, &plan.node, r, done).await {
             done.error = Some(e);
             return;
@@ -146,14 +157,10 @@ async fn place(env: &Env, plan: Plan, done: &mut Done) {
         tracing::info!(claim = %k, rule = "G4", node = %plan.node, intent = "bind", "writing");
         let mut new = GPUClaim::clone(&c);
         new.status = Some(status);
-        match env
-            .writer
-            .replace_status(Obj::Claim(new), Why(RuleId::G4))
-            .await
-        {
+        match env.writer.replace_status(Obj::Claim(new), RuleId::G4).await {
             Ok(o) => done.claims.push((k, rv_number(o.meta()))),
             Err(e) => {
-                done.error = Some(e);
+                done.error = Some(e.into());
                 return;
             }
         }
@@ -169,12 +176,12 @@ async fn place(env: &Env, plan: Plan, done: &mut Done) {
 async fn write_allocation(
     env: &Env,
     node: &str,
-    r: RecordWrite,
+    r: AllocationWrite,
     done: &mut Done,
-) -> Result<(), WriteError> {
+) -> Result<(), IoError> {
     let (create, rec) = match r {
-        RecordWrite::Create(rec) => (true, rec),
-        RecordWrite::Move(rec) => (false, rec),
+        AllocationWrite::Create(rec) => (true, rec),
+        AllocationWrite::Move(rec) => (false, rec),
     };
     let k = key(
         rec.metadata.namespace.as_deref().unwrap_or_default(),
@@ -183,30 +190,26 @@ async fn write_allocation(
     tracing::info!(claim = %k, rule = "G4", node = %node, intent = "record", "writing");
     let spec = rec.spec.clone();
     let written = if create {
-        env.writer.create(Obj::Record(rec), Why(RuleId::G4)).await
+        env.writer.create(Obj::Allocation(rec), RuleId::G4).await
     } else {
         // The Lost claim's allocation moves: its cached version, on the new node.
-        let Some(mut cur) = env.world.record(&k).map(|r| GPUAllocation::clone(&r)) else {
-            return Err(WriteError::Conflict("allocation not cached".into()));
+        let Some(mut cur) = env.world.allocation(&k).map(|r| GPUAllocation::clone(&r)) else {
+            return Err(WriteError::Conflict("allocation not cached".into()).into());
         };
         cur.spec = spec.clone();
-        env.writer.replace(Obj::Record(cur), Why(RuleId::G4)).await
+        env.writer.replace(Obj::Allocation(cur), RuleId::G4).await
     }?;
-    done.records.push((k, spec, rv_number(written.meta())));
+    done.allocations.push((k, spec, rv_number(written.meta())));
     Ok(())
 }
 
-async fn pin_and_ungate(
-    env: &Env,
-    node: &str,
-    pk: String,
-    done: &mut Done,
-) -> Result<(), WriteError> {
+async fn pin_and_ungate(env: &Env, node: &str, pk: String, done: &mut Done) -> Result<(), IoError> {
     let (ns, name) = crate::world::split_key(&pk);
-    let mut pod = match env.reader.get(ObjRef::new(Kind::Pod, Some(ns), name)).await {
+    let what = ObjRef::new(Kind::Pod, Some(ns), name);
+    let mut pod = match env.reader.get(what.clone()).await {
         Ok(Some(Obj::Pod(p))) => p,
         Ok(_) => return Ok(()),
-        Err(e) => return Err(WriteError::Other(e.to_string())),
+        Err(source) => return Err(IoError::read(what, source)),
     };
     if !crate::api::pod::is_gated(&pod) {
         return Ok(());
@@ -223,7 +226,7 @@ async fn pin_and_ungate(
     }
     tracing::info!(pod = %pk, rule = "G4", node = %node, intent = "pin-and-ungate", "writing");
     let created = pod.metadata.creation_timestamp.clone();
-    let o = env.writer.replace(Obj::Pod(pod), Why(RuleId::G4)).await?;
+    let o = env.writer.replace(Obj::Pod(pod), RuleId::G4).await?;
     if let Some(t) = created {
         let waited = env.clock.wall().duration_since(t.0);
         env.telemetry

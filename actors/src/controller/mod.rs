@@ -1,19 +1,23 @@
 //! The actor system: a supervisor that keeps the world and fans changes
-//! out, one actor per GPUClaim and one per GPUClass.
+//! out, one actor per GPUClaim and one per GPUClass, and the placement
+//! actor for the VMI-level work. The three writing actors stand on one
+//! scaffold (`scaffold`) and keep only their decisions.
 
 mod claim;
 mod class;
-mod exec;
+mod events;
 mod journal;
-mod notes;
+mod messages;
 mod placement;
+mod scaffold;
 mod supervisor;
 
 pub use claim::{ClaimActor, ClaimTrace};
 
 pub use class::ClassActor;
-pub use journal::{Decision, DecisionLog};
+pub use journal::{Decision, DecisionLog, DecisionResult, Intent};
 pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted};
+pub use scaffold::{Backoff, IoError};
 pub use supervisor::{
     ConfigChanged, GetClaimTrace, Leading, Stats, StatsQuery, Supervisor, WorldEvent,
 };
@@ -99,21 +103,5 @@ impl Activity {
     }
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
-    }
-}
-
-/// Exponential backoff for failed I/O: a conflict re-reads at once; other
-/// errors wait 200ms, doubling to 5 minutes.
-#[derive(Default, Clone, Copy, Debug)]
-pub struct Backoff(u32);
-
-impl Backoff {
-    pub fn next_wait(&mut self) -> std::time::Duration {
-        let d = std::time::Duration::from_millis(200) * 2u32.saturating_pow(self.0.min(11));
-        self.0 += 1;
-        d.min(std::time::Duration::from_secs(300))
-    }
-    pub fn reset(&mut self) {
-        self.0 = 0;
     }
 }

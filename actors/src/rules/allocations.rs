@@ -14,10 +14,10 @@ use tokio::time::Instant;
 /// How long a record may trail its claim before the claim is reported:
 /// the claim and record watches are not ordered, so a placed claim's status
 /// can be seen before its record.
-pub const RECORD_GRACE: Duration = Duration::from_secs(30);
+pub const ALLOCATION_GRACE: Duration = Duration::from_secs(30);
 
 /// A Bound, Attached or Lost claim, not being deleted, without a record of its UID.
-pub fn record_missing(c: &GPUClaim, w: &World) -> bool {
+pub fn allocation_missing(c: &GPUClaim, w: &World) -> bool {
     if !c.phase().counts_against_budget() || is_deleting(&c.metadata) {
         return false;
     }
@@ -25,13 +25,13 @@ pub fn record_missing(c: &GPUClaim, w: &World) -> bool {
         c.metadata.namespace.as_deref().unwrap_or_default(),
         c.metadata.name.as_deref().unwrap_or_default(),
     );
-    w.record(&k)
+    w.allocation(&k)
         .is_none_or(|r| Some(&r.spec.claim_uid) != c.metadata.uid.as_ref())
 }
 
-/// Records: mark a claim whose record has been missing for `RECORD_GRACE`
+/// Records: mark a claim whose record has been missing for `ALLOCATION_GRACE`
 /// with `RecordMissing=True`, and clear the mark once the record is there.
-pub fn decide_record_report(
+pub fn decide_allocation_report(
     c: &GPUClaim,
     w: &World,
     now: Instant,
@@ -39,7 +39,7 @@ pub fn decide_record_report(
     since: &mut Option<Instant>,
 ) -> Step {
     let marked = condition_is_true(c.conditions(), CONDITION_RECORD_MISSING);
-    if !record_missing(c, w) {
+    if !allocation_missing(c, w) {
         *since = None;
         if !marked {
             return Step::Idle;
@@ -51,7 +51,7 @@ pub fn decide_record_report(
     if marked {
         return Step::Idle;
     }
-    let due = *since.get_or_insert(now) + RECORD_GRACE;
+    let due = *since.get_or_insert(now) + ALLOCATION_GRACE;
     if now < due {
         return Step::WaitUntil(RuleId::Records, due);
     }

@@ -1,0 +1,183 @@
+//! The objects the controller reads and writes, as one typed value: a
+//! kind, an object of it, a reference to one. The ports, the world and the
+//! adapters all speak these.
+
+use super::{GPUAllocation, GPUClaim, GPUClass, Vmi};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::Value;
+use std::fmt;
+
+/// The kinds the controller reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Class,
+    Claim,
+    Allocation,
+    Vmi,
+    Pod,
+    Node,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Class,
+        Kind::Claim,
+        Kind::Allocation,
+        Kind::Vmi,
+        Kind::Pod,
+        Kind::Node,
+    ];
+
+    /// The Kubernetes kind name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Class => "GPUClass",
+            Kind::Claim => "GPUClaim",
+            Kind::Allocation => "GPUAllocation",
+            Kind::Vmi => "VirtualMachineInstance",
+            Kind::Pod => "Pod",
+            Kind::Node => "Node",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    pub fn namespaced(self) -> bool {
+        !matches!(self, Kind::Class | Kind::Node)
+    }
+}
+
+/// A typed object of one of the kinds. Moved a few times per watch event;
+/// boxing the large variants would add an allocation to every event.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Obj {
+    Class(GPUClass),
+    Claim(GPUClaim),
+    Allocation(GPUAllocation),
+    Vmi(Vmi),
+    Pod(Pod),
+    Node(Node),
+}
+
+impl Obj {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Obj::Class(_) => Kind::Class,
+            Obj::Claim(_) => Kind::Claim,
+            Obj::Allocation(_) => Kind::Allocation,
+            Obj::Vmi(_) => Kind::Vmi,
+            Obj::Pod(_) => Kind::Pod,
+            Obj::Node(_) => Kind::Node,
+        }
+    }
+
+    pub fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Obj::Class(o) => &o.metadata,
+            Obj::Claim(o) => &o.metadata,
+            Obj::Allocation(o) => &o.metadata,
+            Obj::Vmi(o) => &o.metadata,
+            Obj::Pod(o) => &o.metadata,
+            Obj::Node(o) => &o.metadata,
+        }
+    }
+
+    pub fn obj_ref(&self) -> ObjRef {
+        let m = self.meta();
+        ObjRef::new(
+            self.kind(),
+            m.namespace.as_deref(),
+            m.name.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+/// Names one object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjRef {
+    pub kind: Kind,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjRef {
+    pub fn new(kind: Kind, namespace: Option<&str>, name: &str) -> Self {
+        Self {
+            kind,
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ObjRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind.name(), self.name),
+            None => write!(f, "{} {}", self.kind.name(), self.name),
+        }
+    }
+}
+
+impl Kind {
+    /// The apiVersion objects of the kind are served under.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Kind::Class | Kind::Claim | Kind::Allocation => "gpu.cozystack.io/v1alpha1",
+            Kind::Vmi => "kubevirt.io/v1",
+            Kind::Pod | Kind::Node => "v1",
+        }
+    }
+}
+
+/// An object that cannot be read as its kind, and where: the field path
+/// (`spec.count`) and what is wrong there.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{}{message}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct DecodeError {
+    pub path: String,
+    pub message: String,
+}
+
+/// An object as JSON, with its apiVersion and kind: what the API server
+/// stores and serves. Both adapters (kube-rs and the in-memory cluster)
+/// convert through here, so they read and write objects identically.
+pub fn to_json(obj: &Obj) -> Value {
+    let v = match obj {
+        Obj::Class(o) => serde_json::to_value(o),
+        Obj::Claim(o) => serde_json::to_value(o),
+        Obj::Allocation(o) => serde_json::to_value(o),
+        Obj::Vmi(o) => serde_json::to_value(o),
+        Obj::Pod(o) => serde_json::to_value(o),
+        Obj::Node(o) => serde_json::to_value(o),
+    };
+    let mut v = v.unwrap_or(Value::Null);
+    v["apiVersion"] = obj.kind().api_version().into();
+    v["kind"] = obj.kind().name().into();
+    v
+}
+
+/// JSON as an object of `kind`; an error names the field
+/// (`spec.count: invalid value: integer `-1`, expected u32`).
+pub fn from_json(kind: Kind, v: Value) -> Result<Obj, DecodeError> {
+    fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, DecodeError> {
+        serde_path_to_error::deserialize(v).map_err(|e| {
+            let path = e.path().to_string();
+            DecodeError {
+                path: if path == "." { String::new() } else { path },
+                message: e.into_inner().to_string(),
+            }
+        })
+    }
+    Ok(match kind {
+        Kind::Class => Obj::Class(typed(v)?),
+        Kind::Claim => Obj::Claim(typed(v)?),
+        Kind::Allocation => Obj::Allocation(typed(v)?),
+        Kind::Vmi => Obj::Vmi(typed(v)?),
+        Kind::Pod => Obj::Pod(typed(v)?),
+        Kind::Node => Obj::Node(typed(v)?),
+    })
+}

@@ -1,0 +1,286 @@
+//! Carrying out a claim's intents through the ports. Each function makes
+//! the writes of one intent in the SPEC's order and says, as a type, what
+//! came of it; the actor decides again from there.
+
+use super::super::Env;
+use super::super::scaffold::{IoError, Outcome};
+use crate::api::{CLAIM_FINALIZER, GPUClaim, Kind, Obj, ObjRef, Vmi, is_deleting, rv_number};
+use crate::ports::{Deleted, Preconditions, WriteError};
+use crate::rules::{ClaimIntent, LiveVmi, RuleId, pods_left_gate, vmi_holds};
+use std::sync::Arc;
+
+/// What a claim's I/O came to.
+#[derive(Debug)]
+pub enum ClaimIo {
+    /// A write of the claim itself, or L8's release (`released`).
+    Claim {
+        outcome: Outcome<GPUClaim>,
+        released: bool,
+    },
+    /// L12: the VMI delete is done (deleted, NotFound or Conflict).
+    VmiDeleted {
+        uid: String,
+        resource_version: String,
+    },
+    /// L9/L10: a live read says a VMI still uses the claim; `poll`: read
+    /// again later (L10: nothing else would tell us it stopped).
+    InUse { poll: bool },
+}
+
+/// The result of one intent, and the allocation deleted on the way (so that
+/// a lagging cache does not make us delete it again).
+pub struct Done {
+    pub result: Result<ClaimIo, IoError>,
+    pub allocation_deleted: Option<String>,
+}
+
+impl From<Result<ClaimIo, IoError>> for Done {
+    fn from(result: Result<ClaimIo, IoError>) -> Self {
+        Done {
+            result,
+            allocation_deleted: None,
+        }
+    }
+}
+
+fn claim_ref(c: &GPUClaim) -> ObjRef {
+    ObjRef::new(
+        Kind::Claim,
+        c.metadata.namespace.as_deref(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The claim as a write left it; gone when deleting with no finalizer left.
+fn written(obj: Obj) -> Result<Outcome<GPUClaim>, IoError> {
+    let Obj::Claim(c) = obj else {
+        return Err(IoError::Unexpected {
+            asked: Kind::Claim,
+            got: obj.kind(),
+        });
+    };
+    let fresh_from = rv_number(&c.metadata);
+    let gone =
+        is_deleting(&c.metadata) && c.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty());
+    Ok(Outcome::Written {
+        object: (!gone).then(|| Arc::new(c)),
+        fresh_from,
+    })
+}
+
+fn gone(c: &GPUClaim) -> Outcome<GPUClaim> {
+    Outcome::Written {
+        object: None,
+        fresh_from: rv_number(&c.metadata) + 1,
+    }
+}
+
+/// A failed claim write: a conflict re-reads the claim, NotFound means gone.
+async fn on_error(env: &Env, c: &GPUClaim, e: WriteError) -> Result<Outcome<GPUClaim>, IoError> {
+    match e {
+        WriteError::Conflict(_) => {
+            let what = claim_ref(c);
+            match env.reader.get(what.clone()).await {
+                Ok(Some(Obj::Claim(live))) => Ok(Outcome::Conflict(Some(Arc::new(live)))),
+                Ok(_) => Ok(Outcome::Conflict(None)),
+                Err(source) => Err(IoError::read(what, source)),
+            }
+        }
+        WriteError::NotFound => Ok(gone(c)),
+        e => Err(e.into()),
+    }
+}
+
+async fn write_claim(
+    env: &Env,
+    c: &GPUClaim,
+    write: Result<Obj, WriteError>,
+) -> Result<Outcome<GPUClaim>, IoError> {
+    match write {
+        Ok(o) => written(o),
+        Err(e) => on_error(env, c, e).await,
+    }
+}
+
+/// Carries out one intent.
+pub async fn execute(
+    env: Arc<Env>,
+    claim: Arc<GPUClaim>,
+    rule: RuleId,
+    intent: ClaimIntent,
+    allocation_uid: Option<String>,
+) -> Done {
+    let c = &claim;
+    let outcome = match intent {
+        ClaimIntent::AddFinalizer => {
+            let mut new = GPUClaim::clone(c);
+            new.metadata
+                .finalizers
+                .get_or_insert_default()
+                .push(CLAIM_FINALIZER.to_string());
+            write_claim(&env, c, env.writer.replace(Obj::Claim(new), rule).await).await
+        }
+        ClaimIntent::WriteStatus(status) => {
+            let mut new = GPUClaim::clone(c);
+            new.status = Some(status);
+            write_claim(
+                &env,
+                c,
+                env.writer.replace_status(Obj::Claim(new), rule).await,
+            )
+            .await
+        }
+        ClaimIntent::Delete => {
+            // The version too: a claim changed since we saw it (say, the
+            // garbage collector deleted it with its VMI) answers 409 and is
+            // decided again, instead of taking a delete that changes nothing.
+            let pre = Preconditions {
+                uid: c.metadata.uid.clone(),
+                resource_version: c.metadata.resource_version.clone(),
+            };
+            match env.writer.delete(claim_ref(c), pre, rule).await {
+                Ok(Deleted::Gone) => Ok(gone(c)),
+                Ok(Deleted::Deleting(obj)) => written(obj),
+                Err(e) => on_error(&env, c, e).await,
+            }
+        }
+        ClaimIntent::Release => return release(&env, c, allocation_uid, rule).await,
+        ClaimIntent::DeleteVmi {
+            name,
+            uid,
+            resource_version,
+        } => {
+            let what = ObjRef::new(Kind::Vmi, c.metadata.namespace.as_deref(), &name);
+            let pre = Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: Some(resource_version.clone()),
+            };
+            let deleted = match env.writer.delete(what, pre, rule).await {
+                // NotFound and Conflict count as done: gone, or not the VMI the cache showed.
+                Ok(_) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {
+                    Ok(ClaimIo::VmiDeleted {
+                        uid,
+                        resource_version,
+                    })
+                }
+                Err(e) => Err(e.into()),
+            };
+            return deleted.into();
+        }
+    };
+    outcome
+        .map(|outcome| ClaimIo::Claim {
+            outcome,
+            released: false,
+        })
+        .into()
+}
+
+/// The uid of the claim's allocation: the cache's, else a live read's. The
+/// cache may not show one placement has just written (watches of two kinds
+/// are not ordered), and L8 deletes it whatever the cache shows.
+async fn allocation_uid(
+    env: &Env,
+    c: &GPUClaim,
+    what: &ObjRef,
+    cached: Option<String>,
+) -> Result<Option<String>, IoError> {
+    if cached.is_some() {
+        return Ok(cached);
+    }
+    match env.reader.get(what.clone()).await {
+        Ok(Some(Obj::Allocation(r))) if Some(&r.spec.claim_uid) == c.metadata.uid.as_ref() => {
+            Ok(r.metadata.uid)
+        }
+        Ok(_) => Ok(None),
+        Err(source) => Err(IoError::read(what.clone(), source)),
+    }
+}
+
+/// L8: delete the allocation, then remove the finalizer. If removing the
+/// finalizer fails (NotFound aside) the claim still holds its GPUs.
+async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) -> Done {
+    let what = ObjRef::new(
+        Kind::Allocation,
+        c.metadata.namespace.as_deref(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let mut allocation_deleted = None;
+    match allocation_uid(env, c, &what, cached).await {
+        Err(e) => return Err(e).into(),
+        Ok(None) => {}
+        Ok(Some(uid)) => {
+            let pre = Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: None,
+            };
+            match env.writer.delete(what, pre, rule).await {
+                Ok(_) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {
+                    allocation_deleted = Some(uid)
+                }
+                Err(e) => return Err(e.into()).into(),
+            }
+        }
+    }
+    let mut new = GPUClaim::clone(c);
+    if let Some(f) = new.metadata.finalizers.as_mut() {
+        f.retain(|f| f != CLAIM_FINALIZER);
+    }
+    let result = write_claim(env, c, env.writer.replace(Obj::Claim(new), rule).await)
+        .await
+        .map(|outcome| ClaimIo::Claim {
+            // A conflict decides again: the release did not happen.
+            released: matches!(outcome, Outcome::Written { .. }),
+            outcome,
+        });
+    Done {
+        result,
+        allocation_deleted,
+    }
+}
+
+/// L9: read live the pods the cache shows gated; release unless one left the gate.
+pub async fn release_unless_pods_left(
+    env: Arc<Env>,
+    claim: Arc<GPUClaim>,
+    names: Vec<String>,
+    allocation: Option<String>,
+) -> Done {
+    let ns = claim.metadata.namespace.clone();
+    let mut live = Vec::with_capacity(names.len());
+    for name in &names {
+        let what = ObjRef::new(Kind::Pod, ns.as_deref(), name);
+        match env.reader.get(what.clone()).await {
+            Ok(Some(Obj::Pod(p))) => live.push(Some(p)),
+            Ok(_) => live.push(None),
+            Err(source) => return Err(IoError::read(what, source)).into(),
+        }
+    }
+    if pods_left_gate(&live) {
+        return Ok(ClaimIo::InUse { poll: false }).into();
+    }
+    release(&env, &claim, allocation, RuleId::L8).await
+}
+
+/// L10: read the VMI live; release unless it holds the claim.
+pub async fn release_unless_vmi_holds(
+    env: Arc<Env>,
+    claim: Arc<GPUClaim>,
+    name: String,
+    allocation: Option<String>,
+) -> Done {
+    let what = ObjRef::new(Kind::Vmi, claim.metadata.namespace.as_deref(), &name);
+    let read = env.reader.get(what.clone()).await;
+    let live: Result<Option<Vmi>, _> = read.clone().map(|o| match o {
+        Some(Obj::Vmi(v)) => Some(v),
+        _ => None,
+    });
+    match vmi_holds(&claim, &LiveVmi::from(live)) {
+        Some(true) => Ok(ClaimIo::InUse { poll: true }).into(),
+        Some(false) => release(&env, &claim, allocation, RuleId::L8).await,
+        None => match read {
+            Err(source) => Err(IoError::read(what, source)).into(),
+            Ok(_) => Ok(ClaimIo::InUse { poll: true }).into(),
+        },
+    }
+}

@@ -1,0 +1,417 @@
+//! One actor per GPUClaim: its decisions (the rules, in the seed's order),
+//! its L6 grace timer, and what it tells: Events, its class on release,
+//! its decision log. Writing one step at a time, freshness, retries and
+//! the log's bookkeeping are the scaffold's.
+
+mod io;
+
+use super::Env;
+use super::events;
+use super::journal::{Decision, DecisionResult, Intent};
+use super::messages::{ActorStopped, ClaimReleased, Reconcile, ToSupervisor};
+use super::scaffold::{self, Freshness, IoError, Outcome, Scaffold, Scaffolded};
+use crate::api::{ClaimPhase, GPUClaim, Kind, ObjRef};
+use crate::ports::Event;
+use crate::rules::{ClaimIntent, ClaimMemory, RuleId, Step, Used, decide_claim};
+use crate::world::split_key;
+use actix::prelude::*;
+use io::{ClaimIo, Done};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How often a claim whose VMI is read live (integration off, L10) is read
+/// again while that VMI uses it: nothing else would tell us it stopped.
+pub const L10_POLL: Duration = Duration::from_secs(30);
+
+pub struct ClaimActor {
+    key: String,
+    generation: u64,
+    env: Arc<Env>,
+    to: ToSupervisor,
+    scaffold: Scaffold,
+    fresh: Freshness<GPUClaim>,
+    mem: ClaimMemory,
+    grace_timer: Option<(Instant, SpawnHandle)>,
+    allocation_deleted: Option<String>,
+    traced: bool,
+    /// The missing class last reported, so it is said once, not on every change.
+    reported_class: Option<String>,
+    /// The claim the I/O under way was decided on: its Event compares.
+    writing: Option<Arc<GPUClaim>>,
+}
+
+/// What `/debug/claims/<ns>/<name>` shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClaimTrace {
+    pub claim: String,
+    pub phase: Option<&'static str>,
+    pub busy: bool,
+    /// Seconds until L6's grace runs out, when it is counting.
+    pub grace_left_s: Option<f64>,
+    pub decisions: Vec<Decision>,
+}
+
+#[derive(Message)]
+#[rtype(result = "ClaimTrace")]
+pub struct GetTrace;
+
+/// Logs a line for this claim, with its key; at TRACE only for traced claims.
+macro_rules! claim_trace {
+    ($self:expr, $($arg:tt)+) => {
+        if $self.traced {
+            tracing::trace!(target: "gpu_claims::claim_trace", claim = %$self.key, $($arg)+);
+        }
+    };
+}
+
+/// What an intent is, for the log and the decision ring.
+fn intent_of(i: &ClaimIntent) -> Intent {
+    match i {
+        ClaimIntent::AddFinalizer => Intent::AddFinalizer,
+        ClaimIntent::Delete => Intent::DeleteClaim,
+        ClaimIntent::WriteStatus(_) => Intent::WriteStatus,
+        ClaimIntent::Release => Intent::Release,
+        ClaimIntent::DeleteVmi { .. } => Intent::DeleteVmi,
+    }
+}
+
+impl ClaimActor {
+    pub fn new(key: String, generation: u64, env: Arc<Env>, to: ToSupervisor) -> Self {
+        Self {
+            key,
+            generation,
+            env,
+            to,
+            scaffold: Scaffold::default(),
+            fresh: Freshness::default(),
+            mem: ClaimMemory::default(),
+            grace_timer: None,
+            allocation_deleted: None,
+            traced: false,
+            reported_class: None,
+            writing: None,
+        }
+    }
+
+    /// L6's timer: one pending at a time, at the instant the grace ends.
+    fn set_grace_timer(&mut self, at: Option<Instant>, ctx: &mut Context<Self>) {
+        if self.grace_timer.as_ref().map(|(t, _)| *t) == at {
+            return;
+        }
+        if let Some((_, h)) = self.grace_timer.take() {
+            ctx.cancel_future(h);
+        }
+        if let Some(at) = at {
+            let wait = at.saturating_duration_since(self.env.clock.now());
+            claim_trace!(self, rule = "L6", wait = %humantime::format_duration(wait), "grace timer set");
+            let h = ctx.run_later(wait, |act, ctx| {
+                act.grace_timer = None;
+                scaffold::reconcile(act, ctx);
+            });
+            self.grace_timer = Some((at, h));
+        }
+    }
+
+    /// The allocation of this claim that a release deletes: cached, of this
+    /// claim's UID, and not one we deleted already. None: L8 reads live.
+    fn cached_allocation_uid(&self, claim: &GPUClaim) -> Option<String> {
+        let r = self.env.world.allocation(&self.key)?;
+        let uid = r.metadata.uid.clone()?;
+        let ours = Some(&r.spec.claim_uid) == claim.metadata.uid.as_ref();
+        (ours && self.allocation_deleted.as_ref() != Some(&uid)).then_some(uid)
+    }
+
+    fn write(
+        &mut self,
+        claim: Arc<GPUClaim>,
+        rule: RuleId,
+        intent: ClaimIntent,
+        ctx: &mut Context<Self>,
+    ) {
+        let kind = intent_of(&intent);
+        tracing::info!(claim = %self.key, rule = %rule, intent = %kind, "writing");
+        self.scaffold.writing(&self.env, rule);
+        let allocation = self.cached_allocation_uid(&claim);
+        self.writing = Some(claim.clone());
+        let fut = io::execute(self.env.clone(), claim, rule, intent, allocation);
+        scaffold::run_io(self, ctx, fut, move |act, done, ctx| {
+            act.finish(rule, kind, done, ctx)
+        });
+    }
+
+    fn read_live(&mut self, claim: Arc<GPUClaim>, used: Used, ctx: &mut Context<Self>) {
+        let allocation = self.cached_allocation_uid(&claim);
+        self.writing = Some(claim.clone());
+        let env = self.env.clone();
+        let (rule, fut): (RuleId, futures::future::BoxFuture<'static, Done>) = match used {
+            Used::ReadPods { names, .. } => (
+                RuleId::L9,
+                Box::pin(io::release_unless_pods_left(env, claim, names, allocation)),
+            ),
+            Used::ReadVmi { name, .. } => (
+                RuleId::L10,
+                Box::pin(io::release_unless_vmi_holds(env, claim, name, allocation)),
+            ),
+            Used::Yes | Used::No => return,
+        };
+        claim_trace!(self, rule = %rule, "reading live");
+        scaffold::run_io(self, ctx, fut, move |act, done, ctx| {
+            act.finish(rule, Intent::ReadLive, done, ctx)
+        });
+    }
+
+    fn finish(&mut self, rule: RuleId, intent: Intent, done: Done, ctx: &mut Context<Self>) {
+        if let Some(uid) = done.allocation_deleted {
+            self.allocation_deleted = Some(uid);
+        }
+        let before = self.writing.take();
+        let (result, again) = match done.result {
+            Ok(ClaimIo::Claim { outcome, released }) => {
+                let result = self.wrote(rule, intent, before.as_deref(), &outcome, released);
+                self.fresh.settle(&outcome);
+                if released {
+                    self.tell_released();
+                }
+                (result, true)
+            }
+            Ok(ClaimIo::VmiDeleted {
+                uid,
+                resource_version,
+            }) => {
+                if let Some(b) = &before {
+                    self.publish(events::transition(&self.key, rule, intent, b, None));
+                }
+                self.mem.issued = Some((uid, resource_version));
+                (DecisionResult::Ok, true)
+            }
+            Ok(ClaimIo::InUse { poll }) => {
+                if poll {
+                    scaffold::retry_in(self, ctx, L10_POLL);
+                }
+                (DecisionResult::InUse, scaffold::owed(self))
+            }
+            Err(e) => (self.failed(rule, intent, before.as_deref(), e, ctx), false),
+        };
+        if matches!(result, DecisionResult::Ok | DecisionResult::Released) {
+            self.scaffold.succeeded();
+        }
+        if !matches!(result, DecisionResult::Ok | DecisionResult::Released)
+            || intent == Intent::ReadLive
+        {
+            claim_trace!(self, rule = %rule, intent = %intent, result = %result, "done");
+        }
+        self.scaffold.log(&self.env, rule, intent, result);
+        if again {
+            scaffold::reconcile(self, ctx);
+        }
+    }
+
+    /// A write of the claim landed, or met a newer claim: its Event, if any.
+    fn wrote(
+        &mut self,
+        rule: RuleId,
+        intent: Intent,
+        before: Option<&GPUClaim>,
+        outcome: &Outcome<GPUClaim>,
+        released: bool,
+    ) -> DecisionResult {
+        let Outcome::Written { object, .. } = outcome else {
+            tracing::debug!(claim = %self.key, rule = %rule, "conflict: decided again on the live claim");
+            return DecisionResult::Conflict;
+        };
+        if let Some(b) = before {
+            self.publish(events::transition(
+                &self.key,
+                rule,
+                intent,
+                b,
+                object.as_deref(),
+            ));
+        }
+        if rule == RuleId::Records {
+            self.publish_allocation_event(object.as_deref());
+        }
+        if released {
+            DecisionResult::Released
+        } else {
+            DecisionResult::Ok
+        }
+    }
+
+    fn failed(
+        &mut self,
+        rule: RuleId,
+        intent: Intent,
+        before: Option<&GPUClaim>,
+        e: IoError,
+        ctx: &mut Context<Self>,
+    ) -> DecisionResult {
+        if e.is_invalid() {
+            let uid = before.and_then(|b| b.metadata.uid.clone());
+            let refused = events::refusal(&self.key, uid, rule, intent, &e.to_string());
+            self.publish(Some(refused));
+        }
+        let wait = scaffold::retry_later(self, ctx);
+        tracing::warn!(claim = %self.key, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "write failed");
+        DecisionResult::Error(e.to_string())
+    }
+
+    /// Bad input gets a clear answer: a claim of a class that does not exist
+    /// is said once; placement (G5) marks it Waiting with ClassMissing.
+    fn report_missing_class(&mut self, claim: &GPUClaim) {
+        let class = &claim.spec.class_name;
+        if self.env.world.classes.contains_key(class) {
+            self.reported_class = None;
+        } else if self.reported_class.as_ref() != Some(class) {
+            tracing::warn!(claim = %self.key, class = %class, "the claim's GPUClass does not exist");
+            self.reported_class = Some(class.clone());
+        }
+    }
+
+    /// The Event that goes with an AllocationMissing mark set or cleared.
+    fn publish_allocation_event(&self, claim: Option<&GPUClaim>) {
+        let Some(c) = claim else { return };
+        let missing =
+            crate::api::condition_is_true(c.conditions(), crate::api::CONDITION_RECORD_MISSING);
+        let (ns, name) = split_key(&self.key);
+        let event = Event {
+            regarding: ObjRef::new(Kind::Claim, Some(ns), name),
+            uid: c.metadata.uid.clone(),
+            warning: missing,
+            reason: if missing {
+                "RecordMissing"
+            } else {
+                "RecordFound"
+            }
+            .into(),
+            message: if missing {
+                format!(
+                    "holds GPUs on {} without a GPUAllocation record; it is not placed elsewhere",
+                    c.node_name().unwrap_or_default()
+                )
+            } else {
+                "its GPUAllocation record is there again".into()
+            },
+            rule: RuleId::Records,
+        };
+        tracing::warn!(claim = %self.key, rule = "records", missing, "{}", event.message);
+        events::publish(&self.env, event);
+    }
+
+    /// Publishes an Event, best effort, without holding the actor up.
+    fn publish(&self, event: Option<Event>) {
+        if let Some(event) = event {
+            events::publish(&self.env, event);
+        }
+    }
+
+    fn tell_released(&self) {
+        let Some(claim) = self.env.world.claim(&self.key) else {
+            return;
+        };
+        self.to.released.do_send(ClaimReleased {
+            class: claim.spec.class_name.clone(),
+            key: self.key.clone(),
+            uid: claim.metadata.uid.clone().unwrap_or_default(),
+        });
+    }
+
+    /// The claim is gone and nothing is pending: the actor ends.
+    fn stop(&mut self, ctx: &mut Context<Self>) {
+        claim_trace!(self, "claim gone; actor stops");
+        self.to.stopped.do_send(ActorStopped::Claim {
+            key: self.key.clone(),
+            generation: self.generation,
+        });
+        ctx.stop();
+    }
+}
+
+impl Scaffolded for ClaimActor {
+    fn scaffold(&mut self) -> &mut Scaffold {
+        &mut self.scaffold
+    }
+
+    fn env(&self) -> &Arc<Env> {
+        &self.env
+    }
+
+    fn decide(&mut self, ctx: &mut Context<Self>) {
+        let cached = self.env.world.claim(&self.key);
+        let Some(claim) = self.fresh.current(cached) else {
+            // Our write says the claim is gone; we end once the cache agrees,
+            // so that no new actor decides on the stale cached copy.
+            if self.env.world.claims.contains_key(&self.key) {
+                return self.set_grace_timer(None, ctx);
+            }
+            return self.stop(ctx);
+        };
+        let cfg = self.env.world.config();
+        self.traced = cfg.trace.claims.contains(&self.key);
+        self.report_missing_class(&claim);
+        let now = self.env.clock.now();
+        let step = decide_claim(
+            &claim,
+            &self.env.world,
+            &cfg,
+            now,
+            self.env.clock.wall(),
+            &mut self.mem,
+        );
+        claim_trace!(
+            self,
+            phase = claim.phase().as_str(),
+            rv = claim
+                .metadata
+                .resource_version
+                .as_deref()
+                .unwrap_or_default(),
+            ?step,
+            "decided"
+        );
+        if !matches!(step, Step::Write(..)) {
+            self.scaffold.idle();
+        }
+        match step {
+            Step::Idle => self.set_grace_timer(None, ctx),
+            Step::WaitUntil(_, at) => self.set_grace_timer(Some(at), ctx),
+            Step::Write(rule, intent) => self.write(claim, rule, intent, ctx),
+            Step::ReadLive(used) => self.read_live(claim, used, ctx),
+        }
+    }
+}
+
+impl Actor for ClaimActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Reconcile> for ClaimActor {
+    type Result = ();
+    fn handle(&mut self, r: Reconcile, ctx: &mut Context<Self>) {
+        self.scaffold.changed(r.since);
+        scaffold::reconcile(self, ctx);
+    }
+}
+
+impl Handler<GetTrace> for ClaimActor {
+    type Result = MessageResult<GetTrace>;
+    fn handle(&mut self, _: GetTrace, _: &mut Context<Self>) -> Self::Result {
+        let claim = self.env.world.claim(&self.key);
+        let now = self.env.clock.now();
+        let cfg = self.env.world.config();
+        let grace_left_s = self.mem.grace.pending().map(|(_, since)| {
+            (*since + cfg.attachment_grace)
+                .saturating_duration_since(now)
+                .as_secs_f64()
+        });
+        MessageResult(ClaimTrace {
+            claim: self.key.clone(),
+            phase: claim.map(|c| c.phase()).map(ClaimPhase::as_str),
+            busy: self.scaffold.busy(),
+            grace_left_s,
+            decisions: self.scaffold.decisions(),
+        })
+    }
+}

@@ -1,0 +1,267 @@
+//! One actor per GPUClass: its finalizer (L1), its release (L11) and its
+//! status (capacity, allocated). Writing one step at a time, freshness,
+//! the re-read after a 409, retries and the log are the scaffold's.
+
+use super::Env;
+use super::events;
+use super::journal::{DecisionResult, Intent};
+use super::messages::{ActorStopped, Reconcile, ToSupervisor};
+use super::scaffold::{self, Freshness, IoError, Outcome, Scaffold, Scaffolded};
+use crate::api::{CLASS_FINALIZER, GPUClass, Kind, Obj, ObjRef, is_deleting, rv_number};
+use crate::ports::{Event, WriteError};
+use crate::rules::{ClassIntent, ClassStep, RuleId, decide_class};
+use crate::world::indexes_released;
+use actix::prelude::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub struct ClassActor {
+    name: String,
+    generation: u64,
+    env: Arc<Env>,
+    to: ToSupervisor,
+    scaffold: Scaffold,
+    fresh: Freshness<GPUClass>,
+    /// Claims released this round that the cache may still show holding: key -> uid.
+    released: HashMap<String, String>,
+}
+
+/// A claim actor released a claim of this class (L8), which the cache may not show yet.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Released {
+    pub key: String,
+    pub uid: String,
+}
+
+fn intent_of(i: &ClassIntent) -> Intent {
+    match i {
+        ClassIntent::AddFinalizer => Intent::AddFinalizer,
+        ClassIntent::RemoveFinalizer => Intent::RemoveFinalizer,
+        ClassIntent::WriteStatus(_) => Intent::WriteStatus,
+    }
+}
+
+impl ClassActor {
+    pub fn new(name: String, generation: u64, env: Arc<Env>, to: ToSupervisor) -> Self {
+        Self {
+            name,
+            generation,
+            env,
+            to,
+            scaffold: Scaffold::default(),
+            fresh: Freshness::default(),
+            released: HashMap::new(),
+        }
+    }
+
+    /// L11's "released in the same round": released claims the cache still counts.
+    fn released_unseen(&mut self) -> u64 {
+        let w = &self.env.world;
+        self.released.retain(|k, uid| {
+            w.claim(k).is_some_and(|c| {
+                c.metadata.uid.as_ref() == Some(uid)
+                    && c.phase().counts_against_budget()
+                    && !indexes_released(&c)
+            })
+        });
+        self.released.len() as u64
+    }
+
+    fn write(
+        &mut self,
+        class: Arc<GPUClass>,
+        rule: RuleId,
+        intent: ClassIntent,
+        ctx: &mut Context<Self>,
+    ) {
+        let kind = intent_of(&intent);
+        tracing::info!(class = %self.name, rule = %rule, intent = %kind, "writing");
+        self.scaffold.writing(&self.env, rule);
+        let env = self.env.clone();
+        let uid = class.metadata.uid.clone();
+        let fut = async move { write_class(&env, &class, rule, intent).await };
+        scaffold::run_io(self, ctx, fut, move |act, result, ctx| {
+            act.finish(rule, kind, uid, result, ctx)
+        });
+    }
+
+    fn finish(
+        &mut self,
+        rule: RuleId,
+        intent: Intent,
+        uid: Option<String>,
+        result: Result<Outcome<GPUClass>, IoError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let logged = match result {
+            Ok(outcome) => {
+                self.fresh.settle(&outcome);
+                match &outcome {
+                    Outcome::Written { object, .. } => {
+                        self.tell(rule, intent, uid);
+                        self.scaffold.succeeded();
+                        if object.is_some() {
+                            DecisionResult::Ok
+                        } else {
+                            DecisionResult::Gone
+                        }
+                    }
+                    Outcome::Conflict(_) => DecisionResult::Conflict,
+                }
+            }
+            Err(e) => {
+                let wait = scaffold::retry_later(self, ctx);
+                tracing::warn!(class = %self.name, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "class write failed");
+                self.scaffold.log(
+                    &self.env,
+                    rule,
+                    intent,
+                    DecisionResult::Error(e.to_string()),
+                );
+                return;
+            }
+        };
+        self.scaffold.log(&self.env, rule, intent, logged);
+        scaffold::reconcile(self, ctx);
+    }
+
+    /// The Event for a finalizer added or removed.
+    fn tell(&self, rule: RuleId, intent: Intent, uid: Option<String>) {
+        let (reason, message) = match intent {
+            Intent::AddFinalizer => ("FinalizerAdded", "protected by the class finalizer"),
+            Intent::RemoveFinalizer => (
+                "Released",
+                "no claim holds GPUs of it any more; finalizer removed",
+            ),
+            _ => return,
+        };
+        events::publish(
+            &self.env,
+            Event {
+                regarding: ObjRef::new(Kind::Class, None, &self.name),
+                uid,
+                warning: false,
+                reason: reason.into(),
+                message: format!("{rule}: {message}"),
+                rule,
+            },
+        );
+    }
+}
+
+/// One class write; a 409 is answered with the class read live, NotFound
+/// with its absence.
+async fn write_class(
+    env: &Env,
+    class: &GPUClass,
+    rule: RuleId,
+    intent: ClassIntent,
+) -> Result<Outcome<GPUClass>, IoError> {
+    let mut new = GPUClass::clone(class);
+    let written = match intent {
+        ClassIntent::AddFinalizer => {
+            new.metadata
+                .finalizers
+                .get_or_insert_default()
+                .push(CLASS_FINALIZER.to_string());
+            env.writer.replace(Obj::Class(new), rule).await
+        }
+        ClassIntent::RemoveFinalizer => {
+            if let Some(f) = new.metadata.finalizers.as_mut() {
+                f.retain(|f| f != CLASS_FINALIZER);
+            }
+            env.writer.replace(Obj::Class(new), rule).await
+        }
+        ClassIntent::WriteStatus(status) => {
+            new.status = Some(status);
+            env.writer.replace_status(Obj::Class(new), rule).await
+        }
+    };
+    match written {
+        Ok(Obj::Class(c)) => {
+            let fresh_from = rv_number(&c.metadata);
+            let gone = is_deleting(&c.metadata)
+                && c.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty());
+            Ok(Outcome::Written {
+                object: (!gone).then(|| Arc::new(c)),
+                fresh_from,
+            })
+        }
+        Ok(other) => Err(IoError::Unexpected {
+            asked: Kind::Class,
+            got: other.kind(),
+        }),
+        Err(WriteError::NotFound) => Ok(Outcome::Written {
+            object: None,
+            fresh_from: u64::MAX,
+        }),
+        // Decide again on a live read, never overwrite a newer class.
+        Err(WriteError::Conflict(_)) => {
+            let what = ObjRef::new(
+                Kind::Class,
+                None,
+                class.metadata.name.as_deref().unwrap_or_default(),
+            );
+            match env.reader.get(what.clone()).await {
+                Ok(Some(Obj::Class(c))) => Ok(Outcome::Conflict(Some(Arc::new(c)))),
+                Ok(_) => Ok(Outcome::Conflict(None)),
+                Err(source) => Err(IoError::read(what, source)),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl Scaffolded for ClassActor {
+    fn scaffold(&mut self) -> &mut Scaffold {
+        &mut self.scaffold
+    }
+
+    fn env(&self) -> &Arc<Env> {
+        &self.env
+    }
+
+    fn decide(&mut self, ctx: &mut Context<Self>) {
+        let cached = self.env.world.class(&self.name);
+        let Some(class) = self.fresh.current(cached) else {
+            // Our write says the class is gone; we end once the cache
+            // agrees, so that no new actor decides on the stale cached copy
+            // (and writes its release again).
+            if self.env.world.classes.contains_key(&self.name) {
+                return;
+            }
+            self.to.stopped.do_send(ActorStopped::Class {
+                name: self.name.clone(),
+                generation: self.generation,
+            });
+            return ctx.stop();
+        };
+        let capacity = self.env.world.class_capacity(&self.name);
+        let released = self.released_unseen();
+        match decide_class(&class, &self.env.world, capacity, released) {
+            ClassStep::Write(rule, intent) => self.write(class, rule, intent, ctx),
+            ClassStep::Idle => self.scaffold.idle(),
+        }
+    }
+}
+
+impl Actor for ClassActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<Reconcile> for ClassActor {
+    type Result = ();
+    fn handle(&mut self, r: Reconcile, ctx: &mut Context<Self>) {
+        self.scaffold.changed(r.since);
+        scaffold::reconcile(self, ctx);
+    }
+}
+
+impl Handler<Released> for ClassActor {
+    type Result = ();
+    fn handle(&mut self, msg: Released, ctx: &mut Context<Self>) {
+        self.released.insert(msg.key, msg.uid);
+        scaffold::reconcile(self, ctx);
+    }
+}

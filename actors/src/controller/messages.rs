@@ -1,0 +1,39 @@
+//! The messages between the supervisor and its actors, apart from both so
+//! that neither side's module depends on the other's: the actors reach the
+//! supervisor through `Recipient`s of these.
+
+use actix::prelude::*;
+use tokio::time::Instant;
+
+/// The world changed for this actor: decide again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reconcile {
+    /// When the change behind it entered the supervisor.
+    pub since: Instant,
+}
+
+/// An actor ended (its object is gone): the supervisor forgets it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub enum ActorStopped {
+    Claim { key: String, generation: u64 },
+    Class { name: String, generation: u64 },
+}
+
+/// L8 released a claim of `class`, which the cache may not show yet: its
+/// class's L11 counts it as gone.
+#[derive(Message, Clone)]
+#[rtype(result = "()")]
+pub struct ClaimReleased {
+    pub class: String,
+    pub key: String,
+    pub uid: String,
+}
+
+/// Where an actor reports to the supervisor.
+#[derive(Clone)]
+pub struct ToSupervisor {
+    pub stopped: Recipient<ActorStopped>,
+    pub released: Recipient<ClaimReleased>,
+}

@@ -1,0 +1,211 @@
+//! Placement's decisions: for a VMI, its template claim (G2) and its set
+//! at the gate (G3-G5); for an allocation, whether its claim is gone. The
+//! rules decide; this applies what placement remembers of its own writes
+//! and keeps the index from claims to the VMIs whose sets name them.
+
+use super::write::Write;
+use super::{Placement, PlacementPoke, Waits};
+use crate::api::{
+    CONDITION_WAITING, GPUClaim, GPUClaimStatus, Kind, Obj, ObjRef, RequestError, Vmi, is_deleting,
+    rv_number, set_condition,
+};
+use crate::ports::Event;
+use crate::rules::{
+    GateStep, RuleId, TemplateStep, WaitReason, allocation_is_orphan, decide_gate, decide_template,
+    requested_claims,
+};
+use crate::world::{key, split_key};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+impl Placement {
+    pub(super) fn decide_work(&mut self, work: &PlacementPoke) -> Option<Write> {
+        match work {
+            PlacementPoke::Vmi(k) => self.decide_vmi(k),
+            PlacementPoke::Allocation(k) => self.decide_allocation(k),
+            PlacementPoke::Claim(_)
+            | PlacementPoke::Capacity
+            | PlacementPoke::NodesChanged
+            | PlacementPoke::BudgetUsed(_) => None,
+        }
+    }
+
+    /// An allocation whose claim is gone (or is another claim) is deleted,
+    /// unless we deleted it already and the cache lags.
+    fn decide_allocation(&mut self, k: &str) -> Option<Write> {
+        let w = &self.env.world;
+        let r = w.allocation(k);
+        let uid = r.as_ref().and_then(|r| r.metadata.uid.clone());
+        if self.own.deleting(k, uid.as_ref()) {
+            return None;
+        }
+        let (r, uid) = (r?, uid?);
+        (allocation_is_orphan(&r, w) && !is_deleting(&r.metadata)).then(|| {
+            Write::DeleteAllocation {
+                key: k.to_string(),
+                uid,
+            }
+        })
+    }
+
+    fn decide_vmi(&mut self, k: &str) -> Option<Write> {
+        let w = self.env.world.clone();
+        let Some(v) = w.vmi(k) else {
+            self.forget(k);
+            return None;
+        };
+        self.index(k, &v);
+        self.own.prune(&w);
+        match decide_template(&v, &w) {
+            TemplateStep::Create(claim) => {
+                let ck = key(
+                    claim.metadata.namespace.as_deref()?,
+                    claim.metadata.name.as_deref()?,
+                );
+                // Created already, and the watch has not shown it yet.
+                if self.own.created_for(&ck, v.uid()) {
+                    return None;
+                }
+                return Some(Write::CreateClaim {
+                    key: ck,
+                    vmi_uid: v.uid().to_string(),
+                    obj: Box::new(Obj::Claim(*claim)),
+                });
+            }
+            TemplateStep::BadRequest(error) => {
+                self.report_bad_request(k, &v, &error);
+                return None;
+            }
+            TemplateStep::Nothing | TemplateStep::WaitForOld => {}
+        }
+        if self.behind_own_writes(k, &v) {
+            return None;
+        }
+        self.decide_gate(k, &v)
+    }
+
+    /// Our own writes of the set's claims or pods that the cache does not
+    /// show yet: decide once it does.
+    fn behind_own_writes(&mut self, k: &str, v: &Vmi) -> bool {
+        let w = &self.env.world;
+        let (ns, _) = split_key(k);
+        for n in requested_claims(v) {
+            let ck = key(ns, &n);
+            let cached = w.claim(&ck).map(|c| rv_number(&c.metadata));
+            if self.own.creating(&ck) || self.own.claims.behind(&ck, cached) {
+                return true;
+            }
+        }
+        w.launchers(k).iter().any(|p| {
+            let pk = key(&p.namespace, &p.name);
+            self.own.pods.behind(&pk, p.resource_version.parse().ok())
+        })
+    }
+
+    fn decide_gate(&mut self, k: &str, v: &Vmi) -> Option<Write> {
+        match decide_gate(v, &self.env.world, &self.own.allocations) {
+            GateStep::Nothing => {
+                self.waiting.remove(k);
+                None
+            }
+            GateStep::Place(plan) => {
+                self.waiting.remove(k);
+                Some(Write::Place(Box::new(plan)))
+            }
+            GateStep::Wait {
+                reason,
+                message,
+                claims,
+            } => {
+                let classes = claims.iter().map(|c| c.spec.class_name.clone()).collect();
+                self.waiting
+                    .insert(k.to_string(), Waits { reason, classes });
+                let now = Time(self.env.clock.wall());
+                let changes: Vec<_> = claims
+                    .into_iter()
+                    .filter_map(|c| {
+                        waiting_status(&c, reason, &message, now.clone()).map(|s| (c, s))
+                    })
+                    .collect();
+                (!changes.is_empty()).then_some(Write::Wait(changes))
+            }
+        }
+    }
+
+    /// Remembers which claims the VMI's set names; O(claims it names).
+    fn index(&mut self, k: &str, v: &Vmi) {
+        let (ns, _) = split_key(k);
+        let names: Vec<String> = requested_claims(v).iter().map(|n| key(ns, n)).collect();
+        if self.claims_of.get(k) == Some(&names) {
+            return;
+        }
+        self.unindex(k);
+        for c in &names {
+            self.by_claim
+                .entry(c.clone())
+                .or_default()
+                .insert(k.to_string());
+        }
+        self.claims_of.insert(k.to_string(), names);
+    }
+
+    fn unindex(&mut self, k: &str) {
+        for c in self.claims_of.remove(k).unwrap_or_default() {
+            if let Some(set) = self.by_claim.get_mut(&c) {
+                set.remove(k);
+                if set.is_empty() {
+                    self.by_claim.remove(&c);
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self, k: &str) {
+        self.waiting.remove(k);
+        self.reported.remove(k);
+        self.unindex(k);
+    }
+
+    /// A VMI's GPU annotations cannot be used: its pods stay at the gate,
+    /// and the VMI gets a Warning Event saying what is wrong, once per
+    /// version of the VMI.
+    fn report_bad_request(&mut self, k: &str, v: &Vmi, error: &RequestError) {
+        let rv = v.metadata.resource_version.clone().unwrap_or_default();
+        if self.reported.insert(k.to_string(), rv.clone()).as_ref() == Some(&rv) {
+            return;
+        }
+        tracing::warn!(vmi = %k, rule = "annotations", %error, "the VMI's GPU request cannot be used; its pods stay at the gate");
+        let (ns, name) = split_key(k);
+        super::super::events::publish(
+            &self.env,
+            Event {
+                regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
+                uid: v.metadata.uid.clone(),
+                warning: true,
+                reason: "InvalidGPURequest".into(),
+                message: format!("{error}; its launcher pods stay at the gate until it is fixed"),
+                rule: RuleId::Annotations,
+            },
+        );
+    }
+}
+
+/// The status a claim gets while its set waits, if it changes.
+fn waiting_status(
+    c: &GPUClaim,
+    reason: WaitReason,
+    message: &str,
+    now: Time,
+) -> Option<GPUClaimStatus> {
+    let old = c.status.clone().unwrap_or_default();
+    let mut s = old.clone();
+    let cond = Condition {
+        type_: CONDITION_WAITING.into(),
+        status: "True".into(),
+        reason: reason.as_str().into(),
+        message: message.into(),
+        last_transition_time: now,
+        observed_generation: c.metadata.generation,
+    };
+    set_condition(&mut s.conditions, cond);
+    (s != old).then_some(s)
+}

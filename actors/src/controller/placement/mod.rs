@@ -1,0 +1,339 @@
+//! The placement actor: the VMI-level work, one write at a time across the
+//! whole cluster. Placements compete for node capacity shared across
+//! classes, so they are serialized here rather than per class. It creates
+//! template claims (G2), places claim sets at the gate (G3-G5) and deletes
+//! allocations whose claim is gone. A queue of work, deduplicated, and the
+//! waiting sets looked at again when what they wait on changes; one write
+//! at a time, the log and the backoff are the scaffold's.
+
+mod decide;
+mod own_writes;
+mod write;
+
+use super::Env;
+use super::journal::DecisionResult;
+use super::scaffold::{self, IoError, Scaffold, Scaffolded};
+use crate::api::{Kind, ObjRef};
+use crate::ports::WriteError;
+use crate::rules::WaitReason;
+use actix::prelude::*;
+use own_writes::OwnWrites;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use write::{Done, Write, execute};
+
+/// What the placement actor looks at next.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Message)]
+#[rtype(result = "()")]
+pub enum PlacementPoke {
+    /// A VMI (namespace/name) whose request, life or pods changed.
+    Vmi(String),
+    /// An allocation (namespace/name) whose claim may be gone.
+    Allocation(String),
+    /// A claim changed: the VMIs whose sets name it look again.
+    Claim(String),
+    /// GPUs were freed, or a class changed: sets waiting for capacity,
+    /// budget or their class look again.
+    Capacity,
+    /// A node changed: sets waiting on nodes (room, or the held node's
+    /// filters) look again; budgets and classes did not change.
+    NodesChanged,
+    /// A new allocation took budget from this class: sets of it waiting on
+    /// nodes look again, as the budget is checked first and may now be
+    /// their reason (a fresh controller would say OverBudget).
+    BudgetUsed(String),
+}
+
+/// A poke with the time its change entered the supervisor.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PlacementWork {
+    pub work: PlacementPoke,
+    pub since: tokio::time::Instant,
+}
+
+/// A watch listed its kind again: events may have been missed, so memory
+/// of our own writes that the listed cache may not show is checked (I6).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Relisted(pub Kind);
+
+/// Looks again at the waiting sets a burst of changes concerns: one pass
+/// for the whole burst, not one per change.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Recheck;
+
+/// The waiting sets a burst of changes asks to look at again.
+#[derive(Default)]
+struct RecheckAsked {
+    /// Every set waiting on capacity, budget or its class.
+    capacity: bool,
+    /// Every set waiting on nodes.
+    nodes: bool,
+    /// Sets of these classes waiting on nodes.
+    budgets: BTreeSet<String>,
+}
+
+impl RecheckAsked {
+    fn is_empty(&self) -> bool {
+        !self.capacity && !self.nodes && self.budgets.is_empty()
+    }
+
+    fn concerns(&self, w: &Waits) -> bool {
+        (self.capacity && w.reason.on_capacity())
+            || (self.nodes && w.reason.on_nodes())
+            || (w.reason.on_nodes() && w.classes.iter().any(|c| self.budgets.contains(c)))
+    }
+}
+
+/// Why a VMI's set waits, and the classes of its claims.
+struct Waits {
+    reason: WaitReason,
+    classes: Vec<String>,
+}
+
+pub struct Placement {
+    env: Arc<Env>,
+    scaffold: Scaffold,
+    queue: VecDeque<PlacementPoke>,
+    queued: HashSet<PlacementPoke>,
+    own: OwnWrites,
+    /// The VMI versions whose unusable request was already reported.
+    reported: HashMap<String, String>,
+    /// Which VMIs' sets name a claim.
+    by_claim: HashMap<String, BTreeSet<String>>,
+    /// The reverse: the claims each indexed VMI's set names.
+    claims_of: HashMap<String, Vec<String>>,
+    /// Why each waiting VMI waits (ordered: a recheck goes in key order).
+    waiting: BTreeMap<String, Waits>,
+    /// A recheck asked for and not yet made.
+    recheck: RecheckAsked,
+}
+
+/// When placement looks again at work whose write met a 409.
+const CONFLICT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Placement {
+    pub fn new(env: Arc<Env>) -> Self {
+        Self {
+            env,
+            scaffold: Scaffold::default(),
+            queue: VecDeque::new(),
+            queued: HashSet::new(),
+            own: OwnWrites::default(),
+            reported: HashMap::new(),
+            by_claim: HashMap::new(),
+            claims_of: HashMap::new(),
+            waiting: BTreeMap::new(),
+            recheck: RecheckAsked::default(),
+        }
+    }
+
+    /// Queues work not already queued.
+    fn push(&mut self, works: Vec<PlacementPoke>) {
+        for w in works {
+            if self.queued.insert(w.clone()) {
+                self.queue.push_back(w);
+            }
+        }
+    }
+
+    fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
+        let (rule, intent) = (write.rule(), write.intent());
+        self.scaffold.writing(&self.env, rule);
+        let fut = execute(self.env.clone(), write);
+        scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
+            act.remember(&done);
+            let result = match done.error {
+                None => {
+                    act.scaffold.succeeded();
+                    DecisionResult::Ok
+                }
+                Some(error) => act.failed(work, error, ctx),
+            };
+            act.scaffold.log(&act.env, rule, intent, result);
+            scaffold::reconcile(act, ctx);
+        });
+    }
+
+    /// What the writes left that the cache may not show yet.
+    fn remember(&mut self, done: &Done) {
+        for (k, spec, rv) in &done.allocations {
+            self.own.wrote_allocation(k.clone(), spec.clone(), *rv);
+        }
+        for (k, rv) in &done.claims {
+            self.own.claims.wrote(k.clone(), *rv);
+        }
+        for (k, rv) in &done.pods {
+            self.own.pods.wrote(k.clone(), *rv);
+        }
+        if let Some((k, uid, rv)) = &done.created {
+            self.own.created(k.clone(), uid.clone(), *rv);
+        }
+        if let Some((k, uid)) = &done.deleted_allocation {
+            self.own.deleted_allocation(k.clone(), uid.clone());
+        }
+    }
+
+    /// A write that failed: its work is looked at again, after 1 s for a
+    /// 409 (a newer object's event brings it back too, should it not have
+    /// come already), else after the backoff.
+    fn failed(
+        &mut self,
+        work: PlacementPoke,
+        error: IoError,
+        ctx: &mut Context<Self>,
+    ) -> DecisionResult {
+        let wait = match &error {
+            IoError::Write(WriteError::Conflict(e)) => {
+                tracing::debug!(?work, error = %e, "placement met a newer object");
+                CONFLICT_RETRY
+            }
+            _ => {
+                let wait = self.scaffold.next_wait();
+                tracing::warn!(%error, ?work, retry_in = %humantime::format_duration(wait), "placement write failed");
+                wait
+            }
+        };
+        ctx.run_later(wait, move |act, ctx| act.enqueue(work, ctx));
+        match error {
+            IoError::Write(WriteError::Conflict(_)) => DecisionResult::Conflict,
+            e => DecisionResult::Error(e.to_string()),
+        }
+    }
+
+    fn enqueue(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
+        let works: Vec<PlacementPoke> = match &work {
+            PlacementPoke::Claim(c) => self
+                .by_claim
+                .get(c)
+                .into_iter()
+                .flatten()
+                .map(|v| PlacementPoke::Vmi(v.clone()))
+                .collect(),
+            PlacementPoke::Capacity
+            | PlacementPoke::NodesChanged
+            | PlacementPoke::BudgetUsed(_) => {
+                if self.recheck.is_empty() {
+                    // Behind whatever the mailbox holds: a burst is one pass.
+                    ctx.notify(Recheck);
+                }
+                match work {
+                    PlacementPoke::Capacity => self.recheck.capacity = true,
+                    PlacementPoke::NodesChanged => self.recheck.nodes = true,
+                    PlacementPoke::BudgetUsed(class) => {
+                        self.recheck.budgets.insert(class);
+                    }
+                    _ => {}
+                }
+                Vec::new()
+            }
+            _ => vec![work],
+        };
+        self.push(works);
+        scaffold::reconcile(self, ctx);
+    }
+
+    /// After the allocations watch relisted, an allocation we wrote that
+    /// the cache does not show may be gone for good (created and deleted
+    /// while the watch was down) or still on its way: a live read tells.
+    fn verify_allocations(&mut self, ctx: &mut Context<Self>) {
+        for k in self.own.allocations.unconfirmed(&self.env.world) {
+            let env = self.env.clone();
+            let (ns, name) = crate::world::split_key(&k);
+            let what = ObjRef::new(Kind::Allocation, Some(ns), name);
+            self.env.activity.begin_io();
+            ctx.spawn(async move { env.reader.get(what).await }.into_actor(self).map(
+                move |live, act, ctx| {
+                    act.env.activity.end_io();
+                    match live {
+                        // Still there: the watch will bring it.
+                        Ok(Some(_)) => {}
+                        Ok(None) => {
+                            act.own.allocations.forget(&k);
+                            act.enqueue(PlacementPoke::Capacity, ctx);
+                        }
+                        Err(error) => {
+                            tracing::warn!(allocation = %k, %error, "cannot tell whether an allocation we wrote still exists; asking again");
+                            ctx.run_later(CONFLICT_RETRY, |act, ctx| act.verify_allocations(ctx));
+                        }
+                    }
+                },
+            ));
+        }
+    }
+}
+
+impl Scaffolded for Placement {
+    fn scaffold(&mut self) -> &mut Scaffold {
+        &mut self.scaffold
+    }
+
+    fn env(&self) -> &Arc<Env> {
+        &self.env
+    }
+
+    /// Works through the queue until a write starts or nothing is left.
+    fn decide(&mut self, ctx: &mut Context<Self>) {
+        while !self.scaffold.busy() {
+            let Some(work) = self.queue.pop_front() else {
+                // Caught up: the changes pending led to no write.
+                self.scaffold.idle();
+                return;
+            };
+            self.queued.remove(&work);
+            if let Some(write) = self.decide_work(&work) {
+                self.write(work, write, ctx);
+            }
+        }
+    }
+}
+
+impl Actor for Placement {
+    type Context = Context<Self>;
+}
+
+impl Handler<Recheck> for Placement {
+    type Result = ();
+    fn handle(&mut self, _: Recheck, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        let asked = std::mem::take(&mut self.recheck);
+        let works: Vec<PlacementPoke> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| asked.concerns(w))
+            .map(|(v, _)| PlacementPoke::Vmi(v.clone()))
+            .collect();
+        self.push(works);
+        scaffold::reconcile(self, ctx);
+    }
+}
+
+impl Handler<PlacementWork> for Placement {
+    type Result = ();
+    fn handle(&mut self, w: PlacementWork, ctx: &mut Context<Self>) {
+        self.scaffold.changed(w.since);
+        self.handle(w.work, ctx);
+    }
+}
+
+impl Handler<PlacementPoke> for Placement {
+    type Result = ();
+    fn handle(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        self.enqueue(work, ctx);
+    }
+}
+
+impl Handler<Relisted> for Placement {
+    type Result = ();
+    fn handle(&mut self, Relisted(kind): Relisted, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        match kind {
+            Kind::Claim => self.own.forget_created(),
+            Kind::Allocation => self.verify_allocations(ctx),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The supervisor: applies world changes to the cache and fans each out,
+//! through the indexes, to exactly the claim and class actors it concerns.
+//! No actor decides anything until every watched kind has synced once, so
+//! no rule ever acts on a half-listed world.
+
+mod changes;
+
+use changes::sorted_keys;
+
+use super::Env;
+use super::claim::{ClaimActor, ClaimTrace, GetTrace};
+use super::class::{ClassActor, Released};
+use super::messages::{ActorStopped, ClaimReleased, Reconcile, ToSupervisor};
+use super::placement::{Placement, PlacementPoke, PlacementWork};
+use crate::config::Config;
+use crate::ports::{Kind, Obj};
+use actix::prelude::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// A change a watch saw.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub enum WorldEvent {
+    Apply(Obj),
+    Delete(Obj),
+    /// A watch listed (or relisted) a kind: these are all its objects now,
+    /// as of `list_rv` when the lister knows it (the watch of that kind has
+    /// then passed every change up to it).
+    Relisted {
+        kind: Kind,
+        objects: Vec<Obj>,
+        list_rv: Option<u64>,
+    },
+    /// An object that could not be read; the cached version (if any) stays.
+    Unreadable {
+        kind: Kind,
+        name: String,
+        error: crate::api::DecodeError,
+    },
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConfigChanged(pub Config);
+
+#[derive(Message)]
+#[rtype(result = "Option<ClaimTrace>")]
+pub struct GetClaimTrace(pub String);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    pub claims: usize,
+    pub claim_actors: usize,
+    pub class_actors: usize,
+    pub synced: bool,
+    /// Whether this process leads (always, without leader election).
+    pub leading: bool,
+}
+
+/// Leader election's verdict: only a leader decides and writes; a standby
+/// keeps its caches warm so that it can take over at once.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Leading(pub bool);
+
+#[derive(Message)]
+#[rtype(result = "Stats")]
+pub struct StatsQuery;
+
+pub struct Supervisor {
+    env: Arc<Env>,
+    claims: HashMap<String, (u64, Addr<ClaimActor>)>,
+    classes: HashMap<String, (u64, Addr<ClassActor>)>,
+    generation: u64,
+    /// Kinds whose watch has listed once.
+    synced: HashSet<Kind>,
+    expected: Vec<Kind>,
+    ready: bool,
+    leading: bool,
+    placement: Option<Addr<Placement>>,
+    /// When the change being handled entered: pokes carry it, so that the
+    /// write it causes can say how long it took.
+    change_at: tokio::time::Instant,
+}
+
+impl Supervisor {
+    pub fn new(env: Arc<Env>) -> Self {
+        let expected = Self::watched_kinds(&env.world.config());
+        Self {
+            env,
+            claims: HashMap::new(),
+            classes: HashMap::new(),
+            generation: 0,
+            synced: HashSet::new(),
+            expected,
+            ready: false,
+            leading: true,
+            placement: None,
+            change_at: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Starts as a standby: caches fill, nothing is decided until `Leading(true)`.
+    pub fn standby(mut self) -> Self {
+        self.leading = false;
+        self
+    }
+
+    /// Decides once every watched kind has synced and this process leads.
+    fn update_ready(&mut self, ctx: &mut Context<Self>) {
+        let now = self.leading && self.expected.iter().all(|k| self.synced.contains(k));
+        if now && !self.ready {
+            self.ready = true;
+            tracing::info!(
+                claims = self.env.world.claims.len(),
+                classes = self.env.world.classes.len(),
+                "caches synced and leading; deciding"
+            );
+            self.change_at = self.env.clock.now();
+            self.poke_all(ctx);
+        }
+        self.ready = now;
+    }
+
+    fn report_actors(&self) {
+        self.env
+            .telemetry
+            .actors(self.claims.len(), self.classes.len());
+    }
+
+    /// The kinds this supervisor needs watched (no VMIs or pods without KubeVirt).
+    pub fn watched_kinds(config: &Config) -> Vec<Kind> {
+        if config.kubevirt.enabled {
+            Kind::ALL.to_vec()
+        } else {
+            vec![Kind::Class, Kind::Claim, Kind::Allocation, Kind::Node]
+        }
+    }
+
+    fn poke_claim(&mut self, k: &str, ctx: &mut Context<Self>) {
+        if !self.ready {
+            return;
+        }
+        if let Some((_, a)) = self.claims.get(k) {
+            return a.do_send(Reconcile {
+                since: self.change_at,
+            });
+        }
+        if self.env.world.claims.contains_key(k) {
+            self.generation += 1;
+            let a = ClaimActor::new(
+                k.to_string(),
+                self.generation,
+                self.env.clone(),
+                to_supervisor(ctx),
+            )
+            .start();
+            a.do_send(Reconcile {
+                since: self.change_at,
+            });
+            self.claims.insert(k.to_string(), (self.generation, a));
+            self.report_actors();
+        }
+    }
+
+    fn class_actor(&mut self, name: &str, ctx: &mut Context<Self>) -> Option<Addr<ClassActor>> {
+        if let Some((_, a)) = self.classes.get(name) {
+            return Some(a.clone());
+        }
+        if !self.env.world.classes.contains_key(name) {
+            return None;
+        }
+        self.generation += 1;
+        let a = ClassActor::new(
+            name.to_string(),
+            self.generation,
+            self.env.clone(),
+            to_supervisor(ctx),
+        )
+        .start();
+        self.classes
+            .insert(name.to_string(), (self.generation, a.clone()));
+        self.report_actors();
+        Some(a)
+    }
+
+    fn poke_class(&mut self, name: &str, ctx: &mut Context<Self>) {
+        if self.ready
+            && let Some(a) = self.class_actor(name, ctx)
+        {
+            a.do_send(Reconcile {
+                since: self.change_at,
+            });
+        }
+    }
+
+    fn place(&self, work: PlacementPoke) {
+        if let (true, Some(p)) = (self.ready, &self.placement) {
+            p.do_send(PlacementWork {
+                work,
+                since: self.change_at,
+            });
+        }
+    }
+
+    /// Every object's actor decides, in the order of their keys: the same
+    /// order on every run, so `plan` is deterministic.
+    fn poke_all(&mut self, ctx: &mut Context<Self>) {
+        let w = self.env.world.clone();
+        for v in sorted_keys(&w.vmis) {
+            self.place(PlacementPoke::Vmi(v));
+        }
+        for r in sorted_keys(&w.allocations) {
+            self.place(PlacementPoke::Allocation(r));
+        }
+        for k in sorted_keys(&w.claims) {
+            self.poke_claim(&k, ctx);
+        }
+        for c in sorted_keys(&w.classes) {
+            self.poke_class(&c, ctx);
+        }
+    }
+}
+
+/// How the claim and class actors reach the supervisor.
+fn to_supervisor(ctx: &Context<Supervisor>) -> ToSupervisor {
+    let addr = ctx.address();
+    ToSupervisor {
+        stopped: addr.clone().recipient(),
+        released: addr.recipient(),
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Watch events arrive in bursts; a large mailbox keeps senders that
+        // await (`send`) from stalling on every event.
+        ctx.set_mailbox_capacity(4096);
+        self.placement = Some(Placement::new(self.env.clone()).start());
+    }
+}
+
+impl Handler<WorldEvent> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, ev: WorldEvent, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        self.change_at = self.env.clock.now();
+        match ev {
+            WorldEvent::Apply(o) => self.on_event(o, false, ctx),
+            WorldEvent::Delete(o) => self.on_event(o, true, ctx),
+            WorldEvent::Relisted {
+                kind,
+                objects,
+                list_rv,
+            } => {
+                self.relisted(kind, objects, ctx);
+                if let Some(rv) = list_rv {
+                    self.env.world.observe_rv(kind, rv);
+                }
+            }
+            WorldEvent::Unreadable { kind, name, error } => {
+                tracing::warn!(kind = kind.name(), object = %name, %error, "ignoring an object that cannot be read; its cached version stays");
+            }
+        }
+    }
+}
+
+impl Handler<ConfigChanged> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, ConfigChanged(mut new): ConfigChanged, _: &mut Context<Self>) {
+        self.env.activity.tick();
+        let old = self.env.world.config();
+        for field in old.restart_only_changes(&new) {
+            tracing::warn!(field, "changes only on restart; the running value stays");
+        }
+        new.kubevirt = old.kubevirt.clone();
+        self.env.world.set_config(new);
+        // Grace timers and trace switches follow the new config.
+        self.change_at = self.env.clock.now();
+        for (_, a) in self.claims.values() {
+            a.do_send(Reconcile {
+                since: self.change_at,
+            });
+        }
+    }
+}
+
+impl Handler<ClaimReleased> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ClaimReleased, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        if let Some(a) = self.class_actor(&msg.class, ctx) {
+            a.do_send(Released {
+                key: msg.key,
+                uid: msg.uid,
+            });
+        }
+    }
+}
+
+impl Handler<ActorStopped> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: ActorStopped, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        match msg {
+            ActorStopped::Claim { key, generation } => {
+                if self.claims.get(&key).is_some_and(|(g, _)| *g == generation) {
+                    self.claims.remove(&key);
+                    self.report_actors();
+                    // Recreated while the old actor was stopping: a new actor takes it.
+                    self.poke_claim(&key, ctx);
+                }
+            }
+            ActorStopped::Class { name, generation } => {
+                if self
+                    .classes
+                    .get(&name)
+                    .is_some_and(|(g, _)| *g == generation)
+                {
+                    self.classes.remove(&name);
+                    self.report_actors();
+                    self.poke_class(&name, ctx);
+                }
+            }
+        }
+    }
+}
+
+impl Handler<GetClaimTrace> for Supervisor {
+    type Result = ResponseFuture<Option<ClaimTrace>>;
+    fn handle(&mut self, GetClaimTrace(key): GetClaimTrace, _: &mut Context<Self>) -> Self::Result {
+        let addr = self.claims.get(&key).map(|(_, a)| a.clone());
+        Box::pin(async move {
+            match addr {
+                Some(a) => a.send(GetTrace).await.ok(),
+                None => None,
+            }
+        })
+    }
+}
+
+impl Handler<StatsQuery> for Supervisor {
+    type Result = MessageResult<StatsQuery>;
+    fn handle(&mut self, _: StatsQuery, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(Stats {
+            claims: self.env.world.claims.len(),
+            claim_actors: self.claims.len(),
+            class_actors: self.classes.len(),
+            synced: self.expected.iter().all(|k| self.synced.contains(k)),
+            leading: self.leading,
+        })
+    }
+}
+
+impl Handler<Leading> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, Leading(leading): Leading, ctx: &mut Context<Self>) {
+        if leading != self.leading {
+            tracing::info!(leading, "leadership changed");
+        }
+        self.leading = leading;
+        self.update_ready(ctx);
+    }
+}
