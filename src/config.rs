@@ -1,36 +1,93 @@
 //! Loading the config file: YAML with humantime durations, validated whole
 //! (an invalid file is refused and the running config stays).
 
-use crate::{Error, Result};
 use gpu_claims_actors::Config;
+use gpu_claims_actors::config::InvalidConfig;
 use std::path::Path;
 use tracing_subscriber::EnvFilter;
 
+/// Why a config is refused (the running one stays).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config {}{source}", path.as_deref().map(|p| format!("{p}: ")).unwrap_or_default())]
+    Parse {
+        path: Option<String>,
+        #[source]
+        source: Box<ParseError>,
+    },
+}
+
+/// What is wrong inside a config text.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("{0}")]
+    Yaml(#[from] serde_saphyr::Error),
+    #[error(transparent)]
+    Invalid(#[from] InvalidConfig),
+    #[error("log.filter {filter:?}: {source}")]
+    LogFilter {
+        filter: String,
+        #[source]
+        source: tracing_subscriber::filter::ParseError,
+    },
+}
+
+impl ConfigError {
+    /// A label for the reload metric: why the file was refused.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ConfigError::Read { .. } => "read",
+            ConfigError::Parse { source, .. } if matches!(**source, ParseError::Yaml(_)) => "yaml",
+            ConfigError::Parse { .. } => "invalid",
+        }
+    }
+}
+
 /// Reads, parses and validates a config file.
-pub fn load(path: &Path) -> Result<Config> {
-    let err = |reason: String| Error::Config {
-        path: path.display().to_string(),
-        reason,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    parse(&text).map_err(err)
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    parse(&text).map_err(|e| match e {
+        ConfigError::Parse { source, .. } => ConfigError::Parse {
+            path: Some(shown),
+            source,
+        },
+        other => other,
+    })
 }
 
 /// Parses and validates config text; an empty file is the defaults.
-pub fn parse(text: &str) -> Result<Config, String> {
+pub fn parse(text: &str) -> Result<Config, ConfigError> {
+    let parse = |source: ParseError| ConfigError::Parse {
+        path: None,
+        source: Box::new(source),
+    };
     let config: Config = if text.trim().is_empty() {
         Config::default()
     } else {
-        crate::yaml::from_str(text).map_err(|e| e.to_string())?
+        crate::yaml::from_str(text).map_err(|e| parse(e.into()))?
     };
-    config.validate()?;
-    EnvFilter::try_new(&config.log.filter)
-        .map_err(|e| format!("log.filter {:?}: {e}", config.log.filter))?;
+    config.validate().map_err(|e| parse(e.into()))?;
+    EnvFilter::try_new(&config.log.filter).map_err(|source| {
+        parse(ParseError::LogFilter {
+            filter: config.log.filter.clone(),
+            source,
+        })
+    })?;
     Ok(config)
 }
 
 /// The config in force: the file given, else the default file if present, else defaults.
-pub fn initial(path: Option<&Path>) -> Result<Config> {
+pub fn initial(path: Option<&Path>) -> Result<Config, ConfigError> {
     match path {
         Some(p) => load(p),
         None => Ok(Config::default()),
@@ -47,11 +104,11 @@ pub struct Reloader {
 }
 
 /// What a reload did.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum Reloaded {
     Applied(Box<Config>),
     Unchanged,
-    Refused(String),
+    Refused(Box<ConfigError>),
 }
 
 impl Reloader {
@@ -62,7 +119,7 @@ impl Reloader {
     /// Reads the file again.
     pub fn reload(&mut self) -> Reloaded {
         match load(&self.path) {
-            Err(e) => Reloaded::Refused(e.to_string()),
+            Err(e) => Reloaded::Refused(Box::new(e)),
             Ok(c) if c == self.current => Reloaded::Unchanged,
             Ok(c) => {
                 self.current = c.clone();
@@ -72,7 +129,7 @@ impl Reloader {
     }
 
     /// Runs until the process ends: reloads on file changes and SIGHUP.
-    pub async fn run(mut self, mut apply: impl FnMut(Result<Config, String>) + Send) {
+    pub async fn run(mut self, mut apply: impl FnMut(Result<Config, ConfigError>) + Send) {
         use notify::Watcher;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
         let dir = self
@@ -120,9 +177,9 @@ impl Reloader {
                     apply(Ok(*c));
                 }
                 Reloaded::Unchanged => {}
-                Reloaded::Refused(reason) => {
-                    tracing::error!(path = %self.path.display(), %reason, "config refused; the running config stays");
-                    apply(Err(reason));
+                Reloaded::Refused(error) => {
+                    tracing::error!(path = %self.path.display(), %error, "config refused; the running config stays");
+                    apply(Err(*error));
                 }
             }
         }

@@ -22,34 +22,19 @@ pub mod watch;
 pub mod webhook;
 pub mod yaml;
 
-/// The operator's errors.
+/// The operator's errors: each module's, wrapped where one call can meet
+/// several (`run` reads its config, serves its webhook, talks to the API
+/// server). Commands turn them into one line with the causes (`main`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("config {path}: {reason}")]
-    Config { path: String, reason: String },
-    /// `doc` is 1-based; 0 when the text is not YAML (the reason says where).
-    #[error("snapshot {path}{}: {reason}", if *doc == 0 { String::new() } else { format!(", document {doc}") })]
-    Snapshot {
-        path: String,
-        doc: usize,
-        reason: String,
-    },
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotError),
+    #[error("webhook: {0}")]
+    Tls(#[from] webhook::TlsError),
     #[error("kube: {0}")]
     Kube(#[source] Box<kube::Error>),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
-
-impl Error {
-    /// A label for error metrics.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Config { .. } => "config",
-            Error::Snapshot { .. } => "snapshot",
-            Error::Kube(_) => "kube",
-            Error::Io(_) => "io",
-        }
-    }
 }
 
 impl From<kube::Error> for Error {

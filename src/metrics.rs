@@ -26,8 +26,11 @@ pub struct WriteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
+pub struct ReloadLabels {
+    /// ok or refused.
     pub result: String,
+    /// Why a file was refused (read, yaml, invalid); empty when ok.
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -49,7 +52,7 @@ struct ClassPhase {
 pub struct Metrics {
     pub writes: Family<WriteLabels, Counter>,
     pub conflicts: Family<KindLabel, Counter>,
-    pub reloads: Family<ResultLabel, Counter>,
+    pub reloads: Family<ReloadLabels, Counter>,
     pub change_to_write: Family<RuleLabel, Histogram>,
     pub gate_wait: Histogram,
     pub actors: Family<KindLabel, Gauge>,
@@ -146,9 +149,15 @@ impl Metrics {
         );
         // Series that exist from the start, at 0, so that rates and alerts
         // on them work before the first conflict or reload.
-        for result in ["ok", "refused"] {
-            let _ = m.reloads.get_or_create(&ResultLabel {
+        for (result, reason) in [
+            ("ok", ""),
+            ("refused", "read"),
+            ("refused", "yaml"),
+            ("refused", "invalid"),
+        ] {
+            let _ = m.reloads.get_or_create(&ReloadLabels {
                 result: result.into(),
+                reason: reason.into(),
             });
         }
         for kind in gpu_claims_actors::ports::Kind::ALL {
@@ -177,11 +186,16 @@ impl Metrics {
         }
     }
 
-    pub fn reload(&self, ok: bool) {
-        let result = if ok { "ok" } else { "refused" };
+    /// A config reload: applied, or refused for this reason.
+    pub fn reload(&self, refused: Option<&crate::config::ConfigError>) {
+        let (result, reason) = match refused {
+            None => ("ok", ""),
+            Some(e) => ("refused", e.metric_label()),
+        };
         self.reloads
-            .get_or_create(&ResultLabel {
+            .get_or_create(&ReloadLabels {
                 result: result.into(),
+                reason: reason.into(),
             })
             .inc();
     }

@@ -162,7 +162,7 @@ impl Controller {
             let metrics = metrics.clone();
             let reloader = Reloader::new(path, config.clone());
             tokio::spawn(reloader.run(move |r| {
-                metrics.reload(r.is_ok());
+                metrics.reload(r.as_ref().err());
                 if let Ok(c) = r {
                     if let Some(l) = logging.as_mut() {
                         l.apply(&c);

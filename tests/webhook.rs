@@ -349,5 +349,9 @@ fn g1_a_certificate_that_does_not_match_its_key_is_refused_and_the_old_stays() {
     let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     std::fs::write(dir.path().join("tls.crt"), other.cert.pem()).unwrap();
     let e = resolver.reload().unwrap_err();
-    assert!(e.contains("do not match"), "{e}");
+    assert!(
+        matches!(e, gpu_claims::webhook::TlsError::Mismatch { .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("do not match"), "{e}");
 }

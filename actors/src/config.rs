@@ -90,11 +90,11 @@ impl Default for Config {
 impl Config {
     /// Checks what serde cannot: every traced claim is `namespace/name`.
     /// The log filter is checked by the operator, which owns the subscriber.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
         for key in &self.trace.claims {
             match key.split_once('/') {
                 Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {}
-                _ => return Err(format!("trace.claims: {key:?} is not namespace/name")),
+                _ => return Err(InvalidConfig::TraceKey { key: key.clone() }),
             }
         }
         Ok(())
@@ -108,4 +108,11 @@ impl Config {
         }
         v
     }
+}
+
+/// What a config file says that cannot be: the file is refused whole.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidConfig {
+    #[error("trace.claims: {key:?} is not namespace/name")]
+    TraceKey { key: String },
 }

@@ -204,7 +204,7 @@ impl Observer {
 
 pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let faults = Faults::parse(&args.faults).map_err(anyhow::Error::msg)?;
-    let mut config = crate::config::parse("{}").map_err(anyhow::Error::msg)?;
+    let mut config = crate::config::parse("{}")?;
     config.log.filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
     let logging = Logging::init(&config);
     let sys = crate::run::system();

@@ -5,7 +5,7 @@
 
 mod tls;
 
-pub use tls::{CertFiles, Resolver, TlsListener, watch_certs};
+pub use tls::{CertFiles, Resolver, TlsError, TlsListener, watch_certs};
 
 use axum::Router;
 use axum::body::Bytes;

@@ -15,6 +15,29 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
+/// Why a certificate and key cannot be served (a reload keeps the current pair).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {reason}")]
+    File { path: String, reason: String },
+    #[error("{path}: no certificate")]
+    NoCertificate { path: String },
+    #[error("{cert} and {key} do not match: {reason}")]
+    Mismatch {
+        cert: String,
+        key: String,
+        reason: String,
+    },
+    #[error("TLS: {0}")]
+    Config(#[from] rustls::Error),
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 #[derive(Clone, Debug)]
 pub struct CertFiles {
     pub cert: PathBuf,
@@ -22,25 +45,29 @@ pub struct CertFiles {
 }
 
 impl CertFiles {
-    fn load(&self) -> Result<CertifiedKey, String> {
+    fn load(&self) -> Result<CertifiedKey, TlsError> {
+        let file = |path: &PathBuf, reason: String| TlsError::File {
+            path: path.display().to_string(),
+            reason,
+        };
         let certs = CertificateDer::pem_file_iter(&self.cert)
             .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| format!("{}: {e}", self.cert.display()))?;
+            .map_err(|e| file(&self.cert, e.to_string()))?;
         if certs.is_empty() {
-            return Err(format!("{}: no certificate", self.cert.display()));
+            return Err(TlsError::NoCertificate {
+                path: self.cert.display().to_string(),
+            });
         }
-        let key = PrivateKeyDer::from_pem_file(&self.key)
-            .map_err(|e| format!("{}: {e}", self.key.display()))?;
+        let key =
+            PrivateKeyDer::from_pem_file(&self.key).map_err(|e| file(&self.key, e.to_string()))?;
         let signing = rustls::crypto::ring::sign::any_supported_type(&key)
-            .map_err(|e| format!("{}: {e}", self.key.display()))?;
+            .map_err(|e| file(&self.key, e.to_string()))?;
         let pair = CertifiedKey::new(certs, signing);
         // A rotation caught half-way (new cert, old key) is refused, not served.
-        pair.keys_match().map_err(|e| {
-            format!(
-                "{} and {} do not match: {e}",
-                self.cert.display(),
-                self.key.display()
-            )
+        pair.keys_match().map_err(|e| TlsError::Mismatch {
+            cert: self.cert.display().to_string(),
+            key: self.key.display().to_string(),
+            reason: e.to_string(),
         })?;
         Ok(pair)
     }
@@ -54,7 +81,7 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    pub fn new(files: CertFiles) -> Result<Arc<Self>, String> {
+    pub fn new(files: CertFiles) -> Result<Arc<Self>, TlsError> {
         let key = files.load()?;
         Ok(Arc::new(Self {
             files,
@@ -63,17 +90,16 @@ impl Resolver {
     }
 
     /// Reads the files again; a bad pair is refused and the current one stays.
-    pub fn reload(&self) -> Result<(), String> {
+    pub fn reload(&self) -> Result<(), TlsError> {
         let key = self.files.load()?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
         Ok(())
     }
 
-    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, String> {
+    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_cert_resolver(self.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -118,13 +144,10 @@ impl Drop for AbortOnDrop {
 }
 
 impl TlsListener {
-    pub async fn bind(addr: SocketAddr, resolver: &Arc<Resolver>) -> Result<Self, String> {
-        let tcp = TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("listen on {addr}: {e}"))?;
-        let local = tcp
-            .local_addr()
-            .map_err(|e| format!("listen on {addr}: {e}"))?;
+    pub async fn bind(addr: SocketAddr, resolver: &Arc<Resolver>) -> Result<Self, TlsError> {
+        let listen = |source| TlsError::Listen { addr, source };
+        let tcp = TcpListener::bind(addr).await.map_err(listen)?;
+        let local = tcp.local_addr().map_err(listen)?;
         let acceptor = TlsAcceptor::from(Arc::new(resolver.server_config()?));
         let (tx, ready) = tokio::sync::mpsc::channel(HANDSHAKES_AT_ONCE);
         let slots = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_AT_ONCE));
