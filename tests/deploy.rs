@@ -166,23 +166,15 @@ fn helm() -> Option<String> {
 #[test]
 fn the_charts_default_render_is_the_plain_manifests() {
     let Some(helm) = helm() else { return };
-    let out = Command::new(&helm)
-        .args([
-            "template",
-            "gpu-claims",
-            "deploy/helm/gpu-claims",
-            "--namespace",
-            "gpu-claims",
-            "--kube-version",
-            "1.37.0",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::succeed(Command::new(&helm).args([
+        "template",
+        "gpu-claims",
+        "deploy/helm/gpu-claims",
+        "--namespace",
+        "gpu-claims",
+        "--kube-version",
+        "1.37.0",
+    ]));
     let rendered: Vec<Value> =
         gpu_claims::yaml::documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
     let plain = manifests();
@@ -194,15 +186,7 @@ fn the_charts_default_render_is_the_plain_manifests() {
             p["kind"], p["metadata"]["name"]
         );
     }
-    let lint = Command::new(&helm)
-        .args(["lint", "deploy/helm/gpu-claims"])
-        .output()
-        .unwrap();
-    assert!(
-        lint.status.success(),
-        "{}",
-        String::from_utf8_lossy(&lint.stdout)
-    );
+    common::succeed(Command::new(&helm).args(["lint", "deploy/helm/gpu-claims"]));
 }
 
 #[test]

@@ -187,15 +187,10 @@ fn the_python_client_lists_pages_creates_and_watches() {
         return;
     }
     let (c, _ctl) = started();
-    let out = Command::new("python3")
-        .args(["-c", PYTHON])
-        .arg(c.dir.path().join("kubeconfig"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::succeed(
+        Command::new("python3")
+            .args(["-c", PYTHON])
+            .arg(c.dir.path().join("kubeconfig")),
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["claims"], serde_json::json!(["shared-l40s"]));

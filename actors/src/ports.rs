@@ -85,6 +85,67 @@ pub trait Writer: Send + Sync {
     ) -> Result<Deleted, WriteError>;
 }
 
+/// What a write is, for a guard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOp {
+    Create,
+    Replace,
+    ReplaceStatus,
+    Delete,
+}
+
+impl WriteOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteOp::Create => "create",
+            WriteOp::Replace => "replace",
+            WriteOp::ReplaceStatus => "replace_status",
+            WriteOp::Delete => "delete",
+        }
+    }
+}
+
+/// Something every write passes before it is made: a process that dies
+/// (the simulation), a timestamp (the benchmark), a fence (a leader that no
+/// longer holds its Lease writes nothing). `Err` answers the write instead.
+#[async_trait]
+pub trait WriteGuard: Send + Sync {
+    async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<(), WriteError>;
+}
+
+/// A writer whose every write passes `guard` first.
+pub struct Guarded<G> {
+    pub inner: std::sync::Arc<dyn Writer>,
+    pub guard: G,
+}
+
+#[async_trait]
+impl<G: WriteGuard> Writer for Guarded<G> {
+    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        self.guard.admit(WriteOp::Create, &obj.obj_ref()).await?;
+        self.inner.create(obj, rule).await
+    }
+    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        self.guard.admit(WriteOp::Replace, &obj.obj_ref()).await?;
+        self.inner.replace(obj, rule).await
+    }
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        self.guard
+            .admit(WriteOp::ReplaceStatus, &obj.obj_ref())
+            .await?;
+        self.inner.replace_status(obj, rule).await
+    }
+    async fn delete(
+        &self,
+        what: ObjRef,
+        pre: Preconditions,
+        rule: RuleId,
+    ) -> Result<Deleted, WriteError> {
+        self.guard.admit(WriteOp::Delete, &what).await?;
+        self.inner.delete(what, pre, rule).await
+    }
+}
+
 #[async_trait]
 pub trait Reader: Send + Sync {
     /// Reads past the cache. Ok(None) when the object does not exist.

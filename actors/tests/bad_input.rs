@@ -3,7 +3,7 @@
 //! of devices count as none.
 mod common;
 use common::*;
-use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CONDITION_WAITING, ClaimPhase};
+use gpu_claims_actors::api::{CONDITION_WAITING, ClaimPhase};
 use gpu_claims_actors::config::Config;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -16,19 +16,8 @@ fn g3_a_node_whose_allocatable_is_not_a_whole_number_of_devices_serves_none() {
             .allocatable
             .get_or_insert_default()
             .insert(H200.into(), Quantity(bad.into()));
-        let objs = vec![
-            class("h200", H200).obj(),
-            n.obj(),
-            claim("t", "a").obj(),
-            vmi("t", "vm1")
-                .uid("u1")
-                .phase("Scheduling")
-                .annotate(CLAIMS_ANNOTATION, "a")
-                .obj(),
-            launcher("t", "virt-launcher-vm1", "vm1", "u1")
-                .gated()
-                .obj(),
-        ];
+        let mut objs = vec![class("h200", H200).obj(), n.obj(), claim("t", "a").obj()];
+        objs.extend(vm1_naming("a"));
         with_world(Config::default(), objs, |mut t| async move {
             t.settle().await;
             let c = t.claim("t/a").unwrap();

@@ -12,19 +12,6 @@ use gpu_claims_actors::memory::invariants::Checker;
 use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
 
-fn gated_vmi(name: &str, uid: &str, annotations: &[(&str, &str)]) -> Vec<Obj> {
-    let mut v = vmi("t", name).uid(uid).phase("Scheduling");
-    for (k, val) in annotations {
-        v = v.annotate(k, val);
-    }
-    vec![
-        v.obj(),
-        launcher("t", &format!("virt-launcher-{name}"), name, uid)
-            .gated()
-            .obj(),
-    ]
-}
-
 fn template(name: &str, uid: &str, count: &str) -> Vec<Obj> {
     gated_vmi(
         name,
@@ -77,11 +64,7 @@ fn g3_a_gated_vmi_gets_its_set_placed_on_the_best_fit() {
         let p = pod(&t, "virt-launcher-vm1");
         assert!(!is_gated(&p));
         assert_eq!(pinned_node(&p).as_deref(), Some("n2"));
-        let w: Vec<String> = t
-            .writes()
-            .into_iter()
-            .filter(|w| w.contains("vm1"))
-            .collect();
+        let w = writes_about(&mut t, "vm1");
         assert_eq!(
             w,
             [

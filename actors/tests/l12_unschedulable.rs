@@ -6,16 +6,7 @@ use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj};
 
 fn stuck(pod: gpu_claims_actors::fixtures::PodB) -> Vec<Obj> {
-    let mut objs = vec![
-        class("h200", H200).obj(),
-        node("n1").gpus(H200, 8).ready(false).obj(),
-    ];
-    objs.extend(
-        claim("t", "a")
-            .lost("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
+    let mut objs = lost_on_a_failed_node(|c| c);
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     objs.push(pod.obj());
     objs

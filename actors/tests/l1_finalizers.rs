@@ -35,16 +35,13 @@ fn l1_class_without_finalizer_gets_it() {
         class("h200", H200).no_finalizer().obj(),
         node("n1").gpus(H200, 8).obj(),
     ];
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(
-            t.writes(),
-            [
-                "add_finalizer GPUClass h200 L1",
-                "update_status GPUClass h200 class-status"
-            ]
-        );
-    });
+    assert_eq!(
+        settled_writes(objs),
+        [
+            "add_finalizer GPUClass h200 L1",
+            "update_status GPUClass h200 class-status"
+        ]
+    );
 }
 
 #[test]
@@ -62,10 +59,7 @@ fn l1_deleting_claim_gets_no_finalizer() {
 #[test]
 fn l1_deleting_class_gets_no_finalizer() {
     let objs = vec![class("h200", H200).no_finalizer().deleting().obj()];
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(t.writes(), Vec::<String>::new());
-    });
+    assert_eq!(settled_writes(objs), Vec::<String>::new());
 }
 
 #[test]

@@ -350,16 +350,13 @@ fn l5_attached_claim_whose_vmi_is_gone_is_detached_at_once() {
             .attached("vm1")
             .with_allocation(H200),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(
-            t.writes(),
-            [
-                "update_status GPUClaim a L5",
-                "update_status GPUClass h200 class-status"
-            ]
-        );
-    });
+    assert_eq!(
+        settled_writes(objs),
+        [
+            "update_status GPUClaim a L5",
+            "update_status GPUClass h200 class-status"
+        ]
+    );
 }
 
 #[test]
@@ -509,17 +506,7 @@ fn l6_attachments_are_left_alone_with_integration_off() {
 
 #[test]
 fn l7_detach_keeps_the_lost_condition_of_a_lost_claim() {
-    let mut objs = vec![
-        class("h200", H200).obj(),
-        node("n1").gpus(H200, 8).ready(false).obj(),
-    ];
-    objs.extend(
-        claim("t", "a")
-            .lost("n1")
-            .attached("vm1")
-            .waiting("NoCapacity")
-            .with_allocation(H200),
-    );
+    let mut objs = lost_on_a_failed_node(|c| c.waiting("NoCapacity"));
     objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;

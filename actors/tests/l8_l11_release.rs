@@ -32,19 +32,12 @@ fn l8_release_deletes_the_record_then_removes_the_finalizer() {
 
 #[test]
 fn l8_claim_without_record_just_loses_its_finalizer() {
-    with_world(
-        Config::default(),
-        world([claim("t", "a").deleting().obj()]),
-        |mut t| async move {
-            t.settle().await;
-            assert_eq!(
-                t.writes(),
-                [
-                    "remove_finalizer GPUClaim a L8",
-                    "update_status GPUClass h200 class-status"
-                ]
-            );
-        },
+    assert_eq!(
+        settled_writes(world([claim("t", "a").deleting().obj()])),
+        [
+            "remove_finalizer GPUClaim a L8",
+            "update_status GPUClass h200 class-status"
+        ]
     );
 }
 
@@ -410,14 +403,11 @@ fn l10_live_vmi_holds_until_a_poll_sees_it_final() {
 #[test]
 fn l11_class_is_released_once_no_claim_holds() {
     let objs = vec![class("h200", H200).deleting().obj(), claim("t", "p").obj()];
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(
-            t.writes(),
-            ["remove_finalizer GPUClass h200 L11"],
-            "a Pending claim does not hold"
-        );
-    });
+    assert_eq!(
+        settled_writes(objs),
+        ["remove_finalizer GPUClass h200 L11"],
+        "a Pending claim does not hold"
+    );
 }
 
 #[test]

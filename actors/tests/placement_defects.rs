@@ -105,11 +105,7 @@ fn l2_a_recreated_vmi_never_runs_on_the_earlier_vmis_template_claim() {
         let p = pod(&t, "virt-launcher-vm1-new");
         assert!(!is_gated(&p));
         assert_eq!(pinned_node(&p).as_deref(), c.node_name());
-        let placed: Vec<String> = t
-            .writes()
-            .into_iter()
-            .filter(|w| w.starts_with("update_status GPUClaim vm1-gpu G4"))
-            .collect();
+        let placed = writes_about(&mut t, "update_status GPUClaim vm1-gpu G4");
         assert_eq!(
             placed.len(),
             1,
@@ -123,19 +119,12 @@ fn l8_deletes_the_allocation_the_cache_does_not_show_before_the_finalizer() {
     // The allocations watch trails by 10 s: when the claim is released,
     // the claim actor's cache has not seen the allocation placement wrote.
     run_sim(|| async move {
-        let objs = vec![
+        let mut objs = vec![
             class("h200", H200).obj(),
             node("n1").gpus(H200, 8).obj(),
             claim("t", "a").obj(),
-            vmi("t", "vm1")
-                .uid("u1")
-                .phase("Scheduling")
-                .annotate(CLAIMS_ANNOTATION, "a")
-                .obj(),
-            launcher("t", "virt-launcher-vm1", "vm1", "u1")
-                .gated()
-                .obj(),
         ];
+        objs.extend(vm1_naming("a"));
         let sim = Sim::start(
             Config::default(),
             &objs,
@@ -190,20 +179,14 @@ fn l8_deletes_the_allocation_the_cache_does_not_show_before_the_finalizer() {
 }
 
 fn asking(claims: &str) -> Vec<Obj> {
-    vec![
+    let mut objs = vec![
         class("h200", H200).obj(),
         node("n1").gpus(H200, 8).obj(),
         claim("t", "a").obj(),
         claim("t", "b").obj(),
-        vmi("t", "vm1")
-            .uid("u1")
-            .phase("Scheduling")
-            .annotate(CLAIMS_ANNOTATION, claims)
-            .obj(),
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .gated()
-            .obj(),
-    ]
+    ];
+    objs.extend(vm1_naming(claims));
+    objs
 }
 
 #[test]

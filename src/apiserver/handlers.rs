@@ -56,7 +56,7 @@ pub async fn handle(
         .unwrap_or_default()
         .to_string();
     let target = parse(path);
-    s.allocation(super::Access {
+    s.audit_request(super::Access {
         user_agent,
         verb: match (&method, &target) {
             (_, None) => method.to_string(),

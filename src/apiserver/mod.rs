@@ -126,7 +126,7 @@ impl ApiServer {
             .collect()
     }
 
-    pub(crate) fn allocation(&self, a: Access) {
+    pub(crate) fn audit_request(&self, a: Access) {
         let mut g = self.audit.lock().unwrap_or_else(|e| e.into_inner());
         if !g.contains(&a) {
             g.insert(a);

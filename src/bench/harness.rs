@@ -7,7 +7,7 @@ use gpu_claims_actors::controller::{Env, Leading, Ports, Supervisor};
 use gpu_claims_actors::memory::store::Store;
 use gpu_claims_actors::memory::{MemCluster, feed};
 use gpu_claims_actors::ports::{
-    Deleted, Obj, ObjRef, Preconditions, Telemetry, TokioClock, WriteError, Writer,
+    Guarded, ObjRef, Telemetry, TokioClock, WriteError, WriteGuard, WriteOp,
 };
 use gpu_claims_actors::rules::RuleId;
 use gpu_claims_actors::world::World;
@@ -23,43 +23,18 @@ pub struct Stamps {
     pub latencies: Mutex<Vec<Duration>>,
 }
 
-struct TimedWriter {
-    inner: Arc<MemCluster>,
-    stamps: Arc<Stamps>,
-}
+/// Stamps every write when the actor issues it.
+struct Stamping(Arc<Stamps>);
 
-impl TimedWriter {
-    fn stamp(&self, op: &'static str, what: String) {
-        self.stamps
+#[async_trait]
+impl WriteGuard for Stamping {
+    async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<(), WriteError> {
+        self.0
             .writes
             .lock()
             .unwrap()
-            .push((Instant::now(), op, what));
-    }
-}
-
-#[async_trait]
-impl Writer for TimedWriter {
-    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        self.stamp("create", obj.obj_ref().to_string());
-        self.inner.create(obj, rule).await
-    }
-    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        self.stamp("replace", obj.obj_ref().to_string());
-        self.inner.replace(obj, rule).await
-    }
-    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        self.stamp("replace_status", obj.obj_ref().to_string());
-        self.inner.replace_status(obj, rule).await
-    }
-    async fn delete(
-        &self,
-        what: ObjRef,
-        pre: Preconditions,
-        rule: RuleId,
-    ) -> Result<Deleted, WriteError> {
-        self.stamp("delete", what.to_string());
-        self.inner.delete(what, pre, rule).await
+            .push((Instant::now(), op.as_str(), what.to_string()));
+        Ok(())
     }
 }
 
@@ -90,9 +65,9 @@ impl Harness {
         let config = gpu_claims_actors::config::Config::default();
         let world = Arc::new(World::new(config.clone()));
         let ports = Ports {
-            writer: Arc::new(TimedWriter {
+            writer: Arc::new(Guarded {
                 inner: cluster.clone(),
-                stamps: stamps.clone(),
+                guard: Stamping(stamps.clone()),
             }),
             reader: cluster.clone(),
             clock: Arc::new(TokioClock::real()),

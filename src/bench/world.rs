@@ -11,7 +11,7 @@
 //! Plus classes with no claims, to be deleted one by one (L11).
 
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_FINALIZER};
-use gpu_claims_actors::fixtures::{PodB, claim, class, launcher, node, vmi};
+use gpu_claims_actors::fixtures::{MetaB, PodB, claim, class, launcher, node, vmi};
 use gpu_claims_actors::ports::Obj;
 
 pub const GPU: &str = "nvidia.com/gpu";

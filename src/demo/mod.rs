@@ -15,7 +15,7 @@ use crate::run::Controller;
 use crate::standin::StandIn;
 use crate::telemetry::Logging;
 use anyhow::{Context as _, bail};
-use gpu_claims_actors::fixtures::{claim, class, node};
+use gpu_claims_actors::fixtures::{MetaB, claim, class, node};
 use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::memory::invariants::{Checker, progress};
 use gpu_claims_actors::memory::store::Store;

@@ -302,3 +302,15 @@ pub fn available(what: &str, probe: &mut std::process::Command) -> bool {
     }
     ok
 }
+
+/// Runs a command that must succeed; its output, or a panic with what it said.
+pub fn succeed(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -47,9 +47,9 @@ impl ClassActor {
         Self {
             name,
             generation,
-            env,
+            env: env.clone(),
             to,
-            scaffold: Scaffold::default(),
+            scaffold: Scaffold::new(env.clone()),
             fresh: Freshness::default(),
             released: HashMap::new(),
         }
@@ -77,7 +77,7 @@ impl ClassActor {
     ) {
         let kind = intent_of(&intent);
         tracing::info!(class = %self.name, rule = %rule, intent = %kind, "writing");
-        self.scaffold.writing(&self.env, rule);
+        self.scaffold.writing(rule);
         let env = self.env.clone();
         let uid = class.metadata.uid.clone();
         let fut = async move { write_class(&env, &class, rule, intent).await };
@@ -113,16 +113,12 @@ impl ClassActor {
             Err(e) => {
                 let wait = scaffold::retry_later(self, ctx);
                 tracing::warn!(class = %self.name, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "class write failed");
-                self.scaffold.log(
-                    &self.env,
-                    rule,
-                    intent,
-                    DecisionResult::Error(e.to_string()),
-                );
+                self.scaffold
+                    .log(rule, intent, DecisionResult::Error(e.to_string()));
                 return;
             }
         };
-        self.scaffold.log(&self.env, rule, intent, logged);
+        self.scaffold.log(rule, intent, logged);
         scaffold::reconcile(self, ctx);
     }
 
@@ -216,10 +212,6 @@ async fn write_class(
 impl Scaffolded for ClassActor {
     fn scaffold(&mut self) -> &mut Scaffold {
         &mut self.scaffold
-    }
-
-    fn env(&self) -> &Arc<Env> {
-        &self.env
     }
 
     fn decide(&mut self, ctx: &mut Context<Self>) {

@@ -168,8 +168,8 @@ impl Backoff {
 }
 
 /// The shared state; each actor holds one.
-#[derive(Default)]
 pub struct Scaffold {
+    env: Arc<Env>,
     busy: bool,
     /// A change came while busy: decide again when the I/O ends.
     owed: bool,
@@ -183,12 +183,23 @@ pub struct Scaffold {
 /// An actor built on the scaffold.
 pub trait Scaffolded: Actor<Context = Context<Self>> {
     fn scaffold(&mut self) -> &mut Scaffold;
-    fn env(&self) -> &Arc<Env>;
     /// Decides, and starts the I/O of the step due, if any.
     fn decide(&mut self, ctx: &mut Context<Self>);
 }
 
 impl Scaffold {
+    pub fn new(env: Arc<Env>) -> Self {
+        Self {
+            env,
+            busy: false,
+            owed: false,
+            retry: None,
+            backoff: Backoff::default(),
+            log: DecisionLog::default(),
+            pending_since: None,
+        }
+    }
+
     pub fn busy(&self) -> bool {
         self.busy
     }
@@ -205,14 +216,15 @@ impl Scaffold {
 
     /// A write is about to start for `rule`: reports how long the oldest
     /// change pending took to reach it.
-    pub fn writing(&mut self, env: &Env, rule: RuleId) {
+    pub fn writing(&mut self, rule: RuleId) {
         if let Some(since) = self.pending_since.take() {
-            let took = env.clock.now().saturating_duration_since(since);
-            env.telemetry.change_to_write(took, rule);
+            let took = self.env.clock.now().saturating_duration_since(since);
+            self.env.telemetry.change_to_write(took, rule);
         }
     }
 
-    pub fn log(&mut self, env: &Env, rule: RuleId, intent: Intent, result: DecisionResult) {
+    pub fn log(&mut self, rule: RuleId, intent: Intent, result: DecisionResult) {
+        let env = &self.env;
         let at_ms = env.clock.now().duration_since(env.started).as_millis() as u64;
         self.log.push(Decision {
             at_ms,
@@ -239,8 +251,8 @@ impl Scaffold {
 
 /// Decides now, or, while I/O is under way, once it ends.
 pub fn reconcile<A: Scaffolded>(act: &mut A, ctx: &mut Context<A>) {
-    act.env().activity.tick();
     let s = act.scaffold();
+    s.env.activity.tick();
     if s.busy {
         s.owed = true;
         return;
@@ -258,11 +270,13 @@ where
     F: Future<Output = O> + 'static,
     D: FnOnce(&mut A, O, &mut Context<A>) + 'static,
 {
-    act.scaffold().busy = true;
-    act.env().activity.begin_io();
+    let s = act.scaffold();
+    s.busy = true;
+    s.env.activity.begin_io();
     ctx.spawn(fut.into_actor(act).map(move |out, act, ctx| {
-        act.env().activity.end_io();
-        act.scaffold().busy = false;
+        let s = act.scaffold();
+        s.env.activity.end_io();
+        s.busy = false;
         done(act, out, ctx);
     }));
 }

@@ -102,7 +102,7 @@ impl MemCluster {
         self.faults().fail_writes.pop_front().flatten()
     }
 
-    fn allocation(
+    fn journal_write(
         &self,
         op: &'static str,
         what: &ObjRef,
@@ -170,7 +170,7 @@ impl Writer for MemCluster {
         let r = self
             .store
             .create(what.kind.name(), crate::api::to_json(&obj));
-        self.allocation("create", &what, rule, &r);
+        self.journal_write("create", &what, rule, &r);
         self.typed(what.kind, r.map_err(write_error)?)
     }
 
@@ -187,7 +187,7 @@ impl Writer for MemCluster {
         let v = crate::api::to_json(&obj);
         let op = update_op(what.kind, before.as_ref(), &v);
         let r = self.store.update(what.kind.name(), v, Subresource::Main);
-        self.allocation(op, &what, rule, &r);
+        self.journal_write(op, &what, rule, &r);
         self.typed(what.kind, r.map_err(write_error)?)
     }
 
@@ -201,7 +201,7 @@ impl Writer for MemCluster {
             crate::api::to_json(&obj),
             Subresource::Status,
         );
-        self.allocation("update_status", &what, rule, &r);
+        self.journal_write("update_status", &what, rule, &r);
         self.typed(what.kind, r.map_err(write_error)?)
     }
 
@@ -222,7 +222,7 @@ impl Writer for MemCluster {
             pre.uid.as_deref(),
             pre.resource_version.as_deref(),
         );
-        self.allocation("delete", &what, rule, &r);
+        self.journal_write("delete", &what, rule, &r);
         let w = r.map_err(write_error)?;
         if w.removed {
             return Ok(Deleted::Gone);

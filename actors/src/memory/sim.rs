@@ -7,8 +7,7 @@ use super::feed::{Lag, feed};
 use super::store::Store;
 use crate::config::Config;
 use crate::controller::{ConfigChanged, Env, Ports, Supervisor};
-use crate::ports::{Deleted, Obj, ObjRef, Preconditions, TokioClock, WriteError, Writer};
-use crate::rules::RuleId;
+use crate::ports::{Guarded, Obj, ObjRef, TokioClock, WriteError, WriteGuard, WriteOp};
 use crate::world::World;
 use actix::{Actor, Addr};
 use async_trait::async_trait;
@@ -43,54 +42,23 @@ pub fn sim_store() -> Arc<Store> {
     Arc::new(Store::new(wall, STATUS_KINDS))
 }
 
-/// A writer that can die like a process: after `left` more writes, every
-/// write hangs forever (the process is gone; nothing it does lands).
-pub struct DyingWriter {
-    inner: Arc<MemCluster>,
+/// A process that can die: after `left` more writes, every write hangs
+/// forever (the process is gone; nothing it does lands).
+pub struct Mortality {
     left: AtomicI64,
 }
 
-impl DyingWriter {
-    fn gate(&self) -> bool {
-        self.left.fetch_sub(1, Ordering::SeqCst) > 0
-    }
-    async fn dead<T>() -> T {
+#[async_trait]
+impl WriteGuard for Mortality {
+    async fn admit(&self, _: WriteOp, _: &ObjRef) -> Result<(), WriteError> {
+        if self.left.fetch_sub(1, Ordering::SeqCst) > 0 {
+            return Ok(());
+        }
         std::future::pending().await
     }
 }
 
-#[async_trait]
-impl Writer for DyingWriter {
-    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        if !self.gate() {
-            return Self::dead().await;
-        }
-        self.inner.create(obj, rule).await
-    }
-    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        if !self.gate() {
-            return Self::dead().await;
-        }
-        self.inner.replace(obj, rule).await
-    }
-    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        if !self.gate() {
-            return Self::dead().await;
-        }
-        self.inner.replace_status(obj, rule).await
-    }
-    async fn delete(
-        &self,
-        what: ObjRef,
-        pre: Preconditions,
-        rule: RuleId,
-    ) -> Result<Deleted, WriteError> {
-        if !self.gate() {
-            return Self::dead().await;
-        }
-        self.inner.delete(what, pre, rule).await
-    }
-}
+type DyingWriter = Guarded<Mortality>;
 
 /// One controller process against the cluster.
 struct Process {
@@ -132,7 +100,9 @@ impl Sim {
         let world = Arc::new(World::new(config.clone()));
         let writer = Arc::new(DyingWriter {
             inner: cluster.clone(),
-            left: AtomicI64::new(i64::MAX),
+            guard: Mortality {
+                left: AtomicI64::new(i64::MAX),
+            },
         });
         let ports = Ports {
             writer: writer.clone(),
@@ -173,7 +143,7 @@ impl Sim {
     /// no I/O under way for a while. Time does not advance.
     pub async fn settle(&self) {
         // A dead process's writes hang forever: they are not work under way.
-        let dead = || self.process.writer.left.load(Ordering::SeqCst) < 0;
+        let dead = || self.process.writer.guard.left.load(Ordering::SeqCst) < 0;
         let probe = || {
             let a = &self.env().activity;
             (
@@ -227,19 +197,23 @@ impl Sim {
     /// Whether the process can still write: not dead, and not set to die
     /// at its next write.
     pub fn alive(&self) -> bool {
-        self.process.writer.left.load(Ordering::SeqCst) > 0
+        self.process.writer.guard.left.load(Ordering::SeqCst) > 0
     }
 
     /// The process dies after `writes` more writes: those land, later ones never do.
     pub fn die_after(&self, writes: i64) {
         // Never revives: a process already dead stays so.
-        self.process.writer.left.fetch_min(writes, Ordering::SeqCst);
+        self.process
+            .writer
+            .guard
+            .left
+            .fetch_min(writes, Ordering::SeqCst);
     }
 
     /// Kills the process (if still alive) and starts a new one with empty
     /// caches against the same cluster.
     pub fn restart(&mut self) {
-        self.process.writer.left.store(0, Ordering::SeqCst);
+        self.process.writer.guard.left.store(0, Ordering::SeqCst);
         self.process.feed.abort();
         self.process = Self::spawn(&self.cluster, &self.config, self.lag.clone());
     }

@@ -38,6 +38,20 @@ where
     })
 }
 
+/// Settles a cluster of `objects` (default config), checks I1-I5, and
+/// returns the controller's effective writes.
+pub fn settled_writes(objects: Vec<Obj>) -> Vec<String> {
+    run_sim(|| async move {
+        let mut t = TestCluster {
+            sim: Sim::start(Config::default(), &objects, None),
+            checker: Checker::default(),
+            seen: 0,
+        };
+        t.settle().await;
+        t.writes()
+    })
+}
+
 /// The same, with a watch that trails writes by `lag`.
 pub fn with_lagging_world<F, Fut>(lag: Duration, objects: Vec<Obj>, f: F)
 where
@@ -158,6 +172,48 @@ impl TestCluster {
 
 fn fmt(e: &Entry) -> String {
     format!("{} {} {} {}", e.op, e.kind, e.name, e.rule)
+}
+
+/// A VMI of `t` starting (Scheduling) with these annotations, and its
+/// launcher pod `virt-launcher-<name>` at the gate.
+pub fn gated_vmi(name: &str, uid: &str, annotations: &[(&str, &str)]) -> Vec<Obj> {
+    let mut v = vmi("t", name).uid(uid).phase("Scheduling");
+    for (k, val) in annotations {
+        v = v.annotate(k, val);
+    }
+    vec![
+        v.obj(),
+        launcher("t", &format!("virt-launcher-{name}"), name, uid)
+            .gated()
+            .obj(),
+    ]
+}
+
+/// VMI vm1 (u1) naming `claims`, at the gate.
+pub fn vm1_naming(claims: &str) -> Vec<Obj> {
+    gated_vmi(
+        "vm1",
+        "u1",
+        &[(gpu_claims_actors::api::CLAIMS_ANNOTATION, claims)],
+    )
+}
+
+/// A Lost claim `a` on n1 (NotReady), attached to vm1, shaped by `shape`.
+pub fn lost_on_a_failed_node(shape: impl FnOnce(ClaimB) -> ClaimB) -> Vec<Obj> {
+    let mut objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 8).ready(false).obj(),
+    ];
+    objs.extend(shape(claim("t", "a").lost("n1").attached("vm1")).with_allocation(H200));
+    objs
+}
+
+/// The effective writes whose description contains `needle`.
+pub fn writes_about(t: &mut TestCluster, needle: &str) -> Vec<String> {
+    t.writes()
+        .into_iter()
+        .filter(|w| w.contains(needle))
+        .collect()
 }
 
 pub fn secs(s: u64) -> Duration {

@@ -82,9 +82,9 @@ impl ClaimActor {
         Self {
             key,
             generation,
-            env,
+            env: env.clone(),
             to,
-            scaffold: Scaffold::default(),
+            scaffold: Scaffold::new(env.clone()),
             fresh: Freshness::default(),
             mem: ClaimMemory::default(),
             grace_timer: None,
@@ -132,7 +132,7 @@ impl ClaimActor {
     ) {
         let kind = intent_of(&intent);
         tracing::info!(claim = %self.key, rule = %rule, intent = %kind, "writing");
-        self.scaffold.writing(&self.env, rule);
+        self.scaffold.writing(rule);
         let allocation = self.cached_allocation_uid(&claim);
         self.writing = Some(claim.clone());
         let fut = io::execute(self.env.clone(), claim, rule, intent, allocation);
@@ -202,7 +202,7 @@ impl ClaimActor {
         {
             claim_trace!(self, rule = %rule, intent = %intent, result = %result, "done");
         }
-        self.scaffold.log(&self.env, rule, intent, result);
+        self.scaffold.log(rule, intent, result);
         if again {
             scaffold::reconcile(self, ctx);
         }
@@ -332,10 +332,6 @@ impl ClaimActor {
 impl Scaffolded for ClaimActor {
     fn scaffold(&mut self) -> &mut Scaffold {
         &mut self.scaffold
-    }
-
-    fn env(&self) -> &Arc<Env> {
-        &self.env
     }
 
     fn decide(&mut self, ctx: &mut Context<Self>) {

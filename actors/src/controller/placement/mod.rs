@@ -117,8 +117,8 @@ const CONFLICT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 impl Placement {
     pub fn new(env: Arc<Env>) -> Self {
         Self {
-            env,
-            scaffold: Scaffold::default(),
+            env: env.clone(),
+            scaffold: Scaffold::new(env.clone()),
             queue: VecDeque::new(),
             queued: HashSet::new(),
             own: OwnWrites::default(),
@@ -141,7 +141,7 @@ impl Placement {
 
     fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
         let (rule, intent) = (write.rule(), write.intent());
-        self.scaffold.writing(&self.env, rule);
+        self.scaffold.writing(rule);
         let fut = execute(self.env.clone(), write);
         scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
             act.remember(&done);
@@ -152,7 +152,7 @@ impl Placement {
                 }
                 Some(error) => act.failed(work, error, ctx),
             };
-            act.scaffold.log(&act.env, rule, intent, result);
+            act.scaffold.log(rule, intent, result);
             scaffold::reconcile(act, ctx);
         });
     }
@@ -268,10 +268,6 @@ impl Placement {
 impl Scaffolded for Placement {
     fn scaffold(&mut self) -> &mut Scaffold {
         &mut self.scaffold
-    }
-
-    fn env(&self) -> &Arc<Env> {
-        &self.env
     }
 
     /// Works through the queue until a write starts or nothing is left.

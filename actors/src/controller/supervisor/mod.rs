@@ -148,20 +148,25 @@ impl Supervisor {
             });
         }
         if self.env.world.claims.contains_key(k) {
-            self.generation += 1;
-            let a = ClaimActor::new(
-                k.to_string(),
-                self.generation,
-                self.env.clone(),
-                to_supervisor(ctx),
-            )
-            .start();
+            let (g, a) = self.spawn(ctx, |g, env, to| ClaimActor::new(k.to_string(), g, env, to));
             a.do_send(Reconcile {
                 since: self.change_at,
             });
-            self.claims.insert(k.to_string(), (self.generation, a));
+            self.claims.insert(k.to_string(), (g, a));
             self.report_actors();
         }
+    }
+
+    /// Starts an actor of a new generation (an actor that stops reports
+    /// its generation, so a newer one for the same object is kept).
+    fn spawn<A: Actor<Context = Context<A>>>(
+        &mut self,
+        ctx: &Context<Self>,
+        make: impl FnOnce(u64, Arc<Env>, ToSupervisor) -> A,
+    ) -> (u64, Addr<A>) {
+        self.generation += 1;
+        let a = make(self.generation, self.env.clone(), to_supervisor(ctx)).start();
+        (self.generation, a)
     }
 
     fn class_actor(&mut self, name: &str, ctx: &mut Context<Self>) -> Option<Addr<ClassActor>> {
@@ -171,16 +176,10 @@ impl Supervisor {
         if !self.env.world.classes.contains_key(name) {
             return None;
         }
-        self.generation += 1;
-        let a = ClassActor::new(
-            name.to_string(),
-            self.generation,
-            self.env.clone(),
-            to_supervisor(ctx),
-        )
-        .start();
-        self.classes
-            .insert(name.to_string(), (self.generation, a.clone()));
+        let (g, a) = self.spawn(ctx, |g, env, to| {
+            ClassActor::new(name.to_string(), g, env, to)
+        });
+        self.classes.insert(name.to_string(), (g, a.clone()));
         self.report_actors();
         Some(a)
     }

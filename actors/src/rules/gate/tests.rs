@@ -32,6 +32,17 @@ fn vm_asking(n: u32, pod: impl Fn(PodB) -> PodB) -> Vec<Obj> {
     ]
 }
 
+/// VMI `vm` (uid u1) naming `claims`, with one gated launcher pod.
+fn vm_naming(claims: &str) -> Vec<Obj> {
+    vec![
+        vmi("t", "vm")
+            .uid("u1")
+            .annotate(CLAIMS_ANNOTATION, claims)
+            .obj(),
+        launcher("t", "p", "vm", "u1").gated().obj(),
+    ]
+}
+
 fn gpu_node(name: &str, gpus: u64) -> NodeB {
     node(name).gpus(H200, gpus)
 }
@@ -93,17 +104,7 @@ fn g3_g5_gate_decisions_table() {
         ),
         row(
             "G5 ClaimMissing: a named claim does not exist",
-            vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8)]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                ],
-            ],
+            vec![h200(), nodes(vec![gpu_node("n1", 8)]), vm_naming("a")],
             Wait(ClaimMissing, "claim a does not exist"),
         ),
         row(
@@ -127,14 +128,8 @@ fn g3_g5_gate_decisions_table() {
             vec![
                 h200(),
                 nodes(vec![gpu_node("n1", 8)]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "other-gpu")
-                        .obj(),
-                    claim("t", "other-gpu").template_of("other", "u9").obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                ],
+                vm_naming("other-gpu"),
+                vec![claim("t", "other-gpu").template_of("other", "u9").obj()],
             ],
             Wait(ClaimInUse, "belongs to VMI other"),
         ),
@@ -143,14 +138,10 @@ fn g3_g5_gate_decisions_table() {
             vec![
                 h200(),
                 nodes(vec![gpu_node("n1", 8)]),
+                vm_naming("a"),
                 vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .obj(),
                     vmi("t", "other").uid("u9").phase("Running").obj(),
                     claim("t", "a").bound("n1").attached("other").obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
                 ],
             ],
             Wait(ClaimInUse, "attached to VMI other"),
@@ -160,14 +151,8 @@ fn g3_g5_gate_decisions_table() {
             vec![
                 h200(),
                 nodes(vec![gpu_node("n1", 8)]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .obj(),
-                    claim("t", "a").deleting().obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                ],
+                vm_naming("a"),
+                vec![claim("t", "a").deleting().obj()],
             ],
             Wait(ClaimDeleting, "claim a is being deleted"),
         ),
@@ -183,13 +168,7 @@ fn g3_g5_gate_decisions_table() {
                 nodes(vec![gpu_node("n1", 8), gpu_node("n2", 8)]),
                 claim("t", "a").bound("n1").with_allocation(H200),
                 claim("t", "b").bound("n2").with_allocation(H200),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a,b")
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                ],
+                vm_naming("a,b"),
             ],
             Wait(SplitNodes, "on 2 nodes"),
         ),
@@ -222,13 +201,7 @@ fn g3_g5_gate_decisions_table() {
                     "NoSchedule",
                 )]),
                 claim("t", "a").bound("n1").with_allocation(H200),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                ],
+                vm_naming("a"),
             ],
             Wait(PinnedElsewhere, "node with a taint not tolerated"),
         ),
@@ -238,13 +211,7 @@ fn g3_g5_gate_decisions_table() {
                 h200(),
                 nodes(vec![gpu_node("n1", 8), gpu_node("n2", 1)]),
                 claim("t", "a").bound("n1").with_allocation(H200),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                ],
+                vm_naming("a"),
             ],
             Place("n1"),
         ),
