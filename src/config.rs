@@ -128,32 +128,38 @@ impl Reloader {
         }
     }
 
-    /// Runs until the process ends: reloads on file changes and SIGHUP.
-    pub async fn run(mut self, mut apply: impl FnMut(Result<Config, ConfigError>) + Send) {
-        use notify::Watcher;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let dir = self
-            .path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
-        let file_tx = tx.clone();
-        let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            if ev.is_ok() {
-                let _ = file_tx.send(());
-            }
-        });
-        let _watcher = match watcher.and_then(|mut w| {
-            w.watch(&dir, notify::RecursiveMode::NonRecursive)
-                .map(|_| w)
-        }) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                tracing::warn!(error = %e, dir = %dir.display(), "cannot watch the config directory; SIGHUP still reloads");
-                None
-            }
-        };
+    /// Runs until the process ends: reloads on file changes and SIGHUP,
+    /// once per change (reading the file is not one).
+    pub async fn run(self, apply: impl FnMut(Result<Config, ConfigError>) + Send) {
+        self.watch().run(apply).await
+    }
+
+    /// Starts watching the file: every change from now on is seen by `run`.
+    pub fn watch(self) -> WatchedConfig {
+        let (changes, hup_tx) = crate::file_watch::FileChanges::watch(&[&self.path]);
+        WatchedConfig {
+            reloader: self,
+            changes,
+            hup_tx,
+        }
+    }
+}
+
+/// A config file being watched.
+pub struct WatchedConfig {
+    reloader: Reloader,
+    changes: crate::file_watch::FileChanges,
+    hup_tx: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl WatchedConfig {
+    /// Reloads on each change and SIGHUP until the process ends.
+    pub async fn run(self, mut apply: impl FnMut(Result<Config, ConfigError>) + Send) {
+        let Self {
+            reloader: mut this,
+            mut changes,
+            hup_tx,
+        } = self;
         #[cfg(unix)]
         tokio::spawn(async move {
             let Ok(mut hup) =
@@ -162,23 +168,26 @@ impl Reloader {
                 return;
             };
             while hup.recv().await.is_some() {
-                if tx.send(()).is_err() {
+                if hup_tx.send(()).is_err() {
                     return;
                 }
             }
         });
-        while rx.recv().await.is_some() {
-            // A swap is several events; read once they have stopped.
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            while rx.try_recv().is_ok() {}
-            match self.reload() {
+        #[cfg(not(unix))]
+        drop(hup_tx);
+        // A change between the first load and the watch is not missed:
+        // look once now that the watch is on.
+        let mut first = true;
+        while first || changes.next().await.is_some() {
+            first = false;
+            match this.reload() {
                 Reloaded::Applied(c) => {
-                    tracing::info!(path = %self.path.display(), "config reloaded");
+                    tracing::info!(path = %this.path.display(), "config reloaded");
                     apply(Ok(*c));
                 }
                 Reloaded::Unchanged => {}
                 Reloaded::Refused(error) => {
-                    tracing::error!(path = %self.path.display(), %error, "config refused; the running config stays");
+                    tracing::error!(path = %this.path.display(), %error, "config refused; the running config stays");
                     apply(Err(*error));
                 }
             }

@@ -65,11 +65,35 @@ fn write_error(e: kube::Error) -> WriteError {
 pub struct KubePorts {
     client: Client,
     metrics: Arc<Metrics>,
+    /// Every request's deadline.
+    deadline: std::time::Duration,
 }
 
 impl KubePorts {
-    pub fn new(client: Client, metrics: Arc<Metrics>) -> Arc<Self> {
-        Arc::new(Self { client, metrics })
+    pub fn new(client: Client, metrics: Arc<Metrics>, deadline: std::time::Duration) -> Arc<Self> {
+        Arc::new(Self {
+            client,
+            metrics,
+            deadline,
+        })
+    }
+
+    /// Runs a request within the deadline; one that gets no answer by then
+    /// is counted and answered with `timeout`.
+    async fn within<T, E>(
+        &self,
+        verb: &str,
+        kind: Kind,
+        request: impl Future<Output = Result<T, E>>,
+        timeout: impl FnOnce(std::time::Duration) -> E,
+    ) -> Result<T, E> {
+        match tokio::time::timeout(self.deadline, request).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.metrics.timed_out(verb, kind.name());
+                Err(timeout(self.deadline))
+            }
+        }
     }
 
     fn count<T>(&self, op: &str, kind: Kind, rule: RuleId, r: &Result<T, WriteError>) {
@@ -111,12 +135,18 @@ impl KubePorts {
         let pp = PostParams::default();
         let res = match dynamic(&obj) {
             Err(e) => Err(e),
-            Ok(d) => match put {
-                Put::Create => api.create(&pp, &d).await,
-                Put::Replace => api.replace(&r.name, &pp, &d).await,
-                Put::ReplaceStatus => api.replace_status(&r.name, &pp, &d).await,
+            Ok(d) => {
+                let request = async {
+                    match put {
+                        Put::Create => api.create(&pp, &d).await,
+                        Put::Replace => api.replace(&r.name, &pp, &d).await,
+                        Put::ReplaceStatus => api.replace_status(&r.name, &pp, &d).await,
+                    }
+                    .map_err(write_error)
+                };
+                self.within(put.op(), r.kind, request, WriteError::Timeout)
+                    .await
             }
-            .map_err(write_error),
         };
         let res = res.and_then(|o| self.back(r.kind, o));
         self.count(put.op(), r.kind, rule, &res);
@@ -152,7 +182,11 @@ impl Writer for KubePorts {
             }),
             ..DeleteParams::default()
         };
-        let res = match api.delete(&what.name, &dp).await.map_err(write_error) {
+        let request = async { api.delete(&what.name, &dp).await.map_err(write_error) };
+        let res = match self
+            .within("delete", what.kind, request, WriteError::Timeout)
+            .await
+        {
             // An object answered without finalizers is gone (the API server returns
             // the last state of some kinds instead of a Status).
             Ok(either::Either::Left(o))
@@ -173,7 +207,11 @@ impl Writer for KubePorts {
 impl Reader for KubePorts {
     async fn get(&self, what: ObjRef) -> Result<Option<Obj>, ReadError> {
         let api = api(&self.client, what.kind, what.namespace.as_deref());
-        match api.get(&what.name).await {
+        let request = async { Ok(api.get(&what.name).await) };
+        let answer = self
+            .within("get", what.kind, request, ReadError::Timeout)
+            .await?;
+        match answer {
             Ok(o) => typed(what.kind, o)
                 .map(Some)
                 .map_err(|e| ReadError::Other(e.to_string())),
@@ -189,17 +227,24 @@ impl Reader for KubePorts {
     }
 }
 
-/// Events through kube-runtime's recorder (events.k8s.io), best effort.
-pub struct KubeRecorder(kube::runtime::events::Recorder);
+/// Events through kube-runtime's recorder (events.k8s.io), best effort,
+/// and only while the fence (if any) is open: a standby tells nothing.
+pub struct KubeRecorder {
+    recorder: kube::runtime::events::Recorder,
+    fence: Option<Arc<crate::leader::Fence>>,
+}
 
 impl KubeRecorder {
-    pub fn new(client: Client) -> Arc<Self> {
+    pub fn new(client: Client, fence: Option<Arc<crate::leader::Fence>>) -> Arc<Self> {
         let instance = std::env::var("POD_NAME").ok();
         let reporter = kube::runtime::events::Reporter {
             controller: "gpu-claims".into(),
             instance,
         };
-        Arc::new(Self(kube::runtime::events::Recorder::new(client, reporter)))
+        Arc::new(Self {
+            recorder: kube::runtime::events::Recorder::new(client, reporter),
+            fence,
+        })
     }
 }
 
@@ -207,6 +252,10 @@ impl KubeRecorder {
 impl gpu_claims_actors::ports::Recorder for KubeRecorder {
     async fn publish(&self, note: gpu_claims_actors::ports::Event) {
         use kube::runtime::events::{Event, EventType};
+        if self.fence.as_ref().is_some_and(|f| !f.open()) {
+            tracing::debug!(regarding = %note.regarding, "event not published: this process does not lead");
+            return;
+        }
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(note.regarding.kind.api_version().into()),
             kind: Some(note.regarding.kind.name().into()),
@@ -226,7 +275,7 @@ impl gpu_claims_actors::ports::Recorder for KubeRecorder {
             action: note.rule.as_str().into(),
             secondary: None,
         };
-        if let Err(e) = self.0.publish(&ev, &reference).await {
+        if let Err(e) = self.recorder.publish(&ev, &reference).await {
             tracing::debug!(error = %e, regarding = %note.regarding, "event not published");
         }
     }

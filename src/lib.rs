@@ -6,9 +6,12 @@
 pub mod apiserver;
 pub mod bench;
 pub mod cli;
+pub mod clients;
 pub mod config;
+pub mod controller;
 pub mod crd;
 pub mod demo;
+pub mod file_watch;
 pub mod http;
 pub mod kube_ports;
 pub mod leader;
@@ -35,6 +38,9 @@ pub enum Error {
     Tls(#[from] webhook::TlsError),
     #[error("kube: {0}")]
     Kube(#[source] Box<kube::Error>),
+    /// No kubeconfig or in-cluster config, or one that cannot be read.
+    #[error("no usable kubeconfig or in-cluster config: {0}")]
+    Kubeconfig(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl From<kube::Error> for Error {

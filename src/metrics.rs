@@ -57,6 +57,14 @@ pub struct Metrics {
     pub gate_wait: Histogram,
     pub actors: Family<KindLabel, Gauge>,
     pub leader: Gauge,
+    /// API requests that got no answer within their deadline.
+    pub timeouts: Family<VerbKindLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbKindLabels {
+    pub verb: String,
+    pub kind: String,
 }
 
 /// Claims by class and phase, counted from the world on each scrape: no
@@ -109,6 +117,7 @@ impl Metrics {
             gate_wait: Histogram::new(exponential_buckets(0.05, 3.0, 12)),
             actors: Family::default(),
             leader: Gauge::default(),
+            timeouts: Family::default(),
         };
         registry.register(
             "gpu_claims_writes",
@@ -141,6 +150,11 @@ impl Metrics {
             "gpu_claims_actors",
             "Actors alive, by kind",
             m.actors.clone(),
+        );
+        registry.register(
+            "gpu_claims_api_timeouts",
+            "API requests that got no answer within their deadline, by verb and kind",
+            m.timeouts.clone(),
         );
         registry.register(
             "gpu_claims_leader",
@@ -184,6 +198,16 @@ impl Metrics {
                 .get_or_create(&KindLabel { kind: kind.into() })
                 .inc();
         }
+    }
+
+    /// An API request that got no answer within its deadline.
+    pub fn timed_out(&self, verb: &str, kind: &str) {
+        self.timeouts
+            .get_or_create(&VerbKindLabels {
+                verb: verb.into(),
+                kind: kind.into(),
+            })
+            .inc();
     }
 
     /// A config reload: applied, or refused for this reason.

@@ -311,7 +311,17 @@ async fn deleting_an_owner_collects_its_dependents_unless_orphaned() {
         ..Default::default()
     };
     nss.delete("o", &orphan).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The owner goes once its dependents are orphaned.
+    for _ in 0..250 {
+        if nss.get_opt("o").await.unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        nss.get_opt("o").await.unwrap().is_none(),
+        "the owner is gone"
+    );
     let kept = pods.get("kept").await.unwrap();
     assert!(
         kept.metadata

@@ -97,7 +97,9 @@ fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
         let sim = Sim::start(config.clone(), &objs, None);
         let to = sim.supervisor().clone();
         let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(Reloader::new(path.clone(), config).run(move |r| {
+        // Watching from here on: the swaps below are seen.
+        let watched = Reloader::new(path.clone(), config).watch();
+        tokio::spawn(watched.run(move |r| {
             let _ = seen_tx.send(
                 r.as_ref()
                     .map(|c| c.attachment_grace)
@@ -112,7 +114,6 @@ fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
             Some(Obj::Claim(c)) => c.attached_vmi_name().map(str::to_string),
             _ => None,
         };
-        tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(attached(&sim).as_deref(), Some("vm-never"));
 
         // As the kubelet updates a ConfigMap: a new data dir, and the symlink swapped.
@@ -150,5 +151,65 @@ fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
         })
         .await;
         assert!(detached.is_ok(), "the new grace reached the running actor");
+    });
+}
+
+/// One reload per change, for a plain file and for a ConfigMap-style
+/// symlink swap: reading the file (the reload itself) is no change. (Each
+/// read woke the watcher again: a bad file was refused, and counted, about
+/// five times a second forever.)
+#[test]
+fn a_config_file_is_reloaded_once_per_change_plain_or_swapped() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for swapped in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("gpu-claims.yaml");
+            let mut n = 0;
+            let mut write = |text: &str| {
+                n += 1;
+                if swapped {
+                    let data = dir.path().join(format!("..data-{n}"));
+                    std::fs::create_dir(&data).unwrap();
+                    std::fs::write(data.join("gpu-claims.yaml"), text).unwrap();
+                    let tmp = dir.path().join("..data_tmp");
+                    std::os::unix::fs::symlink(data.join("gpu-claims.yaml"), &tmp).unwrap();
+                    std::fs::rename(&tmp, &path).unwrap();
+                } else {
+                    std::fs::write(&path, text).unwrap();
+                }
+            };
+            write("attachmentGrace: 1h\n");
+            let (tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+            let watched = Reloader::new(path.clone(), load(&path).unwrap()).watch();
+            let task = tokio::spawn(watched.run(move |r| {
+                let _ = tx.send(r.map(|c| c.attachment_grace).map_err(|e| e.to_string()));
+            }));
+            let mut next = async || {
+                tokio::time::timeout(Duration::from_secs(10), seen.recv())
+                    .await
+                    .expect("a reload")
+                    .unwrap()
+            };
+            write("attachmentGrace: [\n");
+            assert!(next().await.is_err(), "swapped={swapped}: refused");
+            write("attachmentGrace: 30s\n");
+            assert_eq!(
+                next().await,
+                Ok(Duration::from_secs(30)),
+                "swapped={swapped}: the next reload is the next change, not the bad file again"
+            );
+            write("attachmentGrace: 40s\n");
+            assert_eq!(
+                next().await,
+                Ok(Duration::from_secs(40)),
+                "swapped={swapped}"
+            );
+            task.abort();
+        }
     });
 }

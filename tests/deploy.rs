@@ -189,6 +189,48 @@ fn the_charts_default_render_is_the_plain_manifests() {
     common::succeed(Command::new(&helm).args(["lint", "deploy/helm/gpu-claims"]));
 }
 
+/// `helm template` with `--set`s: the output, and whether it rendered.
+fn render(helm: &str, sets: &[&str]) -> std::process::Output {
+    let mut c = Command::new(helm);
+    c.args([
+        "template",
+        "gpu-claims",
+        "deploy/helm/gpu-claims",
+        "--namespace",
+        "gpu-claims",
+        "--kube-version",
+        "1.37.0",
+    ]);
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn the_chart_refuses_two_replicas_without_leader_election() {
+    let Some(helm) = helm() else { return };
+    let out = render(&helm, &["leaderElection.enabled=false"]);
+    assert!(!out.status.success(), "rendered two writers");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("replicas > 1 needs leaderElection.enabled=true"),
+        "{err}"
+    );
+    // One replica without an election, or two with one, render.
+    for sets in [
+        &["leaderElection.enabled=false", "replicas=1"][..],
+        &["replicas=3"][..],
+    ] {
+        let out = render(&helm, sets);
+        assert!(
+            out.status.success(),
+            "{sets:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn the_dockerfile_builds_a_static_binary_onto_a_non_root_distroless_image() {
     let text = std::fs::read_to_string("Dockerfile").unwrap();

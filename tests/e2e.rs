@@ -6,7 +6,7 @@ mod common;
 use common::Cluster;
 use gpu_claims::apiserver::Faults;
 use gpu_claims::demo::story::{self, Ctx};
-use gpu_claims::demo::{self, A, H200, Snapshot};
+use gpu_claims::demo::{self, A, B, H200, Snapshot};
 use gpu_claims_actors::api::is_deleting;
 use gpu_claims_actors::fixtures::{MetaB, claim, class, node};
 use std::time::Duration;
@@ -212,13 +212,16 @@ fn e2e_a_controller_killed_mid_story_converges_without_duplicate_writes() {
         }
     });
     // I5 was checked all along (no write changed nothing). A converged
-    // cluster gets no write from yet another start.
-    std::thread::sleep(Duration::from_millis(500));
+    // cluster gets no write from yet another start: the new process leads
+    // (after the killed one's Lease expires), every actor decides, and
+    // none writes.
+    let ctl = ctl.unwrap();
+    ctl.wait_settled();
     let before = c.writes();
     drop(ctl);
     let ctl = c.start_controller();
-    ctl.wait_ready();
-    std::thread::sleep(Duration::from_secs(1));
+    ctl.wait_settled();
+    assert_eq!(ctl.debug().unwrap()["leader"]["leading"], true);
     assert_eq!(c.writes(), before, "I5: no write on restart");
 }
 
@@ -305,6 +308,65 @@ fn e2e_a_standby_writes_nothing_and_takes_over_when_the_leader_dies() {
     let m = metrics_of(standby.as_ref().unwrap());
     assert!(m.contains("gpu_claims_leader 1"), "{m}");
     assert!(metric_sum(&m, "gpu_claims_writes_total") > 0.0, "{m}");
+}
+
+#[test]
+fn e2e_readyz_follows_the_watches_and_a_standby_says_who_leads() {
+    let c = Cluster::new(demo::seed, CONFIG);
+    let leader = c.start_controller();
+    leader.wait_settled();
+    let standby = c.start_controller();
+    standby.wait_ready();
+    let id = leader.debug().unwrap()["leader"]["identity"].clone();
+    let d = standby.debug().unwrap();
+    assert_eq!(d["leader"]["leading"], false, "{d}");
+    assert_eq!(d["leader"]["holder"], id, "{d}");
+    // The standby runs no claim actors; it says who does.
+    let (code, body) = standby
+        .get(&format!("/debug/claims/{B}/shared-l40s"))
+        .unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains(id.as_str().unwrap()), "{body}");
+    assert_eq!(
+        leader
+            .get(&format!("/debug/claims/{B}/shared-l40s"))
+            .unwrap()
+            .0,
+        200
+    );
+
+    // The API server goes away for a while: both processes turn unready,
+    // naming the failing watches, and ready again once it is back.
+    let server = c.server.clone();
+    let down =
+        c.rt.spawn(async move { server.restart(Duration::from_secs(4)).await });
+    for ctl in [&leader, &standby] {
+        let start = std::time::Instant::now();
+        loop {
+            let (code, body) = ctl.get("/readyz").unwrap();
+            if code == 503 {
+                assert!(body.contains("watches failing"), "{body}");
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(4),
+                "still ready: {body}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    c.rt.block_on(down).unwrap().unwrap();
+    leader.wait_ready();
+    standby.wait_ready();
+    let d = standby.debug().unwrap();
+    assert!(
+        d["watches"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|w| w["healthy"] == true),
+        "{d}"
+    );
 }
 
 #[test]

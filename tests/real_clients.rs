@@ -25,6 +25,40 @@ fn started() -> (Cluster, common::Controller) {
     (c, ctl)
 }
 
+/// A child's output, line by line, as it comes.
+fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The lines up to and including the first that contains `what`; panics
+/// after 30 s.
+fn wait_line(lines: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut seen = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(l) => {
+                seen.push_str(&l);
+                seen.push('\n');
+                if l.contains(what) {
+                    return seen;
+                }
+            }
+            Err(e) => panic!("no line with {what} ({e}); saw: {seen}"),
+        }
+    }
+}
+
 struct Kubectl(std::path::PathBuf);
 
 impl Kubectl {
@@ -129,7 +163,9 @@ fn kubectl_gets_applies_watches_and_deletes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    let lines = lines_of(watch.stdout.take().unwrap());
+    // The watch has started once it has listed the claim as ADDED.
+    let mut seen = wait_line(&lines, "ADDED");
     k.run(&[
         "delete",
         "gpuclaim",
@@ -139,10 +175,9 @@ fn kubectl_gets_applies_watches_and_deletes() {
         "--wait=true",
         "--timeout=30s",
     ]);
-    std::thread::sleep(Duration::from_millis(700));
+    seen.push_str(&wait_line(&lines, "DELETED"));
     let _ = watch.kill();
-    let out = watch.wait_with_output().unwrap();
-    let seen = String::from_utf8_lossy(&out.stdout);
+    let _ = watch.wait();
     assert!(
         seen.contains("ADDED") && seen.contains("DELETED"),
         "watch saw: {seen}"

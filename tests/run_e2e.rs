@@ -36,6 +36,14 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Whether the controller's actors have all decided with no write in flight.
+fn settled(http: SocketAddr) -> bool {
+    http_get(http, "/debug").is_some_and(|(c, body)| {
+        c == 200
+            && serde_json::from_str::<serde_json::Value>(&body).is_ok_and(|d| d["settled"] == true)
+    })
+}
+
 fn start(dir: &std::path::Path, http: SocketAddr) -> Controller {
     let log = std::fs::File::create(dir.join(format!("controller-{}.log", http.port()))).unwrap();
     Controller(
@@ -199,7 +207,7 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
     assert_eq!(http_get(http, "/debug/claims/t/nope").unwrap().0, 404);
 
     // I5: a restart on the converged cluster makes no write.
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for("the controller settled", || settled(http));
     let converged = store.resource_version();
     drop(controller);
     let http2 = free_port();
@@ -207,7 +215,8 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
     wait_for("readyz after the restart", || {
         http_get(http2, "/readyz").is_some_and(|(c, _)| c == 200)
     });
-    std::thread::sleep(Duration::from_secs(1));
+    // Every actor of the new process decided, and none wrote.
+    wait_for("the restarted controller settled", || settled(http2));
     assert_eq!(
         store.resource_version(),
         converged,

@@ -1,7 +1,7 @@
 //! G1: the gate webhook. Real AdmissionReview JSON through the decision,
 //! and the real server over HTTPS, with a certificate rotated on disk.
 use base64::Engine;
-use gpu_claims::run::serve_webhook;
+use gpu_claims::controller::serve_webhook;
 use gpu_claims::webhook::{Admission, CertFiles, WebhookState, admit, response};
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, SCHEDULING_GATE};
 use gpu_claims_actors::fixtures::vmi;
@@ -354,4 +354,40 @@ fn g1_a_certificate_that_does_not_match_its_key_is_refused_and_the_old_stays() {
         "{e}"
     );
     assert!(e.to_string().contains("do not match"), "{e}");
+}
+
+/// The certificate watch reloads once per change of the files: its own
+/// read of them is no change. (It woke itself and reloaded several times a
+/// second, for ever.)
+#[test]
+fn g1_the_certificate_is_reloaded_once_per_change() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        write_cert(dir.path());
+        let files = CertFiles {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        };
+        let resolver = gpu_claims::webhook::Resolver::new(files).unwrap();
+        let watch = tokio::spawn(gpu_claims::webhook::watch_certs(resolver.clone()));
+        let until = async |n: u64| {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while resolver.reloads() < n {
+                assert!(tokio::time::Instant::now() < deadline, "reload {n} came");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        // A certificate that does not match its key: refused, once.
+        let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        std::fs::write(dir.path().join("tls.crt"), other.cert.pem()).unwrap();
+        until(1).await;
+        // A matching pair: the next reload is this change, and the only one.
+        write_cert(dir.path());
+        until(2).await;
+        let served = resolver.reloads();
+        write_cert(dir.path());
+        until(served + 1).await;
+        assert_eq!(resolver.reloads(), served + 1, "one reload per change");
+        watch.abort();
+    });
 }

@@ -17,6 +17,30 @@ pub struct Config {
     pub log: LogConfig,
     #[serde(default)]
     pub trace: TraceConfig,
+    #[serde(default)]
+    pub api: ApiConfig,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiConfig {
+    /// The deadline of every API request but watches (which keep their
+    /// server-side timeout): an answer that does not come by then is a
+    /// failure, retried with backoff. Changes only on restart.
+    #[serde(default = "default_request_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+}
+
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout: default_request_timeout(),
+        }
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
@@ -83,6 +107,7 @@ impl Default for Config {
             attachment_grace: default_grace(),
             log: LogConfig::default(),
             trace: TraceConfig::default(),
+            api: ApiConfig::default(),
         }
     }
 }
@@ -97,6 +122,9 @@ impl Config {
                 _ => return Err(InvalidConfig::TraceKey { key: key.clone() }),
             }
         }
+        if self.api.request_timeout.is_zero() {
+            return Err(InvalidConfig::RequestTimeout);
+        }
         Ok(())
     }
 
@@ -105,6 +133,9 @@ impl Config {
         let mut v = Vec::new();
         if self.kubevirt.enabled != new.kubevirt.enabled {
             v.push("kubevirt.enabled");
+        }
+        if self.api != new.api {
+            v.push("api.requestTimeout");
         }
         v
     }
@@ -115,4 +146,6 @@ impl Config {
 pub enum InvalidConfig {
     #[error("trace.claims: {key:?} is not namespace/name")]
     TraceKey { key: String },
+    #[error("api.requestTimeout: must be more than 0")]
+    RequestTimeout,
 }

@@ -33,6 +33,13 @@ pub enum WriteError {
     Conflict(String),
     #[error("invalid: {0}")]
     Invalid(String),
+    /// No answer within the request's deadline: it may or may not have landed.
+    #[error("no answer within {0:?}")]
+    Timeout(std::time::Duration),
+    /// Not made: this process does not hold the leader Lease (with a safety
+    /// margin left), so it must not write.
+    #[error("not the leader")]
+    Fenced,
     #[error("{0}")]
     Other(String),
 }
@@ -44,6 +51,8 @@ impl WriteError {
             WriteError::NotFound => "not_found",
             WriteError::Conflict(_) => "conflict",
             WriteError::Invalid(_) => "invalid",
+            WriteError::Timeout(_) => "timeout",
+            WriteError::Fenced => "fenced",
             WriteError::Other(_) => "error",
         }
     }
@@ -54,6 +63,9 @@ pub enum ReadError {
     /// The API server does not serve the kind (no KubeVirt).
     #[error("kind not served")]
     NotServed,
+    /// No answer within the request's deadline.
+    #[error("no answer within {0:?}")]
+    Timeout(std::time::Duration),
     #[error("{0}")]
     Other(String),
 }
@@ -63,7 +75,7 @@ impl From<Result<Option<crate::api::Vmi>, ReadError>> for crate::rules::LiveVmi 
         match live {
             Ok(Some(v)) => Self::Found(Box::new(v)),
             Ok(None) | Err(ReadError::NotServed) => Self::Absent,
-            Err(ReadError::Other(_)) => Self::Unknown,
+            Err(ReadError::Other(_) | ReadError::Timeout(_)) => Self::Unknown,
         }
     }
 }
@@ -107,10 +119,50 @@ impl WriteOp {
 
 /// Something every write passes before it is made: a process that dies
 /// (the simulation), a timestamp (the benchmark), a fence (a leader that no
-/// longer holds its Lease writes nothing). `Err` answers the write instead.
+/// longer holds its Lease writes nothing). `Err` answers the write instead;
+/// `Ok(Some(deadline))` bounds how long the write may take.
 #[async_trait]
 pub trait WriteGuard: Send + Sync {
-    async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<(), WriteError>;
+    async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<Option<Instant>, WriteError>;
+    /// An admitted write was answered (or given up): a fence counts the
+    /// writes in flight, so that a release waits for them.
+    fn finished(&self) {}
+}
+
+#[async_trait]
+impl<G: WriteGuard + ?Sized> WriteGuard for std::sync::Arc<G> {
+    async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<Option<Instant>, WriteError> {
+        (**self).admit(op, what).await
+    }
+    fn finished(&self) {
+        (**self).finished()
+    }
+}
+
+/// Runs a write within the deadline a guard gave, and tells the guard
+/// when it is over.
+async fn within<T>(
+    guard: &impl WriteGuard,
+    deadline: Option<Instant>,
+    write: impl Future<Output = Result<T, WriteError>>,
+) -> Result<T, WriteError> {
+    // Told on drop: a write whose caller gave up is over too.
+    struct Over<'a, G: WriteGuard>(&'a G);
+    impl<G: WriteGuard> Drop for Over<'_, G> {
+        fn drop(&mut self) {
+            self.0.finished();
+        }
+    }
+    let _over = Over(guard);
+    match deadline {
+        None => write.await,
+        Some(at) => {
+            let budget = at.saturating_duration_since(Instant::now());
+            tokio::time::timeout_at(at, write)
+                .await
+                .unwrap_or(Err(WriteError::Timeout(budget)))
+        }
+    }
 }
 
 /// A writer whose every write passes `guard` first.
@@ -122,18 +174,19 @@ pub struct Guarded<G> {
 #[async_trait]
 impl<G: WriteGuard> Writer for Guarded<G> {
     async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        self.guard.admit(WriteOp::Create, &obj.obj_ref()).await?;
-        self.inner.create(obj, rule).await
+        let d = self.guard.admit(WriteOp::Create, &obj.obj_ref()).await?;
+        within(&self.guard, d, self.inner.create(obj, rule)).await
     }
     async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        self.guard.admit(WriteOp::Replace, &obj.obj_ref()).await?;
-        self.inner.replace(obj, rule).await
+        let d = self.guard.admit(WriteOp::Replace, &obj.obj_ref()).await?;
+        within(&self.guard, d, self.inner.replace(obj, rule)).await
     }
     async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        self.guard
+        let d = self
+            .guard
             .admit(WriteOp::ReplaceStatus, &obj.obj_ref())
             .await?;
-        self.inner.replace_status(obj, rule).await
+        within(&self.guard, d, self.inner.replace_status(obj, rule)).await
     }
     async fn delete(
         &self,
@@ -141,8 +194,8 @@ impl<G: WriteGuard> Writer for Guarded<G> {
         pre: Preconditions,
         rule: RuleId,
     ) -> Result<Deleted, WriteError> {
-        self.guard.admit(WriteOp::Delete, &what).await?;
-        self.inner.delete(what, pre, rule).await
+        let d = self.guard.admit(WriteOp::Delete, &what).await?;
+        within(&self.guard, d, self.inner.delete(what, pre, rule)).await
     }
 }
 

@@ -58,14 +58,21 @@ async fn reflectors(kubeconfig: String) -> Duration {
 
 /// Starts the controller; the time until it has synced and decided.
 async fn controller(kubeconfig: String) -> Duration {
-    let client = crate::demo::client_for(&kubeconfig)
+    let config = gpu_claims_actors::config::Config::default();
+    let clients = crate::clients::Clients::from_kubeconfig(&kubeconfig, config.api.request_timeout)
         .await
         .expect("a client");
-    let config = gpu_claims_actors::config::Config::default();
     let start = Instant::now();
-    let c = crate::run::Controller::start(client, config, None, None, None, false)
-        .await
-        .expect("the controller starts");
+    let c = crate::controller::Controller::start(crate::controller::Launch {
+        clients,
+        config,
+        path: None,
+        logging: None,
+        webhook: None,
+        election: None,
+    })
+    .await
+    .expect("the controller starts");
     loop {
         if c.supervisor.send(StatsQuery).await.is_ok_and(|s| s.synced) {
             break;

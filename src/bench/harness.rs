@@ -28,13 +28,13 @@ struct Stamping(Arc<Stamps>);
 
 #[async_trait]
 impl WriteGuard for Stamping {
-    async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<(), WriteError> {
+    async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<Option<Instant>, WriteError> {
         self.0
             .writes
             .lock()
             .unwrap()
             .push((Instant::now(), op.as_str(), what.to_string()));
-        Ok(())
+        Ok(None)
     }
 }
 

@@ -78,6 +78,8 @@ impl CertFiles {
 pub struct Resolver {
     files: CertFiles,
     current: RwLock<Arc<CertifiedKey>>,
+    /// Reloads tried (served or refused): one per change of the files.
+    reloads: std::sync::atomic::AtomicU64,
 }
 
 impl Resolver {
@@ -86,14 +88,22 @@ impl Resolver {
         Ok(Arc::new(Self {
             files,
             current: RwLock::new(Arc::new(key)),
+            reloads: Default::default(),
         }))
     }
 
     /// Reads the files again; a bad pair is refused and the current one stays.
     pub fn reload(&self) -> Result<(), TlsError> {
+        self.reloads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let key = self.files.load()?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
         Ok(())
+    }
+
+    /// How many reloads were tried.
+    pub fn reloads(&self) -> u64 {
+        self.reloads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, TlsError> {
@@ -205,33 +215,15 @@ impl Listener for TlsListener {
 }
 
 /// Reloads the certificate when its files (or their directories, for
-/// mounted Secrets that swap a symlink) change, until the process ends.
+/// mounted Secrets that swap a symlink) change, once per change, until the
+/// process ends.
 pub async fn watch_certs(resolver: Arc<Resolver>) {
-    use notify::Watcher;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        if ev.is_ok() {
-            let _ = tx.send(());
-        }
-    });
-    let mut watcher = match watcher {
-        Ok(w) => w,
-        Err(e) => {
-            return tracing::warn!(error = %e, "cannot watch the webhook certificate; it will not be reloaded");
-        }
-    };
-    for f in [&resolver.files.cert, &resolver.files.key] {
-        let dir = f
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
-            tracing::warn!(error = %e, dir = %dir.display(), "cannot watch the webhook certificate directory");
-        }
-    }
-    while rx.recv().await.is_some() {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        while rx.try_recv().is_ok() {}
+    let files = [resolver.files.cert.as_path(), resolver.files.key.as_path()];
+    let (mut changes, _) = crate::file_watch::FileChanges::watch(&files);
+    // A rotation between the first load and the watch is not missed.
+    let mut first = true;
+    while first || changes.next().await.is_some() {
+        first = false;
         match resolver.reload() {
             Ok(()) => tracing::info!("webhook certificate reloaded"),
             Err(e) => {

@@ -66,15 +66,48 @@ impl Controller {
         http_get(self.http, path)
     }
 
-    /// Waits until /readyz answers 200; panics after 10 s.
+    /// Waits until /readyz answers 200; panics after 30 s with its last answer.
     pub fn wait_ready(&self) {
-        for _ in 0..200 {
-            if self.get("/readyz").is_some_and(|(c, _)| c == 200) {
+        let start = std::time::Instant::now();
+        loop {
+            let answer = self.get("/readyz");
+            if answer.as_ref().is_some_and(|(c, _)| *c == 200) {
                 return;
             }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the controller at {} is not ready after 30 s: {answer:?}",
+                self.http
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("the controller at {} is not ready after 10 s", self.http);
+    }
+
+    /// `/debug` as JSON.
+    pub fn debug(&self) -> Option<serde_json::Value> {
+        let (code, body) = self.get("/debug")?;
+        (code == 200).then(|| serde_json::from_str(&body).ok())?
+    }
+
+    /// Waits until this process leads and its actors have settled (each
+    /// has handled every change, no write is in flight); panics after 60 s.
+    pub fn wait_settled(&self) {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(d) = self.debug()
+                && d["settled"] == true
+                && d["leader"]["leading"] != false
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the controller at {} did not lead and settle within 60 s: {:?}",
+                self.http,
+                self.debug()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Kills the process at once, as a node failure or OOM would.

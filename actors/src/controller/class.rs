@@ -111,8 +111,9 @@ impl ClassActor {
                 }
             }
             Err(e) => {
-                let wait = scaffold::retry_later(self, ctx);
-                tracing::warn!(class = %self.name, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "class write failed");
+                if let Some(wait) = scaffold::retry_later(self, ctx, &e) {
+                    tracing::warn!(class = %self.name, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "class write failed");
+                }
                 self.scaffold
                     .log(rule, intent, DecisionResult::Error(e.to_string()));
                 return;
@@ -256,4 +257,9 @@ impl Handler<Released> for ClassActor {
         self.released.insert(msg.key, msg.uid);
         scaffold::reconcile(self, ctx);
     }
+}
+
+impl Handler<super::messages::Ping> for ClassActor {
+    type Result = ();
+    fn handle(&mut self, _: super::messages::Ping, _: &mut Context<Self>) {}
 }

@@ -13,6 +13,12 @@ pub struct Reconcile {
     pub since: Instant,
 }
 
+/// Answered once the actor has handled every message sent to it before:
+/// how the supervisor tells that its actors have settled.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Ping;
+
 /// An actor ended (its object is gone): the supervisor forgets it.
 #[derive(Message)]
 #[rtype(result = "()")]

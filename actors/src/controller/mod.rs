@@ -19,7 +19,7 @@ pub use journal::{Decision, DecisionLog, DecisionResult, Intent};
 pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted};
 pub use scaffold::{Backoff, IoError};
 pub use supervisor::{
-    ConfigChanged, GetClaimTrace, Leading, Stats, StatsQuery, Supervisor, WorldEvent,
+    ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, WorldEvent,
 };
 
 use crate::ports::{Clock, Reader, Recorder, Telemetry, Writer};

@@ -42,6 +42,12 @@ impl IoError {
         matches!(self, IoError::Write(WriteError::Invalid(_)))
     }
 
+    /// Not made: this process does not lead (any more). Nothing to retry:
+    /// when it leads again, every actor decides afresh.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, IoError::Write(WriteError::Fenced))
+    }
+
     /// A label for logs and metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -287,11 +293,19 @@ pub fn owed<A: Scaffolded>(act: &mut A) -> bool {
 }
 
 /// Tries again after the backoff's next wait; a retry already pending is
-/// replaced, so failures never pile up timers.
-pub fn retry_later<A: Scaffolded>(act: &mut A, ctx: &mut Context<A>) -> Duration {
+/// replaced, so failures never pile up timers. A fenced write is not
+/// retried (None): the actor decides afresh when this process leads again.
+pub fn retry_later<A: Scaffolded>(
+    act: &mut A,
+    ctx: &mut Context<A>,
+    e: &IoError,
+) -> Option<Duration> {
+    if e.is_fenced() {
+        return None;
+    }
     let wait = act.scaffold().backoff.next_wait();
     retry_in(act, ctx, wait);
-    wait
+    Some(wait)
 }
 
 /// Decides again after `wait` (one such timer at a time).

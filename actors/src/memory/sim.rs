@@ -50,9 +50,13 @@ pub struct Mortality {
 
 #[async_trait]
 impl WriteGuard for Mortality {
-    async fn admit(&self, _: WriteOp, _: &ObjRef) -> Result<(), WriteError> {
+    async fn admit(
+        &self,
+        _: WriteOp,
+        _: &ObjRef,
+    ) -> Result<Option<tokio::time::Instant>, WriteError> {
         if self.left.fetch_sub(1, Ordering::SeqCst) > 0 {
-            return Ok(());
+            return Ok(None);
         }
         std::future::pending().await
     }

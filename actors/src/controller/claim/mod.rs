@@ -253,8 +253,14 @@ impl ClaimActor {
             let refused = events::refusal(&self.key, uid, rule, intent, &e.to_string());
             self.publish(Some(refused));
         }
-        let wait = scaffold::retry_later(self, ctx);
-        tracing::warn!(claim = %self.key, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "write failed");
+        match scaffold::retry_later(self, ctx, &e) {
+            Some(wait) => {
+                tracing::warn!(claim = %self.key, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "write failed")
+            }
+            None => {
+                tracing::debug!(claim = %self.key, rule = %rule, "not written: this process does not lead")
+            }
+        }
         DecisionResult::Error(e.to_string())
     }
 
@@ -410,4 +416,9 @@ impl Handler<GetTrace> for ClaimActor {
             decisions: self.scaffold.decisions(),
         })
     }
+}
+
+impl Handler<super::messages::Ping> for ClaimActor {
+    type Result = ();
+    fn handle(&mut self, _: super::messages::Ping, _: &mut Context<Self>) {}
 }

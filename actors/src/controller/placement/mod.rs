@@ -185,6 +185,10 @@ impl Placement {
         error: IoError,
         ctx: &mut Context<Self>,
     ) -> DecisionResult {
+        if error.is_fenced() {
+            // When this process leads again, every set is looked at afresh.
+            return DecisionResult::Error(error.to_string());
+        }
         let wait = match &error {
             IoError::Write(WriteError::Conflict(e)) => {
                 tracing::debug!(?work, error = %e, "placement met a newer object");
@@ -332,4 +336,9 @@ impl Handler<Relisted> for Placement {
             _ => {}
         }
     }
+}
+
+impl Handler<super::messages::Ping> for Placement {
+    type Result = ();
+    fn handle(&mut self, _: super::messages::Ping, _: &mut Context<Self>) {}
 }

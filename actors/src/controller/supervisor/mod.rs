@@ -10,7 +10,7 @@ use changes::sorted_keys;
 use super::Env;
 use super::claim::{ClaimActor, ClaimTrace, GetTrace};
 use super::class::{ClassActor, Released};
-use super::messages::{ActorStopped, ClaimReleased, Reconcile, ToSupervisor};
+use super::messages::{ActorStopped, ClaimReleased, Ping, Reconcile, ToSupervisor};
 use super::placement::{Placement, PlacementPoke, PlacementWork};
 use crate::config::Config;
 use crate::ports::{Kind, Obj};
@@ -67,6 +67,15 @@ pub struct Leading(pub bool);
 #[derive(Message)]
 #[rtype(result = "Stats")]
 pub struct StatsQuery;
+
+/// Whether this process leads and its actors have settled: each has
+/// handled everything sent to it (twice over, so that what an actor sent
+/// itself while handling is handled too) and no I/O is in flight. Work
+/// that waits on a timer (a backoff, a grace period) is not counted. What
+/// a test waits on where it would otherwise sleep.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Settled;
 
 pub struct Supervisor {
     env: Arc<Env>,
@@ -276,6 +285,7 @@ impl Handler<ConfigChanged> for Supervisor {
             tracing::warn!(field, "changes only on restart; the running value stays");
         }
         new.kubevirt = old.kubevirt.clone();
+        new.api = old.api.clone();
         self.env.world.set_config(new);
         // Grace timers and trace switches follow the new config.
         self.change_at = self.env.clock.now();
@@ -350,6 +360,39 @@ impl Handler<StatsQuery> for Supervisor {
             class_actors: self.classes.len(),
             synced: self.expected.iter().all(|k| self.synced.contains(k)),
             leading: self.leading,
+        })
+    }
+}
+
+impl Handler<Settled> for Supervisor {
+    type Result = ResponseFuture<bool>;
+    fn handle(&mut self, _: Settled, _: &mut Context<Self>) -> Self::Result {
+        let ready = self.ready;
+        let claims: Vec<_> = self.claims.values().map(|(_, a)| a.clone()).collect();
+        let classes: Vec<_> = self.classes.values().map(|(_, a)| a.clone()).collect();
+        let placement = self.placement.clone();
+        let env = self.env.clone();
+        Box::pin(async move {
+            if !ready {
+                return false;
+            }
+            for _ in 0..2 {
+                let mut pings = Vec::new();
+                for a in &claims {
+                    pings.push(a.send(Ping));
+                }
+                let mut more = Vec::new();
+                for a in &classes {
+                    more.push(a.send(Ping));
+                }
+                // An actor that stopped meanwhile has nothing left to do.
+                let _ = futures::future::join_all(pings).await;
+                let _ = futures::future::join_all(more).await;
+                if let Some(p) = &placement {
+                    let _ = p.send(Ping).await;
+                }
+            }
+            env.activity.in_flight() == 0
         })
     }
 }

@@ -14,11 +14,18 @@ use gpu_claims_actors::ports::{Kind, Obj};
 use kube::Client;
 use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
+use std::sync::Arc;
 use tracing::{Instrument, info, info_span, warn};
 
+mod health;
+pub use health::{WatchHealth, WatchState, layer as answers_layer};
+
 /// Watches one kind until the process ends.
-pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>) {
-    let mut config = watcher::Config::default().any_semantic();
+pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc<WatchHealth>) {
+    health.set(kind, |_| {});
+    let mut config = watcher::Config::default()
+        .any_semantic()
+        .timeout(crate::clients::WATCH_TIMEOUT.as_secs() as u32);
     if kind == Kind::Pod {
         config = config.labels(&format!("{LAUNCHER_LABEL}={LAUNCHER_LABEL_VALUE}"));
     }
@@ -32,14 +39,16 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>) {
                 Ok(ev) => {
                     // Init comes before each attempt to list: only what
                     // follows it says the API server answered.
-                    if !matches!(ev, watcher::Event::Init)
-                        && let Some(failures) = streak.succeeded()
-                    {
-                        info!(failures, "watch recovered");
+                    if !matches!(ev, watcher::Event::Init) {
+                        health.answered(kind);
+                        if let Some(failures) = streak.succeeded() {
+                            info!(failures, "watch recovered");
+                        }
                     }
                     ev
                 }
                 Err(error) => {
+                    health.failed(kind, error.to_string());
                     if let Some(failures) = streak.failed() {
                         warn!(%error, failures, "watch failed; retrying with backoff");
                     }
