@@ -1,6 +1,6 @@
 //! The command line (SPEC section 6).
 
-use crate::{crd, demo, plan, run};
+use crate::{cluster, crd, demo, plan, run};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -25,6 +25,8 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Shows the controller at work on a small cluster it brings along (no cluster needed).
     Demo(demo::DemoArgs),
+    /// Runs only the embedded API server and the KubeVirt stand-in, for `run` replicas to be started (and killed) against it.
+    Cluster(cluster::ClusterArgs),
 }
 
 impl Cli {
@@ -37,6 +39,7 @@ impl Cli {
             }
             Command::Plan(args) => plan::plan(args),
             Command::Demo(args) => demo::demo(args),
+            Command::Cluster(args) => cluster::cluster(args),
         }
     }
 }

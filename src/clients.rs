@@ -12,6 +12,7 @@
 //!   server (a cut network, a frozen process) is noticed then, and the
 //!   list that starts each watch has a deadline too.
 
+use crate::leader::wire::FenceSlot;
 use crate::watch::WatchHealth;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,9 @@ pub struct Clients {
     /// Whether each watch is current: the watch client's answers and the
     /// watchers' failures keep it.
     pub watch_health: Arc<WatchHealth>,
+    /// The fence the request client checks each write against at the wire,
+    /// once this process elects.
+    pub fence: FenceSlot,
 }
 
 impl Clients {
@@ -59,6 +63,10 @@ impl Clients {
         requests.read_timeout = Some(net);
         // A pooled connection's idle time does not count against a request.
         requests.reset_reader_on_write = true;
+        // A 429 or 503 is retried by the caller (an actor's backoff, the
+        // elector's next round), each attempt passing the fence again;
+        // kube's own retry would resend past it.
+        requests.default_retry = false;
         let mut watches = config;
         watches.connect_timeout = Some(request_timeout);
         watches.write_timeout = Some(request_timeout);
@@ -66,13 +74,17 @@ impl Clients {
         watches.reset_reader_on_write = true;
         let watch_health = Arc::new(WatchHealth::default());
         let answers = crate::watch::answers_layer(watch_health.clone());
+        let fence = FenceSlot::default();
         Ok(Self {
-            requests: kube::Client::try_from(requests)?,
+            requests: kube::client::ClientBuilder::try_from(requests)?
+                .with_layer(&crate::leader::wire::layer(fence.clone()))
+                .build(),
             watches: kube::client::ClientBuilder::try_from(watches)?
                 .with_layer(&answers)
                 .build(),
             request_timeout,
             watch_health,
+            fence,
         })
     }
 }

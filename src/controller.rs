@@ -90,6 +90,10 @@ impl Controller {
         let fence = election
             .as_ref()
             .map(|e| Arc::new(Fence::new(e.lease.renew_deadline, e.lease.lease_duration)));
+        if let Some(f) = &fence {
+            // The same fence at the wire, for what is sent past the writer.
+            let _ = clients.fence.set(f.clone());
+        }
         let writer: Arc<dyn Writer> = match &fence {
             Some(f) => Arc::new(Guarded {
                 inner: kube.clone(),

@@ -51,7 +51,22 @@ fn dynamic(obj: &Obj) -> Result<DynamicObject, WriteError> {
         .map_err(|e| WriteError::Invalid(e.to_string()))
 }
 
+/// Whether a request was refused at the wire by the fence.
+fn fenced(e: &kube::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.is::<crate::leader::wire::Fenced>() {
+            return true;
+        }
+        cur = err.source();
+    }
+    matches!(e, kube::Error::Service(b) if b.is::<crate::leader::wire::Fenced>())
+}
+
 fn write_error(e: kube::Error) -> WriteError {
+    if fenced(&e) {
+        return WriteError::Fenced;
+    }
     match &e {
         kube::Error::Api(s) if s.code == 404 => WriteError::NotFound,
         kube::Error::Api(s) if s.code == 409 => WriteError::Conflict(s.message.clone()),

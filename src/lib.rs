@@ -5,8 +5,10 @@
 
 pub mod apiserver;
 pub mod bench;
+pub mod chaos;
 pub mod cli;
 pub mod clients;
+pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod crd;

@@ -389,3 +389,90 @@ async fn injected_faults_answer_writes_and_cut_watches() {
     );
     assert_eq!(events.len(), 1);
 }
+
+async fn client_as(s: &ApiServer, user: &str) -> kube::Client {
+    gpu_claims::demo::client_for(&s.kubeconfig_for(user))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_bearer_token_names_the_writer_and_a_token_nobody_was_given_is_401() {
+    let (s, anonymous) = server().await;
+    let leases: Api<Lease> = Api::namespaced(client_as(&s, "replica-1").await, "gpu-claims");
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "l"}, "spec": {"holderIdentity": "replica-1"},
+    }))
+    .unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(anonymous, "a");
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    let w = s.writes();
+    assert_eq!(w.len(), 2);
+    assert_eq!(
+        (w[0].user.as_str(), w[0].kind, w[0].seq),
+        ("replica-1", "Lease", 0)
+    );
+    assert_eq!(
+        w[0].holder.as_deref(),
+        Some("replica-1"),
+        "the Lease's holder after the write"
+    );
+    assert_eq!(
+        (w[1].user.as_str(), w[1].kind, w[1].seq),
+        (apiserver::ANONYMOUS, "Pod", 1)
+    );
+    assert!(w.iter().all(|r| r.applied));
+
+    let forged =
+        apiserver::kubeconfig(&s.url()).replace("  user: {}\n", "  user:\n    token: forged\n");
+    let client = gpu_claims::demo::client_for(&forged).await.unwrap();
+    let e = Api::<Pod>::namespaced(client, "a")
+        .list(&Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 401),
+        "{e:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_cut_off_gets_no_answer_its_writes_are_never_applied_and_its_watches_end() {
+    let (s, _) = server().await;
+    let client = client_as(&s, "replica-2").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "a");
+    let mut events = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    pods.create(&PostParams::default(), &pod("before", json!({})))
+        .await
+        .unwrap();
+    assert!(matches!(
+        events.try_next().await,
+        Ok(Some(WatchEvent::Added(_)))
+    ));
+
+    s.partition("replica-2", true);
+    // The watch ends (the connection is gone), and a write is not answered.
+    let ended = tokio::time::timeout(Duration::from_secs(5), events.try_next()).await;
+    assert!(matches!(ended, Ok(Ok(None)) | Ok(Err(_))), "{ended:?}");
+    let lost = tokio::time::timeout(
+        Duration::from_millis(500),
+        pods.create(&PostParams::default(), &pod("lost", json!({}))),
+    )
+    .await;
+    assert!(lost.is_err(), "answered through a partition: {lost:?}");
+    // Healed: the lost write was never applied; new ones are.
+    s.partition("replica-2", false);
+    pods.create(&PostParams::default(), &pod("after", json!({})))
+        .await
+        .unwrap();
+    assert!(pods.get_opt("lost").await.unwrap().is_none());
+    let names: Vec<String> = s.writes().into_iter().map(|w| w.name).collect();
+    assert_eq!(names, ["before", "after"]);
+}

@@ -52,3 +52,40 @@ async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
         assert!(text.contains(line), "{line} in\n{text}");
     }
 }
+
+/// A process that does not hold the Lease sends no write, even one that
+/// reaches the client past the writer's guard: the request client checks
+/// the fence at the wire. Reads go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_is_not_sent_while_the_fence_is_closed() {
+    let server = ApiServer::start(apiserver::new_store(), "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let deadline = Duration::from_secs(5);
+    let clients = Clients::from_kubeconfig(&server.kubeconfig_for("replica-1"), deadline)
+        .await
+        .unwrap();
+    let fence = std::sync::Arc::new(gpu_claims::leader::Fence::new(
+        Duration::from_secs(10),
+        Duration::from_secs(15),
+    ));
+    clients.fence.set(fence.clone()).ok().unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let ports = KubePorts::new(
+        clients.requests.clone(),
+        Metrics::register(&mut registry, None),
+        deadline,
+    );
+    let write = ports.create(claim("t", "a").obj(), RuleId::L1).await;
+    assert!(matches!(write, Err(WriteError::Fenced)), "{write:?}");
+    assert!(server.writes().is_empty(), "nothing reached the server");
+    let what = ObjRef::new(Kind::Claim, Some("t"), "a");
+    assert!(matches!(ports.get(what).await, Ok(None)), "reads go on");
+    // Leading: the write goes.
+    fence.renewed(tokio::time::Instant::now());
+    ports
+        .create(claim("t", "a").obj(), RuleId::L1)
+        .await
+        .unwrap();
+    assert_eq!(server.writes().len(), 1);
+}

@@ -356,38 +356,81 @@ fn g1_a_certificate_that_does_not_match_its_key_is_refused_and_the_old_stays() {
     assert!(e.to_string().contains("do not match"), "{e}");
 }
 
-/// The certificate watch reloads once per change of the files: its own
-/// read of them is no change. (It woke itself and reloaded several times a
-/// second, for ever.)
+/// The certificate watch reloads once per change of the files, written in
+/// place or swapped as a Secret mount swaps them (`tls.crt -> ..data/tls.crt`,
+/// `..data` renamed over): its own read of them is no change. (It woke
+/// itself and reloaded several times a second, for ever.)
 #[test]
 fn g1_the_certificate_is_reloaded_once_per_change() {
-    runtime().block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        write_cert(dir.path());
-        let files = CertFiles {
-            cert: dir.path().join("tls.crt"),
-            key: dir.path().join("tls.key"),
-        };
-        let resolver = gpu_claims::webhook::Resolver::new(files).unwrap();
-        let watch = tokio::spawn(gpu_claims::webhook::watch_certs(resolver.clone()));
-        let until = async |n: u64| {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            while resolver.reloads() < n {
-                assert!(tokio::time::Instant::now() < deadline, "reload {n} came");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        };
-        // A certificate that does not match its key: refused, once.
-        let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-        std::fs::write(dir.path().join("tls.crt"), other.cert.pem()).unwrap();
-        until(1).await;
-        // A matching pair: the next reload is this change, and the only one.
-        write_cert(dir.path());
-        until(2).await;
-        let served = resolver.reloads();
-        write_cert(dir.path());
-        until(served + 1).await;
-        assert_eq!(resolver.reloads(), served + 1, "one reload per change");
-        watch.abort();
-    });
+    for swapped in [false, true] {
+        runtime().block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let mut n = 0;
+            // A new pair (or one that does not match, `other`), written in
+            // place or swapped in as a mount's new data.
+            let mut put = |other: bool| {
+                n += 1;
+                let target = if swapped {
+                    let data = d.join(format!("..data-{n}"));
+                    std::fs::create_dir(&data).unwrap();
+                    data
+                } else {
+                    d.to_path_buf()
+                };
+                write_cert(&target);
+                if other {
+                    let o =
+                        rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+                    std::fs::write(target.join("tls.crt"), o.cert.pem()).unwrap();
+                }
+                if swapped {
+                    let tmp = d.join("..data_tmp");
+                    std::os::unix::fs::symlink(&target, &tmp).unwrap();
+                    std::fs::rename(&tmp, d.join("..data")).unwrap();
+                    for f in ["tls.crt", "tls.key"] {
+                        if std::fs::symlink_metadata(d.join(f)).is_err() {
+                            std::os::unix::fs::symlink(d.join("..data").join(f), d.join(f))
+                                .unwrap();
+                        }
+                    }
+                }
+            };
+            put(false);
+            let files = CertFiles {
+                cert: d.join("tls.crt"),
+                key: d.join("tls.key"),
+            };
+            let resolver = gpu_claims::webhook::Resolver::new(files).unwrap();
+            let watch = tokio::spawn(gpu_claims::webhook::watch_certs(resolver.clone()));
+            let until = async |n: u64| {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                while resolver.reloads() < n {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "swapped={swapped}: reload {n} came"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            // A certificate that does not match its key: refused, once.
+            put(true);
+            until(1).await;
+            // Matching pairs: each reload is one change.
+            put(false);
+            until(2).await;
+            put(false);
+            until(3).await;
+            // The negative needs a window: for five times the watcher's
+            // debounce after the last change, no reload comes (the loop
+            // made one every ~200 ms).
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            assert_eq!(
+                resolver.reloads(),
+                3,
+                "swapped={swapped}: one reload per change"
+            );
+            watch.abort();
+        });
+    }
 }

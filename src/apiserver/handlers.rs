@@ -45,6 +45,13 @@ pub async fn handle(
     Query(q): Query<Q>,
     body: Bytes,
 ) -> Response {
+    let user = match s.authenticate(&headers) {
+        Ok(u) => u,
+        Err(r) => return r,
+    };
+    if let Err(r) = s.through_partition(&user).await {
+        return r;
+    }
     let faults = s.faults();
     if !faults.latency.is_zero() {
         tokio::time::sleep(faults.latency).await;
@@ -110,6 +117,7 @@ pub async fn handle(
             _ => "update",
         };
         let name = t.name.clone().unwrap_or_default();
+        s.record(&user, &t, op, &name, false, None);
         s.journal(&t, op, name, false, Some(format!("injected {f:?}")));
         return match f {
             Injected::Conflict => status(
@@ -147,10 +155,14 @@ pub async fn handle(
         s: &s,
         t: &t,
         q: &q,
+        user: &user,
     };
+    // Writes are applied and logged one at a time, so that the log's
+    // order is the order in which they took effect.
+    let _in_order = writes.then(|| s.write_order.lock().unwrap_or_else(|e| e.into_inner()));
     match (method, t.name.clone()) {
         (Method::GET, None) if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) => {
-            watch::watch(s.clone(), t, q, table)
+            watch::watch(s.clone(), t, q, table, &user)
         }
         (Method::GET, None) => req.list(table),
         (Method::GET, Some(n)) => req.get(&n, table),
@@ -175,6 +187,36 @@ pub async fn handle(
 }
 
 impl ApiServer {
+    /// Logs who made one write over HTTP.
+    fn record(
+        &self,
+        user: &str,
+        t: &Target,
+        op: &'static str,
+        name: &str,
+        applied: bool,
+        holder: Option<String>,
+    ) {
+        let mut log = self
+            .identities
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.identities.append(
+            &mut log,
+            user,
+            self.started.elapsed(),
+            super::identity::Pending {
+                op,
+                kind: t.resource.kind,
+                namespace: t.namespace.clone(),
+                name: name.to_string(),
+                applied,
+                holder,
+            },
+        );
+    }
+
     /// Journals one write over HTTP, when the server keeps a journal.
     fn journal(
         &self,
@@ -205,6 +247,7 @@ struct Req<'a> {
     s: &'a ApiServer,
     t: &'a Target,
     q: &'a Q,
+    user: &'a str,
 }
 
 /// A list page's position: the store version of the first page and the
@@ -357,6 +400,14 @@ impl Req<'_> {
         };
         let changed = r.as_ref().is_ok_and(|w| w.changed);
         let error = r.as_ref().err().map(|e| e.to_string());
+        let holder = match r {
+            Ok(w) if self.t.resource.kind == "Lease" => w.object["spec"]["holderIdentity"]
+                .as_str()
+                .map(str::to_string),
+            _ => None,
+        };
+        self.s
+            .record(self.user, self.t, op, &name, r.is_ok(), holder);
         self.s.journal(self.t, op, name, changed, error);
     }
 

@@ -10,6 +10,7 @@ mod discovery;
 pub mod faults;
 mod gc;
 mod handlers;
+mod identity;
 pub mod patch;
 mod resources;
 pub mod select;
@@ -17,6 +18,7 @@ mod table;
 mod watch;
 
 pub use faults::Faults;
+pub use identity::{ANONYMOUS, WriteRecord};
 pub use resources::{RESOURCES, Resource, Target, by_store_kind, parse, status_kinds};
 
 use axum::Router;
@@ -46,6 +48,10 @@ pub struct ApiServer {
     started: tokio::time::Instant,
     /// Every kind of request served, as RBAC would judge it.
     audit: Mutex<std::collections::BTreeSet<Access>>,
+    /// Callers by token, their writes, and who is cut off.
+    identities: identity::Identities,
+    /// Held while a write is applied and logged.
+    write_order: Mutex<()>,
 }
 
 /// One kind of request, in RBAC's terms.
@@ -86,6 +92,8 @@ impl ApiServer {
             serving: Mutex::default(),
             started: tokio::time::Instant::now(),
             audit: Mutex::default(),
+            identities: identity::Identities::default(),
+            write_order: Mutex::default(),
         });
         tokio::spawn(gc::collect(store));
         server.serve_on(listener);
@@ -114,6 +122,11 @@ impl ApiServer {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Time since the server started: the clock of its write log.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
     }
 
     /// The kinds of request served so far.

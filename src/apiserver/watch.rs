@@ -2,7 +2,7 @@
 //! history, `410 Gone` as an ERROR event when it is too old), or every
 //! object as ADDED then the changes; BOOKMARKs when asked for; the
 //! streaming list of `sendInitialEvents`; ended by `timeoutSeconds`, an
-//! injected cut, or a server restart.
+//! injected cut, a server restart, or a partition that cuts its caller off.
 
 use super::select::Selector;
 use super::{ApiServer, Target, in_namespace, line, status, table};
@@ -32,6 +32,8 @@ struct Watch {
     epoch: tokio::sync::watch::Receiver<u64>,
     /// kubectl asked for Tables: each event's object is a one-row Table.
     as_table: bool,
+    /// Resolves when the caller is cut off the server.
+    cut: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 impl Watch {
@@ -85,6 +87,7 @@ impl Watch {
             tokio::select! {
                 _ = tokio::time::sleep_until(self.deadline) => return None,
                 _ = self.epoch.changed() => return None,
+                _ = &mut self.cut => return None,
                 _ = tick => {
                     if self.bookmarks {
                         return Some(self.bookmark(false));
@@ -107,6 +110,7 @@ pub fn watch(
     target: Target,
     q: HashMap<String, String>,
     as_table: bool,
+    user: &str,
 ) -> Response {
     let selector = match Selector::parse(
         q.get("labelSelector").map(String::as_str),
@@ -139,6 +143,7 @@ pub fn watch(
         seen: 0,
         epoch: s.epoch.subscribe(),
         as_table,
+        cut: Box::pin(s.cut_off(user)),
     };
     let start = match from {
         Some(rv) if !initial => rv,

@@ -14,6 +14,7 @@
 mod elector;
 mod fence;
 mod lease;
+pub mod wire;
 
 pub use elector::Elector;
 pub use fence::Fence;
@@ -83,12 +84,21 @@ impl LeaseArgs {
     }
 }
 
-/// This process's name in the Lease: the pod's, else host and pid.
+/// This process's name in the Lease: its pod's (else its host's) name and
+/// a suffix of its own, as controller-runtime names its candidates. A
+/// process restarted in the same pod is a new candidate: it never takes
+/// its predecessor's Lease as its own, but waits for it to expire like
+/// any standby, so no two incarnations ever share a term.
 pub fn identity() -> String {
-    std::env::var("POD_NAME").unwrap_or_else(|_| {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "gpu-claims".into());
-        format!("{host}-{}", std::process::id())
-    })
+    let pod = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "gpu-claims".into());
+    format!("{pod}_{:08x}", fastrand::u32(..))
+}
+
+/// The pod an identity names (what precedes its suffix).
+pub fn pod_of(identity: &str) -> &str {
+    identity.rsplit_once('_').map_or(identity, |(pod, _)| pod)
 }
 
 /// Who leads, as this process last saw the Lease: for `/debug` on a

@@ -1,0 +1,173 @@
+//! Who calls, and what each caller wrote: bearer tokens as a real API
+//! server's token authenticator knows them (one per replica of the
+//! controller, so that the server can tell who made each write, and when
+//! in the Lease's history), and the network between a caller and the
+//! server, which a test can cut (a partition).
+
+use super::{ApiServer, status};
+use axum::http::{HeaderMap, header};
+use axum::response::Response;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A request without credentials (the tests' and the demo's kubeconfig).
+pub const ANONYMOUS: &str = "system:anonymous";
+
+/// One write over HTTP, as the server saw it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct WriteRecord {
+    /// The order in which the server applied the writes.
+    pub seq: u64,
+    /// Since the server started.
+    pub at_s: f64,
+    pub user: String,
+    pub op: &'static str,
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The write took effect (or changed nothing); false: refused.
+    pub applied: bool,
+    /// For a Lease written: its holder after the write.
+    pub holder: Option<String>,
+}
+
+#[derive(Default)]
+pub(crate) struct Identities {
+    /// Token to user.
+    tokens: Mutex<HashMap<String, String>>,
+    pub(crate) log: Mutex<Vec<WriteRecord>>,
+    /// The users cut off the server.
+    cut: tokio::sync::watch::Sender<BTreeSet<String>>,
+}
+
+/// A write a request made, to be put in the log in the order applied.
+pub(crate) struct Pending {
+    pub op: &'static str,
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub applied: bool,
+    pub holder: Option<String>,
+}
+
+impl Identities {
+    pub(crate) fn append(&self, log: &mut Vec<WriteRecord>, user: &str, at: Duration, p: Pending) {
+        log.push(WriteRecord {
+            seq: log.len() as u64,
+            at_s: at.as_secs_f64(),
+            user: user.to_string(),
+            op: p.op,
+            kind: p.kind,
+            namespace: p.namespace,
+            name: p.name,
+            applied: p.applied,
+            holder: p.holder,
+        });
+    }
+}
+
+impl ApiServer {
+    /// A user the server knows by a bearer token: the token.
+    pub fn add_user(&self, name: &str) -> String {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let token = format!("{name}.{nanos:x}");
+        self.identities
+            .tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.clone(), name.to_string());
+        token
+    }
+
+    /// A kubeconfig for a new user `name`, who authenticates with its own token.
+    pub fn kubeconfig_for(&self, name: &str) -> String {
+        let token = self.add_user(name);
+        super::kubeconfig(&self.url())
+            .replace("  user: {}\n", &format!("  user:\n    token: {token}\n"))
+    }
+
+    /// Every write over HTTP so far, in the order applied.
+    pub fn writes(&self) -> Vec<WriteRecord> {
+        self.identities
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Cuts `user` off the server (its requests hang and are never
+    /// applied; its watches end) or lets it through again.
+    pub fn partition(&self, user: &str, cut: bool) {
+        self.identities.cut.send_modify(|s| {
+            if cut {
+                s.insert(user.to_string());
+            } else {
+                s.remove(user);
+            }
+        });
+    }
+
+    fn is_cut(&self, user: &str) -> bool {
+        self.identities.cut.borrow().contains(user)
+    }
+
+    /// The caller, from its bearer token: 401 for a token nobody was given.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
+        let Some(auth) = headers.get(header::AUTHORIZATION) else {
+            return Ok(ANONYMOUS.to_string());
+        };
+        let token = auth
+            .to_str()
+            .ok()
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        let tokens = self
+            .identities
+            .tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match tokens.get(token) {
+            Some(user) => Ok(user.clone()),
+            None => Err(status(401, "Unauthorized", "Unauthorized", None, "")),
+        }
+    }
+
+    /// Holds a request of a user who is cut off for as long as the cut
+    /// lasts, and then refuses it: a request lost in a partition is never
+    /// applied (its client gave up on it long before).
+    #[allow(clippy::result_large_err)]
+    pub(crate) async fn through_partition(&self, user: &str) -> Result<(), Response> {
+        if !self.is_cut(user) {
+            return Ok(());
+        }
+        self.healed(user).await;
+        Err(status(
+            503,
+            "ServiceUnavailable",
+            "the request was lost in a network partition",
+            None,
+            "",
+        ))
+    }
+
+    async fn healed(&self, user: &str) {
+        let mut rx = self.identities.cut.subscribe();
+        let _ = rx.wait_for(|s| !s.contains(user)).await;
+    }
+
+    /// Resolves when `user` is cut off: its watch streams end then.
+    pub(crate) fn cut_off(&self, user: &str) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.identities.cut.subscribe();
+        let user = user.to_string();
+        async move {
+            if rx.wait_for(|s| s.contains(&user)).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
