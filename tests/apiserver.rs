@@ -14,6 +14,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A server with the namespaces the tests write to.
 async fn server() -> (Arc<ApiServer>, kube::Client) {
     let s = ApiServer::start(apiserver::new_store(), "127.0.0.1:0".parse().unwrap(), None)
         .await
@@ -21,6 +22,9 @@ async fn server() -> (Arc<ApiServer>, kube::Client) {
     let client = gpu_claims::demo::client_for(&apiserver::kubeconfig(&s.url()))
         .await
         .unwrap();
+    for ns in ["a", "gpu-claims"] {
+        apiserver::namespaces::ensure(&s.store, ns);
+    }
     (s, client)
 }
 

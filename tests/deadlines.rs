@@ -61,6 +61,7 @@ async fn a_write_is_not_sent_while_the_fence_is_closed() {
     let server = ApiServer::start(apiserver::new_store(), "127.0.0.1:0".parse().unwrap(), None)
         .await
         .unwrap();
+    apiserver::namespaces::ensure(&server.store, "t");
     let deadline = Duration::from_secs(5);
     let clients = Clients::from_kubeconfig(&server.kubeconfig_for("replica-1"), deadline)
         .await

@@ -142,6 +142,43 @@ fn kubectl_gets_applies_watches_and_deletes() {
     );
     let by_label = k.run(&["get", "gpuclaims", "-n", A, "-l", "team=ai", "-o", "name"]);
     assert_eq!(by_label.trim(), "gpuclaim.gpu.cozystack.io/from-kubectl");
+    // The CRD's short name; server-side dry runs that change nothing.
+    let short = k.run(&["get", "gc", "-n", A, "-o", "name"]);
+    assert!(
+        short.contains("gpuclaim.gpu.cozystack.io/from-kubectl"),
+        "{short}"
+    );
+    k.run(&[
+        "label",
+        "gpuclaim",
+        "from-kubectl",
+        "-n",
+        A,
+        "extra=1",
+        "--dry-run=server",
+    ]);
+    k.run(&[
+        "delete",
+        "gpuclaim",
+        "from-kubectl",
+        "-n",
+        A,
+        "--dry-run=server",
+    ]);
+    let labels = k.run(&[
+        "get",
+        "gpuclaim",
+        "from-kubectl",
+        "-n",
+        A,
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
+    assert!(
+        labels.contains("team") && !labels.contains("extra"),
+        "a dry run changed the claim: {labels}"
+    );
+    assert_eq!(k.run(&["get", "--raw", "/readyz"]).trim(), "ok");
     let fin = k.run(&[
         "get",
         "gpuclaim",
@@ -210,6 +247,10 @@ for ev in w.stream(co.list_namespaced_custom_object, "gpu.cozystack.io", "v1alph
     if fins:
         w.stop()
 out["events"] = events
+pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "from-python"},
+       "spec": {"containers": [{"name": "c", "image": "i"}]}}
+core.create_namespaced_pod("tenant-a", pod)
+out["deleted_pod"] = core.delete_namespaced_pod("from-python", "tenant-a").metadata.name
 print(json.dumps(out))
 "#;
 
@@ -251,4 +292,6 @@ fn the_python_client_lists_pages_creates_and_watches() {
             && e[2][0] == "gpu.cozystack.io/claim-protection"),
         "{events:?}"
     );
+    // A pod's delete answers with the pod, which the typed client reads.
+    assert_eq!(v["deleted_pod"], "from-python");
 }

@@ -52,7 +52,14 @@ pub fn group(name: &str) -> Option<Value> {
 }
 
 const VERBS: &[&str] = &[
-    "create", "delete", "get", "list", "patch", "update", "watch",
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
 ];
 
 fn entry(r: &Resource) -> Vec<Value> {
@@ -60,6 +67,9 @@ fn entry(r: &Resource) -> Vec<Value> {
         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
         "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names,
     })];
+    if !r.categories.is_empty() {
+        out[0]["categories"] = json!(r.categories);
+    }
     if r.status {
         out.push(json!({
             "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,

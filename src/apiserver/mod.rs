@@ -11,15 +11,19 @@ pub mod faults;
 mod gc;
 mod handlers;
 mod identity;
+pub mod namespaces;
 pub mod patch;
 mod resources;
 pub mod select;
 mod table;
+pub mod validate;
 mod watch;
 
 pub use faults::Faults;
 pub use identity::{ANONYMOUS, WriteRecord};
-pub use resources::{RESOURCES, Resource, Target, by_store_kind, parse, status_kinds};
+pub use resources::{
+    RESOURCES, Resource, Target, by_store_kind, kinds_without_generation, parse, status_kinds,
+};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -71,7 +75,7 @@ pub struct Access {
 /// A store with the API server's status subresources and the real wall clock.
 pub fn new_store() -> Arc<Store> {
     let wall = Arc::new(k8s_openapi::jiff::Timestamp::now);
-    Arc::new(Store::new(wall, &status_kinds()))
+    Arc::new(Store::new(wall, &status_kinds()).without_generation(&kinds_without_generation()))
 }
 
 impl ApiServer {
@@ -95,7 +99,9 @@ impl ApiServer {
             identities: identity::Identities::default(),
             write_order: Mutex::default(),
         });
-        tokio::spawn(gc::collect(store));
+        namespaces::adopt(&store);
+        tokio::spawn(gc::collect(store.clone()));
+        tokio::spawn(namespaces::control(store));
         server.serve_on(listener);
         Ok(server)
     }

@@ -15,9 +15,19 @@ pub struct Resource {
     /// Served with a status subresource.
     pub status: bool,
     pub short_names: &'static [&'static str],
+    /// Groups `kubectl get <category>` expands to (`all`).
+    pub categories: &'static [&'static str],
+    /// Objects carry `metadata.generation` (custom resources and pods; not
+    /// nodes, namespaces, events or leases).
+    pub generation: bool,
 }
 
 impl Resource {
+    /// Served from a CustomResourceDefinition, not built in.
+    pub fn is_custom(&self) -> bool {
+        !(self.group.is_empty() || self.group.ends_with(".k8s.io"))
+    }
+
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.to_string()
@@ -46,6 +56,8 @@ const fn r(
         namespaced,
         status,
         short_names: &[],
+        categories: &[],
+        generation: true,
     }
 }
 
@@ -56,7 +68,10 @@ const V1A1: &str = "v1alpha1";
 /// Event (core and events.k8s.io), which clients and leader election use.
 pub const RESOURCES: &[Resource] = &[
     r(GPU, V1A1, "gpuclasses", "gpuclass", "GPUClass", false, true),
-    r(GPU, V1A1, "gpuclaims", "gpuclaim", "GPUClaim", true, true),
+    Resource {
+        short_names: &["gc"],
+        ..r(GPU, V1A1, "gpuclaims", "gpuclaim", "GPUClaim", true, true)
+    },
     r(
         GPU,
         V1A1,
@@ -68,6 +83,7 @@ pub const RESOURCES: &[Resource] = &[
     ),
     Resource {
         short_names: &["vmi", "vmis"],
+        categories: &["all"],
         ..r(
             "kubevirt.io",
             "v1",
@@ -80,14 +96,17 @@ pub const RESOURCES: &[Resource] = &[
     },
     Resource {
         short_names: &["po"],
+        categories: &["all"],
         ..r("", "v1", "pods", "pod", "Pod", true, true)
     },
     Resource {
         short_names: &["no"],
+        generation: false,
         ..r("", "v1", "nodes", "node", "Node", false, true)
     },
     Resource {
         short_names: &["ns"],
+        generation: false,
         ..r(
             "",
             "v1",
@@ -100,10 +119,12 @@ pub const RESOURCES: &[Resource] = &[
     },
     Resource {
         short_names: &["ev"],
+        generation: false,
         ..r("", "v1", "events", "event", "Event", true, false)
     },
     Resource {
         store_kind: "Event.events.k8s.io",
+        generation: false,
         ..r(
             "events.k8s.io",
             "v1",
@@ -114,15 +135,18 @@ pub const RESOURCES: &[Resource] = &[
             false,
         )
     },
-    r(
-        "coordination.k8s.io",
-        "v1",
-        "leases",
-        "lease",
-        "Lease",
-        true,
-        false,
-    ),
+    Resource {
+        generation: false,
+        ..r(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "lease",
+            "Lease",
+            true,
+            false,
+        )
+    },
 ];
 
 /// The store keys of the kinds with a status subresource.
@@ -130,6 +154,15 @@ pub fn status_kinds() -> Vec<&'static str> {
     RESOURCES
         .iter()
         .filter(|r| r.status)
+        .map(|r| r.store_kind)
+        .collect()
+}
+
+/// The store keys of the kinds whose objects carry no generation.
+pub fn kinds_without_generation() -> Vec<&'static str> {
+    RESOURCES
+        .iter()
+        .filter(|r| !r.generation)
         .map(|r| r.store_kind)
         .collect()
 }

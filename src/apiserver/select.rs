@@ -1,5 +1,6 @@
 //! Label and field selectors, as list and watch read them.
 
+use super::Resource;
 use serde_json::Value;
 
 /// One requirement of a label selector.
@@ -91,6 +92,25 @@ impl Selector {
         Ok(Self { labels, fields })
     }
 
+    /// Reads the selectors of a request to `resource`: a field it has no
+    /// field label for is refused, as the API server refuses it.
+    pub fn for_resource(
+        labels: Option<&str>,
+        fields: Option<&str>,
+        resource: &Resource,
+    ) -> Result<Self, String> {
+        let sel = Self::parse(labels, fields)?;
+        let supported = field_labels(resource);
+        if let Some((f, _, _)) = sel
+            .fields
+            .iter()
+            .find(|(f, _, _)| !supported.contains(&f.as_str()))
+        {
+            return Err(format!("field label not supported: {f}"));
+        }
+        Ok(sel)
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = &obj["metadata"]["labels"];
         let label = |k: &str| labels.get(k).and_then(Value::as_str);
@@ -109,6 +129,59 @@ impl Selector {
                 .all(|(path, eq, want)| (field(obj, path) == *want) == *eq)
     }
 }
+
+/// The field labels a resource can be selected by: every object's name
+/// and namespace, and what its kind's registry adds (upstream's
+/// `GetAttrs` and field label conversion functions). Custom resources
+/// have only the two (selectableFields aside, which our CRDs do not use).
+fn field_labels(r: &Resource) -> Vec<&'static str> {
+    let mut out = vec!["metadata.name", "metadata.namespace"];
+    match (r.group, r.kind) {
+        ("", "Pod") => out.extend([
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        ]),
+        ("", "Node") => out.push("spec.unschedulable"),
+        ("", "Namespace") => out.push("status.phase"),
+        ("", "Event") => {
+            out.extend(["reason", "reportingComponent", "source", "type"]);
+            out.extend(INVOLVED);
+        }
+        ("events.k8s.io", "Event") => {
+            out.extend(["reason", "reportingController", "type"]);
+            out.extend(REGARDING);
+        }
+        _ => {}
+    }
+    out
+}
+
+const INVOLVED: [&str; 7] = [
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+];
+
+const REGARDING: [&str; 7] = [
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+];
 
 /// A dotted field path's value as a selector compares it; absent is "".
 fn field(obj: &Value, path: &str) -> String {

@@ -47,13 +47,26 @@ impl Watch {
         json!({"type": type_, "object": object})
     }
 
-    fn store_event(&self, ev: &StoreEvent) -> Value {
-        let type_ = match ev.type_ {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        };
-        self.event(type_, &ev.object)
+    /// A store change as this watch shows it, or None when it does not
+    /// concern it. As the API server's cacher: an object that starts
+    /// matching the selector is ADDED, one that stops is DELETED (with its
+    /// last matching state at the change's resourceVersion).
+    fn store_event(&self, ev: &StoreEvent) -> Option<Value> {
+        if ev.kind != self.target.resource.store_kind {
+            return None;
+        }
+        let now = ev.type_ != EventType::Deleted && self.wants(&ev.object);
+        let before = ev.prev.as_ref().is_some_and(|p| self.wants(p));
+        match (before, now) {
+            (false, true) => Some(self.event("ADDED", &ev.object)),
+            (true, true) => Some(self.event("MODIFIED", &ev.object)),
+            (true, false) => {
+                let mut last = ev.prev.clone().unwrap_or_default();
+                last["metadata"]["resourceVersion"] = ev.resource_version.to_string().into();
+                Some(self.event("DELETED", &last))
+            }
+            (false, false) => None,
+        }
     }
 
     fn wants(&self, obj: &Value) -> bool {
@@ -96,8 +109,8 @@ impl Watch {
                 ev = rx.recv() => {
                     let ev = ev?;
                     self.seen = self.seen.max(ev.resource_version);
-                    if ev.kind == self.target.resource.store_kind && self.wants(&ev.object) {
-                        return Some(self.store_event(&ev));
+                    if let Some(v) = self.store_event(&ev) {
+                        return Some(v);
                     }
                 }
             }
@@ -112,9 +125,10 @@ pub fn watch(
     as_table: bool,
     user: &str,
 ) -> Response {
-    let selector = match Selector::parse(
+    let selector = match Selector::for_resource(
         q.get("labelSelector").map(String::as_str),
         q.get("fieldSelector").map(String::as_str),
+        &target.resource,
     ) {
         Ok(sel) => sel,
         Err(e) => return status(400, "BadRequest", &e, None, target.resource.plural),
@@ -170,11 +184,7 @@ pub fn watch(
             for e in &replay {
                 w.seen = w.seen.max(e.resource_version);
             }
-            let wanted: Vec<Value> = replay
-                .iter()
-                .filter(|e| e.kind == w.target.resource.store_kind && w.wants(&e.object))
-                .map(|e| w.store_event(e))
-                .collect();
+            let wanted: Vec<Value> = replay.iter().filter_map(|e| w.store_event(e)).collect();
             w.pending.extend(wanted);
             w.rx = Some(rx);
         }

@@ -105,6 +105,7 @@ pub fn measure(claims: usize, runs: usize) -> anyhow::Result<ColdFigures> {
         .enable_all()
         .build()?;
     let journal = MemCluster::new(store.clone());
+    apiserver::namespaces::ensure(&store, "gpu-claims");
     let server = rt.block_on(ApiServer::start(
         store,
         "127.0.0.1:0".parse()?,

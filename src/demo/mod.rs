@@ -21,7 +21,6 @@ use gpu_claims_actors::fixtures::{MetaB, claim, class, node};
 use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::memory::invariants::{Checker, progress};
 use gpu_claims_actors::memory::store::Store;
-use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,11 +55,9 @@ const PROGRESS: Duration = Duration::from_secs(10);
 /// The cluster the story starts from: three GPU nodes the VMs can use, a
 /// cordoned and a tainted one placement must skip, two classes, a claim.
 pub fn seed(cluster: &MemCluster) {
-    for ns in [A, B] {
-        cluster.store.seed(
-            "Namespace",
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-        );
+    // The tenants' namespaces, and the controller's own (its Lease).
+    for ns in [A, B, "gpu-claims"] {
+        crate::apiserver::namespaces::ensure(&cluster.store, ns);
     }
     let objs = [
         // Each would be the first best fit by name: G3's scheduler filters

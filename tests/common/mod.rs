@@ -171,6 +171,8 @@ impl Cluster {
         let store = apiserver::new_store();
         let journal = MemCluster::new(store.clone());
         seed(&journal);
+        // The controller's own namespace, as its chart makes it: its Lease.
+        apiserver::namespaces::ensure(&store, "gpu-claims");
         let server = rt
             .block_on(ApiServer::start(
                 store.clone(),

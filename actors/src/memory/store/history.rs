@@ -72,14 +72,22 @@ impl Store {
         (rx, g.rv)
     }
 
-    pub(super) fn publish(g: &mut Inner, kind: &str, type_: EventType, object: &Value) {
+    pub(super) fn publish(
+        g: &mut Inner,
+        kind: &str,
+        type_: EventType,
+        object: &Value,
+        prev: Option<Value>,
+    ) {
+        let json_len = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
+        let size = json_len(object) + prev.as_ref().map_or(0, json_len);
         let ev = StoreEvent {
             kind: kind.to_string(),
             type_,
             object: object.clone(),
+            prev,
             resource_version: g.rv,
         };
-        let size = serde_json::to_vec(object).map_or(0, |b| b.len());
         g.history.push_back((ev.clone(), size));
         g.history_bytes += size;
         Self::trim_history(g);

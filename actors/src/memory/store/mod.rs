@@ -10,11 +10,13 @@
 use serde_json::{Value, json};
 
 mod history;
+mod write;
 
 pub use history::{Gone, HISTORY, HISTORY_BYTES, HistoryLimits};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
+pub use write::Apply;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
@@ -29,6 +31,10 @@ pub struct StoreEvent {
     pub kind: String,
     pub type_: EventType,
     pub object: Value,
+    /// The object before the change (a modification or a deletion), so
+    /// that a watch with a selector can tell an object that stopped
+    /// matching (DELETED) or started (ADDED), as the API server does.
+    pub prev: Option<Value>,
     pub resource_version: u64,
 }
 
@@ -82,6 +88,8 @@ pub struct Store {
     wall: WallClock,
     /// Kinds with a status subresource: main updates keep status, status updates keep the rest.
     with_status: Vec<String>,
+    /// Kinds without `metadata.generation` (built-ins like Node or Lease).
+    without_generation: Vec<String>,
 }
 
 fn meta(o: &Value) -> &Value {
@@ -125,7 +133,19 @@ impl Store {
             inner: Mutex::new(inner),
             wall,
             with_status: with_status.iter().map(|s| s.to_string()).collect(),
+            without_generation: Vec::new(),
         }
+    }
+
+    /// Kinds whose objects carry no `metadata.generation`; every other
+    /// kind's starts at 1 and grows with each change of its spec.
+    pub fn without_generation(mut self, kinds: &[&str]) -> Self {
+        self.without_generation = kinds.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    fn has_generation(&self, kind: &str) -> bool {
+        !self.without_generation.iter().any(|k| k == kind)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -220,200 +240,8 @@ impl Store {
             meta_str(&obj, "name").to_string(),
         );
         g.objects.insert(k, obj.clone());
-        Self::publish(&mut g, kind, EventType::Added, &obj);
+        Self::publish(&mut g, kind, EventType::Added, &obj, None);
         obj
-    }
-
-    pub fn create(&self, kind: &str, obj: Value) -> Result<Written, StoreError> {
-        let mut obj = strip_nulls(obj);
-        let mut g = self.lock();
-        if meta_str(&obj, "name").is_empty() {
-            let prefix = meta_str(&obj, "generateName").to_string();
-            if prefix.is_empty() {
-                return Err(StoreError::Invalid(
-                    "metadata.name or metadata.generateName is required".into(),
-                ));
-            }
-            let suffix = format!("{:05x}", (g.uids + 1) * 7919 % 0xfffff);
-            set_meta(&mut obj, "name", json!(format!("{prefix}{suffix}")));
-        }
-        let k = (
-            kind.to_string(),
-            meta_str(&obj, "namespace").to_string(),
-            meta_str(&obj, "name").to_string(),
-        );
-        if g.objects.contains_key(&k) {
-            return Err(StoreError::AlreadyExists(format!("{kind} {}/{}", k.1, k.2)));
-        }
-        g.rv += 1;
-        g.uids += 1;
-        let uid = uid(g.uids);
-        set_meta(&mut obj, "uid", json!(uid));
-        set_meta(&mut obj, "resourceVersion", json!(g.rv.to_string()));
-        set_meta(&mut obj, "creationTimestamp", json!(self.now()));
-        set_meta(&mut obj, "generation", json!(1));
-        if let Some(m) = obj["metadata"].as_object_mut() {
-            m.remove("deletionTimestamp");
-        }
-        if self.has_status(kind)
-            && let Some(o) = obj.as_object_mut()
-        {
-            o.remove("status");
-        }
-        g.objects.insert(k, obj.clone());
-        Self::publish(&mut g, kind, EventType::Added, &obj);
-        Ok(Written {
-            object: obj,
-            changed: true,
-            removed: false,
-        })
-    }
-
-    /// PUT: the object's resourceVersion, when set, must be the current one.
-    pub fn update(&self, kind: &str, obj: Value, sub: Subresource) -> Result<Written, StoreError> {
-        let mut g = self.lock();
-        let k = (
-            kind.to_string(),
-            meta_str(&obj, "namespace").to_string(),
-            meta_str(&obj, "name").to_string(),
-        );
-        let what = format!("{kind} {}/{}", k.1, k.2);
-        let Some(old) = g.objects.get(&k).cloned() else {
-            return Err(StoreError::NotFound(what));
-        };
-        let rv = meta_str(&obj, "resourceVersion");
-        if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") {
-            return Err(StoreError::Conflict(format!(
-                "{what}: the object has been modified; please apply your changes to the latest version and try again"
-            )));
-        }
-        let uid = meta_str(&obj, "uid");
-        if !uid.is_empty() && uid != meta_str(&old, "uid") {
-            return Err(StoreError::Conflict(format!("{what}: uid mismatch")));
-        }
-        let new = match sub {
-            Subresource::Status => {
-                let mut n = old.clone();
-                n["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
-                n
-            }
-            Subresource::Main => {
-                let mut n = obj.clone();
-                for f in [
-                    "uid",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "generation",
-                    "resourceVersion",
-                ] {
-                    match meta(&old).get(f) {
-                        Some(v) => set_meta(&mut n, f, v.clone()),
-                        None => {
-                            if let Some(m) = n["metadata"].as_object_mut() {
-                                m.remove(f);
-                            }
-                        }
-                    }
-                }
-                if self.has_status(kind) {
-                    n["status"] = old.get("status").cloned().unwrap_or(Value::Null);
-                }
-                let deleting = !meta_str(&old, "deletionTimestamp").is_empty();
-                let before = finalizers(&old);
-                if deleting && finalizers(&n).iter().any(|f| !before.contains(f)) {
-                    return Err(StoreError::Invalid(format!(
-                        "{what}: no new finalizers can be added if the object is being deleted"
-                    )));
-                }
-                n
-            }
-        };
-        let new = strip_nulls(new);
-        if new == old {
-            return Ok(Written {
-                object: old,
-                changed: false,
-                removed: false,
-            });
-        }
-        g.rv += 1;
-        let mut new = new;
-        set_meta(&mut new, "resourceVersion", json!(g.rv.to_string()));
-        let deleting = !meta_str(&new, "deletionTimestamp").is_empty();
-        if deleting && finalizers(&new).is_empty() {
-            g.objects.remove(&k);
-            Self::publish(&mut g, kind, EventType::Deleted, &new);
-            return Ok(Written {
-                object: new,
-                changed: true,
-                removed: true,
-            });
-        }
-        g.objects.insert(k, new.clone());
-        Self::publish(&mut g, kind, EventType::Modified, &new);
-        Ok(Written {
-            object: new,
-            changed: true,
-            removed: false,
-        })
-    }
-
-    /// DELETE with optional uid and resourceVersion preconditions.
-    pub fn delete(
-        &self,
-        kind: &str,
-        ns: &str,
-        name: &str,
-        uid: Option<&str>,
-        rv: Option<&str>,
-    ) -> Result<Written, StoreError> {
-        let mut g = self.lock();
-        let k = (kind.to_string(), ns.to_string(), name.to_string());
-        let what = format!("{kind} {ns}/{name}");
-        let Some(old) = g.objects.get(&k).cloned() else {
-            return Err(StoreError::NotFound(what));
-        };
-        if uid.is_some_and(|u| u != meta_str(&old, "uid")) {
-            return Err(StoreError::Conflict(format!(
-                "{what}: precondition failed: UID in precondition does not match the object"
-            )));
-        }
-        if rv.is_some_and(|r| r != meta_str(&old, "resourceVersion")) {
-            return Err(StoreError::Conflict(format!(
-                "{what}: precondition failed: resourceVersion in precondition does not match the object"
-            )));
-        }
-        if !finalizers(&old).is_empty() {
-            if !meta_str(&old, "deletionTimestamp").is_empty() {
-                return Ok(Written {
-                    object: old,
-                    changed: false,
-                    removed: false,
-                });
-            }
-            g.rv += 1;
-            let mut new = old;
-            set_meta(&mut new, "deletionTimestamp", json!(self.now()));
-            set_meta(&mut new, "deletionGracePeriodSeconds", json!(0));
-            set_meta(&mut new, "resourceVersion", json!(g.rv.to_string()));
-            g.objects.insert(k, new.clone());
-            Self::publish(&mut g, kind, EventType::Modified, &new);
-            return Ok(Written {
-                object: new,
-                changed: true,
-                removed: false,
-            });
-        }
-        g.rv += 1;
-        let mut gone = old;
-        set_meta(&mut gone, "resourceVersion", json!(g.rv.to_string()));
-        g.objects.remove(&k);
-        Self::publish(&mut g, kind, EventType::Deleted, &gone);
-        Ok(Written {
-            object: gone,
-            changed: true,
-            removed: true,
-        })
     }
 }
 

@@ -1,18 +1,20 @@
 //! The REST verbs over the store: get, list (selectors, `limit` and
-//! `continue`), create, update, status, patch and delete (preconditions,
-//! `propagationPolicy`), with write faults injected and writes journaled.
+//! `continue`), create, update, status, patch, delete (preconditions,
+//! `propagationPolicy`) and delete of a collection; `dryRun=All` on every
+//! write; the health endpoints; write faults injected and writes journaled.
+//! The reads are in `read.rs`, the writes in `write.rs`.
+
+mod read;
+mod write;
 
 use super::faults::Injected;
-use super::patch::{self, PatchKind};
-use super::select::Selector;
-use super::{ApiServer, Target, gc, parse, status, table, watch};
+use super::{ApiServer, Target, parse, status, watch};
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use gpu_claims_actors::memory::journal::Entry;
-use gpu_claims_actors::memory::store::{StoreError, Subresource, Written};
+use gpu_claims_actors::memory::store::{Apply, StoreError, Written};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -91,6 +93,9 @@ pub async fn handle(
         },
         namespace: target.as_ref().and_then(|t| t.namespace.clone()),
     });
+    if method == Method::GET && matches!(path, "/healthz" | "/livez" | "/readyz") {
+        return ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response();
+    }
     if method == Method::GET
         && let Some(v) = super::discovery::answer(path)
     {
@@ -104,6 +109,14 @@ pub async fn handle(
         method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     );
+    let how = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => Apply::Commit,
+        Some("All") if writes => Apply::DryRun,
+        Some(v) => {
+            let msg = format!("dryRun: Unsupported value: {v:?}: supported values: \"All\"");
+            return status(422, "Invalid", &msg, t.name.as_deref(), t.resource.plural);
+        }
+    };
     // A 409 to a create means AlreadyExists on a real server, never a
     // stale version, so injected conflicts go to updates and patches only.
     let injected = faults
@@ -156,6 +169,7 @@ pub async fn handle(
         t: &t,
         q: &q,
         user: &user,
+        how,
     };
     // Writes are applied and logged one at a time, so that the log's
     // order is the order in which they took effect.
@@ -176,6 +190,7 @@ pub async fn handle(
             req.patch(&n, ct, &body)
         }
         (Method::DELETE, Some(n)) => req.delete(&n, &body),
+        (Method::DELETE, None) if !t.status => req.delete_collection(&body),
         (m, name) => status(
             405,
             "MethodNotAllowed",
@@ -243,30 +258,14 @@ impl ApiServer {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Req<'a> {
     s: &'a ApiServer,
     t: &'a Target,
     q: &'a Q,
     user: &'a str,
-}
-
-/// A list page's position: the store version of the first page and the
-/// last key returned.
-fn continue_token(rv: u64, ns: &str, name: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{rv}/{ns}/{name}"))
-}
-
-fn read_token(token: &str) -> Option<(u64, String, String)> {
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .ok()?;
-    let s = String::from_utf8(raw).ok()?;
-    let mut it = s.splitn(3, '/');
-    Some((
-        it.next()?.parse().ok()?,
-        it.next()?.to_string(),
-        it.next()?.to_string(),
-    ))
+    /// `dryRun=All`: the write is decided and answered, not stored.
+    how: Apply,
 }
 
 impl Req<'_> {
@@ -282,80 +281,9 @@ impl Req<'_> {
         self.t.namespace.as_deref().unwrap_or_default()
     }
 
-    fn list(&self, as_table: bool) -> Response {
-        let sel = match Selector::parse(
-            self.q.get("labelSelector").map(String::as_str),
-            self.q.get("fieldSelector").map(String::as_str),
-        ) {
-            Ok(s) => s,
-            Err(e) => return status(400, "BadRequest", &e, None, self.plural()),
-        };
-        let after = match self.q.get("continue").filter(|c| !c.is_empty()) {
-            None => None,
-            Some(c) => match read_token(c) {
-                Some(t) => Some(t),
-                None => {
-                    return status(
-                        400,
-                        "BadRequest",
-                        "invalid continue token",
-                        None,
-                        self.plural(),
-                    );
-                }
-            },
-        };
-        let limit = self
-            .q
-            .get("limit")
-            .and_then(|l| l.parse::<usize>().ok())
-            .filter(|l| *l > 0)
-            .unwrap_or(usize::MAX);
-        let (page, more, now) = self.s.store.list_page(
-            self.store_kind(),
-            self.t.namespace.as_deref(),
-            after
-                .as_ref()
-                .map(|(_, ns, name)| (ns.as_str(), name.as_str())),
-            limit,
-            |o| sel.matches(o),
-        );
-        // Later pages report the first page's version, so that a watch
-        // from it replays whatever changed while the pages were read.
-        let rv = after.as_ref().map_or(now, |(rv, _, _)| *rv);
-        let mut meta = json!({"resourceVersion": rv.to_string()});
-        if more && let Some(last) = page.last() {
-            meta["continue"] =
-                continue_token(rv, meta_str(last, "namespace"), meta_str(last, "name")).into();
-        }
-        if as_table {
-            return ok(StatusCode::OK, table::table(&self.t.resource, &page, meta));
-        }
-        ok(
-            StatusCode::OK,
-            json!({
-                "kind": format!("{}List", self.t.resource.kind),
-                "apiVersion": self.t.resource.api_version(),
-                "metadata": meta,
-                "items": page,
-            }),
-        )
-    }
-
     fn not_found(&self, n: &str) -> Response {
         let msg = format!("{} \"{n}\" not found", self.plural());
         status(404, "NotFound", &msg, Some(n), self.plural())
-    }
-
-    fn get(&self, n: &str, as_table: bool) -> Response {
-        match self.s.store.get(self.store_kind(), self.ns(), n) {
-            Some(o) if as_table => ok(
-                StatusCode::OK,
-                table::table(&self.t.resource, &[o], json!({})),
-            ),
-            Some(o) => ok(StatusCode::OK, o),
-            None => self.not_found(n),
-        }
     }
 
     /// The body as an object of this resource, its namespace checked.
@@ -388,12 +316,31 @@ impl Req<'_> {
                 _ => obj["metadata"]["name"] = n.into(),
             }
         }
-        obj["apiVersion"] = self.t.resource.api_version().into();
-        obj["kind"] = self.t.resource.kind.into();
+        let want = self.t.resource.api_version();
+        match obj["apiVersion"].as_str() {
+            Some(v) if !v.is_empty() && v != want => {
+                return Err(bad(&format!(
+                    "the API version in the data ({v}) does not match the expected API version ({want})"
+                )));
+            }
+            _ => obj["apiVersion"] = want.into(),
+        }
+        match obj["kind"].as_str() {
+            Some(k) if !k.is_empty() && k != self.t.resource.kind => {
+                return Err(bad(&format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    self.t.resource.kind
+                )));
+            }
+            _ => obj["kind"] = self.t.resource.kind.into(),
+        }
         Ok(obj)
     }
 
     fn journal(&self, op: &'static str, name: &str, r: &Result<Written, StoreError>) {
+        if self.how == Apply::DryRun {
+            return;
+        }
         let name = match r {
             Ok(w) => meta_str(&w.object, "name").to_string(),
             Err(_) => name.to_string(),
@@ -409,164 +356,5 @@ impl Req<'_> {
         self.s
             .record(self.user, self.t, op, &name, r.is_ok(), holder);
         self.s.journal(self.t, op, name, changed, error);
-    }
-
-    fn create(&self, body: &[u8]) -> Response {
-        let obj = match self.body_object(body, None) {
-            Ok(o) => o,
-            Err(r) => return *r,
-        };
-        let r = self.s.store.create(self.store_kind(), obj);
-        self.journal("create", "", &r);
-        match r {
-            Ok(w) => ok(StatusCode::CREATED, w.object),
-            Err(e) => store_error(&e, None, self.plural()),
-        }
-    }
-
-    fn sub(&self) -> Subresource {
-        if self.t.status {
-            Subresource::Status
-        } else {
-            Subresource::Main
-        }
-    }
-
-    /// What an update did, in the journal's words.
-    fn op_of(&self, old: Option<&Value>, new: &Value) -> &'static str {
-        if self.t.status {
-            return "update_status";
-        }
-        let count = |v: &Value| v["metadata"]["finalizers"].as_array().map_or(0, Vec::len);
-        match old.map(count) {
-            Some(before) if count(new) > before => "add_finalizer",
-            Some(before) if count(new) < before => "remove_finalizer",
-            _ if self.t.resource.kind == "Pod" => "update_pod",
-            _ => "update",
-        }
-    }
-
-    fn update(&self, n: &str, body: &[u8]) -> Response {
-        let obj = match self.body_object(body, Some(n)) {
-            Ok(o) => o,
-            Err(r) => return *r,
-        };
-        let old = self.s.store.get(self.store_kind(), self.ns(), n);
-        let op = self.op_of(old.as_ref(), &obj);
-        let r = self.s.store.update(self.store_kind(), obj, self.sub());
-        self.journal(op, n, &r);
-        match r {
-            Ok(w) => ok(StatusCode::OK, w.object),
-            Err(e) => store_error(&e, Some(n), self.plural()),
-        }
-    }
-
-    fn patch(&self, n: &str, content_type: &str, body: &[u8]) -> Response {
-        let Some(kind) = PatchKind::from_content_type(content_type) else {
-            let msg = format!("the patch content type {content_type:?} is not supported");
-            return status(415, "UnsupportedMediaType", &msg, Some(n), self.plural());
-        };
-        let p = match patch::parse_body(kind, body) {
-            Ok(p) => p,
-            Err(e) => return status(400, "BadRequest", &e, Some(n), self.plural()),
-        };
-        let pinned_rv = !p["metadata"]["resourceVersion"].is_null();
-        // As the API server's guaranteed update: re-read and re-apply on a
-        // conflict that the patch itself did not ask for.
-        for _ in 0..8 {
-            let Some(mut doc) = self.s.store.get(self.store_kind(), self.ns(), n) else {
-                if kind == PatchKind::Apply && !self.t.status {
-                    return match serde_json::to_vec(&p) {
-                        Ok(b) => self.create(&b),
-                        Err(e) => status(400, "BadRequest", &e.to_string(), Some(n), self.plural()),
-                    };
-                }
-                return self.not_found(n);
-            };
-            let old = doc.clone();
-            if let Err(e) = patch::apply(kind, &mut doc, &p) {
-                return status(
-                    422,
-                    "Invalid",
-                    &format!("the patch does not apply: {e}"),
-                    Some(n),
-                    self.plural(),
-                );
-            }
-            if !doc.is_object() {
-                return status(
-                    422,
-                    "Invalid",
-                    "the patch replaced the object",
-                    Some(n),
-                    self.plural(),
-                );
-            }
-            doc["metadata"]["name"] = n.into();
-            if let Some(ns) = &self.t.namespace {
-                doc["metadata"]["namespace"] = ns.clone().into();
-            }
-            if !pinned_rv {
-                doc["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-            }
-            let op = match self.op_of(Some(&old), &doc) {
-                "update" => "patch",
-                op => op,
-            };
-            let r = self.s.store.update(self.store_kind(), doc, self.sub());
-            if matches!(r, Err(StoreError::Conflict(_))) && !pinned_rv {
-                continue;
-            }
-            self.journal(op, n, &r);
-            return match r {
-                Ok(w) => ok(StatusCode::OK, w.object),
-                Err(e) => store_error(&e, Some(n), self.plural()),
-            };
-        }
-        status(
-            409,
-            "Conflict",
-            "the object kept changing while the patch was applied",
-            Some(n),
-            self.plural(),
-        )
-    }
-
-    fn delete(&self, n: &str, body: &[u8]) -> Response {
-        let opts: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        let pre = &opts["preconditions"];
-        let policy = opts["propagationPolicy"]
-            .as_str()
-            .or(self.q.get("propagationPolicy").map(String::as_str))
-            .unwrap_or("Background");
-        let uid = self
-            .s
-            .store
-            .get(self.store_kind(), self.ns(), n)
-            .map(|o| meta_str(&o, "uid").to_string());
-        if let Some(uid) = &uid {
-            match policy {
-                "Orphan" => gc::orphan_dependents(&self.s.store, uid),
-                "Foreground" => gc::delete_dependents(&self.s.store, uid),
-                _ => {}
-            }
-        }
-        let r = self.s.store.delete(
-            self.store_kind(),
-            self.ns(),
-            n,
-            pre["uid"].as_str(),
-            pre["resourceVersion"].as_str(),
-        );
-        self.journal("delete", n, &r);
-        match r {
-            Ok(w) if w.removed => ok(
-                StatusCode::OK,
-                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": n, "kind": self.plural(), "uid": w.object["metadata"]["uid"]}}),
-            ),
-            Ok(w) => ok(StatusCode::OK, w.object),
-            Err(e) => store_error(&e, Some(n), self.plural()),
-        }
     }
 }

@@ -1,0 +1,318 @@
+//! The writes: create, update (main or status), patch and delete, each
+//! applied or, with `dryRun=All`, only decided.
+
+use super::{Req, meta_str, ok, store_error};
+use crate::apiserver::gc;
+use crate::apiserver::patch::{self, PatchKind};
+use crate::apiserver::select::Selector;
+use crate::apiserver::status;
+use crate::apiserver::{Target, namespaces, validate};
+use axum::http::StatusCode;
+use axum::response::Response;
+use gpu_claims_actors::memory::store::{Apply, StoreError, Subresource, Written};
+use serde_json::{Value, json};
+
+impl Req<'_> {
+    pub(super) fn create(&self, body: &[u8]) -> Response {
+        let mut obj = match self.body_object(body, None) {
+            Ok(o) => o,
+            Err(r) => return *r,
+        };
+        let name = meta_str(&obj, "name").to_string();
+        if let Some(ns) = &self.t.namespace
+            && let Err(r) =
+                namespaces::admit_create(&self.s.store, &self.t.resource, ns, Some(&name))
+        {
+            return *r;
+        }
+        if let Err(r) = self.valid(&name, &obj) {
+            return *r;
+        }
+        if self.t.resource.kind == "Namespace" {
+            obj = namespaces::shaped(obj);
+        }
+        let r = self.s.store.create_with(self.store_kind(), obj, self.how);
+        self.journal("create", "", &r);
+        match r {
+            Ok(w) => ok(StatusCode::CREATED, w.object),
+            Err(e) => store_error(&e, None, self.plural()),
+        }
+    }
+
+    fn sub(&self) -> Subresource {
+        if self.t.status {
+            Subresource::Status
+        } else {
+            Subresource::Main
+        }
+    }
+
+    /// What an update did, in the journal's words.
+    fn op_of(&self, old: Option<&Value>, new: &Value) -> &'static str {
+        if self.t.status {
+            return "update_status";
+        }
+        let count = |v: &Value| v["metadata"]["finalizers"].as_array().map_or(0, Vec::len);
+        match old.map(count) {
+            Some(before) if count(new) > before => "add_finalizer",
+            Some(before) if count(new) < before => "remove_finalizer",
+            _ if self.t.resource.kind == "Pod" => "update_pod",
+            _ => "update",
+        }
+    }
+
+    /// The object's metadata as the API server validates it.
+    fn valid(&self, name: &str, obj: &Value) -> Result<(), Box<Response>> {
+        let causes = validate::metadata(&self.t.resource, obj);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(Box::new(validate::invalid(&self.t.resource, name, &causes)))
+    }
+
+    pub(super) fn update(&self, n: &str, body: &[u8]) -> Response {
+        let obj = match self.body_object(body, Some(n)) {
+            Ok(o) => o,
+            Err(r) => return *r,
+        };
+        // Custom resources allow no unconditional update (built-ins do).
+        if self.t.resource.is_custom() && meta_str(&obj, "resourceVersion").is_empty() {
+            let cause = validate::Cause {
+                field: "metadata.resourceVersion".into(),
+                value: "0x0".into(),
+                detail: "must be specified for an update".into(),
+            };
+            return validate::invalid(&self.t.resource, n, &[cause]);
+        }
+        if let Err(r) = self.valid(n, &obj) {
+            return *r;
+        }
+        let old = self.s.store.get(self.store_kind(), self.ns(), n);
+        let op = self.op_of(old.as_ref(), &obj);
+        let r = self
+            .s
+            .store
+            .update_with(self.store_kind(), obj, self.sub(), self.how);
+        self.journal(op, n, &r);
+        match r {
+            Ok(w) => ok(StatusCode::OK, w.object),
+            Err(e) => store_error(&e, Some(n), self.plural()),
+        }
+    }
+
+    pub(super) fn patch(&self, n: &str, content_type: &str, body: &[u8]) -> Response {
+        let Some(kind) = PatchKind::from_content_type(content_type) else {
+            let msg = format!("the patch content type {content_type:?} is not supported");
+            return status(415, "UnsupportedMediaType", &msg, Some(n), self.plural());
+        };
+        let p = match patch::parse_body(kind, body) {
+            Ok(p) => p,
+            Err(e) => return status(400, "BadRequest", &e, Some(n), self.plural()),
+        };
+        let pinned_rv = !p["metadata"]["resourceVersion"].is_null();
+        // As the API server's guaranteed update: re-read and re-apply on a
+        // conflict that the patch itself did not ask for.
+        for _ in 0..8 {
+            let Some(mut doc) = self.s.store.get(self.store_kind(), self.ns(), n) else {
+                if kind == PatchKind::Apply && !self.t.status {
+                    return match serde_json::to_vec(&p) {
+                        Ok(b) => self.create(&b),
+                        Err(e) => status(400, "BadRequest", &e.to_string(), Some(n), self.plural()),
+                    };
+                }
+                return self.not_found(n);
+            };
+            let old = doc.clone();
+            if let Err(e) = patch::apply(kind, &mut doc, &p) {
+                return status(
+                    422,
+                    "Invalid",
+                    &format!("the patch does not apply: {e}"),
+                    Some(n),
+                    self.plural(),
+                );
+            }
+            if !doc.is_object() {
+                return status(
+                    422,
+                    "Invalid",
+                    "the patch replaced the object",
+                    Some(n),
+                    self.plural(),
+                );
+            }
+            doc["metadata"]["name"] = n.into();
+            if let Some(ns) = &self.t.namespace {
+                doc["metadata"]["namespace"] = ns.clone().into();
+            }
+            if !pinned_rv {
+                doc["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            }
+            if let Err(r) = self.valid(n, &doc) {
+                return *r;
+            }
+            let op = match self.op_of(Some(&old), &doc) {
+                "update" => "patch",
+                op => op,
+            };
+            let r = self
+                .s
+                .store
+                .update_with(self.store_kind(), doc, self.sub(), self.how);
+            if matches!(r, Err(StoreError::Conflict(_))) && !pinned_rv {
+                continue;
+            }
+            self.journal(op, n, &r);
+            return match r {
+                Ok(w) => ok(StatusCode::OK, w.object),
+                Err(e) => store_error(&e, Some(n), self.plural()),
+            };
+        }
+        status(
+            409,
+            "Conflict",
+            "the object kept changing while the patch was applied",
+            Some(n),
+            self.plural(),
+        )
+    }
+
+    /// DeleteOptions: the body's, or none; its own `dryRun` counts too
+    /// (client-go sends it there, not in the query).
+    fn delete_options(&self, body: &[u8]) -> Result<(Value, Apply), Box<Response>> {
+        let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
+            Value::Null
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                Box::new(status(
+                    400,
+                    "BadRequest",
+                    &e.to_string(),
+                    None,
+                    self.plural(),
+                ))
+            })?
+        };
+        let how = match opts["dryRun"].as_array().map(Vec::as_slice) {
+            None | Some([]) => self.how,
+            Some([v]) if v == "All" => Apply::DryRun,
+            Some(other) => {
+                let msg =
+                    format!("dryRun: Unsupported value: {other:?}: supported values: \"All\"");
+                return Err(Box::new(status(422, "Invalid", &msg, None, self.plural())));
+            }
+        };
+        Ok((opts, how))
+    }
+
+    pub(super) fn delete(&self, n: &str, body: &[u8]) -> Response {
+        let (opts, how) = match self.delete_options(body) {
+            Ok(o) => o,
+            Err(r) => return *r,
+        };
+        match self.delete_one(n, &opts, how) {
+            // Pods answer with the object deleted, as the API server's pod
+            // storage does (ReturnDeletedObject); other kinds with a Status.
+            Ok(w) if w.removed && self.t.resource.kind != "Pod" => ok(
+                StatusCode::OK,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": n, "group": self.t.resource.group, "kind": self.plural(),
+                "uid": w.object["metadata"]["uid"]}}),
+            ),
+            Ok(w) => ok(StatusCode::OK, w.object),
+            Err(e) => store_error(&e, Some(n), self.plural()),
+        }
+    }
+
+    fn delete_one(&self, n: &str, opts: &Value, how: Apply) -> Result<Written, StoreError> {
+        let pre = &opts["preconditions"];
+        let policy = opts["propagationPolicy"]
+            .as_str()
+            .or(self.q.get("propagationPolicy").map(String::as_str))
+            .unwrap_or("Background");
+        let uid = self
+            .s
+            .store
+            .get(self.store_kind(), self.ns(), n)
+            .map(|o| meta_str(&o, "uid").to_string());
+        if let Some(uid) = &uid
+            && how == Apply::Commit
+        {
+            match policy {
+                "Orphan" => gc::orphan_dependents(&self.s.store, uid),
+                "Foreground" => gc::delete_dependents(&self.s.store, uid),
+                _ => {}
+            }
+        }
+        if self.t.resource.kind == "Namespace" {
+            let r = namespaces::delete(&self.s.store, n, pre["uid"].as_str(), how);
+            if how == Apply::Commit {
+                self.journal("delete", n, &r);
+            }
+            return r;
+        }
+        let r = self.s.store.delete_with(
+            self.store_kind(),
+            self.ns(),
+            n,
+            pre["uid"].as_str(),
+            pre["resourceVersion"].as_str(),
+            how,
+        );
+        if how == Apply::Commit {
+            self.journal("delete", n, &r);
+        }
+        r
+    }
+
+    /// DELETE on a collection: every object the selectors match (in the
+    /// namespace, if one), each as its own delete; the answer lists them.
+    pub(super) fn delete_collection(&self, body: &[u8]) -> Response {
+        let (opts, how) = match self.delete_options(body) {
+            Ok(o) => o,
+            Err(r) => return *r,
+        };
+        let sel = match Selector::for_resource(
+            self.q.get("labelSelector").map(String::as_str),
+            self.q.get("fieldSelector").map(String::as_str),
+            &self.t.resource,
+        ) {
+            Ok(s) => s,
+            Err(e) => return status(400, "BadRequest", &e, None, self.plural()),
+        };
+        let (page, _, _) = self.s.store.list_page(
+            self.store_kind(),
+            self.t.namespace.as_deref(),
+            None,
+            usize::MAX,
+            |o| sel.matches(o),
+        );
+        let mut items = Vec::new();
+        for o in page {
+            let ns = meta_str(&o, "namespace").to_string();
+            let name = meta_str(&o, "name").to_string();
+            let one = Target {
+                resource: self.t.resource,
+                namespace: (!ns.is_empty()).then_some(ns),
+                name: Some(name.clone()),
+                status: false,
+            };
+            let req = Req { t: &one, ..*self };
+            match req.delete_one(&name, &opts, how) {
+                Ok(w) => items.push(w.object),
+                // Gone meanwhile: as the API server, not an error.
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return store_error(&e, Some(&name), self.plural()),
+            }
+        }
+        ok(
+            StatusCode::OK,
+            json!({
+                "kind": format!("{}List", self.t.resource.kind),
+                "apiVersion": self.t.resource.api_version(),
+                "metadata": {"resourceVersion": self.s.store.resource_version().to_string()},
+                "items": items,
+            }),
+        )
+    }
+}

@@ -1,0 +1,169 @@
+//! What the API server refuses before storing: names that are not DNS
+//! names, label keys and values that are not qualified names, answered
+//! `422 Invalid` with a cause per field, in apimachinery's words.
+
+use super::Resource;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// One field that fails validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    pub field: String,
+    pub value: String,
+    pub detail: String,
+}
+
+const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const QUALIFIED: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+fn dns_label(p: &str) -> bool {
+    let b = p.as_bytes();
+    let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 63
+        && edge(b[0])
+        && edge(b[b.len() - 1])
+        && b.iter().all(|c| edge(*c) || *c == b'-')
+}
+
+fn dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(dns_label)
+}
+
+fn name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(*c, b'-' | b'_' | b'.'))
+}
+
+fn label_key(k: &str) -> bool {
+    match k.split_once('/') {
+        Some((prefix, name)) => dns_subdomain(prefix) && name_part(name),
+        None => name_part(k),
+    }
+}
+
+/// The causes an object's metadata gives to refuse it (empty: valid).
+/// Namespaces are named by DNS labels; everything else served here by
+/// DNS subdomains.
+pub fn metadata(r: &Resource, obj: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let m = &obj["metadata"];
+    // A generated name is checked once the store has made it; the prefix
+    // alone may end in '-'.
+    if let Some(name) = m["name"].as_str().filter(|n| !n.is_empty()) {
+        let (ok, detail) = if r.kind == "Namespace" {
+            (dns_label(name), LABEL)
+        } else {
+            (dns_subdomain(name), SUBDOMAIN)
+        };
+        if !ok {
+            out.push(Cause {
+                field: "metadata.name".into(),
+                value: name.into(),
+                detail: detail.into(),
+            });
+        }
+    }
+    if let Some(labels) = m["labels"].as_object() {
+        for (k, v) in labels {
+            if !label_key(k) {
+                out.push(Cause {
+                    field: "metadata.labels".into(),
+                    value: k.clone(),
+                    detail: QUALIFIED.into(),
+                });
+            }
+            match v.as_str() {
+                Some(s) if s.is_empty() || name_part(s) => {}
+                _ => out.push(Cause {
+                    field: "metadata.labels".into(),
+                    value: v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                    detail: VALUE.into(),
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// `422 Invalid`, as the API server words it: the qualified kind, the
+/// name, and each cause as `field: Invalid value: "v": detail`.
+pub fn invalid(r: &Resource, name: &str, causes: &[Cause]) -> Response {
+    let qualified = if r.group.is_empty() {
+        r.kind.to_string()
+    } else {
+        format!("{}.{}", r.kind, r.group)
+    };
+    let each: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: Invalid value: {:?}: {}", c.field, c.value, c.detail))
+        .collect();
+    let message = if each.len() == 1 {
+        format!("{qualified} {name:?} is invalid: {}", each[0])
+    } else {
+        format!("{qualified} {name:?} is invalid: [{}]", each.join(", "))
+    };
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": "Invalid", "code": 422,
+        "details": {
+            "name": name, "group": r.group, "kind": r.kind,
+            "causes": causes.iter().map(|c| json!({
+                "reason": "FieldValueInvalid",
+                "message": format!("Invalid value: {:?}: {}", c.value, c.detail),
+                "field": c.field,
+            })).collect::<Vec<_>>(),
+        },
+    });
+    (
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        axum::Json(body),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::RESOURCES;
+
+    fn kind(k: &str) -> &'static Resource {
+        RESOURCES.iter().find(|r| r.kind == k).unwrap()
+    }
+
+    #[test]
+    fn names_are_dns_subdomains_and_namespaces_dns_labels() {
+        let claim = kind("GPUClaim");
+        let ns = kind("Namespace");
+        let named = |n: &str| json!({"metadata": {"name": n}});
+        for good in ["a", "vm-1", "a.b", "y", "0"] {
+            assert!(metadata(claim, &named(good)).is_empty(), "{good}");
+        }
+        for bad in ["Bad_Name", "-a", "a-", "A", "a..b", &"a".repeat(254)] {
+            let c = metadata(claim, &named(bad));
+            assert_eq!(c.len(), 1, "{bad}");
+            assert_eq!(c[0].field, "metadata.name");
+        }
+        assert!(metadata(ns, &named("tenant-a")).is_empty());
+        assert_eq!(metadata(ns, &named("a.b"))[0].detail, LABEL);
+    }
+
+    #[test]
+    fn label_keys_and_values_are_qualified_names() {
+        let claim = kind("GPUClaim");
+        let labeled = |k: &str, v: &str| json!({"metadata": {"name": "c", "labels": {k: v}}});
+        assert!(metadata(claim, &labeled("app.kubernetes.io/name", "x")).is_empty());
+        assert!(metadata(claim, &labeled("a", "")).is_empty());
+        assert_eq!(metadata(claim, &labeled("a b", "x")).len(), 1);
+        assert_eq!(metadata(claim, &labeled("a", "-x")).len(), 1);
+        assert_eq!(metadata(claim, &labeled("Bad_/x", "x")).len(), 1);
+    }
+}

@@ -1,0 +1,483 @@
+//! The embedded API server against Kubernetes' own behaviour, one area per
+//! test (issue 12): dry run, generation, selector-aware watches, namespace
+//! lifecycle, what validation refuses, collection deletes, health and
+//! discovery. Status codes, reasons and causes are upstream's.
+
+use futures::{StreamExt, TryStreamExt};
+use gpu_claims::apiserver::{self, ApiServer};
+use gpu_claims_actors::api::{GPUClaim, GPUClass};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::core::Status;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn server() -> (Arc<ApiServer>, kube::Client) {
+    let s = ApiServer::start(apiserver::new_store(), "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    apiserver::namespaces::ensure(&s.store, "a");
+    let client = gpu_claims::demo::client_for(&apiserver::kubeconfig(&s.url()))
+        .await
+        .unwrap();
+    (s, client)
+}
+
+fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).unwrap()
+}
+
+fn pod(name: &str, labels: Value) -> Pod {
+    from(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }))
+}
+
+fn class(name: &str) -> GPUClass {
+    from(json!({"metadata": {"name": name}, "spec": {"resourceName": "nvidia.com/H200"}}))
+}
+
+/// The API error a request ended in (code, reason, message).
+fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<Status> {
+    match r {
+        Err(kube::Error::Api(s)) => s,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Waits (on a condition, polling) until `done` holds; fails after 10 s.
+async fn until<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn dry_run_all_decides_every_verb_and_stores_nothing() {
+    let (s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let before = s.store.resource_version();
+    // create: answered as made (uid, timestamp), not stored.
+    let made = pods.create(&dry, &pod("p", json!({}))).await.unwrap();
+    assert!(made.metadata.uid.is_some() && made.metadata.creation_timestamp.is_some());
+    assert!(pods.get_opt("p").await.unwrap().is_none());
+    assert_eq!(s.store.resource_version(), before);
+    // A dry run meets the same refusals: an existing name is 409.
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    let e = refusal(pods.create(&dry, &pod("p", json!({}))).await);
+    assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
+    let stored = s.store.resource_version();
+    // update, patch, delete: the answer shows the change; the store has none.
+    let mut changed = pods.get("p").await.unwrap();
+    changed.metadata.labels = Some([("x".to_string(), "1".to_string())].into());
+    let answered = pods.replace("p", &dry, &changed).await.unwrap();
+    assert_eq!(answered.metadata.labels.unwrap()["x"], "1");
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"y": "2"}}}));
+    let answered = pods
+        .patch("p", &PatchParams::default().dry_run(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(answered.metadata.labels.unwrap()["y"], "2");
+    let delete = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    pods.delete("p", &delete).await.unwrap();
+    let still = pods.get("p").await.unwrap();
+    assert!(still.metadata.labels.unwrap_or_default().is_empty());
+    assert_eq!(
+        s.store.resource_version(),
+        stored,
+        "a dry run stored something"
+    );
+    // A collection delete too.
+    pods.delete_collection(&delete, &ListParams::default())
+        .await
+        .unwrap();
+    assert!(pods.get_opt("p").await.unwrap().is_some());
+    // Only "All" is a dry run.
+    let url = format!("{}/api/v1/namespaces/a/pods?dryRun=Some", s.url());
+    let body = serde_json::to_vec(&pod("q", json!({}))).unwrap();
+    let req = http::Request::post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let e = refusal(c.request::<Value>(req).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message.contains("dryRun: Unsupported value"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn generation_starts_at_one_and_grows_with_the_spec_and_the_deletion_only() {
+    let (_s, c) = server().await;
+    let classes: Api<GPUClass> = Api::all(c.clone());
+    let pp = PostParams::default();
+    let mut k = class("h200");
+    k.metadata.finalizers = Some(vec!["test/hold".into()]);
+    let made = classes.create(&pp, &k).await.unwrap();
+    assert_eq!(made.metadata.generation, Some(1));
+    let gen_after = |p: Value| {
+        let classes = classes.clone();
+        async move {
+            classes
+                .patch("h200", &PatchParams::default(), &Patch::Merge(p))
+                .await
+                .unwrap()
+                .metadata
+                .generation
+        }
+    };
+    // Metadata is not the spec.
+    assert_eq!(
+        gen_after(json!({"metadata": {"labels": {"a": "b"}}})).await,
+        Some(1)
+    );
+    assert_eq!(gen_after(json!({"spec": {"budget": 4}})).await, Some(2));
+    // The same spec again changes nothing.
+    assert_eq!(gen_after(json!({"spec": {"budget": 4}})).await, Some(2));
+    // Status is not the spec.
+    let status = classes
+        .patch_status(
+            "h200",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"capacity": 8}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status.metadata.generation, Some(2));
+    // A deletion that waits on a finalizer is a change to observe.
+    classes
+        .delete("h200", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleting = classes.get("h200").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    assert_eq!(deleting.metadata.generation, Some(3));
+    // Built-ins without a generation: a Lease has none.
+    let leases: Api<Lease> = Api::namespaced(c, "a");
+    let lease = leases
+        .create(&pp, &from(json!({"metadata": {"name": "l"}})))
+        .await
+        .unwrap();
+    assert_eq!(lease.metadata.generation, None);
+}
+
+#[tokio::test]
+async fn a_watch_with_a_selector_sees_an_object_leave_as_deleted_and_return_as_added() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c, "a");
+    let made = pods
+        .create(&PostParams::default(), &pod("p", json!({"gpu": "yes"})))
+        .await
+        .unwrap();
+    let rv = made.metadata.resource_version.clone().unwrap();
+    let mut events = pods
+        .watch(&WatchParams::default().labels("gpu=yes"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let relabel = |v: &str| {
+        let pods = pods.clone();
+        let p = Patch::Merge(json!({"metadata": {"labels": {"gpu": v}}}));
+        async move { pods.patch("p", &PatchParams::default(), &p).await.unwrap() }
+    };
+    let mut next = async || match tokio::time::timeout(Duration::from_secs(10), events.try_next())
+        .await
+        .expect("an event")
+        .unwrap()
+        .unwrap()
+    {
+        WatchEvent::Added(p) => ("ADDED", p),
+        WatchEvent::Modified(p) => ("MODIFIED", p),
+        WatchEvent::Deleted(p) => ("DELETED", p),
+        other => panic!("{other:?}"),
+    };
+    let left = relabel("no").await;
+    let (t, p) = next().await;
+    // The last state that matched, at the change's version.
+    assert_eq!(t, "DELETED");
+    assert_eq!(p.metadata.labels.unwrap()["gpu"], "yes");
+    assert_eq!(p.metadata.resource_version, left.metadata.resource_version);
+    relabel("no-still").await;
+    relabel("yes").await;
+    let (t, p) = next().await;
+    assert_eq!(
+        (t, p.metadata.labels.unwrap()["gpu"].as_str()),
+        ("ADDED", "yes")
+    );
+    pods.patch(
+        "p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"n": "1"}}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(next().await.0, "MODIFIED");
+    pods.delete("p", &DeleteParams::default()).await.unwrap();
+    assert_eq!(next().await.0, "DELETED");
+}
+
+#[tokio::test]
+async fn namespaces_exist_from_the_start_a_missing_one_is_404_and_a_deleted_one_takes_its_objects()
+{
+    let (s, c) = server().await;
+    let nss: Api<Namespace> = Api::all(c.clone());
+    let names: Vec<String> = nss
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    for system in apiserver::namespaces::SYSTEM {
+        assert!(names.iter().any(|n| n == system), "{system} in {names:?}");
+    }
+    // A create into a namespace that does not exist: 404 naming it.
+    let e = refusal(
+        Api::<Pod>::namespaced(c.clone(), "nope")
+            .create(&PostParams::default(), &pod("p", json!({})))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"));
+    assert_eq!(e.message, "namespaces \"nope\" not found");
+    // A new namespace is Active, labelled with its name.
+    let made = nss
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "t"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(made.status.unwrap().phase.as_deref(), Some("Active"));
+    assert_eq!(
+        made.metadata.labels.unwrap()["kubernetes.io/metadata.name"],
+        "t"
+    );
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "t");
+    pods.create(&PostParams::default(), &pod("plain", json!({})))
+        .await
+        .unwrap();
+    let mut held = pod("held", json!({}));
+    held.metadata.finalizers = Some(vec!["test/hold".into()]);
+    pods.create(&PostParams::default(), &held).await.unwrap();
+    // Deleted: Terminating, no new content, its objects deleted.
+    nss.delete("t", &DeleteParams::default()).await.unwrap();
+    let t = nss.get("t").await.unwrap();
+    assert_eq!(t.status.unwrap().phase.as_deref(), Some("Terminating"));
+    let e = refusal(
+        pods.create(&PostParams::default(), &pod("late", json!({})))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    assert!(e.message.contains("because it is being terminated"));
+    until("the plain pod goes", || async {
+        pods.get_opt("plain").await.unwrap().is_none()
+    })
+    .await;
+    // A finalizer holds the namespace until its controller lets go.
+    let h = pods.get("held").await.unwrap();
+    assert!(h.metadata.deletion_timestamp.is_some());
+    assert!(nss.get_opt("t").await.unwrap().is_some());
+    pods.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    until("the namespace goes", || async {
+        nss.get_opt("t").await.unwrap().is_none()
+    })
+    .await;
+    assert!(s.store.in_namespace("t").is_empty());
+}
+
+#[tokio::test]
+async fn names_kinds_unconditional_updates_and_field_labels_are_refused_as_upstream() {
+    let (s, c) = server().await;
+    let claims: Api<GPUClaim> = Api::namespaced(c.clone(), "a");
+    let pp = PostParams::default();
+    let claim = |name: &str| -> GPUClaim {
+        from(json!({"metadata": {"name": name}, "spec": {"className": "h200", "count": 1}}))
+    };
+    // A name that is not a DNS subdomain: 422 with the field's cause.
+    let e = refusal(claims.create(&pp, &claim("Bad_Name")).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message
+            .starts_with("GPUClaim.gpu.cozystack.io \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"),
+        "{}",
+        e.message
+    );
+    let causes = &e.details.as_ref().unwrap().causes;
+    assert_eq!(causes.len(), 1);
+    assert_eq!(
+        (causes[0].field.as_str(), causes[0].reason.as_str()),
+        ("metadata.name", "FieldValueInvalid")
+    );
+    // A body of another kind, to this resource: 400.
+    let url = format!(
+        "{}/apis/gpu.cozystack.io/v1alpha1/namespaces/a/gpuclaims",
+        s.url()
+    );
+    let mut other = serde_json::to_value(claim("c")).unwrap();
+    other["kind"] = "GPUClass".into();
+    let req = http::Request::post(&url)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&other).unwrap())
+        .unwrap();
+    let e = refusal(c.request::<Value>(req).await);
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert!(
+        e.message.contains("the kind in the data (GPUClass)"),
+        "{}",
+        e.message
+    );
+    // A custom resource's update must name the version it replaces.
+    let made = claims.create(&pp, &claim("c")).await.unwrap();
+    let mut blind = made.clone();
+    blind.metadata.resource_version = None;
+    let e = refusal(claims.replace("c", &pp, &blind).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message.contains(
+            "metadata.resourceVersion: Invalid value: \"0x0\": must be specified for an update"
+        ),
+        "{}",
+        e.message
+    );
+    // A pod's need not (built-ins allow unconditional updates).
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    let mut p = pods.create(&pp, &pod("p", json!({}))).await.unwrap();
+    p.metadata.resource_version = None;
+    pods.replace("p", &pp, &p).await.unwrap();
+    // A field selector on a field the kind has no label for: 400.
+    let e = refusal(
+        claims
+            .list(&ListParams::default().fields("spec.className=h200"))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert!(
+        e.message
+            .contains("field label not supported: spec.className")
+    );
+    let on_node = pods
+        .list(&ListParams::default().fields("spec.nodeName=n1"))
+        .await
+        .unwrap();
+    assert!(on_node.items.is_empty());
+    assert_eq!(
+        claims
+            .list(&ListParams::default().fields("metadata.name=c"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_collection_delete_takes_what_its_selector_matches() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c, "a");
+    for (name, tier) in [("g1", "gpu"), ("g2", "gpu"), ("c1", "cpu")] {
+        pods.create(&PostParams::default(), &pod(name, json!({"tier": tier})))
+            .await
+            .unwrap();
+    }
+    let gone = pods
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("tier=gpu"),
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = gone
+        .left()
+        .expect("the deleted objects")
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(names, ["g1", "g2"]);
+    let left: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(left, ["c1"]);
+    // A pod's delete answers with the pod (as the pod registry does).
+    let deleted = pods.delete("c1", &DeleteParams::default()).await.unwrap();
+    assert_eq!(
+        deleted.left().expect("the pod").metadata.name.as_deref(),
+        Some("c1")
+    );
+}
+
+#[tokio::test]
+async fn health_short_names_and_categories_are_served() {
+    let (_s, c) = server().await;
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let req = http::Request::get(path).body(Vec::new()).unwrap();
+        assert_eq!(c.request_text(req).await.unwrap(), "ok", "{path}");
+    }
+    let list: Value = c
+        .request(
+            http::Request::get("/apis/gpu.cozystack.io/v1alpha1")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let claims = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "gpuclaims")
+        .unwrap();
+    assert_eq!(claims["shortNames"], json!(["gc"]));
+    assert!(
+        claims["verbs"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("deletecollection"))
+    );
+    let core: Value = c
+        .request(http::Request::get("/api/v1").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    let pods = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "pods")
+        .unwrap();
+    assert_eq!(pods["categories"], json!(["all"]));
+}
