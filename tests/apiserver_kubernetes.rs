@@ -363,7 +363,7 @@ async fn names_kinds_unconditional_updates_and_field_labels_are_refused_as_upstr
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     assert!(
         e.message.contains(
-            "metadata.resourceVersion: Invalid value: \"0x0\": must be specified for an update"
+            "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
         ),
         "{}",
         e.message
@@ -480,4 +480,80 @@ async fn health_short_names_and_categories_are_served() {
         .find(|r| r["name"] == "pods")
         .unwrap();
     assert_eq!(pods["categories"], json!(["all"]));
+}
+
+#[tokio::test]
+async fn protobuf_bodies_and_strategic_merge_on_custom_resources_are_415() {
+    let (s, c) = server().await;
+    let req = http::Request::post(format!("{}/api/v1/namespaces", s.url()))
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .body(b"k8s\x00...".to_vec())
+        .unwrap();
+    let e = refusal(c.request::<Value>(req).await);
+    assert_eq!((e.code, e.reason.as_str()), (415, "UnsupportedMediaType"));
+    let claims: Api<GPUClaim> = Api::namespaced(c.clone(), "a");
+    claims
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "c"}, "spec": {"className": "h200"}})),
+        )
+        .await
+        .unwrap();
+    let e = refusal(
+        claims
+            .patch(
+                "c",
+                &PatchParams::default(),
+                &Patch::Strategic(json!({"metadata": {"labels": {"a": "b"}}})),
+            )
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (415, "UnsupportedMediaType"));
+    // Built-ins take it.
+    let pods: Api<Pod> = Api::namespaced(c, "a");
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    pods.patch(
+        "p",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"metadata": {"labels": {"a": "b"}}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn node_and_namespace_tables_say_their_status() {
+    let (s, c) = server().await;
+    s.store.seed(
+        "Node",
+        json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/gpu": ""}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                "nodeInfo": {"kubeletVersion": "v1.33.1"}}}),
+    );
+    let table = |path: &str| {
+        let c = c.clone();
+        let req = http::Request::get(path.to_string())
+            .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+            .body(Vec::new())
+            .unwrap();
+        async move { c.request::<Value>(req).await.unwrap() }
+    };
+    let nodes = table("/api/v1/nodes").await;
+    let names: Vec<&str> = nodes["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Name", "Status", "Roles", "Age", "Version"]);
+    let cells = &nodes["rows"][0]["cells"];
+    assert_eq!(cells[1], "Ready,SchedulingDisabled");
+    assert_eq!(cells[2], "gpu");
+    assert_eq!(cells[4], "v1.33.1");
+    let nss = table("/api/v1/namespaces/a").await;
+    assert_eq!(nss["rows"][0]["cells"][1], "Active");
 }

@@ -14,6 +14,7 @@ mod identity;
 pub mod namespaces;
 pub mod patch;
 mod resources;
+mod schema;
 pub mod select;
 mod table;
 pub mod validate;

@@ -48,6 +48,14 @@ fn columns(r: &Resource) -> Vec<Column> {
             age,
         ],
         "Lease" => vec![c("Holder", "string", ".spec.holderIdentity"), age],
+        // As kubectl's printers: computed cells start with '@'.
+        "Node" => vec![
+            c("Status", "string", "@node-status"),
+            c("Roles", "string", "@node-roles"),
+            age,
+            c("Version", "string", ".status.nodeInfo.kubeletVersion"),
+        ],
+        "Namespace" => vec![c("Status", "string", ".status.phase"), age],
         "Event" => vec![
             c("Type", "string", ".type"),
             c("Reason", "string", ".reason"),
@@ -82,7 +90,48 @@ fn age(ts: &str) -> String {
     }
 }
 
+/// A node's STATUS as kubectl prints it: its Ready condition, and
+/// `SchedulingDisabled` when cordoned.
+fn node_status(obj: &Value) -> String {
+    let ready = obj["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| c["status"].as_str().unwrap_or_default());
+    let mut s = match ready {
+        Some("True") => "Ready",
+        Some("False") => "NotReady",
+        _ => "Unknown",
+    }
+    .to_string();
+    if obj["spec"]["unschedulable"] == true {
+        s.push_str(",SchedulingDisabled");
+    }
+    s
+}
+
+/// A node's ROLES: its `node-role.kubernetes.io/<role>` labels.
+fn node_roles(obj: &Value) -> String {
+    let roles: Vec<&str> = obj["metadata"]["labels"]
+        .as_object()
+        .map(|l| {
+            l.keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if roles.is_empty() {
+        "<none>".into()
+    } else {
+        roles.join(",")
+    }
+}
+
 fn cell(obj: &Value, (_, type_, path): &Column) -> Value {
+    match path.as_str() {
+        "@node-status" => return node_status(obj).into(),
+        "@node-roles" => return node_roles(obj).into(),
+        _ => {}
+    }
     match (type_.as_str(), at(obj, path)) {
         (_, Value::Null) => Value::Null,
         ("date", Value::String(s)) => age(s).into(),

@@ -12,6 +12,66 @@ pub struct Cause {
     pub field: String,
     pub value: String,
     pub detail: String,
+    pub kind: CauseKind,
+}
+
+/// apimachinery's `field.ErrorType`s the server uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CauseKind {
+    /// `Invalid value: <v>: <detail>`
+    #[default]
+    Invalid,
+    /// `Required value`
+    Required,
+    /// `Unsupported value: <v>: supported values: ...`
+    NotSupported,
+}
+
+impl Cause {
+    pub fn invalid(field: impl Into<String>, value: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            value: value.into(),
+            detail: detail.into(),
+            kind: CauseKind::Invalid,
+        }
+    }
+
+    pub fn required(field: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            value: String::new(),
+            detail: String::new(),
+            kind: CauseKind::Required,
+        }
+    }
+
+    /// The value as Go's `%v` quotes it: strings quoted, the rest bare.
+    pub fn shown(v: &Value) -> String {
+        match v {
+            Value::String(s) => format!("{s:?}"),
+            v => v.to_string(),
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self.kind {
+            CauseKind::Invalid => "FieldValueInvalid",
+            CauseKind::Required => "FieldValueRequired",
+            CauseKind::NotSupported => "FieldValueNotSupported",
+        }
+    }
+
+    /// The cause's message, without its field.
+    fn message(&self) -> String {
+        match self.kind {
+            CauseKind::Invalid => format!("Invalid value: {}: {}", self.value, self.detail),
+            CauseKind::Required => "Required value".into(),
+            CauseKind::NotSupported => {
+                format!("Unsupported value: {}: {}", self.value, self.detail)
+            }
+        }
+    }
 }
 
 const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -65,29 +125,17 @@ pub fn metadata(r: &Resource, obj: &Value) -> Vec<Cause> {
             (dns_subdomain(name), SUBDOMAIN)
         };
         if !ok {
-            out.push(Cause {
-                field: "metadata.name".into(),
-                value: name.into(),
-                detail: detail.into(),
-            });
+            out.push(Cause::invalid("metadata.name", format!("{name:?}"), detail));
         }
     }
     if let Some(labels) = m["labels"].as_object() {
         for (k, v) in labels {
             if !label_key(k) {
-                out.push(Cause {
-                    field: "metadata.labels".into(),
-                    value: k.clone(),
-                    detail: QUALIFIED.into(),
-                });
+                out.push(Cause::invalid("metadata.labels", format!("{k:?}"), QUALIFIED));
             }
             match v.as_str() {
                 Some(s) if s.is_empty() || name_part(s) => {}
-                _ => out.push(Cause {
-                    field: "metadata.labels".into(),
-                    value: v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                    detail: VALUE.into(),
-                }),
+                _ => out.push(Cause::invalid("metadata.labels", Cause::shown(v), VALUE)),
             }
         }
     }
@@ -104,7 +152,7 @@ pub fn invalid(r: &Resource, name: &str, causes: &[Cause]) -> Response {
     };
     let each: Vec<String> = causes
         .iter()
-        .map(|c| format!("{}: Invalid value: {:?}: {}", c.field, c.value, c.detail))
+        .map(|c| format!("{}: {}", c.field, c.message()))
         .collect();
     let message = if each.len() == 1 {
         format!("{qualified} {name:?} is invalid: {}", each[0])
@@ -117,8 +165,8 @@ pub fn invalid(r: &Resource, name: &str, causes: &[Cause]) -> Response {
         "details": {
             "name": name, "group": r.group, "kind": r.kind,
             "causes": causes.iter().map(|c| json!({
-                "reason": "FieldValueInvalid",
-                "message": format!("Invalid value: {:?}: {}", c.value, c.detail),
+                "reason": c.reason(),
+                "message": c.message(),
                 "field": c.field,
             })).collect::<Vec<_>>(),
         },

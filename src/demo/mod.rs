@@ -127,6 +127,26 @@ impl Observer {
         if !v.is_empty() {
             bail!("invariants violated:\n  {}", v.join("\n  "));
         }
+        // The server validates as Kubernetes does: a write it refuses as
+        // invalid would be refused by a real cluster too.
+        let invalid: Vec<String> = self
+            .cluster
+            .journal()
+            .entries
+            .iter()
+            .filter(|e| e.invalid)
+            .map(|e| {
+                let ns = e.namespace.as_deref().unwrap_or_default();
+                let why = e.error.as_deref().unwrap_or_default();
+                format!("{} {} {ns}/{}: {why}", e.op, e.kind, e.name)
+            })
+            .collect();
+        if !invalid.is_empty() {
+            bail!(
+                "writes the API server refused as invalid:\n  {}",
+                invalid.join("\n  ")
+            );
+        }
         Ok(())
     }
 

@@ -17,6 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use std::sync::Arc;
 use tracing::{Instrument, info, info_span, warn};
 
+mod backoff;
 mod health;
 pub use health::{WatchHealth, WatchState, layer as answers_layer};
 
@@ -29,7 +30,7 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
     if kind == Kind::Pod {
         config = config.labels(&format!("{LAUNCHER_LABEL}={LAUNCHER_LABEL_VALUE}"));
     }
-    let stream = watcher(api(&client, kind, None), config).default_backoff();
+    let stream = watcher(api(&client, kind, None), config).backoff(backoff::WatchBackoff::default());
     let mut stream = std::pin::pin!(stream);
     let mut listed: Vec<Obj> = Vec::new();
     let mut streak = FailureStreak::default();

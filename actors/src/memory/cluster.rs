@@ -110,6 +110,7 @@ impl MemCluster {
         result: &Result<Written, StoreError>,
     ) {
         let elapsed = Instant::now().duration_since(self.started);
+        let invalid = matches!(result, Err(StoreError::Invalid(_)));
         let (changed, error, status) = match result {
             Ok(w) => (
                 w.changed,
@@ -134,6 +135,7 @@ impl MemCluster {
             status,
             changed,
             error,
+            invalid,
         });
     }
 

@@ -25,6 +25,10 @@ pub struct Entry {
     /// The write was refused (409, 404, invalid).
     #[serde(skip)]
     pub error: Option<String>,
+    /// Refused as invalid (422: a name, a schema, a rule): a write a real
+    /// API server would refuse too, so a controller bug.
+    #[serde(skip)]
+    pub invalid: bool,
 }
 
 /// For update_status: what the claim status says after the write.

@@ -131,7 +131,7 @@ pub async fn handle(
         };
         let name = t.name.clone().unwrap_or_default();
         s.record(&user, &t, op, &name, false, None);
-        s.journal(&t, op, name, false, Some(format!("injected {f:?}")));
+        s.journal(&t, op, name, false, Some(format!("injected {f:?}")), false);
         return match f {
             Injected::Conflict => status(
                 409,
@@ -159,6 +159,18 @@ pub async fn handle(
                 plural,
             ),
         };
+    }
+    // Protobuf (and CBOR) bodies are refused with 415, so that a client
+    // that can falls back to JSON, as it does with a server that lacks them.
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or_default();
+    if writes && (content_type.contains("protobuf") || content_type.contains("cbor")) {
+        let msg = format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type})"
+        );
+        return status(415, "UnsupportedMediaType", &msg, t.name.as_deref(), t.resource.plural);
     }
     let table = headers
         .get(header::ACCEPT)
@@ -240,6 +252,7 @@ impl ApiServer {
         name: String,
         changed: bool,
         error: Option<String>,
+        invalid: bool,
     ) {
         let Some(c) = &self.journal else { return };
         let elapsed = self.started.elapsed();
@@ -254,6 +267,7 @@ impl ApiServer {
             status: None,
             changed,
             error,
+            invalid,
         });
     }
 }
@@ -355,6 +369,7 @@ impl Req<'_> {
         };
         self.s
             .record(self.user, self.t, op, &name, r.is_ok(), holder);
-        self.s.journal(self.t, op, name, changed, error);
+        let invalid = matches!(r, Err(StoreError::Invalid(_)));
+        self.s.journal(self.t, op, name, changed, error, invalid);
     }
 }

@@ -6,7 +6,7 @@ use crate::apiserver::gc;
 use crate::apiserver::patch::{self, PatchKind};
 use crate::apiserver::select::Selector;
 use crate::apiserver::status;
-use crate::apiserver::{Target, namespaces, validate};
+use crate::apiserver::{Target, namespaces, schema, validate};
 use axum::http::StatusCode;
 use axum::response::Response;
 use gpu_claims_actors::memory::store::{Apply, StoreError, Subresource, Written};
@@ -25,7 +25,7 @@ impl Req<'_> {
         {
             return *r;
         }
-        if let Err(r) = self.valid(&name, &obj) {
+        if let Err(r) = self.valid(&name, &mut obj) {
             return *r;
         }
         if self.t.resource.kind == "Namespace" {
@@ -62,29 +62,67 @@ impl Req<'_> {
     }
 
     /// The object's metadata as the API server validates it.
-    fn valid(&self, name: &str, obj: &Value) -> Result<(), Box<Response>> {
-        let causes = validate::metadata(&self.t.resource, obj);
+    /// The object as the API server admits it: the part this request may
+    /// not write taken from the stored object (status on the main resource
+    /// of a kind with a status subresource, the rest on its status), then
+    /// metadata validated and the CRD's schema applied (pruning,
+    /// defaults, types, CEL rules). A custom resource's write that fails
+    /// is refused whole.
+    fn valid(&self, name: &str, obj: &mut Value) -> Result<(), Box<Response>> {
+        let old = self.s.store.get(self.store_kind(), self.ns(), name);
+        if self.t.resource.status {
+            if self.t.status {
+                if let Some(o) = &old {
+                    let status = obj.get("status").cloned();
+                    let meta = obj["metadata"].clone();
+                    *obj = o.clone();
+                    obj["metadata"] = meta;
+                    match status {
+                        Some(st) => obj["status"] = st,
+                        None => {
+                            obj.as_object_mut().map(|m| m.remove("status"));
+                        }
+                    }
+                }
+            } else {
+                match old.as_ref().and_then(|o| o.get("status")) {
+                    Some(st) => obj["status"] = st.clone(),
+                    None => {
+                        obj.as_object_mut().map(|m| m.remove("status"));
+                    }
+                }
+            }
+        }
+        let mut causes = validate::metadata(&self.t.resource, obj);
+        causes.extend(schema::admit(self.t.resource.kind, obj, old.as_ref()));
         if causes.is_empty() {
             return Ok(());
+        }
+        if self.how == Apply::Commit {
+            let what: Vec<String> = causes.iter().map(|c| c.field.clone()).collect();
+            let error = Some(format!("invalid: {}", what.join(", ")));
+            let op = if old.is_some() { "update" } else { "create" };
+            self.s
+                .journal(self.t, op, name.to_string(), false, error, true);
         }
         Err(Box::new(validate::invalid(&self.t.resource, name, &causes)))
     }
 
     pub(super) fn update(&self, n: &str, body: &[u8]) -> Response {
-        let obj = match self.body_object(body, Some(n)) {
+        let mut obj = match self.body_object(body, Some(n)) {
             Ok(o) => o,
             Err(r) => return *r,
         };
         // Custom resources allow no unconditional update (built-ins do).
         if self.t.resource.is_custom() && meta_str(&obj, "resourceVersion").is_empty() {
-            let cause = validate::Cause {
-                field: "metadata.resourceVersion".into(),
-                value: "0x0".into(),
-                detail: "must be specified for an update".into(),
-            };
+            let cause = validate::Cause::invalid(
+                "metadata.resourceVersion",
+                "0x0",
+                "must be specified for an update",
+            );
             return validate::invalid(&self.t.resource, n, &[cause]);
         }
-        if let Err(r) = self.valid(n, &obj) {
+        if let Err(r) = self.valid(n, &mut obj) {
             return *r;
         }
         let old = self.s.store.get(self.store_kind(), self.ns(), n);
@@ -105,6 +143,12 @@ impl Req<'_> {
             let msg = format!("the patch content type {content_type:?} is not supported");
             return status(415, "UnsupportedMediaType", &msg, Some(n), self.plural());
         };
+        // Custom resources have no strategic merge (no patch strategies in
+        // their schemas): the API server refuses the media type.
+        if kind == PatchKind::StrategicMerge && self.t.resource.is_custom() {
+            let msg = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+            return status(415, "UnsupportedMediaType", msg, Some(n), self.plural());
+        }
         let p = match patch::parse_body(kind, body) {
             Ok(p) => p,
             Err(e) => return status(400, "BadRequest", &e, Some(n), self.plural()),
@@ -148,7 +192,7 @@ impl Req<'_> {
             if !pinned_rv {
                 doc["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
             }
-            if let Err(r) = self.valid(n, &doc) {
+            if let Err(r) = self.valid(n, &mut doc) {
                 return *r;
             }
             let op = match self.op_of(Some(&old), &doc) {

@@ -1,0 +1,354 @@
+//! Custom resources checked against their CRD's structural schema, as the
+//! API server does before storing one: unknown fields pruned, defaults
+//! applied, then types, required fields, bounds, enums and the
+//! `x-kubernetes-validations` CEL rules (transition rules, those naming
+//! `oldSelf`, only on an update). Metadata is the API machinery's, not the
+//! schema's, and is checked apart (`validate.rs`).
+
+use super::validate::{Cause, CauseKind};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// The served version's `openAPIV3Schema` of each CRD, by kind.
+fn schemas() -> &'static HashMap<String, Value> {
+    static SCHEMAS: OnceLock<HashMap<String, Value>> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        crate::crd::all()
+            .into_iter()
+            .filter_map(|(_, crd)| {
+                let v = crd.spec.versions.first()?;
+                let schema = v.schema.as_ref()?.open_api_v3_schema.as_ref()?;
+                Some((
+                    crd.spec.names.kind.clone(),
+                    serde_json::to_value(schema).ok()?,
+                ))
+            })
+            .collect()
+    })
+}
+
+/// Prunes, defaults and validates `obj` (a `kind` from a CRD; other kinds
+/// pass untouched). `old` is the stored object on an update.
+pub fn admit(kind: &str, obj: &mut Value, old: Option<&Value>) -> Vec<Cause> {
+    let Some(schema) = schemas().get(kind) else {
+        return Vec::new();
+    };
+    let mut causes = Vec::new();
+    let Some(fields) = obj.as_object_mut() else {
+        return causes;
+    };
+    let props = &schema["properties"];
+    for (k, v) in fields.iter_mut() {
+        // apiVersion, kind and metadata are the machinery's.
+        if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+            continue;
+        }
+        if let Some(s) = props.get(k) {
+            walk(v, s, k, old.and_then(|o| o.get(k)), &mut causes);
+        }
+    }
+    fields.retain(|k, _| {
+        matches!(k.as_str(), "apiVersion" | "kind" | "metadata") || props.get(k).is_some()
+    });
+    default_fields(fields, schema);
+    for r in required(schema) {
+        if !fields.contains_key(r) {
+            causes.push(Cause::required(r));
+        }
+    }
+    causes
+}
+
+fn required(schema: &Value) -> impl Iterator<Item = &str> {
+    schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+}
+
+/// Fills absent properties that have a default.
+fn default_fields(fields: &mut Map<String, Value>, schema: &Value) {
+    if let Some(props) = schema["properties"].as_object() {
+        for (k, s) in props {
+            if !fields.contains_key(k)
+                && let Some(d) = s.get("default")
+            {
+                fields.insert(k.clone(), d.clone());
+            }
+        }
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_matches(want: &str, v: &Value) -> bool {
+    match (want, type_name(v)) {
+        ("number", "integer") => true,
+        (w, got) => w == got,
+    }
+}
+
+/// One value against its schema: pruned and defaulted below, then checked.
+fn walk(v: &mut Value, s: &Value, path: &str, old: Option<&Value>, out: &mut Vec<Cause>) {
+    if v.is_null() {
+        // A null where the schema allows none is dropped by the caller's
+        // store (it keeps no nulls); nullable or not, there is nothing to check.
+        return;
+    }
+    if let Some(want) = s["type"].as_str()
+        && !type_matches(want, v)
+    {
+        let got = type_name(v);
+        out.push(Cause::invalid(
+            path,
+            format!("{got:?}"),
+            format!("{path} in body must be of type {want}: {got:?}"),
+        ));
+        return;
+    }
+    match v {
+        Value::Object(fields) => object(fields, s, path, old, out),
+        Value::Array(items) => {
+            if let Some(item) = s.get("items") {
+                for (i, x) in items.iter_mut().enumerate() {
+                    let old_item = old.and_then(|o| o.get(i));
+                    walk(x, item, &format!("{path}[{i}]"), old_item, out);
+                }
+            }
+        }
+        _ => scalar(v, s, path, out),
+    }
+    rules(v, s, path, old, out);
+}
+
+fn object(
+    fields: &mut Map<String, Value>,
+    s: &Value,
+    path: &str,
+    old: Option<&Value>,
+    out: &mut Vec<Cause>,
+) {
+    let preserve = s["x-kubernetes-preserve-unknown-fields"] == true;
+    if let Some(extra) = s.get("additionalProperties").filter(|a| a.is_object()) {
+        for (k, x) in fields.iter_mut() {
+            let o = old.and_then(|o| o.get(k));
+            walk(x, extra, &format!("{path}.{k}"), o, out);
+        }
+        return;
+    }
+    let props = s["properties"].as_object();
+    if !preserve {
+        fields.retain(|k, _| props.is_some_and(|p| p.contains_key(k)));
+    }
+    if let Some(props) = props {
+        for (k, x) in fields.iter_mut() {
+            if let Some(ps) = props.get(k) {
+                let o = old.and_then(|o| o.get(k));
+                walk(x, ps, &format!("{path}.{k}"), o, out);
+            }
+        }
+    }
+    default_fields(fields, s);
+    for r in required(s) {
+        if !fields.contains_key(r) {
+            out.push(Cause::required(format!("{path}.{r}")));
+        }
+    }
+}
+
+fn scalar(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
+    let shown = Cause::shown(v);
+    if let Some(allowed) = s["enum"].as_array()
+        && !allowed.contains(v)
+    {
+        let list: Vec<String> = allowed
+            .iter()
+            .filter(|a| !a.is_null())
+            .map(Cause::shown)
+            .collect();
+        out.push(Cause {
+            field: path.into(),
+            value: shown.clone(),
+            detail: format!("supported values: {}", list.join(", ")),
+            kind: CauseKind::NotSupported,
+        });
+    }
+    if let Some(n) = v.as_f64() {
+        if let Some(min) = s["minimum"].as_f64()
+            && n < min
+        {
+            out.push(Cause::invalid(
+                path,
+                shown.clone(),
+                format!("{path} in body should be greater than or equal to {min}"),
+            ));
+        }
+        if let Some(max) = s["maximum"].as_f64()
+            && n > max
+        {
+            out.push(Cause::invalid(
+                path,
+                shown.clone(),
+                format!("{path} in body should be less than or equal to {max}"),
+            ));
+        }
+    }
+    if let Some(text) = v.as_str() {
+        let len = text.chars().count() as u64;
+        if let Some(min) = s["minLength"].as_u64()
+            && len < min
+        {
+            out.push(Cause::invalid(
+                path,
+                shown.clone(),
+                format!("{path} in body should be at least {min} chars long"),
+            ));
+        }
+        if let Some(max) = s["maxLength"].as_u64()
+            && len > max
+        {
+            out.push(Cause::invalid(
+                path,
+                shown,
+                format!("{path} in body should be at most {max} chars long"),
+            ));
+        }
+    }
+}
+
+/// The `x-kubernetes-validations` CEL rules on one value.
+fn rules(v: &Value, s: &Value, path: &str, old: Option<&Value>, out: &mut Vec<Cause>) {
+    let Some(rules) = s["x-kubernetes-validations"].as_array() else {
+        return;
+    };
+    for r in rules {
+        let Some(rule) = r["rule"].as_str() else {
+            continue;
+        };
+        let transition = rule.contains("oldSelf");
+        if transition && old.is_none() {
+            continue;
+        }
+        let passed = eval(rule, v, old);
+        if passed != Some(true) {
+            let detail = match (passed, r["message"].as_str()) {
+                (None, _) => format!("compilation or evaluation of rule failed: {rule}"),
+                (_, Some(m)) => m.to_string(),
+                (_, None) => format!("failed rule: {rule}"),
+            };
+            out.push(Cause::invalid(path, format!("{:?}", type_name(v)), detail));
+        }
+    }
+}
+
+/// One CEL rule with `self` (and `oldSelf`); None when it does not
+/// compile or does not evaluate to a boolean.
+fn eval(rule: &str, this: &Value, old: Option<&Value>) -> Option<bool> {
+    let program = cel::Program::compile(rule).ok()?;
+    let mut ctx = cel::Context::default();
+    ctx.add_variable("self", this.clone()).ok()?;
+    if let Some(o) = old {
+        ctx.add_variable("oldSelf", o.clone()).ok()?;
+    }
+    match program.execute(&ctx).ok()? {
+        cel::Value::Bool(b) => Some(b),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(spec: Value) -> Value {
+        json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
+            "metadata": {"name": "c"}, "spec": spec})
+    }
+
+    fn fields(causes: &[Cause]) -> Vec<(&str, CauseKind)> {
+        causes.iter().map(|c| (c.field.as_str(), c.kind)).collect()
+    }
+
+    #[test]
+    fn a_valid_claim_is_defaulted_and_pruned() {
+        let mut c = claim(json!({"className": "h200", "extra": 1}));
+        c["unknown"] = json!(true);
+        assert!(admit("GPUClaim", &mut c, None).is_empty());
+        assert_eq!(c["spec"], json!({"className": "h200", "count": 1}));
+        assert!(c.get("unknown").is_none());
+        assert_eq!(c["metadata"]["name"], "c", "metadata is left alone");
+    }
+
+    #[test]
+    fn types_bounds_required_and_enums_are_causes() {
+        let mut c = claim(json!({"count": -1}));
+        let causes = admit("GPUClaim", &mut c, None);
+        assert_eq!(
+            fields(&causes),
+            [
+                ("spec.count", CauseKind::Invalid),
+                ("spec.className", CauseKind::Required)
+            ]
+        );
+        assert_eq!(
+            causes[0].detail,
+            "spec.count in body should be greater than or equal to 1"
+        );
+        let mut c = claim(json!({"className": "h200", "count": "two"}));
+        let causes = admit("GPUClaim", &mut c, None);
+        assert_eq!(causes[0].detail, "spec.count in body must be of type integer: \"string\"");
+        let mut c = claim(json!({"className": ""}));
+        assert_eq!(fields(&admit("GPUClaim", &mut c, None)), [("spec.className", CauseKind::Invalid)]);
+        let mut c = claim(json!({"className": "h200"}));
+        c["status"] = json!({"phase": "Sideways"});
+        let causes = admit("GPUClaim", &mut c, None);
+        assert_eq!(fields(&causes), [("status.phase", CauseKind::NotSupported)]);
+        assert!(causes[0].detail.contains("\"Pending\", \"Bound\""));
+        let mut no_spec = json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
+            "metadata": {"name": "c"}});
+        assert_eq!(fields(&admit("GPUClaim", &mut no_spec, None)), [("spec", CauseKind::Required)]);
+    }
+
+    #[test]
+    fn transition_rules_hold_on_update_only() {
+        let old = claim(json!({"className": "h200", "count": 1}));
+        let mut same = old.clone();
+        assert!(admit("GPUClaim", &mut same, Some(&old)).is_empty());
+        let mut moved = claim(json!({"className": "l40s", "count": 2}));
+        let causes = admit("GPUClaim", &mut moved, Some(&old));
+        assert_eq!(
+            fields(&causes),
+            [
+                ("spec.className", CauseKind::Invalid),
+                ("spec.count", CauseKind::Invalid)
+            ]
+        );
+        assert_eq!(causes[0].detail, "className is immutable");
+        // On create there is no oldSelf: the rule is not evaluated.
+        assert!(admit("GPUClaim", &mut moved, None).is_empty());
+    }
+
+    #[test]
+    fn maps_check_their_values_and_other_kinds_pass() {
+        let mut k = json!({"kind": "GPUClass", "metadata": {"name": "k"},
+            "spec": {"resourceName": "r", "nodeSelector": {"a": 1}}});
+        let causes = admit("GPUClass", &mut k, None);
+        assert_eq!(fields(&causes), [("spec.nodeSelector.a", CauseKind::Invalid)]);
+        let mut pod = json!({"kind": "Pod", "spec": {"anything": 1}});
+        assert!(admit("Pod", &mut pod, None).is_empty());
+        assert_eq!(pod["spec"]["anything"], 1);
+    }
+}
