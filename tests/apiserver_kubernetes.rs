@@ -557,3 +557,177 @@ async fn node_and_namespace_tables_say_their_status() {
     let nss = table("/api/v1/namespaces/a").await;
     assert_eq!(nss["rows"][0]["cells"][1], "Active");
 }
+
+#[tokio::test]
+async fn a_custom_resource_is_pruned_defaulted_and_validated_by_its_crd_schema() {
+    let (s, c) = server().await;
+    let url = format!(
+        "{}/apis/gpu.cozystack.io/v1alpha1/namespaces/a/gpuclaims",
+        s.url()
+    );
+    let post = |body: Value| {
+        let c = c.clone();
+        let req = http::Request::post(&url)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        async move { c.request::<Value>(req).await }
+    };
+    let claim = |name: &str, spec: Value| {
+        json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
+            "metadata": {"name": name}, "spec": spec})
+    };
+    // Bad values: 422, a cause per field, nothing stored.
+    let e = refusal(post(claim("bad", json!({"count": -1}))).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    let causes: Vec<(String, String)> = e
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| (c.field, c.reason))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            ("spec.count".to_string(), "FieldValueInvalid".to_string()),
+            (
+                "spec.className".to_string(),
+                "FieldValueRequired".to_string()
+            )
+        ]
+    );
+    let e = refusal(post(claim("bad", json!({"className": "h200", "count": "two"}))).await);
+    assert!(
+        e.message.contains(
+            "spec.count: Invalid value: \"string\": spec.count in body must be of type integer"
+        ),
+        "{}",
+        e.message
+    );
+    assert!(s.store.get("GPUClaim", "a", "bad").is_none());
+    // Unknown fields pruned, defaults applied.
+    let mut body = claim("ok", json!({"className": "h200", "colour": "red"}));
+    body["extra"] = json!(1);
+    let made = post(body).await.unwrap();
+    assert_eq!(made["spec"], json!({"className": "h200", "count": 1}));
+    assert!(made.get("extra").is_none());
+    // An immutable field (a CEL transition rule) cannot change.
+    let claims: Api<GPUClaim> = Api::namespaced(c.clone(), "a");
+    let e = refusal(
+        claims
+            .patch(
+                "ok",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"className": "l40s"}})),
+            )
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message.contains("className is immutable"),
+        "{}",
+        e.message
+    );
+    // The status subresource is validated too; the spec it carries is ignored.
+    let e = refusal(
+        claims
+            .patch_status(
+                "ok",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Sideways"}})),
+            )
+            .await,
+    );
+    assert!(
+        e.message.contains("Unsupported value: \"Sideways\""),
+        "{}",
+        e.message
+    );
+    let bound = claims
+        .patch_status(
+            "ok",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"count": 9}, "status": {"phase": "Bound"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bound.spec.count, 1);
+}
+
+#[tokio::test]
+async fn events_written_through_either_api_are_one_store() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let (_s, c) = server().await;
+    let new_api: Api<Event> = Api::namespaced(c.clone(), "a");
+    let core: Api<CoreEvent> = Api::namespaced(c.clone(), "a");
+    let made = new_api
+        .create(
+            &PostParams::default(),
+            &from(json!({
+                "metadata": {"name": "c.1"},
+                "eventTime": "2026-11-30T00:00:00.000000Z",
+                "regarding": {"kind": "GPUClaim", "namespace": "a", "name": "c", "uid": "u-c"},
+                "note": "placed on n1", "reason": "Bound", "type": "Normal", "action": "G4",
+                "reportingController": "gpu-claims", "reportingInstance": "gpu-claims-0",
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(made.note.as_deref(), Some("placed on n1"));
+    // The same object, as core/v1 names its fields.
+    let old = core.get("c.1").await.unwrap();
+    assert_eq!(old.message.as_deref(), Some("placed on n1"));
+    assert_eq!(old.involved_object.name.as_deref(), Some("c"));
+    assert_eq!(old.reporting_component.as_deref(), Some("gpu-claims"));
+    // kubectl describe's search, and its events.k8s.io twin.
+    let found = core
+        .list(&ListParams::default().fields("involvedObject.name=c,involvedObject.uid=u-c"))
+        .await
+        .unwrap();
+    assert_eq!(found.items.len(), 1);
+    let found = new_api
+        .list(&ListParams::default().fields("regarding.name=c"))
+        .await
+        .unwrap();
+    assert_eq!(found.items.len(), 1);
+    assert_eq!(found.items[0].note.as_deref(), Some("placed on n1"));
+    // A core write is an events.k8s.io change, watched as one.
+    let rv = made.metadata.resource_version.clone().unwrap();
+    let mut watch = new_api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    core.patch(
+        "c.1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"message": "moved to n2"})),
+    )
+    .await
+    .unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(10), watch.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let WatchEvent::Modified(e) = ev else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(e.note.as_deref(), Some("moved to n2"));
+    // Patched through events.k8s.io, by its own field names.
+    let patched = new_api
+        .patch(
+            "c.1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"note": "back on n1"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.note.as_deref(), Some("back on n1"));
+    assert_eq!(
+        core.get("c.1").await.unwrap().message.as_deref(),
+        Some("back on n1")
+    );
+}

@@ -401,7 +401,8 @@ fn e2e_metrics_show_real_activity() {
         "{m}"
     );
     // The story's Events are there, each with its rule.
-    let (events, _) = c.store.list("Event.events.k8s.io");
+    // Recorded through events.k8s.io, stored (and served) as core Events too.
+    let (events, _) = c.store.list("Event");
     let reasons: Vec<&str> = events.iter().filter_map(|e| e["reason"].as_str()).collect();
     for r in ["FinalizerAdded", "Attached", "Bound", "Lost", "Released"] {
         assert!(reasons.contains(&r), "an Event {r} in {reasons:?}");

@@ -179,6 +179,21 @@ fn kubectl_gets_applies_watches_and_deletes() {
         "a dry run changed the claim: {labels}"
     );
     assert_eq!(k.run(&["get", "--raw", "/readyz"]).trim(), "ok");
+    // The controller's Events (recorded through events.k8s.io) in
+    // `kubectl get events` and `kubectl describe`, as on a real cluster.
+    let start = std::time::Instant::now();
+    loop {
+        let described = k.run(&["describe", "gpuclaim", "from-kubectl", "-n", A]);
+        let events = k.run(&["get", "events", "-n", A]);
+        if described.contains("FinalizerAdded") && events.contains("gpuclaim/from-kubectl") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no L1 Event shown:\n{described}\n{events}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let fin = k.run(&[
         "get",
         "gpuclaim",

@@ -2,7 +2,7 @@
 //! server's collector does it: when an object is gone, each dependent none
 //! of whose owners exists any more is deleted (and so on down the graph).
 
-use super::resources::RESOURCES;
+use super::resources::store_kinds;
 use gpu_claims_actors::memory::store::{EventType, Store};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -17,9 +17,7 @@ fn owner_uids(o: &Value) -> Vec<&str> {
 
 /// Every object, with its store kind.
 fn everything(store: &Store) -> Vec<(&'static str, Value)> {
-    let mut kinds: Vec<&str> = RESOURCES.iter().map(|r| r.store_kind).collect();
-    kinds.dedup();
-    kinds
+    store_kinds(|_| true)
         .into_iter()
         .flat_map(|k| store.list(k).0.into_iter().map(move |o| (k, o)))
         .collect()

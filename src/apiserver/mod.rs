@@ -7,6 +7,7 @@
 //! subresource is written twice.
 
 mod discovery;
+mod events;
 pub mod faults;
 mod gc;
 mod handlers;

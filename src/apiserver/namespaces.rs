@@ -4,7 +4,7 @@
 //! deleted namespace is Terminating until everything in it is gone, and
 //! then goes itself.
 
-use super::{RESOURCES, Resource, status};
+use super::{Resource, status};
 use axum::response::{IntoResponse, Response};
 use gpu_claims_actors::memory::store::{Apply, EventType, Store, StoreError, Written};
 use serde_json::{Value, json};
@@ -40,13 +40,7 @@ fn namespace_object(name: &str) -> Value {
 /// up, as a restored etcd holds its namespaces with their objects).
 pub fn adopt(store: &Store) {
     let mut names: Vec<String> = SYSTEM.iter().map(|s| s.to_string()).collect();
-    let mut kinds: Vec<&str> = RESOURCES
-        .iter()
-        .filter(|r| r.namespaced)
-        .map(|r| r.store_kind)
-        .collect();
-    kinds.dedup();
-    for k in kinds {
+    for k in super::resources::store_kinds(|r| r.namespaced) {
         for o in store.list(k).0 {
             if let Some(ns) = o["metadata"]["namespace"].as_str() {
                 names.push(ns.to_string());

@@ -8,8 +8,8 @@ pub struct Resource {
     pub plural: &'static str,
     pub singular: &'static str,
     pub kind: &'static str,
-    /// The kind's key in the store: the kind, except where two groups
-    /// serve the same kind name (core and events.k8s.io Events).
+    /// The kind's key in the store: the kind (core and events.k8s.io
+    /// Events share one store, as in Kubernetes).
     pub store_kind: &'static str,
     pub namespaced: bool,
     /// Served with a status subresource.
@@ -122,8 +122,8 @@ pub const RESOURCES: &[Resource] = &[
         generation: false,
         ..r("", "v1", "events", "event", "Event", true, false)
     },
+    // Stored as core Events, served converted (events.rs).
     Resource {
-        store_kind: "Event.events.k8s.io",
         generation: false,
         ..r(
             "events.k8s.io",
@@ -151,20 +151,24 @@ pub const RESOURCES: &[Resource] = &[
 
 /// The store keys of the kinds with a status subresource.
 pub fn status_kinds() -> Vec<&'static str> {
-    RESOURCES
+    store_kinds(|r| r.status)
+}
+
+/// The store keys of the resources `pick` accepts, each once.
+pub fn store_kinds(pick: impl Fn(&Resource) -> bool) -> Vec<&'static str> {
+    let mut out: Vec<&str> = RESOURCES
         .iter()
-        .filter(|r| r.status)
+        .filter(|r| pick(r))
         .map(|r| r.store_kind)
-        .collect()
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The store keys of the kinds whose objects carry no generation.
 pub fn kinds_without_generation() -> Vec<&'static str> {
-    RESOURCES
-        .iter()
-        .filter(|r| !r.generation)
-        .map(|r| r.store_kind)
-        .collect()
+    store_kinds(|r| !r.generation)
 }
 
 /// The resource a store kind is served as.

@@ -309,9 +309,15 @@ mod tests {
         );
         let mut c = claim(json!({"className": "h200", "count": "two"}));
         let causes = admit("GPUClaim", &mut c, None);
-        assert_eq!(causes[0].detail, "spec.count in body must be of type integer: \"string\"");
+        assert_eq!(
+            causes[0].detail,
+            "spec.count in body must be of type integer: \"string\""
+        );
         let mut c = claim(json!({"className": ""}));
-        assert_eq!(fields(&admit("GPUClaim", &mut c, None)), [("spec.className", CauseKind::Invalid)]);
+        assert_eq!(
+            fields(&admit("GPUClaim", &mut c, None)),
+            [("spec.className", CauseKind::Invalid)]
+        );
         let mut c = claim(json!({"className": "h200"}));
         c["status"] = json!({"phase": "Sideways"});
         let causes = admit("GPUClaim", &mut c, None);
@@ -319,7 +325,10 @@ mod tests {
         assert!(causes[0].detail.contains("\"Pending\", \"Bound\""));
         let mut no_spec = json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
             "metadata": {"name": "c"}});
-        assert_eq!(fields(&admit("GPUClaim", &mut no_spec, None)), [("spec", CauseKind::Required)]);
+        assert_eq!(
+            fields(&admit("GPUClaim", &mut no_spec, None)),
+            [("spec", CauseKind::Required)]
+        );
     }
 
     #[test]
@@ -346,7 +355,10 @@ mod tests {
         let mut k = json!({"kind": "GPUClass", "metadata": {"name": "k"},
             "spec": {"resourceName": "r", "nodeSelector": {"a": 1}}});
         let causes = admit("GPUClass", &mut k, None);
-        assert_eq!(fields(&causes), [("spec.nodeSelector.a", CauseKind::Invalid)]);
+        assert_eq!(
+            fields(&causes),
+            [("spec.nodeSelector.a", CauseKind::Invalid)]
+        );
         let mut pod = json!({"kind": "Pod", "spec": {"anything": 1}});
         assert!(admit("Pod", &mut pod, None).is_empty());
         assert_eq!(pod["spec"]["anything"], 1);

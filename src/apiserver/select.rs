@@ -108,6 +108,10 @@ impl Selector {
         {
             return Err(format!("field label not supported: {f}"));
         }
+        let mut sel = sel;
+        for (f, _, _) in &mut sel.fields {
+            *f = super::events::stored_field(resource, f);
+        }
         Ok(sel)
     }
 

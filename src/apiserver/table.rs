@@ -56,11 +56,17 @@ fn columns(r: &Resource) -> Vec<Column> {
             c("Version", "string", ".status.nodeInfo.kubeletVersion"),
         ],
         "Namespace" => vec![c("Status", "string", ".status.phase"), age],
+        // kubectl get events: the last time seen, what it is about.
         "Event" => vec![
+            c("Last Seen", "string", "@event-last-seen"),
             c("Type", "string", ".type"),
             c("Reason", "string", ".reason"),
-            c("Event", "string", ".note"),
-            age,
+            c("Object", "string", "@event-object"),
+            if r.group.is_empty() {
+                c("Message", "string", ".message")
+            } else {
+                c("Note", "string", ".note")
+            },
         ],
         _ => vec![age],
     }
@@ -126,10 +132,40 @@ fn node_roles(obj: &Value) -> String {
     }
 }
 
+/// When an Event (either form) was last seen: its series, its last
+/// timestamp, or its event time.
+fn event_last_seen(obj: &Value) -> String {
+    [
+        &obj["series"]["lastObservedTime"],
+        &obj["lastTimestamp"],
+        &obj["deprecatedLastTimestamp"],
+        &obj["eventTime"],
+    ]
+    .into_iter()
+    .find_map(Value::as_str)
+    .map_or_else(|| "<unknown>".into(), age)
+}
+
+/// `kind/name` of what an Event is about, as kubectl prints it.
+fn event_object(obj: &Value) -> String {
+    let about = if obj["regarding"].is_object() {
+        &obj["regarding"]
+    } else {
+        &obj["involvedObject"]
+    };
+    format!(
+        "{}/{}",
+        about["kind"].as_str().unwrap_or_default().to_lowercase(),
+        about["name"].as_str().unwrap_or_default()
+    )
+}
+
 fn cell(obj: &Value, (_, type_, path): &Column) -> Value {
     match path.as_str() {
         "@node-status" => return node_status(obj).into(),
         "@node-roles" => return node_roles(obj).into(),
+        "@event-last-seen" => return event_last_seen(obj).into(),
+        "@event-object" => return event_object(obj).into(),
         _ => {}
     }
     match (type_.as_str(), at(obj, path)) {

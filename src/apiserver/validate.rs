@@ -28,7 +28,11 @@ pub enum CauseKind {
 }
 
 impl Cause {
-    pub fn invalid(field: impl Into<String>, value: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
         Self {
             field: field.into(),
             value: value.into(),
@@ -131,7 +135,11 @@ pub fn metadata(r: &Resource, obj: &Value) -> Vec<Cause> {
     if let Some(labels) = m["labels"].as_object() {
         for (k, v) in labels {
             if !label_key(k) {
-                out.push(Cause::invalid("metadata.labels", format!("{k:?}"), QUALIFIED));
+                out.push(Cause::invalid(
+                    "metadata.labels",
+                    format!("{k:?}"),
+                    QUALIFIED,
+                ));
             }
             match v.as_str() {
                 Some(s) if s.is_empty() || name_part(s) => {}

@@ -5,7 +5,7 @@
 //! injected cut, a server restart, or a partition that cuts its caller off.
 
 use super::select::Selector;
-use super::{ApiServer, Target, in_namespace, line, status, table};
+use super::{ApiServer, Target, events, in_namespace, line, status, table};
 use axum::body::{Body, Bytes};
 use axum::response::{IntoResponse, Response};
 use gpu_claims_actors::memory::store::{EventType, StoreEvent};
@@ -38,6 +38,7 @@ struct Watch {
 
 impl Watch {
     fn event(&self, type_: &str, obj: &Value) -> Value {
+        let obj = &events::served(&self.target.resource, obj.clone());
         let object = if self.as_table {
             let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
             table::table(&self.target.resource, std::slice::from_ref(obj), meta)

@@ -22,9 +22,7 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        let base = FIRST
-            .saturating_mul(1u32 << self.failures.min(16))
-            .min(MAX);
+        let base = FIRST.saturating_mul(1u32 << self.failures.min(16)).min(MAX);
         self.failures = self.failures.saturating_add(1);
         // Up to a quarter less, so that replicas and kinds spread out.
         let jitter = base.mul_f64(fastrand::f64() * 0.25);
@@ -46,9 +44,15 @@ mod tests {
     fn delays_double_up_to_five_seconds_and_an_answer_resets_them() {
         let mut b = WatchBackoff::default();
         let d: Vec<Duration> = (0..8).map(|_| b.next().unwrap()).collect();
-        for (got, want) in d.iter().zip([500, 1000, 2000, 4000, 5000, 5000, 5000, 5000]) {
+        for (got, want) in d
+            .iter()
+            .zip([500, 1000, 2000, 4000, 5000, 5000, 5000, 5000])
+        {
             let want = Duration::from_millis(want);
-            assert!(*got <= want && *got >= want.mul_f64(0.75), "{got:?} for {want:?}");
+            assert!(
+                *got <= want && *got >= want.mul_f64(0.75),
+                "{got:?} for {want:?}"
+            );
         }
         b.reset();
         assert!(b.next().unwrap() <= FIRST);

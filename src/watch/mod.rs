@@ -30,7 +30,8 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
     if kind == Kind::Pod {
         config = config.labels(&format!("{LAUNCHER_LABEL}={LAUNCHER_LABEL_VALUE}"));
     }
-    let stream = watcher(api(&client, kind, None), config).backoff(backoff::WatchBackoff::default());
+    let stream =
+        watcher(api(&client, kind, None), config).backoff(backoff::WatchBackoff::default());
     let mut stream = std::pin::pin!(stream);
     let mut listed: Vec<Obj> = Vec::new();
     let mut streak = FailureStreak::default();

@@ -8,7 +8,7 @@ mod read;
 mod write;
 
 use super::faults::Injected;
-use super::{ApiServer, Target, parse, status, watch};
+use super::{ApiServer, Target, events, parse, status, watch};
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
@@ -170,7 +170,13 @@ pub async fn handle(
         let msg = format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type})"
         );
-        return status(415, "UnsupportedMediaType", &msg, t.name.as_deref(), t.resource.plural);
+        return status(
+            415,
+            "UnsupportedMediaType",
+            &msg,
+            t.name.as_deref(),
+            t.resource.plural,
+        );
     }
     let table = headers
         .get(header::ACCEPT)
@@ -295,6 +301,12 @@ impl Req<'_> {
         self.t.namespace.as_deref().unwrap_or_default()
     }
 
+    /// A stored object as this resource serves it (events.k8s.io Events
+    /// are stored as core Events).
+    fn served(&self, stored: Value) -> Value {
+        events::served(&self.t.resource, stored)
+    }
+
     fn not_found(&self, n: &str) -> Response {
         let msg = format!("{} \"{n}\" not found", self.plural());
         status(404, "NotFound", &msg, Some(n), self.plural())
@@ -348,7 +360,7 @@ impl Req<'_> {
             }
             _ => obj["kind"] = self.t.resource.kind.into(),
         }
-        Ok(obj)
+        Ok(events::stored(&self.t.resource, obj))
     }
 
     fn journal(&self, op: &'static str, name: &str, r: &Result<Written, StoreError>) {

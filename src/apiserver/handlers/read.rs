@@ -2,7 +2,7 @@
 
 use super::{Req, meta_str, ok};
 use crate::apiserver::select::Selector;
-use crate::apiserver::{status, table};
+use crate::apiserver::{events, status, table};
 use axum::http::StatusCode;
 use axum::response::Response;
 use base64::Engine;
@@ -58,7 +58,7 @@ impl Req<'_> {
             .and_then(|l| l.parse::<usize>().ok())
             .filter(|l| *l > 0)
             .unwrap_or(usize::MAX);
-        let (page, more, now) = self.s.store.list_page(
+        let (mut page, more, now) = self.s.store.list_page(
             self.store_kind(),
             self.t.namespace.as_deref(),
             after
@@ -67,6 +67,9 @@ impl Req<'_> {
             limit,
             |o| sel.matches(o),
         );
+        for o in &mut page {
+            *o = events::served(&self.t.resource, std::mem::take(o));
+        }
         // Later pages report the first page's version, so that a watch
         // from it replays whatever changed while the pages were read.
         let rv = after.as_ref().map_or(now, |(rv, _, _)| *rv);
@@ -90,7 +93,8 @@ impl Req<'_> {
     }
 
     pub(super) fn get(&self, n: &str, as_table: bool) -> Response {
-        match self.s.store.get(self.store_kind(), self.ns(), n) {
+        let got = self.s.store.get(self.store_kind(), self.ns(), n);
+        match got.map(|o| events::served(&self.t.resource, o)) {
             Some(o) if as_table => ok(
                 StatusCode::OK,
                 table::table(&self.t.resource, &[o], json!({})),

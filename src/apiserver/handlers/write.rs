@@ -6,7 +6,7 @@ use crate::apiserver::gc;
 use crate::apiserver::patch::{self, PatchKind};
 use crate::apiserver::select::Selector;
 use crate::apiserver::status;
-use crate::apiserver::{Target, namespaces, schema, validate};
+use crate::apiserver::{Target, events, namespaces, schema, validate};
 use axum::http::StatusCode;
 use axum::response::Response;
 use gpu_claims_actors::memory::store::{Apply, StoreError, Subresource, Written};
@@ -34,7 +34,7 @@ impl Req<'_> {
         let r = self.s.store.create_with(self.store_kind(), obj, self.how);
         self.journal("create", "", &r);
         match r {
-            Ok(w) => ok(StatusCode::CREATED, w.object),
+            Ok(w) => ok(StatusCode::CREATED, self.served(w.object)),
             Err(e) => store_error(&e, None, self.plural()),
         }
     }
@@ -133,7 +133,7 @@ impl Req<'_> {
             .update_with(self.store_kind(), obj, self.sub(), self.how);
         self.journal(op, n, &r);
         match r {
-            Ok(w) => ok(StatusCode::OK, w.object),
+            Ok(w) => ok(StatusCode::OK, self.served(w.object)),
             Err(e) => store_error(&e, Some(n), self.plural()),
         }
     }
@@ -167,6 +167,8 @@ impl Req<'_> {
                 return self.not_found(n);
             };
             let old = doc.clone();
+            // Patched as served, stored as stored (Events).
+            doc = self.served(doc);
             if let Err(e) = patch::apply(kind, &mut doc, &p) {
                 return status(
                     422,
@@ -185,6 +187,7 @@ impl Req<'_> {
                     self.plural(),
                 );
             }
+            doc = events::stored(&self.t.resource, doc);
             doc["metadata"]["name"] = n.into();
             if let Some(ns) = &self.t.namespace {
                 doc["metadata"]["namespace"] = ns.clone().into();
@@ -208,7 +211,7 @@ impl Req<'_> {
             }
             self.journal(op, n, &r);
             return match r {
-                Ok(w) => ok(StatusCode::OK, w.object),
+                Ok(w) => ok(StatusCode::OK, self.served(w.object)),
                 Err(e) => store_error(&e, Some(n), self.plural()),
             };
         }
@@ -263,7 +266,7 @@ impl Req<'_> {
                 "details": {"name": n, "group": self.t.resource.group, "kind": self.plural(),
                 "uid": w.object["metadata"]["uid"]}}),
             ),
-            Ok(w) => ok(StatusCode::OK, w.object),
+            Ok(w) => ok(StatusCode::OK, self.served(w.object)),
             Err(e) => store_error(&e, Some(n), self.plural()),
         }
     }
@@ -343,7 +346,7 @@ impl Req<'_> {
             };
             let req = Req { t: &one, ..*self };
             match req.delete_one(&name, &opts, how) {
-                Ok(w) => items.push(w.object),
+                Ok(w) => items.push(self.served(w.object)),
                 // Gone meanwhile: as the API server, not an error.
                 Err(StoreError::NotFound(_)) => {}
                 Err(e) => return store_error(&e, Some(&name), self.plural()),
