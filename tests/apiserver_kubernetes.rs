@@ -731,3 +731,51 @@ async fn events_written_through_either_api_are_one_store() {
         Some("back on n1")
     );
 }
+
+#[tokio::test]
+async fn a_pod_on_a_node_is_terminating_until_its_kubelet_confirms() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c, "a");
+    let mut p = pod("vm", json!({}));
+    p.spec.as_mut().unwrap().node_name = Some("n1".into());
+    let made = pods.create(&PostParams::default(), &p).await.unwrap();
+    pods.patch_status(
+        "vm",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    let rv = made.metadata.resource_version.clone().unwrap();
+    let mut events = pods
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    // DELETE answers with the pod, Terminating, still on its node.
+    let answer = pods.delete("vm", &DeleteParams::default()).await.unwrap();
+    let terminating = answer.left().expect("the pod");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
+    assert!(pods.get_opt("vm").await.unwrap().is_some());
+    // The kubelet's confirmation removes it.
+    pods.delete("vm", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    assert!(pods.get_opt("vm").await.unwrap().is_none());
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let ev = tokio::time::timeout(Duration::from_secs(10), events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push(match ev {
+            WatchEvent::Modified(p) if p.metadata.deletion_timestamp.is_some() => "Terminating",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            other => panic!("{other:?}"),
+        });
+    }
+    assert_eq!(seen, ["MODIFIED", "Terminating", "DELETED"]);
+}

@@ -3,7 +3,7 @@
 //! of whose owners exists any more is deleted (and so on down the graph).
 
 use super::resources::store_kinds;
-use gpu_claims_actors::memory::store::{EventType, Store};
+use gpu_claims_actors::memory::store::{Apply, EventType, Store};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -61,7 +61,7 @@ pub fn orphan_dependents(store: &Store, uid: &str) {
 /// their finalizers).
 pub fn delete_dependents(store: &Store, uid: &str) {
     for (kind, ns, name) in orphans_of_any(store, uid) {
-        let _ = store.delete(kind, &ns, &name, None, None);
+        delete(store, kind, &ns, &name);
     }
 }
 
@@ -77,6 +77,16 @@ fn orphans_of_any(store: &Store, uid: &str) -> Vec<(&'static str, String, String
         .collect()
 }
 
+/// Deletes a dependent as the collector's API call would: a pod on a
+/// node gracefully (Terminating until its kubelet confirms).
+fn delete(store: &Store, kind: &str, ns: &str, name: &str) {
+    let _ = if kind == "Pod" {
+        super::pods::delete(store, ns, name, None, None, None, Apply::Commit)
+    } else {
+        store.delete(kind, ns, name, None, None)
+    };
+}
+
 /// Runs the collector until the store is dropped.
 pub async fn collect(store: Arc<Store>) {
     let (mut rx, _) = store.watch();
@@ -89,7 +99,7 @@ pub async fn collect(store: Arc<Store>) {
         };
         for (kind, ns, name) in orphans_of(&store, uid) {
             tracing::debug!(kind, %ns, %name, owner = uid, "garbage-collecting a dependent");
-            let _ = store.delete(kind, &ns, &name, None, None);
+            delete(&store, kind, &ns, &name);
         }
     }
 }

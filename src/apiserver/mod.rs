@@ -14,6 +14,7 @@ mod handlers;
 mod identity;
 pub mod namespaces;
 pub mod patch;
+pub mod pods;
 mod resources;
 mod schema;
 pub mod select;

@@ -96,6 +96,19 @@ impl StandIn {
     /// One pass over every VMI and launcher pod; returns how many writes it made.
     pub fn reconcile(&self) -> usize {
         let before = self.store.resource_version();
+        // The kubelet: a pod marked Terminating on its node is stopped and
+        // its deletion confirmed (no grace left), releasing its devices.
+        for (ns, name) in crate::apiserver::pods::terminating(&self.store) {
+            let _ = crate::apiserver::pods::delete(
+                &self.store,
+                &ns,
+                &name,
+                None,
+                None,
+                Some(0),
+                gpu_claims_actors::memory::store::Apply::Commit,
+            );
+        }
         let (vmis, _) = self.store.list(VMI);
         let (pods, _) = self.store.list("Pod");
         let (nodes, _) = self.store.list("Node");

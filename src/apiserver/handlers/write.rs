@@ -6,7 +6,7 @@ use crate::apiserver::gc;
 use crate::apiserver::patch::{self, PatchKind};
 use crate::apiserver::select::Selector;
 use crate::apiserver::status;
-use crate::apiserver::{Target, events, namespaces, schema, validate};
+use crate::apiserver::{Target, events, namespaces, pods, schema, validate};
 use axum::http::StatusCode;
 use axum::response::Response;
 use gpu_claims_actors::memory::store::{Apply, StoreError, Subresource, Written};
@@ -298,14 +298,31 @@ impl Req<'_> {
             }
             return r;
         }
-        let r = self.s.store.delete_with(
-            self.store_kind(),
-            self.ns(),
-            n,
-            pre["uid"].as_str(),
-            pre["resourceVersion"].as_str(),
-            how,
-        );
+        let grace = opts["gracePeriodSeconds"].as_u64().or_else(|| {
+            self.q
+                .get("gracePeriodSeconds")
+                .and_then(|g| g.parse().ok())
+        });
+        let r = if self.t.resource.kind == "Pod" {
+            pods::delete(
+                &self.s.store,
+                self.ns(),
+                n,
+                pre["uid"].as_str(),
+                pre["resourceVersion"].as_str(),
+                grace,
+                how,
+            )
+        } else {
+            self.s.store.delete_with(
+                self.store_kind(),
+                self.ns(),
+                n,
+                pre["uid"].as_str(),
+                pre["resourceVersion"].as_str(),
+                how,
+            )
+        };
         if how == Apply::Commit {
             self.journal("delete", n, &r);
         }
