@@ -779,3 +779,72 @@ async fn a_pod_on_a_node_is_terminating_until_its_kubelet_confirms() {
     }
     assert_eq!(seen, ["MODIFIED", "Terminating", "DELETED"]);
 }
+
+#[tokio::test]
+async fn later_pages_are_a_snapshot_at_the_first_and_an_expired_token_is_410() {
+    let (s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    let pp = PostParams::default();
+    for name in ["p1", "p2", "p3"] {
+        pods.create(&pp, &pod(name, json!({"v": "old"})))
+            .await
+            .unwrap();
+    }
+    let first = pods.list(&ListParams::default().limit(1)).await.unwrap();
+    let rv = first.metadata.resource_version.clone().unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    assert_eq!(first.items[0].metadata.name.as_deref(), Some("p1"));
+    // Changes after the first page: none of them shows in the later pages.
+    pods.delete("p2", &DeleteParams::default()).await.unwrap();
+    pods.create(&pp, &pod("p2b", json!({}))).await.unwrap();
+    pods.patch(
+        "p3",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"v": "new"}}})),
+    )
+    .await
+    .unwrap();
+    let rest = pods
+        .list(&ListParams::default().limit(5).continue_token(&token))
+        .await
+        .unwrap();
+    let seen: Vec<(String, String)> = rest
+        .items
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.name.clone().unwrap(),
+                p.metadata.labels.clone().unwrap_or_default()["v"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("p2".into(), "old".into()), ("p3".into(), "old".into())]
+    );
+    assert_eq!(rest.metadata.resource_version.as_deref(), Some(rv.as_str()));
+    // resourceVersionMatch=Exact reads at that version; it needs one.
+    let at_rv = pods
+        .list(
+            &ListParams::default()
+                .at(&rv)
+                .matching(kube::api::VersionMatch::Exact),
+        )
+        .await
+        .unwrap();
+    assert_eq!(at_rv.items.len(), 3);
+    let url = format!(
+        "{}/api/v1/namespaces/a/pods?resourceVersionMatch=Exact",
+        s.url()
+    );
+    let req = http::Request::get(url).body(Vec::new()).unwrap();
+    let e = refusal(c.request::<Value>(req).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    // Once the history no longer reaches the first page: 410 Expired.
+    s.store.forget_history();
+    let e = refusal(
+        pods.list(&ListParams::default().limit(5).continue_token(&token))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+}

@@ -27,6 +27,34 @@ fn read_token(token: &str) -> Option<(u64, String, String)> {
     ))
 }
 
+/// One page of objects in (namespace, name) order after `after`.
+fn page_of(
+    all: Vec<serde_json::Value>,
+    after: Option<&(u64, String, String)>,
+    limit: usize,
+    keep: impl Fn(&serde_json::Value) -> bool,
+) -> (Vec<serde_json::Value>, bool) {
+    let mut rest = all.into_iter().filter(|o| {
+        after.is_none_or(|(_, ns, name)| {
+            (meta_str(o, "namespace"), meta_str(o, "name")) > (ns.as_str(), name.as_str())
+        }) && keep(o)
+    });
+    let page: Vec<_> = rest.by_ref().take(limit).collect();
+    let more = rest.next().is_some();
+    (page, more)
+}
+
+/// A continue token whose version the history no longer reaches.
+fn expired_continue(plural: &str) -> Response {
+    status(
+        410,
+        "Expired",
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+        None,
+        plural,
+    )
+}
+
 impl Req<'_> {
     pub(super) fn list(&self, as_table: bool) -> Response {
         let sel = match Selector::for_resource(
@@ -58,21 +86,45 @@ impl Req<'_> {
             .and_then(|l| l.parse::<usize>().ok())
             .filter(|l| *l > 0)
             .unwrap_or(usize::MAX);
-        let (mut page, more, now) = self.s.store.list_page(
-            self.store_kind(),
-            self.t.namespace.as_deref(),
-            after
-                .as_ref()
-                .map(|(_, ns, name)| (ns.as_str(), name.as_str())),
-            limit,
-            |o| sel.matches(o),
-        );
+        let exact = match self.exact_version(after.is_some()) {
+            Ok(e) => e,
+            Err(r) => return *r,
+        };
+        let now = self.s.store.resource_version();
+        // A later page is read at its first page's version, as is a list
+        // at an exact version: today's objects with later changes rolled back.
+        let at = after.as_ref().map(|(rv, _, _)| *rv).or(exact);
+        let (mut page, more) =
+            match at.filter(|rv| *rv < now) {
+                None => {
+                    let (page, more, _) = self.s.store.list_page(
+                        self.store_kind(),
+                        self.t.namespace.as_deref(),
+                        after
+                            .as_ref()
+                            .map(|(_, ns, name)| (ns.as_str(), name.as_str())),
+                        limit,
+                        |o| sel.matches(o),
+                    );
+                    (page, more)
+                }
+                Some(rv) => match self.s.store.objects_at(
+                    self.store_kind(),
+                    self.t.namespace.as_deref(),
+                    rv,
+                ) {
+                    Ok(all) => page_of(all, after.as_ref(), limit, |o| sel.matches(o)),
+                    Err(_) if after.is_some() => return expired_continue(self.plural()),
+                    Err(_) => {
+                        let msg = format!("too old resource version: {rv} ({now})");
+                        return status(410, "Expired", &msg, None, self.plural());
+                    }
+                },
+            };
         for o in &mut page {
             *o = events::served(&self.t.resource, std::mem::take(o));
         }
-        // Later pages report the first page's version, so that a watch
-        // from it replays whatever changed while the pages were read.
-        let rv = after.as_ref().map_or(now, |(rv, _, _)| *rv);
+        let rv = at.unwrap_or(now);
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if more && let Some(last) = page.last() {
             meta["continue"] =
@@ -90,6 +142,48 @@ impl Req<'_> {
                 "items": page,
             }),
         )
+    }
+
+    /// `resourceVersionMatch`, checked as upstream's ListOptions validation
+    /// does: `Exact` reads at `resourceVersion`; `NotOlderThan` (and none)
+    /// reads the newest, which is never older.
+    fn exact_version(&self, continuing: bool) -> Result<Option<u64>, Box<Response>> {
+        let Some(m) = self.q.get("resourceVersionMatch").filter(|m| !m.is_empty()) else {
+            return Ok(None);
+        };
+        let rv = self.q.get("resourceVersion").filter(|r| !r.is_empty());
+        let invalid = |msg: String| {
+            Err(Box::new(status(
+                422,
+                "Invalid",
+                &format!("ListOptions.meta.k8s.io \"\" is invalid: {msg}"),
+                None,
+                self.plural(),
+            )))
+        };
+        if continuing {
+            return invalid("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided".into());
+        }
+        let Some(rv) = rv else {
+            return invalid("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into());
+        };
+        match m.as_str() {
+            "NotOlderThan" => Ok(None),
+            "Exact" if rv == "0" => invalid("resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"".into()),
+            "Exact" => match rv.parse() {
+                Ok(v) => Ok(Some(v)),
+                Err(_) => Err(Box::new(status(
+                    400,
+                    "BadRequest",
+                    &format!("invalid resource version {rv:?}"),
+                    None,
+                    self.plural(),
+                ))),
+            },
+            other => invalid(format!(
+                "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+            )),
+        }
     }
 
     pub(super) fn get(&self, n: &str, as_table: bool) -> Response {

@@ -4,6 +4,7 @@
 
 use super::{EventType, Inner, Store, StoreEvent};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use tokio::sync::mpsc;
 
 /// How much change history is kept: as a real API server's watch cache is
@@ -92,6 +93,50 @@ impl Store {
         g.history_bytes += size;
         Self::trim_history(g);
         g.watchers.retain(|w| w.send(ev.clone()).is_ok());
+    }
+
+    /// A kind's objects (in `namespace`, if one) as they were at `rv`, in
+    /// (namespace, name) order: today's, with every change made since rolled
+    /// back from the history (each change keeps the object before it).
+    /// Gone when the history no longer reaches back to `rv`. What a later
+    /// page of a paged list, or a list at an exact version, is read from.
+    pub fn objects_at(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        rv: u64,
+    ) -> Result<Vec<Value>, Gone> {
+        let g = self.lock();
+        let oldest = g
+            .history
+            .front()
+            .map_or(g.rv + 1, |(e, _)| e.resource_version);
+        if rv + 1 < oldest && rv < g.rv {
+            return Err(Gone);
+        }
+        let in_scope = |ns: &str| namespace.is_none_or(|n| n == ns);
+        let mut view: BTreeMap<(String, String), Option<Value>> = g
+            .objects
+            .iter()
+            .filter(|((k, ns, _), _)| k == kind && in_scope(ns))
+            .map(|((_, ns, name), v)| ((ns.clone(), name.clone()), Some(v.clone())))
+            .collect();
+        for (e, _) in g.history.iter().rev() {
+            if e.resource_version <= rv {
+                break;
+            }
+            if e.kind != kind {
+                continue;
+            }
+            let m = &e.object["metadata"];
+            let ns = m["namespace"].as_str().unwrap_or_default();
+            if !in_scope(ns) {
+                continue;
+            }
+            let name = m["name"].as_str().unwrap_or_default();
+            view.insert((ns.to_string(), name.to_string()), e.prev.clone());
+        }
+        Ok(view.into_values().flatten().collect())
     }
 
     /// Changes after `rv` (replayed from history), then every change from now on.
