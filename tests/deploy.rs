@@ -164,7 +164,7 @@ fn helm() -> Option<String> {
 }
 
 #[test]
-fn the_charts_default_render_is_the_plain_manifests() {
+fn the_charts_render_with_its_namespace_is_the_plain_manifests() {
     let Some(helm) = helm() else { return };
     let out = common::succeed(Command::new(&helm).args([
         "template",
@@ -174,6 +174,8 @@ fn the_charts_default_render_is_the_plain_manifests() {
         "gpu-claims",
         "--kube-version",
         "1.37.0",
+        "--set",
+        "createNamespace=true",
     ]));
     let rendered: Vec<Value> =
         gpu_claims::yaml::documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
@@ -243,4 +245,105 @@ fn the_dockerfile_builds_a_static_binary_onto_a_non_root_distroless_image() {
     );
     let user = text.lines().rfind(|l| l.starts_with("USER ")).unwrap();
     assert!(!user.contains("root") && !user.contains(" 0"), "{user}");
+}
+
+/// The documents a successful render printed.
+fn rendered(out: &std::process::Output) -> Vec<Value> {
+    gpu_claims::yaml::documents(&String::from_utf8_lossy(&out.stdout)).unwrap()
+}
+
+#[test]
+fn the_values_schema_and_the_guards_refuse_what_cannot_work() {
+    let Some(helm) = helm() else { return };
+    for (sets, says) in [
+        (&["replicas=two"][..], "replicas: Invalid type"),
+        (
+            &["webhook.enabled=false"][..],
+            "Additional property enabled is not allowed",
+        ),
+        (
+            &["webhook.failurePolicy=Sometimes"][..],
+            "must be one of the following",
+        ),
+        (
+            &["leaderElection.leaseDuration=soon"][..],
+            "leaseDuration: Does not match pattern",
+        ),
+        (
+            &["webhook.certs.certManager=false"][..],
+            "webhook.certs.certManager=false needs webhook.certs.caBundle",
+        ),
+    ] {
+        let out = render(&helm, sets);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{sets:?} rendered");
+        assert!(err.contains(says), "{sets:?}: {err}");
+    }
+    // The knobs render where Kubernetes reads them.
+    let out = render(
+        &helm,
+        &[
+            "nodeSelector.pool=system",
+            "tolerations[0].key=dedicated",
+            "tolerations[0].operator=Exists",
+            "imagePullSecrets[0].name=registry",
+            "podAnnotations.team=platform",
+            "priorityClassName=",
+            "topologySpread.whenUnsatisfiable=DoNotSchedule",
+            "webhook.certs.certManager=false",
+            "webhook.certs.caBundle=Zm9v",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs = rendered(&out);
+    let pod = &find(&docs, "Deployment")["spec"]["template"];
+    assert_eq!(pod["spec"]["nodeSelector"]["pool"], "system");
+    assert_eq!(pod["spec"]["tolerations"][0]["key"], "dedicated");
+    assert_eq!(pod["spec"]["imagePullSecrets"][0]["name"], "registry");
+    assert_eq!(pod["metadata"]["annotations"]["team"], "platform");
+    assert!(pod["spec"].get("priorityClassName").is_none());
+    assert_eq!(
+        pod["spec"]["topologySpreadConstraints"][0]["whenUnsatisfiable"],
+        "DoNotSchedule"
+    );
+    assert!(docs.iter().all(|d| d["kind"] != "Certificate"));
+    // One replica: no PDB (it would block every drain), no Namespace by default.
+    let docs = rendered(&render(&helm, &["replicas=1"]));
+    assert!(docs.iter().all(|d| d["kind"] != "PodDisruptionBudget"));
+    assert!(docs.iter().all(|d| d["kind"] != "Namespace"));
+}
+
+#[test]
+fn the_default_render_spreads_replicas_labels_them_and_sends_only_gpu_pods_to_the_webhook() {
+    let Some(helm) = helm() else { return };
+    let docs = rendered(&render(&helm, &[]));
+    assert!(docs.iter().all(|d| d["kind"] != "Namespace"));
+    let d = find(&docs, "Deployment");
+    let labels = &d["metadata"]["labels"];
+    for k in [
+        "app.kubernetes.io/version",
+        "app.kubernetes.io/managed-by",
+        "helm.sh/chart",
+    ] {
+        assert!(labels[k].is_string(), "{k} in {labels}");
+    }
+    let spec = &d["spec"]["template"]["spec"];
+    assert_eq!(spec["priorityClassName"], "system-cluster-critical");
+    assert_eq!(
+        spec["topologySpreadConstraints"][0]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let hook = &find(&docs, "MutatingWebhookConfiguration")["webhooks"][0];
+    let cel = hook["matchConditions"][0]["expression"].as_str().unwrap();
+    for a in [
+        gpu_claims_actors::api::CLASS_ANNOTATION,
+        gpu_claims_actors::api::CLAIMS_ANNOTATION,
+    ] {
+        assert!(cel.contains(a), "{cel}");
+    }
+    assert!(find(&docs, "PodDisruptionBudget").is_object());
 }

@@ -1,9 +1,21 @@
 {{- define "gpu-claims.labels" -}}
-app.kubernetes.io/name: gpu-claims
-app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "gpu-claims.selector" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 
 {{- define "gpu-claims.selector" -}}
 app.kubernetes.io/name: gpu-claims
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- /* Combinations no schema can refuse, refused at render. */ -}}
+{{- define "gpu-claims.guards" -}}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicas > 1 needs leaderElection.enabled=true: without an election every replica writes, and budgets hold against one writer only" }}
+{{- end }}
+{{- if and (not .Values.webhook.certs.certManager) (not .Values.webhook.certs.caBundle) }}
+{{- fail "webhook.certs.certManager=false needs webhook.certs.caBundle: without cert-manager's CA injection no API server can trust the webhook, and with failurePolicy Fail no GPU VM starts" }}
+{{- end }}
 {{- end }}
