@@ -34,10 +34,23 @@ pub struct Logging {
 /// filter names kube_client itself, its per-request line is off.
 const KUBE_CLIENT_FAILURES: &str = "kube_client::client::builder=off";
 
+/// `RUST_LOG`, when set and not empty: it overrides the config's
+/// `log.filter` (at start and on every reload), as Rust users expect.
+pub fn rust_log() -> Option<String> {
+    std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// The filter in force: `RUST_LOG`'s, else the config's.
+pub fn filter_text(config: &Config, rust_log: Option<&str>) -> String {
+    rust_log.map_or_else(|| config.log.filter.clone(), str::to_string)
+}
+
 pub fn filter_of(config: &Config) -> EnvFilter {
-    let mut base =
-        EnvFilter::try_new(&config.log.filter).unwrap_or_else(|_| EnvFilter::new("info"));
-    if !config.log.filter.contains("kube_client") {
+    let text = filter_text(config, rust_log().as_deref());
+    let mut base = EnvFilter::try_new(&text).unwrap_or_else(|_| EnvFilter::new("info"));
+    if !text.contains("kube_client") {
         base = base.add_directive(KUBE_CLIENT_FAILURES.parse().expect("a valid directive"));
     }
     base.add_directive(
@@ -73,6 +86,13 @@ impl Logging {
             .reload(fmt_of(config.log.format, (logging.sink)(), logging.ansi))
             .ok();
         let _ = subscriber.try_init();
+        if let Some(v) = rust_log() {
+            tracing::info!(
+                rust_log = %v,
+                config_filter = %config.log.filter,
+                "RUST_LOG is set: it overrides the config's log.filter until the process restarts without it"
+            );
+        }
         logging
     }
 
@@ -133,6 +153,22 @@ impl FailureStreak {
     pub fn succeeded(&mut self) -> Option<u64> {
         let n = std::mem::take(&mut self.failures);
         (n > 0).then_some(n)
+    }
+}
+
+#[cfg(test)]
+mod filter_tests {
+    use super::*;
+
+    #[test]
+    fn rust_log_overrides_the_configs_filter() {
+        let mut config = Config::default();
+        config.log.filter = "info".into();
+        assert_eq!(filter_text(&config, None), "info");
+        assert_eq!(
+            filter_text(&config, Some("gpu_claims=trace")),
+            "gpu_claims=trace"
+        );
     }
 }
 

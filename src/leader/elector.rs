@@ -270,7 +270,7 @@ impl Elector {
                 tracing::warn!(error = %e, "could not release the Lease; a standby takes over when it expires")
             }
             Err(_) => tracing::warn!(
-                ?within,
+                within = %humantime::format_duration(within),
                 "no answer to the Lease's release; a standby takes over when it expires"
             ),
         }

@@ -146,10 +146,16 @@ impl StandIn {
         if asks {
             spec["schedulingGates"] = json!([{"name": SCHEDULING_GATE}]);
         }
+        // KubeVirt copies the VMI's annotations onto its launcher pod
+        // (kubectl's last-applied aside): the webhook's matchConditions
+        // read the GPU ones there (SPEC G1).
+        let mut annotations = a.as_object().cloned().unwrap_or_default();
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
         let pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
                 "namespace": ns, "generateName": format!("virt-launcher-{name}-"),
+                "annotations": annotations,
                 "labels": {LAUNCHER_LABEL: LAUNCHER_LABEL_VALUE, "kubevirt.io/created-by": m(vmi, "uid")},
                 "ownerReferences": [{"apiVersion": VMI_API_VERSION, "kind": VMI_KIND, "name": name,
                     "uid": m(vmi, "uid"), "controller": true, "blockOwnerDeletion": true}],
@@ -262,5 +268,41 @@ impl StandIn {
                 "reason": if ready { "KubeletReady" } else { "NodeStatusUnknown" }}));
             s["conditions"] = conds.into();
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launcher_pod_carries_its_vmis_annotations_and_a_gpu_one_is_gated() {
+        let store = crate::apiserver::new_store();
+        for (name, annotations) in [
+            ("gpu", json!({CLASS_ANNOTATION: "h200", "team": "ml"})),
+            ("plain", json!({"team": "web"})),
+        ] {
+            store.seed(
+                VMI,
+                json!({"apiVersion": VMI_API_VERSION, "kind": VMI_KIND,
+                    "metadata": {"namespace": "t", "name": name, "uid": format!("u-{name}"),
+                        "annotations": annotations}}),
+            );
+        }
+        StandIn::new(store.clone()).reconcile();
+        let (pods, _) = store.list("Pod");
+        let of = |vm: &str| {
+            pods.iter()
+                .find(|p| m(p, "generateName") == format!("virt-launcher-{vm}-"))
+                .unwrap()
+                .clone()
+        };
+        let gpu = of("gpu");
+        assert_eq!(gpu["metadata"]["annotations"][CLASS_ANNOTATION], "h200");
+        assert_eq!(gpu["metadata"]["annotations"]["team"], "ml");
+        assert!(gpu["spec"]["schedulingGates"].is_array());
+        let plain = of("plain");
+        assert_eq!(plain["metadata"]["annotations"]["team"], "web");
+        assert!(plain["spec"]["schedulingGates"].is_null());
     }
 }

@@ -33,6 +33,17 @@ pub enum Admission {
     Deny(String),
 }
 
+impl std::fmt::Display for Admission {
+    /// As a log line says it: `allowed`, `gated`, or `denied: <why>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Admission::Allow => f.write_str("allowed"),
+            Admission::Patch(_) => f.write_str("gated"),
+            Admission::Deny(why) => write!(f, "denied: {why}"),
+        }
+    }
+}
+
 /// The VMI that controls a launcher pod, if the object is one: (namespace, name).
 fn launcher_of(request: &Value) -> Option<(String, String)> {
     if request["kind"]["kind"] != "Pod" || request["operation"] != "CREATE" {
@@ -193,7 +204,7 @@ async fn mutate(State(s): State<WebhookState>, body: Bytes) -> Response {
                 .or(request["object"]["metadata"]["name"].as_str())
                 .unwrap_or_default()
         );
-        tracing::info!(%pod, rule = "G1", admission = ?admission, "launcher pod admitted");
+        tracing::info!(%pod, rule = "G1", %admission, "launcher pod admitted");
     }
     axum::Json(response(&review, &admission)).into_response()
 }
