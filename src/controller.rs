@@ -84,6 +84,7 @@ impl Controller {
             let state = WebhookState {
                 world: world.clone(),
                 reader: kube.clone(),
+                metrics: Some(metrics.clone()),
             };
             serve_webhook(addr, files, state).await?;
         }

@@ -11,7 +11,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,6 +49,29 @@ struct ClassPhase {
     phase: String,
 }
 
+/// `count` bucket bounds from `start`, each `factor` times the last,
+/// rounded to 9 significant digits, so that they print as written
+/// (`le="0.15"`, not `le="0.15000000000000002"`).
+pub fn buckets(start: f64, factor: f64, count: u16) -> Vec<f64> {
+    (0..count)
+        .map(|i| {
+            let x = start * factor.powi(i32::from(i));
+            format!("{x:.8e}").parse().unwrap_or(x)
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// allowed, gated, denied, or bad_request.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
 pub struct Metrics {
     pub writes: Family<WriteLabels, Counter>,
     pub conflicts: Family<KindLabel, Counter>,
@@ -59,6 +82,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// API requests that got no answer within their deadline.
     pub timeouts: Family<VerbKindLabels, Counter>,
+    /// Admission reviews the gate webhook answered, by result.
+    pub webhook_requests: Family<WebhookLabels, Counter>,
+    /// How long the webhook took to answer a review.
+    pub webhook_latency: Histogram,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -109,16 +136,47 @@ impl Metrics {
             writes: Family::default(),
             conflicts: Family::default(),
             reloads: Family::default(),
-            // 10 µs .. ~20 s
+            // 10 µs, 40 µs, ... 41.9 s (4^11 × 10 µs)
             change_to_write: Family::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.000_01, 4.0, 12))
+                Histogram::new(buckets(0.000_01, 4.0, 12))
             }),
-            // 50 ms .. ~1.5 h
-            gate_wait: Histogram::new(exponential_buckets(0.05, 3.0, 12)),
+            // 50 ms, 150 ms, ... 8857 s (3^11 × 50 ms, about 2.5 h)
+            gate_wait: Histogram::new(buckets(0.05, 3.0, 12)),
             actors: Family::default(),
             leader: Gauge::default(),
             timeouts: Family::default(),
+            webhook_requests: Family::default(),
+            // 1 ms, 2.5 ms, ... 5.96 s (2.5^9 ms): the API server waits
+            // timeoutSeconds (5 s by default) for an answer.
+            webhook_latency: Histogram::new(buckets(0.001, 2.5, 10)),
         };
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").into(),
+            })
+            .set(1);
+        registry.register(
+            "gpu_claims_build_info",
+            "1, labelled with the version this process runs",
+            build,
+        );
+        registry.register(
+            "gpu_claims_webhook_requests",
+            "Admission reviews the gate webhook (G1) answered, by result: allowed, gated, denied, bad_request",
+            m.webhook_requests.clone(),
+        );
+        registry.register_with_unit(
+            "gpu_claims_webhook_latency",
+            "How long the gate webhook took to answer a review",
+            Unit::Seconds,
+            m.webhook_latency.clone(),
+        );
+        for result in ["allowed", "gated", "denied", "bad_request"] {
+            let _ = m.webhook_requests.get_or_create(&WebhookLabels {
+                result: result.into(),
+            });
+        }
         registry.register(
             "gpu_claims_writes",
             "Writes to the API server by op, kind, rule and result",
@@ -244,5 +302,33 @@ impl Telemetry for Metrics {
                 .get_or_create(&KindLabel { kind: kind.into() })
                 .set(n as i64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_bounds_print_as_written_and_build_info_is_exposed() {
+        assert_eq!(
+            buckets(0.05, 3.0, 4),
+            [0.05, 0.15, 0.45, 1.35],
+            "exact decimal bounds"
+        );
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry, None);
+        m.gate_wait.observe(0.1);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        assert!(out.contains("le=\"0.15\""), "{out}");
+        assert!(!out.contains("0000000"), "a bound printed inexactly: {out}");
+        assert!(
+            out.contains(&format!(
+                "gpu_claims_build_info{{version=\"{}\"",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{out}"
+        );
     }
 }

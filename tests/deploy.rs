@@ -347,3 +347,92 @@ fn the_default_render_spreads_replicas_labels_them_and_sends_only_gpu_pods_to_th
     }
     assert!(find(&docs, "PodDisruptionBudget").is_object());
 }
+
+#[test]
+fn the_monitoring_objects_render_on_request_and_their_alerts_name_real_metrics() {
+    let Some(helm) = helm() else { return };
+    let docs = rendered(&render(
+        &helm,
+        &[
+            "monitoring.serviceMonitor.enabled=true",
+            "monitoring.prometheusRule.enabled=true",
+            "monitoring.vmServiceScrape.enabled=true",
+            "monitoring.vmRule.enabled=true",
+        ],
+    ));
+    for kind in ["ServiceMonitor", "VMServiceScrape"] {
+        let ep = &find(&docs, kind)["spec"]["endpoints"][0];
+        assert_eq!(
+            (ep["port"].as_str(), ep["path"].as_str()),
+            (Some("http-metrics"), Some("/metrics"))
+        );
+    }
+    let groups = &find(&docs, "PrometheusRule")["spec"]["groups"];
+    assert_eq!(groups, &find(&docs, "VMRule")["spec"]["groups"]);
+    let rules: Vec<(String, String)> = groups[0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["alert"].as_str().unwrap().to_string(),
+                r["expr"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expr = |name: &str| &rules.iter().find(|(a, _)| a == name).unwrap().1;
+    assert_eq!(expr("GPUClaimsTwoLeaders"), "sum(gpu_claims_leader) > 1");
+    assert!(expr("GPUClaimsNoLeader").contains("or on() vector(0)"));
+    assert!(expr("GPUClaimsGateWaitHigh").contains("sum by (le)"));
+    // Every metric an alert reads is one the controller exposes.
+    let mut registry = prometheus_client::registry::Registry::default();
+    let world = std::sync::Arc::new(gpu_claims_actors::world::World::new(
+        gpu_claims_actors::Config::default(),
+    ));
+    let m = gpu_claims::metrics::Metrics::register(&mut registry, Some(world));
+    // A family shows once it has a series: give each one.
+    m.write("create", "GPUClaim", "G2", "ok");
+    m.change_to_write
+        .get_or_create(&gpu_claims::metrics::RuleLabel { rule: "G2".into() })
+        .observe(0.01);
+    m.timeouts
+        .get_or_create(&gpu_claims::metrics::VerbKindLabels {
+            verb: "get".into(),
+            kind: "Lease".into(),
+        })
+        .inc();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for (alert, e) in &rules {
+        for word in e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if !word.starts_with("gpu_claims_") {
+                continue;
+            }
+            let known = families.iter().any(|f| {
+                word == *f
+                    || ["_total", "_bucket", "_count", "_sum"]
+                        .iter()
+                        .any(|s| word.strip_suffix(s) == Some(f))
+            });
+            assert!(
+                known,
+                "{alert} reads {word}, which is not exposed: {families:?}"
+            );
+        }
+    }
+    // Off by default.
+    let plain = rendered(&render(&helm, &[]));
+    for kind in [
+        "ServiceMonitor",
+        "PrometheusRule",
+        "VMServiceScrape",
+        "VMRule",
+    ] {
+        assert!(plain.iter().all(|d| d["kind"] != kind), "{kind}");
+    }
+}

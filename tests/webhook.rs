@@ -194,17 +194,34 @@ async fn post_text(
     )
 }
 
-/// A webhook over HTTPS on loopback, with its certificate's DER.
-async fn webhook_at(dir: &std::path::Path) -> (std::net::SocketAddr, Vec<u8>) {
+/// The metrics text a registry exposes.
+fn exposed(registry: &prometheus_client::registry::Registry) -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
+    out
+}
+
+/// A webhook over HTTPS on loopback, with its certificate's DER and the
+/// registry of its metrics.
+async fn webhook_at(
+    dir: &std::path::Path,
+) -> (
+    std::net::SocketAddr,
+    Vec<u8>,
+    prometheus_client::registry::Registry,
+) {
     let cert = write_cert(dir);
     let store = Arc::new(Store::new(
         Arc::new(k8s_openapi::jiff::Timestamp::now),
         STATUS_KINDS,
     ));
     MemCluster::new(store.clone()).seed(&gpu_claims_actors::ports::Obj::Vmi(asking()));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = gpu_claims::metrics::Metrics::register(&mut registry, None);
     let state = WebhookState {
         world: Arc::new(World::new(Config::default())),
         reader: MemCluster::new(store),
+        metrics: Some(metrics),
     };
     let files = CertFiles {
         cert: dir.join("tls.crt"),
@@ -213,7 +230,7 @@ async fn webhook_at(dir: &std::path::Path) -> (std::net::SocketAddr, Vec<u8>) {
     let addr = serve_webhook("127.0.0.1:0".parse().unwrap(), files, state)
         .await
         .unwrap();
-    (addr, cert)
+    (addr, cert, registry)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -232,7 +249,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn g1_idle_connections_do_not_hold_up_a_review() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let (addr, cert) = webhook_at(dir.path()).await;
+        let (addr, cert, registry) = webhook_at(dir.path()).await;
         let mut idle = Vec::new();
         for _ in 0..3 {
             idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
@@ -252,6 +269,15 @@ fn g1_idle_connections_do_not_hold_up_a_review() {
                 }
             }
         }
+        let m = exposed(&registry);
+        assert!(
+            m.contains("gpu_claims_webhook_requests_total{result=\"gated\"} 1"),
+            "{m}"
+        );
+        assert!(
+            m.contains("gpu_claims_webhook_latency_seconds_count 1"),
+            "{m}"
+        );
     });
 }
 
@@ -261,7 +287,7 @@ fn g1_idle_connections_do_not_hold_up_a_review() {
 fn g1_a_malformed_review_is_refused_never_allowed() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let (addr, cert) = webhook_at(dir.path()).await;
+        let (addr, cert, registry) = webhook_at(dir.path()).await;
         for body in [
             "[]",
             "null",
@@ -282,6 +308,16 @@ fn g1_a_malformed_review_is_refused_never_allowed() {
         assert_eq!(out["response"]["uid"], "abc");
         assert_eq!(out["response"]["allowed"], false);
         assert_eq!(out["response"]["status"]["code"], 400);
+        // Each counted as a bad request; none allowed.
+        let m = exposed(&registry);
+        assert!(
+            m.contains("gpu_claims_webhook_requests_total{result=\"bad_request\"} 7"),
+            "{m}"
+        );
+        assert!(
+            m.contains("gpu_claims_webhook_requests_total{result=\"allowed\"} 0"),
+            "{m}"
+        );
     });
 }
 
@@ -305,6 +341,7 @@ fn g1_over_https_with_a_certificate_rotated_on_disk() {
         let state = WebhookState {
             world,
             reader: MemCluster::new(store),
+            metrics: None,
         };
         let files = CertFiles {
             cert: dir.path().join("tls.crt"),

@@ -164,6 +164,8 @@ pub fn response(review: &Value, admission: &Admission) -> Value {
 pub struct WebhookState {
     pub world: Arc<World>,
     pub reader: Arc<dyn Reader>,
+    /// Reviews by result and their latency.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// POST /mutate.
@@ -174,11 +176,23 @@ pub fn router(state: WebhookState) -> Router {
 }
 
 async fn mutate(State(s): State<WebhookState>, body: Bytes) -> Response {
+    let started = std::time::Instant::now();
+    let count = |result: &str| {
+        if let Some(m) = &s.metrics {
+            m.webhook_requests
+                .get_or_create(&crate::metrics::WebhookLabels {
+                    result: result.into(),
+                })
+                .inc();
+            m.webhook_latency.observe(started.elapsed().as_secs_f64());
+        }
+    };
     let review = match read_review(&body) {
         Ok(r) => r,
         Err(why) => {
             tracing::warn!(rule = "G1", error = %why, "webhook refused a body it cannot read");
             let (code, answer) = refusal(&body, &why);
+            count("bad_request");
             return (code, axum::Json(answer)).into_response();
         }
     };
@@ -206,5 +220,10 @@ async fn mutate(State(s): State<WebhookState>, body: Bytes) -> Response {
         );
         tracing::info!(%pod, rule = "G1", %admission, "launcher pod admitted");
     }
+    count(match admission {
+        Admission::Allow => "allowed",
+        Admission::Patch(_) => "gated",
+        Admission::Deny(_) => "denied",
+    });
     axum::Json(response(&review, &admission)).into_response()
 }
