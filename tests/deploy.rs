@@ -436,3 +436,88 @@ fn the_monitoring_objects_render_on_request_and_their_alerts_name_real_metrics()
         assert!(plain.iter().all(|d| d["kind"] != kind), "{kind}");
     }
 }
+
+/// The Kubernetes versions the chart claims (Chart.yaml's kubeVersion) up
+/// to the newest the validator knows.
+const KUBE_VERSIONS: [&str; 8] = [
+    "1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0", "1.35.0", "1.36.0", "1.37.0",
+];
+
+#[test]
+fn every_render_of_the_values_matrix_validates_against_each_kubernetes_version() {
+    let Some(helm) = helm() else { return };
+    let mut validator = Command::new("python3");
+    validator.args(["-m", "kubernetes_validate", "--version"]);
+    if !common::available("kubernetes-validate (PyPI)", &mut validator) {
+        return;
+    }
+    let matrix: &[&[&str]] = &[
+        &[],
+        &["replicas=1", "leaderElection.enabled=false"],
+        &["createNamespace=true"],
+        &[
+            "monitoring.serviceMonitor.enabled=true",
+            "monitoring.prometheusRule.enabled=true",
+            "monitoring.vmServiceScrape.enabled=true",
+            "monitoring.vmRule.enabled=true",
+        ],
+        &[
+            "webhook.certs.certManager=false",
+            "webhook.certs.caBundle=Zm9v",
+        ],
+        &[
+            "nodeSelector.pool=system",
+            "tolerations[0].key=dedicated",
+            "tolerations[0].operator=Exists",
+            "tolerations[0].effect=NoSchedule",
+            "imagePullSecrets[0].name=registry",
+            "podAnnotations.team=platform",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+        ],
+        &[
+            "topologySpread.enabled=false",
+            "priorityClassName=",
+            "podDisruptionBudget.enabled=false",
+        ],
+        &[
+            "replicas=3",
+            "webhook.failurePolicy=Ignore",
+            "webhook.timeoutSeconds=10",
+        ],
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (i, sets) in matrix.iter().enumerate() {
+        let out = render(&helm, sets);
+        assert!(
+            out.status.success(),
+            "{sets:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let f = dir.path().join(format!("render-{i}.yaml"));
+        std::fs::write(&f, &out.stdout).unwrap();
+        files.push(f);
+    }
+    for v in KUBE_VERSIONS {
+        let out = Command::new("python3")
+            .args([
+                "-m",
+                "kubernetes_validate",
+                "--strict",
+                "--quiet",
+                "--no-warn",
+                "-k",
+                v,
+            ])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "a render does not validate against Kubernetes {v}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
