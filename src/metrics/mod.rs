@@ -3,6 +3,8 @@
 //! long launcher pods wait at the gate; actors alive; claims by class and
 //! phase (read from the world at scrape time); config reloads; leadership.
 
+mod process;
+
 use gpu_claims_actors::ports::Telemetry;
 use gpu_claims_actors::rules::RuleId;
 use gpu_claims_actors::world::World;
@@ -240,6 +242,7 @@ impl Metrics {
         if let Some(w) = world {
             registry.register_collector(Box::new(ClaimsByPhase(w)));
         }
+        registry.register_collector(Box::new(process::ProcessCollector));
         Arc::new(m)
     }
 
