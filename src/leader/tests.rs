@@ -268,15 +268,21 @@ fn a_write_that_finds_the_term_lapsed_steps_the_leader_down_at_once() {
     });
 }
 
+/// Candidate "a" once it leads and stops campaigning, with one write
+/// admitted by its fence and not yet answered.
+async fn leader_mid_write() -> (Arc<Server>, Candidate) {
+    let server = Arc::new(Server::default());
+    let a = candidate(&server, "a");
+    step_until(|| a.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
+    a.task.abort();
+    write(&a.fence).await.unwrap();
+    (server, a)
+}
+
 #[test]
 fn a_release_waits_for_the_writes_in_flight_then_frees_the_lease() {
     paused().block_on(async {
-        let server = Arc::new(Server::default());
-        let a = candidate(&server, "a");
-        step_until(|| a.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
-        a.task.abort();
-        // A write admitted and not yet answered.
-        write(&a.fence).await.unwrap();
+        let (server, a) = leader_mid_write().await;
         assert_eq!(a.fence.in_flight(), 1);
         let (fence, conn) = (a.fence.clone(), a.conn.clone());
         let release = tokio::spawn(async move {
@@ -310,11 +316,7 @@ fn a_release_waits_for_the_writes_in_flight_then_frees_the_lease() {
 #[test]
 fn a_release_with_a_write_unanswered_leaves_the_lease_to_expire() {
     paused().block_on(async {
-        let server = Arc::new(Server::default());
-        let a = candidate(&server, "a");
-        step_until(|| a.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
-        a.task.abort();
-        write(&a.fence).await.unwrap();
+        let (server, a) = leader_mid_write().await;
         Elector::release(a.conn.as_ref(), "a", &a.fence, Duration::from_secs(5)).await;
         assert_eq!(holder(&server).as_deref(), Some("a"));
     });

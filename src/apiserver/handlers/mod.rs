@@ -301,6 +301,16 @@ impl Req<'_> {
         self.t.namespace.as_deref().unwrap_or_default()
     }
 
+    /// The request's label and field selectors, or a 400 saying why not.
+    fn selector(&self) -> Result<super::select::Selector, Box<Response>> {
+        super::select::Selector::for_resource(
+            self.q.get("labelSelector").map(String::as_str),
+            self.q.get("fieldSelector").map(String::as_str),
+            &self.t.resource,
+        )
+        .map_err(|e| Box::new(status(400, "BadRequest", &e, None, self.plural())))
+    }
+
     /// A stored object as this resource serves it (events.k8s.io Events
     /// are stored as core Events).
     fn served(&self, stored: Value) -> Value {

@@ -1,7 +1,6 @@
 //! The reads: get, and list with selectors, `limit` and `continue`.
 
 use super::{Req, meta_str, ok};
-use crate::apiserver::select::Selector;
 use crate::apiserver::{events, status, table};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -57,13 +56,9 @@ fn expired_continue(plural: &str) -> Response {
 
 impl Req<'_> {
     pub(super) fn list(&self, as_table: bool) -> Response {
-        let sel = match Selector::for_resource(
-            self.q.get("labelSelector").map(String::as_str),
-            self.q.get("fieldSelector").map(String::as_str),
-            &self.t.resource,
-        ) {
+        let sel = match self.selector() {
             Ok(s) => s,
-            Err(e) => return status(400, "BadRequest", &e, None, self.plural()),
+            Err(r) => return *r,
         };
         let after = match self.q.get("continue").filter(|c| !c.is_empty()) {
             None => None,

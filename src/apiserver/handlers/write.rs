@@ -4,7 +4,6 @@
 use super::{Req, meta_str, ok, store_error};
 use crate::apiserver::gc;
 use crate::apiserver::patch::{self, PatchKind};
-use crate::apiserver::select::Selector;
 use crate::apiserver::status;
 use crate::apiserver::{Target, events, namespaces, pods, schema, validate};
 use axum::http::StatusCode;
@@ -336,13 +335,9 @@ impl Req<'_> {
             Ok(o) => o,
             Err(r) => return *r,
         };
-        let sel = match Selector::for_resource(
-            self.q.get("labelSelector").map(String::as_str),
-            self.q.get("fieldSelector").map(String::as_str),
-            &self.t.resource,
-        ) {
+        let sel = match self.selector() {
             Ok(s) => s,
-            Err(e) => return status(400, "BadRequest", &e, None, self.plural()),
+            Err(r) => return *r,
         };
         let (page, _, _) = self.s.store.list_page(
             self.store_kind(),

@@ -95,6 +95,15 @@ impl Store {
         g.watchers.retain(|w| w.send(ev.clone()).is_ok());
     }
 
+    /// Whether the history holds every change after `rv`.
+    fn reaches(g: &Inner, rv: u64) -> bool {
+        let oldest = g
+            .history
+            .front()
+            .map_or(g.rv + 1, |(e, _)| e.resource_version);
+        rv + 1 >= oldest || rv >= g.rv
+    }
+
     /// A kind's objects (in `namespace`, if one) as they were at `rv`, in
     /// (namespace, name) order: today's, with every change made since rolled
     /// back from the history (each change keeps the object before it).
@@ -107,11 +116,7 @@ impl Store {
         rv: u64,
     ) -> Result<Vec<Value>, Gone> {
         let g = self.lock();
-        let oldest = g
-            .history
-            .front()
-            .map_or(g.rv + 1, |(e, _)| e.resource_version);
-        if rv + 1 < oldest && rv < g.rv {
+        if !Self::reaches(&g, rv) {
             return Err(Gone);
         }
         let in_scope = |ns: &str| namespace.is_none_or(|n| n == ns);
@@ -146,11 +151,7 @@ impl Store {
         rv: u64,
     ) -> Result<(Vec<StoreEvent>, mpsc::UnboundedReceiver<StoreEvent>), Gone> {
         let mut g = self.lock();
-        let oldest = g
-            .history
-            .front()
-            .map_or(g.rv + 1, |(e, _)| e.resource_version);
-        if rv + 1 < oldest && rv < g.rv {
+        if !Self::reaches(&g, rv) {
             return Err(Gone);
         }
         let replay = g

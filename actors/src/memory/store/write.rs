@@ -4,8 +4,8 @@
 //! nothing is stored, versioned or published.
 
 use super::{
-    EventType, Store, StoreError, Subresource, Written, finalizers, meta, meta_str, set_meta,
-    strip_nulls, uid,
+    EventType, Inner, Key, Store, StoreError, Subresource, Written, finalizers, meta, meta_str,
+    set_meta, strip_nulls, uid,
 };
 use serde_json::{Value, json};
 
@@ -250,37 +250,8 @@ impl Store {
             )));
         }
         if !finalizers(&old).is_empty() {
-            if !meta_str(&old, "deletionTimestamp").is_empty() {
-                return Ok(Written {
-                    object: old,
-                    changed: false,
-                    removed: false,
-                });
-            }
-            let mut new = old.clone();
-            set_meta(&mut new, "deletionTimestamp", json!(self.now()));
-            set_meta(&mut new, "deletionGracePeriodSeconds", json!(0));
-            // As the API server's markAsDeleting: a deletion is a change
-            // the object's controllers must observe.
-            if self.has_generation(kind) {
-                bump_generation(&mut new, &old);
-            }
-            if how == Apply::DryRun {
-                return Ok(Written {
-                    object: new,
-                    changed: true,
-                    removed: false,
-                });
-            }
-            g.rv += 1;
-            set_meta(&mut new, "resourceVersion", json!(g.rv.to_string()));
-            g.objects.insert(k, new.clone());
-            Self::publish(&mut g, kind, EventType::Modified, &new, Some(old));
-            return Ok(Written {
-                object: new,
-                changed: true,
-                removed: false,
-            });
+            // Held by finalizers: marked deleting, no grace.
+            return Ok(self.mark_deleting_in(&mut g, k, kind, old, 0, how, |_| {}));
         }
         if how == Apply::DryRun {
             return Ok(Written {
@@ -329,12 +300,28 @@ impl Store {
                 "{what}: precondition failed: UID in precondition does not match the object"
             )));
         }
+        Ok(self.mark_deleting_in(&mut g, k, kind, old, grace_seconds, how, edit))
+    }
+
+    /// Marks `old` (stored at `k`) deleting under the held lock; nothing
+    /// changes if it already is.
+    #[allow(clippy::too_many_arguments)]
+    fn mark_deleting_in(
+        &self,
+        g: &mut Inner,
+        k: Key,
+        kind: &str,
+        old: Value,
+        grace_seconds: u64,
+        how: Apply,
+        edit: impl FnOnce(&mut Value),
+    ) -> Written {
         if !meta_str(&old, "deletionTimestamp").is_empty() {
-            return Ok(Written {
+            return Written {
                 object: old,
                 changed: false,
                 removed: false,
-            });
+            };
         }
         let mut new = old.clone();
         let at = (self.wall)() + std::time::Duration::from_secs(grace_seconds);
@@ -344,26 +331,28 @@ impl Store {
             json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
         );
         set_meta(&mut new, "deletionGracePeriodSeconds", json!(grace_seconds));
+        // As the API server's markAsDeleting: a deletion is a change the
+        // object's controllers must observe.
         if self.has_generation(kind) {
             bump_generation(&mut new, &old);
         }
         edit(&mut new);
         if how == Apply::DryRun {
-            return Ok(Written {
+            return Written {
                 object: new,
                 changed: true,
                 removed: false,
-            });
+            };
         }
         g.rv += 1;
         set_meta(&mut new, "resourceVersion", json!(g.rv.to_string()));
         g.objects.insert(k, new.clone());
-        Self::publish(&mut g, kind, EventType::Modified, &new, Some(old));
-        Ok(Written {
+        Self::publish(g, kind, EventType::Modified, &new, Some(old));
+        Written {
             object: new,
             changed: true,
             removed: false,
-        })
+        }
     }
 
     /// Every namespaced object in `ns`, of any kind: (kind, name, deleting).
