@@ -848,3 +848,35 @@ async fn later_pages_are_a_snapshot_at_the_first_and_an_expired_token_is_410() {
     );
     assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
 }
+
+#[tokio::test]
+async fn openapi_v3_describes_the_custom_resources_for_kubectl_explain() {
+    let (_s, c) = server().await;
+    let get = |path: &str| {
+        let c = c.clone();
+        let req = http::Request::get(path.to_string())
+            .body(Vec::new())
+            .unwrap();
+        async move { c.request::<Value>(req).await.unwrap() }
+    };
+    let root = get("/openapi/v3").await;
+    let url = root["paths"]["apis/gpu.cozystack.io/v1alpha1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let doc = get(&url).await;
+    let claim = &doc["components"]["schemas"]["io.cozystack.gpu.v1alpha1.GPUClaim"];
+    assert_eq!(
+        claim["x-kubernetes-group-version-kind"][0],
+        json!({"group": "gpu.cozystack.io", "version": "v1alpha1", "kind": "GPUClaim"})
+    );
+    assert_eq!(
+        claim["properties"]["spec"]["required"],
+        json!(["className"])
+    );
+    // The read operation names the kind, as kubectl explain looks it up.
+    let op = &doc["paths"]["/apis/gpu.cozystack.io/v1alpha1/namespaces/{namespace}/gpuclaims/{name}"]
+        ["get"];
+    assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "GPUClaim");
+    assert!(root["paths"]["api/v1"].is_object());
+}

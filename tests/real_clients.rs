@@ -59,6 +59,21 @@ fn wait_line(lines: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
     }
 }
 
+/// The client's minor version (`kubectl version --client -o json`).
+fn kubectl_minor() -> u32 {
+    let out = Command::new("kubectl")
+        .args(["version", "--client", "-o", "json"])
+        .output()
+        .expect("kubectl runs");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["clientVersion"]["minor"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_end_matches('+')
+        .parse()
+        .unwrap_or(0)
+}
+
 struct Kubectl(std::path::PathBuf);
 
 impl Kubectl {
@@ -179,6 +194,15 @@ fn kubectl_gets_applies_watches_and_deletes() {
         "a dry run changed the claim: {labels}"
     );
     assert_eq!(k.run(&["get", "--raw", "/readyz"]).trim(), "ok");
+    // kubectl explain reads OpenAPI v3 from kubectl 1.27 on (before, v2,
+    // which the server does not serve).
+    if kubectl_minor() >= 27 {
+        let explained = k.run(&["explain", "gpuclaims.spec"]);
+        assert!(
+            explained.contains("className") && explained.contains("-required-"),
+            "{explained}"
+        );
+    }
     // The controller's Events (recorded through events.k8s.io) in
     // `kubectl get events` and `kubectl describe`, as on a real cluster.
     let start = std::time::Instant::now();

@@ -13,6 +13,7 @@ mod gc;
 mod handlers;
 mod identity;
 pub mod namespaces;
+mod openapi;
 pub mod patch;
 pub mod pods;
 mod resources;

@@ -97,7 +97,7 @@ pub async fn handle(
         return ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response();
     }
     if method == Method::GET
-        && let Some(v) = super::discovery::answer(path)
+        && let Some(v) = super::discovery::answer(path).or_else(|| super::openapi::answer(path))
     {
         return ok(StatusCode::OK, v);
     }
