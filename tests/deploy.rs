@@ -166,19 +166,13 @@ fn helm() -> Option<String> {
 #[test]
 fn the_charts_render_with_its_namespace_is_the_plain_manifests() {
     let Some(helm) = helm() else { return };
-    let out = common::succeed(Command::new(&helm).args([
-        "template",
-        "gpu-claims",
-        "deploy/helm/gpu-claims",
-        "--namespace",
-        "gpu-claims",
-        "--kube-version",
-        "1.37.0",
-        "--set",
-        "createNamespace=true",
-    ]));
-    let rendered: Vec<Value> =
-        gpu_claims::yaml::documents(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let out = render(&helm, &["createNamespace=true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = rendered(&out);
     let plain = manifests();
     assert_eq!(rendered.len(), plain.len());
     for (r, p) in rendered.iter().zip(&plain) {

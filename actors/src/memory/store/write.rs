@@ -234,16 +234,7 @@ impl Store {
         how: Apply,
     ) -> Result<Written, StoreError> {
         let mut g = self.lock();
-        let k = (kind.to_string(), ns.to_string(), name.to_string());
-        let what = format!("{kind} {ns}/{name}");
-        let Some(old) = g.objects.get(&k).cloned() else {
-            return Err(StoreError::NotFound(what));
-        };
-        if uid.is_some_and(|u| u != meta_str(&old, "uid")) {
-            return Err(StoreError::Conflict(format!(
-                "{what}: precondition failed: UID in precondition does not match the object"
-            )));
-        }
+        let (k, what, old) = existing(&g, kind, ns, name, uid)?;
         if rv.is_some_and(|r| r != meta_str(&old, "resourceVersion")) {
             return Err(StoreError::Conflict(format!(
                 "{what}: precondition failed: resourceVersion in precondition does not match the object"
@@ -290,16 +281,7 @@ impl Store {
         edit: impl FnOnce(&mut Value),
     ) -> Result<Written, StoreError> {
         let mut g = self.lock();
-        let k = (kind.to_string(), ns.to_string(), name.to_string());
-        let what = format!("{kind} {ns}/{name}");
-        let Some(old) = g.objects.get(&k).cloned() else {
-            return Err(StoreError::NotFound(what));
-        };
-        if uid.is_some_and(|u| u != meta_str(&old, "uid")) {
-            return Err(StoreError::Conflict(format!(
-                "{what}: precondition failed: UID in precondition does not match the object"
-            )));
-        }
+        let (k, _, old) = existing(&g, kind, ns, name, uid)?;
         Ok(self.mark_deleting_in(&mut g, k, kind, old, grace_seconds, how, edit))
     }
 
@@ -370,6 +352,28 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// The stored object a delete is about, its key and how errors name it;
+/// NotFound, or Conflict when the uid precondition fails.
+fn existing(
+    g: &Inner,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<(Key, String, Value), StoreError> {
+    let k = (kind.to_string(), ns.to_string(), name.to_string());
+    let what = format!("{kind} {ns}/{name}");
+    let Some(old) = g.objects.get(&k).cloned() else {
+        return Err(StoreError::NotFound(what));
+    };
+    if uid.is_some_and(|u| u != meta_str(&old, "uid")) {
+        return Err(StoreError::Conflict(format!(
+            "{what}: precondition failed: UID in precondition does not match the object"
+        )));
+    }
+    Ok((k, what, old))
 }
 
 fn bump_generation(new: &mut Value, old: &Value) {
