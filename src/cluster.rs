@@ -93,7 +93,7 @@ pub fn cluster(args: ClusterArgs) -> anyhow::Result<()> {
             let name = replica_name(i);
             let kc = c.kubeconfig(&args.dir, &name)?;
             println!(
-                "  KUBECONFIG={} POD_NAME={name} gpu-claims run --http-addr 127.0.0.1:0 --lease-duration 4s --renew-deadline 3s --retry-period 500ms",
+                "  KUBECONFIG={} POD_NAME={name} gpu-claims run --http-addr 127.0.0.1:0 --http-auth none --lease-duration 4s --renew-deadline 3s --retry-period 500ms",
                 kc.display()
             );
         }

@@ -5,6 +5,7 @@
 
 use crate::clients::Clients;
 use crate::config::Reloader;
+use crate::http::auth::{Delegated, HttpAuth};
 use crate::http::{AppState, Metrics, router};
 use crate::kube_ports::{KubePorts, KubeRecorder};
 use crate::leader::{Elector, Fence, KubeLeases, LeaderView, LeaseArgs};
@@ -57,6 +58,10 @@ pub struct Controller {
     pub watch_health: Arc<WatchHealth>,
     registry: Arc<prometheus_client::registry::Registry>,
     leadership: Option<Leadership>,
+    /// For the reviews that guard /metrics and /debug.
+    requests: kube::Client,
+    request_timeout: Duration,
+    webhook_addr: Option<SocketAddr>,
 }
 
 impl Controller {
@@ -80,13 +85,14 @@ impl Controller {
             metrics.clone(),
             clients.request_timeout,
         );
+        let mut webhook_addr = None;
         if let Some((addr, files)) = webhook {
             let state = WebhookState {
                 world: world.clone(),
                 reader: kube.clone(),
                 metrics: Some(metrics.clone()),
             };
-            serve_webhook(addr, files, state).await?;
+            webhook_addr = Some(serve_webhook(addr, files, state).await?);
         }
         let fence = election
             .as_ref()
@@ -140,17 +146,34 @@ impl Controller {
             watch_health: clients.watch_health,
             registry: Arc::new(registry),
             leadership,
+            requests: clients.requests,
+            request_timeout: clients.request_timeout,
+            webhook_addr,
         })
     }
 
-    /// /metrics, /healthz, /readyz and /debug for this controller.
-    pub fn router(&self) -> axum::Router {
-        router(AppState {
+    /// /metrics, /healthz, /readyz and /debug for this controller, the
+    /// first and the last guarded as `auth` says.
+    pub fn router(&self, auth: HttpAuth) -> axum::Router {
+        let guard = (auth == HttpAuth::Kubernetes).then(|| {
+            Arc::new(Delegated::new(
+                self.requests.clone(),
+                self.request_timeout,
+                Some(self.metrics.clone()),
+            ))
+        });
+        let state = AppState {
             supervisor: self.supervisor.clone(),
             registry: self.registry.clone(),
             watches: self.watch_health.clone(),
             leader: self.leadership.as_ref().map(|l| l.view.clone()),
-        })
+        };
+        router(state, guard)
+    }
+
+    /// Where the gate webhook listens, when it was started.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
     }
 
     /// Who leads, as this process sees it (None: it does not elect).

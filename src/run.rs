@@ -4,6 +4,7 @@ use crate::cli::default_config;
 use crate::clients::Clients;
 use crate::config;
 use crate::controller::{Controller, Election, Launch};
+use crate::http::auth::HttpAuth;
 use crate::leader::LeaseArgs;
 use crate::telemetry::Logging;
 use crate::webhook::CertFiles;
@@ -19,6 +20,11 @@ pub struct RunArgs {
     /// Where /metrics, /healthz, /readyz and /debug listen.
     #[arg(long, env = "GPU_CLAIMS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     http_addr: SocketAddr,
+    /// Who may read /metrics and /debug: `kubernetes` asks the API server
+    /// (TokenReview, then SubjectAccessReview of the path), `none` serves
+    /// anyone (development on one machine). /healthz and /readyz are open.
+    #[arg(long, env = "GPU_CLAIMS_HTTP_AUTH", value_enum, default_value_t = HttpAuth::Kubernetes)]
+    http_auth: HttpAuth,
     /// Where the gate webhook (G1) listens, over TLS, when a cert and key are given.
     #[arg(long, env = "GPU_CLAIMS_WEBHOOK_ADDR", default_value = "0.0.0.0:8443")]
     webhook_addr: SocketAddr,
@@ -36,6 +42,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let RunArgs {
         config,
         http_addr,
+        http_auth,
         webhook_addr,
         tls_cert_file,
         tls_key_file,
@@ -69,8 +76,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(http_addr)
             .await
             .with_context(|| format!("listen on {http_addr}"))?;
-        tracing::info!(%http_addr, "serving /metrics, /healthz, /readyz, /debug");
-        axum::serve(listener, controller.router())
+        tracing::info!(%http_addr, %http_auth, "serving /metrics, /healthz, /readyz, /debug");
+        axum::serve(listener, controller.router(http_auth))
             .with_graceful_shutdown(shutdown())
             .await?;
         controller.stop().await;

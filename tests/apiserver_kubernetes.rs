@@ -880,3 +880,271 @@ async fn openapi_v3_describes_the_custom_resources_for_kubectl_explain() {
     assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "GPUClaim");
     assert!(root["paths"]["api/v1"].is_object());
 }
+
+#[tokio::test]
+async fn token_and_access_reviews_are_answered_from_the_tokens_and_the_stored_rbac() {
+    use k8s_openapi::api::authentication::v1::TokenReview;
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let (s, c) = server().await;
+    let pp = PostParams::default();
+    let token = s.add_user("system:serviceaccount:monitoring:prometheus");
+    let reviews: Api<TokenReview> = Api::all(c.clone());
+    let known = reviews
+        .create(&pp, &from(json!({"spec": {"token": token}})))
+        .await
+        .unwrap();
+    let st = known.status.unwrap();
+    assert_eq!(st.authenticated, Some(true));
+    let user = st.user.unwrap();
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:monitoring:prometheus")
+    );
+    assert_eq!(
+        user.groups.unwrap(),
+        [
+            "system:serviceaccounts",
+            "system:serviceaccounts:monitoring",
+            "system:authenticated"
+        ]
+    );
+    let unknown = reviews
+        .create(&pp, &from(json!({"spec": {"token": "nope"}})))
+        .await
+        .unwrap();
+    assert_eq!(unknown.status.unwrap().authenticated, Some(false));
+    // Reviews are created only, never stored or read.
+    let r = refusal(reviews.list(&ListParams::default()).await);
+    assert_eq!((r.code, r.reason.as_str()), (405, "MethodNotAllowed"));
+
+    // RBAC, applied as objects, decides the access reviews.
+    Api::<ClusterRole>::all(c.clone())
+        .create(
+            &pp,
+            &from(json!({"metadata": {"name": "metrics-reader"},
+                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]})),
+        )
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(c.clone())
+        .create(
+            &pp,
+            &from(json!({"metadata": {"name": "prometheus"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "metrics-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]})),
+        )
+        .await
+        .unwrap();
+    let sars: Api<SubjectAccessReview> = Api::all(c.clone());
+    let ask = |path: &str| -> SubjectAccessReview {
+        from(json!({"spec": {
+            "user": "system:serviceaccount:monitoring:prometheus",
+            "groups": ["system:authenticated"],
+            "nonResourceAttributes": {"path": path, "verb": "get"},
+        }}))
+    };
+    let allowed = sars
+        .create(&pp, &ask("/metrics"))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert!(allowed.allowed);
+    assert_eq!(
+        allowed.reason.as_deref(),
+        Some(
+            "RBAC: allowed by ClusterRoleBinding \"prometheus\" of ClusterRole \"metrics-reader\" to ServiceAccount \"prometheus\""
+        )
+    );
+    let denied = sars
+        .create(&pp, &ask("/debug"))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert!(!denied.allowed);
+    // Neither attributes, or no one asking: 422 with the field, as upstream.
+    let r = refusal(
+        sars.create(&pp, &from(json!({"spec": {"user": "u"}})))
+            .await,
+    );
+    assert_eq!((r.code, r.reason.as_str()), (422, "Invalid"));
+    assert!(
+        r.message
+            .contains("exactly one of nonResourceAttributes or resourceAttributes"),
+        "{}",
+        r.message
+    );
+    let r = refusal(
+        sars.create(
+            &pp,
+            &from(json!({"spec": {"nonResourceAttributes": {"path": "/", "verb": "get"}}})),
+        )
+        .await,
+    );
+    assert!(
+        r.message.contains("at least one of user or group"),
+        "{}",
+        r.message
+    );
+}
+
+/// A webhook over TLS behind Service gpu-claims/gpu-claims, answering by
+/// the pod's name: `deny-*` refused (403), `slow-*` after 3 s, `patch-*`
+/// with a label added, anything else allowed; it counts its calls.
+async fn fake_webhook(
+    s: &ApiServer,
+    dir: &std::path::Path,
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use axum::routing::post;
+    use base64::Engine;
+    let cert = gpu_claims::webhook::local::certificate(dir).unwrap();
+    let resolver = gpu_claims::webhook::Resolver::new(cert.files).unwrap();
+    let listener =
+        gpu_claims::webhook::TlsListener::bind("127.0.0.1:0".parse().unwrap(), &resolver)
+            .await
+            .unwrap();
+    let addr = axum::serve::Listener::local_addr(&listener).unwrap();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let app = axum::Router::new().route(
+        "/mutate",
+        post(move |axum::Json(review): axum::Json<Value>| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let req = &review["request"];
+                let name = req["object"]["metadata"]["name"].as_str().unwrap_or_default();
+                let uid = req["uid"].clone();
+                let response = if name.starts_with("deny-") {
+                    json!({"uid": uid, "allowed": false, "status": {"code": 403, "message": "not this one"}})
+                } else if name.starts_with("patch-") {
+                    let p = json!([{"op": "add", "path": "/metadata/labels", "value": {"patched": "yes"}}]);
+                    json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
+                        "patch": base64::engine::general_purpose::STANDARD.encode(p.to_string())})
+                } else {
+                    if name.starts_with("slow-") {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                    }
+                    json!({"uid": uid, "allowed": true})
+                };
+                axum::Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    s.add_service_endpoint("gpu-claims", "gpu-claims", 443, addr);
+    (cert.ca_pem, calls)
+}
+
+fn webhook_config(name: &str, ca_pem: &str, extra: Value) -> Value {
+    use base64::Engine;
+    let mut hook = json!({
+        "name": format!("{name}.example.com"),
+        "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 1,
+        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+        "clientConfig": {"service": {"namespace": "gpu-claims", "name": "gpu-claims", "path": "/mutate"},
+            "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem)},
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        hook[k] = v.clone();
+    }
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name}, "webhooks": [hook]})
+}
+
+#[tokio::test]
+async fn mutating_webhooks_are_called_selected_and_obeyed_as_kube_apiserver_does() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (s, c) = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, calls) = fake_webhook(&s, dir.path()).await;
+    let configs: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> =
+        Api::all(c.clone());
+    let pp = PostParams::default();
+    configs
+        .create(
+            &pp,
+            &from(webhook_config(
+                "labelled",
+                &ca,
+                json!({"objectSelector": {"matchLabels": {"hook": "on"}},
+                       "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a"]}]},
+                       "matchConditions": [{"name": "not-skipped", "expression": "!has(object.metadata.annotations) || !('skip' in object.metadata.annotations)"}]}),
+            )),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    let hooked = json!({"hook": "on"});
+
+    // Not selected: no label, another namespace, a false match condition.
+    pods.create(&pp, &pod("deny-unlabelled", json!({})))
+        .await
+        .unwrap();
+    apiserver::namespaces::ensure(&s.store, "b");
+    Api::<Pod>::namespaced(c.clone(), "b")
+        .create(&pp, &pod("deny-elsewhere", hooked.clone()))
+        .await
+        .unwrap();
+    let mut skipped = pod("deny-skipped", hooked.clone());
+    skipped.metadata.annotations = Some([("skip".to_string(), "1".to_string())].into());
+    pods.create(&pp, &skipped).await.unwrap();
+    assert_eq!(
+        calls.load(SeqCst),
+        0,
+        "no call for what the webhook does not select"
+    );
+
+    // Selected: refused with its status, as upstream words it.
+    let r = refusal(pods.create(&pp, &pod("deny-me", hooked.clone())).await);
+    assert_eq!((r.code, r.reason.as_str()), (403, ""));
+    assert_eq!(
+        r.message,
+        "admission webhook \"labelled.example.com\" denied the request: not this one"
+    );
+    assert!(pods.get_opt("deny-me").await.unwrap().is_none());
+    // Its JSON patch is applied; a dry run is sent as one (sideEffects None).
+    let made = pods
+        .create(&pp, &pod("patch-me", hooked.clone()))
+        .await
+        .unwrap();
+    assert_eq!(made.metadata.labels.unwrap()["patched"], "yes");
+    assert_eq!(calls.load(SeqCst), 2);
+
+    // timeoutSeconds: failurePolicy Fail refuses (500), Ignore admits.
+    let r = refusal(pods.create(&pp, &pod("slow-fail", hooked.clone())).await);
+    assert_eq!((r.code, r.reason.as_str()), (500, "InternalError"));
+    assert!(
+        r.message.starts_with("Internal error occurred: failed calling webhook \"labelled.example.com\": failed to call webhook: Post \"https://gpu-claims.gpu-claims.svc:443/mutate?timeout=1s\": context deadline exceeded"),
+        "{}",
+        r.message
+    );
+    let mut ignore = configs.get("labelled").await.unwrap();
+    ignore.webhooks.as_mut().unwrap()[0].failure_policy = Some("Ignore".into());
+    configs.replace("labelled", &pp, &ignore).await.unwrap();
+    pods.create(&pp, &pod("slow-ignored", hooked.clone()))
+        .await
+        .unwrap();
+
+    // No endpoint behind a Service (every replica down): Fail refuses.
+    configs
+        .create(
+            &pp,
+            &from(webhook_config(
+                "nowhere",
+                &ca,
+                json!({"clientConfig": {"service": {"namespace": "x", "name": "gone", "path": "/mutate"}}}),
+            )),
+        )
+        .await
+        .unwrap();
+    let r = refusal(pods.create(&pp, &pod("any", json!({}))).await);
+    assert_eq!(r.code, 500);
+    assert!(
+        r.message.contains("service \"x/gone\" has no endpoints"),
+        "{}",
+        r.message
+    );
+}

@@ -39,7 +39,7 @@ fn cluster_serves_replicas_by_identity_and_tells_who_wrote() {
         .arg("run")
         .arg("--config")
         .arg(&config)
-        .args(["--http-addr", &http.to_string()])
+        .args(["--http-addr", &http.to_string(), "--http-auth=none"])
         .args([
             "--lease-duration=4s",
             "--renew-deadline=3s",

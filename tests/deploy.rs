@@ -267,6 +267,18 @@ fn the_values_schema_and_the_guards_refuse_what_cannot_work() {
             &["webhook.certs.certManager=false"][..],
             "webhook.certs.certManager=false needs webhook.certs.caBundle",
         ),
+        (&["http.auth=basic"][..], "must be one of the following"),
+        (
+            &[
+                "http.metricsReaders[0].kind=Robot",
+                "http.metricsReaders[0].name=r",
+            ][..],
+            "must be one of the following",
+        ),
+        (
+            &["networkPolicy.metricsFrom[0].pods=all"][..],
+            "Additional property pods is not allowed",
+        ),
     ] {
         let out = render(&helm, sets);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -361,6 +373,28 @@ fn the_monitoring_objects_render_on_request_and_their_alerts_name_real_metrics()
             (Some("http-metrics"), Some("/metrics"))
         );
     }
+    // /metrics asks for a token: each scrape presents the scraper's, and
+    // the scraper is bound to the metrics reader.
+    let sm = &find(&docs, "ServiceMonitor")["spec"]["endpoints"][0];
+    assert_eq!(
+        sm["authorization"]["credentials"]["name"],
+        "gpu-claims-scraper-token"
+    );
+    let vm = &find(&docs, "VMServiceScrape")["spec"]["endpoints"][0];
+    assert_eq!(vm["bearerTokenSecret"]["name"], "gpu-claims-scraper-token");
+    let secret = find(&docs, "Secret");
+    assert_eq!(secret["type"], "kubernetes.io/service-account-token");
+    assert_eq!(
+        secret["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+        "gpu-claims-scraper"
+    );
+    let binding = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ClusterRoleBinding" && d["roleRef"]["name"] == "gpu-claims-metrics-reader"
+        })
+        .expect("the scraper is bound to the metrics reader");
+    assert_eq!(binding["subjects"][0]["name"], "gpu-claims-scraper");
     let groups = &find(&docs, "PrometheusRule")["spec"]["groups"];
     assert_eq!(groups, &find(&docs, "VMRule")["spec"]["groups"]);
     let rules: Vec<(String, String)> = groups[0]["rules"]
@@ -479,6 +513,19 @@ fn every_render_of_the_values_matrix_validates_against_each_kubernetes_version()
             "webhook.failurePolicy=Ignore",
             "webhook.timeoutSeconds=10",
         ],
+        &[
+            "networkPolicy.enabled=true",
+            "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
+            "http.metricsReaders[0].kind=ServiceAccount",
+            "http.metricsReaders[0].name=prometheus",
+            "http.metricsReaders[0].namespace=monitoring",
+            "monitoring.serviceMonitor.enabled=true",
+        ],
+        &[
+            "http.auth=none",
+            "networkPolicy.enabled=true",
+            "monitoring.vmServiceScrape.enabled=true",
+        ],
     ];
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
@@ -514,4 +561,61 @@ fn every_render_of_the_values_matrix_validates_against_each_kubernetes_version()
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn the_endpoints_need_rbacs_leave_and_the_network_policy_opens_only_the_webhook_to_all() {
+    let Some(helm) = helm() else { return };
+    let docs = rendered(&render(&helm, &[]));
+    let args =
+        find(&docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--http-auth=kubernetes"),
+        "{args}"
+    );
+    let role = |name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name}"))["rules"][0]
+            .clone()
+    };
+    assert_eq!(
+        role("gpu-claims-metrics-reader")["nonResourceURLs"],
+        serde_json::json!(["/metrics"])
+    );
+    assert_eq!(
+        role("gpu-claims-debug-reader")["nonResourceURLs"],
+        serde_json::json!(["/debug", "/debug/*"])
+    );
+    assert!(
+        docs.iter().all(|d| d["kind"] != "NetworkPolicy"),
+        "off by default"
+    );
+
+    let docs = rendered(&render(
+        &helm,
+        &[
+            "networkPolicy.enabled=true",
+            "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
+        ],
+    ));
+    let ingress = find(&docs, "NetworkPolicy")["spec"]["ingress"].clone();
+    assert!(
+        ingress[0].get("from").is_none(),
+        "the API server reaches the webhook: {ingress}"
+    );
+    assert_eq!(ingress[0]["ports"][0]["port"], "webhook");
+    assert_eq!(
+        ingress[1]["from"][0]["namespaceSelector"]["matchLabels"]["name"],
+        "monitoring"
+    );
+    assert_eq!(ingress[1]["ports"][0]["port"], "http-metrics");
+
+    // Open endpoints: no reviews, so no grant to make them.
+    let docs = rendered(&render(&helm, &["http.auth=none"]));
+    let text = serde_json::to_string(&docs).unwrap();
+    assert!(!text.contains("tokenreviews") && !text.contains("metrics-reader"));
 }

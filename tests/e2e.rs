@@ -413,3 +413,169 @@ fn e2e_metrics_show_real_activity() {
             .all(|e| e["action"].as_str().is_some_and(|a| !a.is_empty()))
     );
 }
+
+/// Issue 13, item 5: /metrics and /debug are the cluster's to open. An
+/// anonymous caller, an unknown token and a user RBAC does not allow are
+/// refused; the chart's reader ClusterRoles open exactly their paths; the
+/// probes stay open; the guard counts what it decided.
+#[test]
+fn e2e_anonymous_debug_is_refused_and_rbac_decides_who_reads_metrics_and_debug() {
+    let c = Cluster::new(demo::seed, CONFIG);
+    let ctl = c.start_controller();
+    ctl.wait_ready();
+    let get = |path: &str, token: Option<&str>| common::http_get_as(ctl.http, path, token).unwrap();
+
+    for path in [
+        "/debug",
+        "/metrics",
+        &format!("/debug/claims/{B}/shared-l40s"),
+    ] {
+        let (code, body) = get(path, None);
+        assert_eq!(code, 401, "anonymous {path}: {body}");
+        assert!(!body.contains(B), "nothing of a tenant leaks: {body}");
+    }
+    assert_eq!(get("/debug", Some("a-token-nobody-was-given")).0, 401);
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(get(path, None).0, 200, "{path} is the kubelet's, open");
+    }
+
+    // A tenant's token: known to the API server, allowed nothing here.
+    let tenant = c.server.add_user("system:serviceaccount:tenant-b:default");
+    let (code, body) = get("/debug", Some(&tenant));
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains("User \"system:serviceaccount:tenant-b:default\" cannot get path \"/debug\""),
+        "{body}"
+    );
+
+    // Prometheus, bound to metrics-reader alone: /metrics, not /debug.
+    let prom = c
+        .server
+        .add_user("system:serviceaccount:monitoring:prometheus");
+    c.store.seed(
+        "ClusterRoleBinding",
+        serde_json::json!({
+            "metadata": {"name": "prometheus"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpu-claims-metrics-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}],
+        }),
+    );
+    assert_eq!(get("/metrics", Some(&prom)).0, 200);
+    assert_eq!(get("/debug", Some(&prom)).0, 403);
+
+    // The operator, bound to both readers (common::Cluster).
+    ctl.wait_settled();
+    let (code, body) = ctl.get(&format!("/debug/claims/{B}/shared-l40s")).unwrap();
+    assert_eq!(code, 200, "{body}");
+    let m = metrics_of(&ctl);
+    for (result, at_least) in [
+        ("allowed", 2.0),
+        ("unauthenticated", 4.0),
+        ("forbidden", 2.0),
+    ] {
+        let n = metric_sum(
+            &m,
+            &format!("gpu_claims_http_auth_total{{result=\"{result}\"}}"),
+        );
+        assert!(n >= at_least, "{result}: {n} in\n{m}");
+    }
+}
+
+/// The launcher pods a VMI controls, as stored.
+fn launchers(
+    store: &gpu_claims_actors::memory::store::Store,
+    ns: &str,
+    vmi: &str,
+) -> Vec<serde_json::Value> {
+    let Some(v) = store.get("VirtualMachineInstance", ns, vmi) else {
+        return Vec::new();
+    };
+    store
+        .list("Pod")
+        .0
+        .into_iter()
+        .filter(|p| p["metadata"]["ownerReferences"][0]["uid"] == v["metadata"]["uid"])
+        .collect()
+}
+
+/// The message of the FailedCreate Event on a VMI, if there is one.
+fn failed_create(
+    store: &gpu_claims_actors::memory::store::Store,
+    ns: &str,
+    vmi: &str,
+) -> Option<String> {
+    let e = store.get("Event", ns, &format!("{vmi}.failedcreate"))?;
+    Some(e["message"].as_str()?.to_string())
+}
+
+/// Issue 13, item 7 (SPEC G1): the API server calls `run`'s webhook over
+/// TLS as the chart registers it. With every replica down, a VM without
+/// GPUs still starts (matchConditions never send its pod) while a GPU
+/// VM's pod is refused (failurePolicy Fail) and retried; once a
+/// controller runs, the GPU VM's pod is created at the gate by the
+/// webhook (the stand-in puts no gate on it).
+#[test]
+fn e2e_g1_with_the_controller_down_only_gpu_launcher_pods_are_refused_and_then_arrive_gated() {
+    let mut c = Cluster::new(small, CONFIG);
+    let ctl = c.start_controller();
+    started(&mut c);
+    ctl.kill();
+
+    c.standin.start_vm_without_gpus(A, "plain");
+    c.standin.start_vm_with_claims(A, "gpu-vm", &["named"]);
+    let store = c.store.clone();
+    c.settle(
+        "a VM without GPUs gets its pod, a GPU VM's pod is refused",
+        |_| {
+            launchers(&store, A, "plain").len() == 1 && failed_create(&store, A, "gpu-vm").is_some()
+        },
+        Duration::ZERO,
+    );
+    let why = failed_create(&store, A, "gpu-vm").unwrap();
+    assert!(
+        why.contains("failed calling webhook \"gate.gpu.cozystack.io\""),
+        "{why}"
+    );
+    assert!(
+        launchers(&store, A, "gpu-vm").is_empty(),
+        "no GPU pod slips through"
+    );
+    let plain = &launchers(&store, A, "plain")[0];
+    assert!(plain["spec"].get("schedulingGates").is_none(), "{plain}");
+
+    // A controller again: the next retry goes through its webhook.
+    let (mut added, _) = store.watch();
+    let ctl = c.start_controller();
+    c.settle(
+        "the GPU VM's pod is created",
+        |_| !launchers(&store, A, "gpu-vm").is_empty(),
+        Duration::ZERO,
+    );
+    let mut first = None;
+    while let Ok(ev) = added.try_recv() {
+        if ev.kind == "Pod"
+            && ev.object["metadata"]["ownerReferences"][0]["name"] == "gpu-vm"
+            && first.is_none()
+        {
+            first = Some(ev.object);
+        }
+    }
+    let first = first.expect("the pod's creation was seen");
+    assert_eq!(
+        first["spec"]["schedulingGates"][0]["name"],
+        gpu_claims_actors::api::SCHEDULING_GATE,
+        "created at the gate: {first}"
+    );
+    // Only the GPU pod went to the webhook.
+    let m = metrics_of(&ctl);
+    assert_eq!(
+        metric_sum(&m, "gpu_claims_webhook_requests_total"),
+        1.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric_sum(&m, "gpu_claims_webhook_requests_total{result=\"gated\"}"),
+        1.0,
+        "{m}"
+    );
+}

@@ -62,6 +62,27 @@ fn the_demo_leaves_no_kubeconfig_behind() {
         !std::path::Path::new(path).exists(),
         "{path} is left behind"
     );
+    // Its webhook's certificate goes too; the webhook gated the story's
+    // GPU launcher pods (the API server called it, the stand-in gates none).
+    let tls = std::env::temp_dir().join(format!("gpu-claims-demo-{}-tls", out_pid(&stdout)));
+    assert!(!tls.exists(), "{} is left behind", tls.display());
+    let gated: u64 = stdout
+        .split("its webhook put ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("the demo says what its webhook gated");
+    assert!(gated >= 2, "{stdout}");
+}
+
+/// The demo's process id, from its kubeconfig's name.
+fn out_pid(stdout: &str) -> String {
+    stdout
+        .split("gpu-claims-demo-")
+        .nth(1)
+        .and_then(|r| r.split('.').next())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// An API server that is not there: each watch and the leader election say

@@ -54,6 +54,7 @@ fn start(dir: &std::path::Path, http: SocketAddr) -> Controller {
                 dir.join("config.yaml").to_str().unwrap(),
                 "--http-addr",
                 &http.to_string(),
+                "--http-auth=none",
                 // This test counts every write to the store; a Lease renews.
                 "--leader-elect=false",
             ])

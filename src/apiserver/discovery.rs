@@ -63,9 +63,10 @@ const VERBS: &[&str] = &[
 ];
 
 fn entry(r: &Resource) -> Vec<Value> {
+    let verbs: &[&str] = if r.review { &["create"] } else { VERBS };
     let mut out = vec![json!({
         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-        "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names,
+        "kind": r.kind, "verbs": verbs, "shortNames": r.short_names,
     })];
     if !r.categories.is_empty() {
         out[0]["categories"] = json!(r.categories);

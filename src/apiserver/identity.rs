@@ -83,6 +83,16 @@ impl ApiServer {
         token
     }
 
+    /// The user a bearer token was given to (a TokenReview's answer).
+    pub(crate) fn user_of_token(&self, token: &str) -> Option<String> {
+        self.identities
+            .tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned()
+    }
+
     /// A kubeconfig for a new user `name`, who authenticates with its own token.
     pub fn kubeconfig_for(&self, name: &str) -> String {
         let token = self.add_user(name);

@@ -6,6 +6,7 @@
 //! `plan`: nothing about resourceVersions, finalizers or the status
 //! subresource is written twice.
 
+mod admission;
 mod discovery;
 mod events;
 pub mod faults;
@@ -16,7 +17,9 @@ pub mod namespaces;
 mod openapi;
 pub mod patch;
 pub mod pods;
+pub mod rbac;
 mod resources;
+mod reviews;
 mod schema;
 pub mod select;
 mod table;
@@ -60,11 +63,15 @@ pub struct ApiServer {
     identities: identity::Identities,
     /// Held while a write is applied and logged.
     write_order: Mutex<()>,
+    /// Where the Services that webhooks name are served.
+    services: admission::Services,
 }
 
 /// One kind of request, in RBAC's terms.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Access {
+    /// Who asked (`system:anonymous` without a token).
+    pub user: String,
     pub user_agent: String,
     /// get, list, watch, create, update, patch, delete; for a path that is
     /// no resource (discovery), the HTTP method.
@@ -102,6 +109,7 @@ impl ApiServer {
             audit: Mutex::default(),
             identities: identity::Identities::default(),
             write_order: Mutex::default(),
+            services: admission::Services::default(),
         });
         namespaces::adopt(&store);
         tokio::spawn(gc::collect(store.clone()));

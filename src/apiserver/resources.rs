@@ -20,6 +20,9 @@ pub struct Resource {
     /// Objects carry `metadata.generation` (custom resources and pods; not
     /// nodes, namespaces, events or leases).
     pub generation: bool,
+    /// A review (TokenReview, SubjectAccessReview): only created, answered
+    /// with its status filled in, and never stored.
+    pub review: bool,
 }
 
 impl Resource {
@@ -58,14 +61,41 @@ const fn r(
         short_names: &[],
         categories: &[],
         generation: true,
+        review: false,
     }
 }
+
+/// A built-in kind served with no behaviour beyond the API machinery.
+const fn plain(
+    group: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> Resource {
+    Resource {
+        generation: false,
+        ..r(group, "v1", plural, singular, kind, namespaced, false)
+    }
+}
+
+/// A review: POSTed, answered, not stored.
+const fn review(group: &'static str, plural: &'static str, kind: &'static str) -> Resource {
+    Resource {
+        review: true,
+        ..plain(group, plural, "", kind, false)
+    }
+}
+
+const RBAC: &str = "rbac.authorization.k8s.io";
 
 const GPU: &str = "gpu.cozystack.io";
 const V1A1: &str = "v1alpha1";
 
-/// What the server serves: the SPEC's kinds, and Namespace, Lease and
-/// Event (core and events.k8s.io), which clients and leader election use.
+/// What the server serves: the SPEC's kinds; Namespace, Lease and Event
+/// (core and events.k8s.io), which clients and leader election use; RBAC,
+/// which SubjectAccessReviews are judged by; and the token and access
+/// reviews that delegated authentication and authorization send.
 pub const RESOURCES: &[Resource] = &[
     r(GPU, V1A1, "gpuclasses", "gpuclass", "GPUClass", false, true),
     Resource {
@@ -147,6 +177,29 @@ pub const RESOURCES: &[Resource] = &[
             false,
         )
     },
+    plain(RBAC, "clusterroles", "clusterrole", "ClusterRole", false),
+    plain(
+        RBAC,
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        false,
+    ),
+    plain(RBAC, "roles", "role", "Role", true),
+    plain(RBAC, "rolebindings", "rolebinding", "RoleBinding", true),
+    plain(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "mutatingwebhookconfiguration",
+        "MutatingWebhookConfiguration",
+        false,
+    ),
+    review("authentication.k8s.io", "tokenreviews", "TokenReview"),
+    review(
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+    ),
 ];
 
 /// The store keys of the kinds with a status subresource.

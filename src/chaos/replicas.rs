@@ -72,6 +72,8 @@ impl Replica {
             .arg("--config")
             .arg(&self.config)
             .args(["--http-addr", &self.http.to_string()])
+            // A harness on one machine: its replicas' /debug is open.
+            .arg("--http-auth=none")
             .args(["--lease-duration", &human(lease.duration)])
             .args(["--renew-deadline", &human(lease.renew)])
             .args(["--retry-period", &human(lease.retry)])

@@ -84,9 +84,16 @@ struct RemoveOnDrop(PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = if self.0.is_dir() {
+            std::fs::remove_dir_all(&self.0)
+        } else {
+            std::fs::remove_file(&self.0)
+        };
     }
 }
+
+/// The user the KubeVirt stand-in creates launcher pods as.
+pub const KUBEVIRT_USER: &str = "system:serviceaccount:kubevirt:kubevirt-controller";
 
 /// A kube client for the kubeconfig text.
 pub async fn client_for(kubeconfig: &str) -> anyhow::Result<kube::Client> {
@@ -254,6 +261,14 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             println!("  faults injected: {}", args.faults);
         }
 
+        // The gate webhook (G1) as the chart wires it: a serving
+        // certificate for its Service, the chart's webhook configuration
+        // registered with it, the API server calling it over TLS.
+        let tls_dir = std::env::temp_dir().join(format!("gpu-claims-demo-{}-tls", std::process::id()));
+        std::fs::create_dir_all(&tls_dir).with_context(|| format!("create {}", tls_dir.display()))?;
+        let _tls_dir = RemoveOnDrop(tls_dir.clone());
+        let cert = crate::webhook::local::certificate(&tls_dir)?;
+        crate::webhook::local::register(&server, &cert.ca_pem);
         let clients = Clients::from_kubeconfig(&kubeconfig, config.api.request_timeout).await?;
         // The demo's controller elects as `run`'s does (the Lease is free: it leads at once).
         let controller = Controller::start(Launch {
@@ -261,7 +276,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             config,
             path: None,
             logging: Some(logging),
-            webhook: None,
+            webhook: Some(("127.0.0.1:0".parse()?, cert.files)),
             election: Some(Election {
                 lease: LeaseArgs::default(),
                 identity: crate::leader::identity(),
@@ -272,10 +287,17 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listen on {}", args.http_addr))?;
         let http = listener.local_addr()?;
-        let app = controller.router();
+        // The demo runs on one machine: its endpoints are open.
+        let app = controller.router(crate::http::auth::HttpAuth::None);
         tokio::spawn(async move { axum::serve(listener, app).await });
-        println!("  the controller runs over HTTP; /metrics and /debug at http://{http}\n");
-        let standin = StandIn::new(store.clone());
+        println!("  the controller runs over HTTP; /metrics and /debug at http://{http}");
+        if let Some(hook) = controller.webhook_addr() {
+            crate::webhook::local::add_endpoint(&server, hook);
+            println!("  its gate webhook (G1) at https://{hook}/mutate: the API server calls it for GPU launcher pods, as the chart registers it\n");
+        }
+        // KubeVirt's stand-in creates launcher pods over HTTP, through the webhook.
+        let kubevirt = client_for(&server.kubeconfig_for(KUBEVIRT_USER)).await?;
+        let standin = StandIn::through_api(store.clone(), kubevirt);
         standin.spawn();
 
         let mut w = Observer::new(cluster.clone());
@@ -298,9 +320,15 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             let refused = entries.iter().filter(|e| e.error.is_some()).count();
             (entries.len(), refused)
         };
+        let gated = controller
+            .metrics
+            .webhook_requests
+            .get_or_create(&crate::metrics::WebhookLabels { result: "gated".into() })
+            .get();
         println!(
             "\ndone in {:.1}s: {} steps; invariants I1-I5 checked {} times and I6 after each step, none violated; \
-             the controller wrote {writes} times over HTTP ({refused} refused), none that changed nothing",
+             the controller wrote {writes} times over HTTP ({refused} refused), none that changed nothing; \
+             its webhook put {gated} launcher pods at the gate",
             started.elapsed().as_secs_f64(),
             steps.len(),
             w.checks(),

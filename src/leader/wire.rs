@@ -24,8 +24,11 @@ fn fenced_request<B>(req: &http::Request<B>) -> bool {
         *req.method(),
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     );
-    // The elector must renew, take and release the Lease whatever the fence says.
-    mutating && !req.uri().path().contains("/leases")
+    // The elector must renew, take and release the Lease whatever the
+    // fence says; a review (a standby's /metrics guard) changes nothing.
+    let path = req.uri().path();
+    let exempt = ["/leases", "/tokenreviews", "/subjectaccessreviews"];
+    mutating && !exempt.iter().any(|e| path.contains(e))
 }
 
 fn closed(slot: &FenceSlot) -> bool {
@@ -113,7 +116,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_closed_fence_stops_writes_at_the_wire_but_not_reads_or_the_lease() {
+    async fn a_closed_fence_stops_writes_at_the_wire_but_not_reads_the_lease_or_reviews() {
         let fence = Arc::new(Fence::new(Duration::from_secs(10), Duration::from_secs(15)));
         let slot: FenceSlot = Arc::default();
         let server = Counting::default();
@@ -148,7 +151,18 @@ mod tests {
             .call(req(Method::PUT, lease))
             .await
             .unwrap();
-        assert_eq!(server.0.load(Ordering::SeqCst), 3);
+        for review in [
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        ] {
+            svc.ready()
+                .await
+                .unwrap()
+                .call(req(Method::POST, review))
+                .await
+                .unwrap();
+        }
+        assert_eq!(server.0.load(Ordering::SeqCst), 5);
         // Leading: writes pass; made then, sent after the term lapsed: refused.
         fence.renewed(tokio::time::Instant::now());
         svc.ready()
@@ -160,6 +174,6 @@ mod tests {
         let late = svc.ready().await.unwrap().call(req(Method::PATCH, write));
         tokio::time::advance(Duration::from_secs(11)).await;
         assert!(late.await.unwrap_err().is::<Fenced>());
-        assert_eq!(server.0.load(Ordering::SeqCst), 4);
+        assert_eq!(server.0.load(Ordering::SeqCst), 6);
     }
 }

@@ -70,6 +70,12 @@ pub struct WebhookLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuthLabels {
+    /// allowed, unauthenticated, forbidden, or error.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
 }
@@ -88,6 +94,9 @@ pub struct Metrics {
     pub webhook_requests: Family<WebhookLabels, Counter>,
     /// How long the webhook took to answer a review.
     pub webhook_latency: Histogram,
+    /// Requests to /metrics and /debug, by what authentication and
+    /// authorization decided.
+    pub http_auth: Family<AuthLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -151,6 +160,7 @@ impl Metrics {
             // 1 ms, 2.5 ms, ... 5.96 s (2.5^9 ms): the API server waits
             // timeoutSeconds (5 s by default) for an answer.
             webhook_latency: Histogram::new(buckets(0.001, 2.5, 10)),
+            http_auth: Family::default(),
         };
         let build = Family::<BuildLabels, Gauge>::default();
         build
@@ -176,6 +186,16 @@ impl Metrics {
         );
         for result in ["allowed", "gated", "denied", "bad_request"] {
             let _ = m.webhook_requests.get_or_create(&WebhookLabels {
+                result: result.into(),
+            });
+        }
+        registry.register(
+            "gpu_claims_http_auth",
+            "Requests to /metrics and /debug by what delegated authentication and authorization decided: allowed, unauthenticated, forbidden, error",
+            m.http_auth.clone(),
+        );
+        for result in ["allowed", "unauthenticated", "forbidden", "error"] {
+            let _ = m.http_auth.get_or_create(&AuthLabels {
                 result: result.into(),
             });
         }

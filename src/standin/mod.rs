@@ -3,8 +3,13 @@
 //! launcher pods, written straight to the store (it is part of the
 //! cluster, not a client of it).
 //!
-//! - A new VMI gets a launcher pod, at the gate when the VMI asks for GPUs
-//!   (as the G1 webhook would put it), and moves Pending → Scheduling.
+//! - A new VMI gets a launcher pod, with the VMI's annotations, and moves
+//!   Pending → Scheduling. Made `through_api`, the pod is created over
+//!   HTTP as virt-controller creates it, so the API server's mutating
+//!   webhooks (the G1 gate of `run`) admit it or refuse it; a refusal is a
+//!   `FailedCreate` Warning Event on the VMI and is retried, as KubeVirt
+//!   does. Made with `new`, there is no webhook: the stand-in puts a GPU
+//!   VMI's pod at the gate itself, as the webhook would.
 //! - An ungated pod is bound to a Ready node that honours its pin and has
 //!   room for the GPUs of the claims attached to its VMI; its VMI moves
 //!   Scheduled, then Running on that node.
@@ -29,6 +34,26 @@ pub const HOLDS_ANNOTATION: &str = "standin.gpu-claims.dev/gpus";
 
 pub struct StandIn {
     store: Arc<Store>,
+    /// Launcher pods are created through this client, admitted by the
+    /// server's webhooks; None: written to the store, gated here.
+    api: Option<kube::Client>,
+    /// VMIs (by uid) whose launcher pod is being created over HTTP, or
+    /// was refused and waits out its backoff.
+    creating: Arc<std::sync::Mutex<std::collections::HashMap<String, Attempt>>>,
+}
+
+/// A launcher pod's creation over HTTP: in flight, or refused and retried
+/// after a backoff that doubles from 200 ms to 5 s (virt-controller's
+/// queue backs off too; without it a refusal's Event would wake the next
+/// pass at once).
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
+    in_flight: bool,
+    next: tokio::time::Instant,
+    delay: Duration,
+    /// The store's version once the pod was created: a pass whose list
+    /// is older does not see the pod yet and must not make another.
+    created: Option<u64>,
 }
 
 fn m<'a>(v: &'a Value, f: &str) -> &'a str {
@@ -58,9 +83,66 @@ fn launchers_of<'a>(pods: &'a [Value], vmi: &Value) -> Vec<&'a Value> {
         .collect()
 }
 
+fn set_status(store: &Store, kind: &str, obj: &Value, f: impl FnOnce(&mut Value)) {
+    let mut o = obj.clone();
+    if !o["status"].is_object() {
+        o["status"] = json!({});
+    }
+    f(&mut o["status"]);
+    if let Err(e) = store.update(kind, o, Subresource::Status) {
+        tracing::debug!(error = %e, "stand-in status write lost a race; next pass retries");
+    }
+}
+
+/// virt-controller's Warning Event when a launcher pod is refused: one
+/// per VMI, its count and message kept current (as the API server's
+/// event aggregation shows it).
+fn failed_create(store: &Store, vmi: &Value, error: &str) {
+    let (ns, name) = (m(vmi, "namespace"), m(vmi, "name"));
+    let event_name = format!("{name}.failedcreate");
+    let message = format!("Error creating pod: {error}");
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    match store.get("Event", ns, &event_name) {
+        Some(mut e) => {
+            e["count"] = json!(e["count"].as_i64().unwrap_or(1) + 1);
+            e["message"] = message.into();
+            e["lastTimestamp"] = now.into();
+            let _ = store.update("Event", e, Subresource::Main);
+        }
+        None => {
+            let e = json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"namespace": ns, "name": event_name},
+                "involvedObject": {"apiVersion": VMI_API_VERSION, "kind": VMI_KIND,
+                    "namespace": ns, "name": name, "uid": m(vmi, "uid")},
+                "reason": "FailedCreate", "type": "Warning", "message": message,
+                "source": {"component": "virtualmachine-controller"},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            });
+            let _ = store.create("Event", e);
+        }
+    }
+    tracing::debug!(vmi = %format!("{ns}/{name}"), %error, "stand-in: launcher pod refused; retried on the next pass");
+}
+
 impl StandIn {
     pub fn new(store: Arc<Store>) -> Arc<Self> {
-        Arc::new(Self { store })
+        Arc::new(Self {
+            store,
+            api: None,
+            creating: Default::default(),
+        })
+    }
+
+    /// A stand-in that creates launcher pods through `api` (the API
+    /// server's admission, webhooks included); the rest it writes to the
+    /// store. Its passes must run on a tokio runtime.
+    pub fn through_api(store: Arc<Store>, api: kube::Client) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            api: Some(api),
+            creating: Default::default(),
+        })
     }
 
     /// Runs the stand-in: a pass after every change of the store (and
@@ -83,14 +165,7 @@ impl StandIn {
     }
 
     fn set_status(&self, kind: &str, obj: &Value, f: impl FnOnce(&mut Value)) {
-        let mut o = obj.clone();
-        if !o["status"].is_object() {
-            o["status"] = json!({});
-        }
-        f(&mut o["status"]);
-        if let Err(e) = self.store.update(kind, o, Subresource::Status) {
-            tracing::debug!(error = %e, "stand-in status write lost a race; next pass retries");
-        }
+        set_status(&self.store, kind, obj, f)
     }
 
     /// One pass over every VMI and launcher pod; returns how many writes it made.
@@ -110,8 +185,14 @@ impl StandIn {
             );
         }
         let (vmis, _) = self.store.list(VMI);
-        let (pods, _) = self.store.list("Pod");
+        let (pods, seen) = self.store.list("Pod");
         let (nodes, _) = self.store.list("Node");
+        // What is known of the creations of VMIs that are gone goes too.
+        let live: std::collections::HashSet<&str> = vmis.iter().map(|v| m(v, "uid")).collect();
+        self.creating
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|uid, a| a.in_flight || live.contains(uid.as_str()));
         for vmi in &vmis {
             if !m(vmi, "deletionTimestamp").is_empty() {
                 continue;
@@ -125,7 +206,7 @@ impl StandIn {
                 continue;
             }
             if mine.is_empty() {
-                self.create_launcher(vmi);
+                self.create_launcher(vmi, seen);
                 continue;
             }
             for p in &mine {
@@ -135,7 +216,8 @@ impl StandIn {
         (self.store.resource_version() - before) as usize
     }
 
-    fn create_launcher(&self, vmi: &Value) {
+    /// `seen`: the store's version the pass's list of pods is current at.
+    fn create_launcher(&self, vmi: &Value, seen: u64) {
         let (ns, name) = (m(vmi, "namespace"), m(vmi, "name"));
         let a = &vmi["metadata"]["annotations"];
         let asks = [CLAIMS_ANNOTATION, CLASS_ANNOTATION]
@@ -143,7 +225,7 @@ impl StandIn {
             .any(|k| a[*k].as_str().is_some_and(|v| !v.trim().is_empty()));
         let mut spec =
             json!({"containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher"}]});
-        if asks {
+        if asks && self.api.is_none() {
             spec["schedulingGates"] = json!([{"name": SCHEDULING_GATE}]);
         }
         // KubeVirt copies the VMI's annotations onto its launcher pod
@@ -162,12 +244,85 @@ impl StandIn {
             },
             "spec": spec,
         });
+        if let Some(api) = &self.api {
+            return self.create_through(api.clone(), vmi, pod, seen);
+        }
         match self.store.create("Pod", pod) {
             Ok(_) => self.set_status(VMI, vmi, |s| s["phase"] = "Scheduling".into()),
             Err(e) => {
                 tracing::warn!(error = %e, vmi = %format!("{ns}/{name}"), "stand-in could not create a launcher")
             }
         }
+    }
+
+    /// Creates a launcher pod over HTTP, once at a time per VMI; a refusal
+    /// becomes a Warning Event on the VMI and the next pass tries again.
+    fn create_through(&self, api: kube::Client, vmi: &Value, pod: Value, seen: u64) {
+        let uid = m(vmi, "uid").to_string();
+        {
+            let mut creating = self.creating.lock().unwrap_or_else(|e| e.into_inner());
+            let now = tokio::time::Instant::now();
+            let a = creating.entry(uid.clone()).or_insert(Attempt {
+                in_flight: false,
+                next: now,
+                delay: Duration::from_millis(100),
+                created: None,
+            });
+            match a.created {
+                Some(rv) if seen < rv => return,
+                // Seen after its creation and gone: a pod to make again.
+                Some(_) => a.created = None,
+                None => {}
+            }
+            if a.in_flight || a.next > now {
+                return;
+            }
+            a.in_flight = true;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("the stand-in creates pods over HTTP only on a tokio runtime");
+            return;
+        };
+        let (store, vmi) = (self.store.clone(), vmi.clone());
+        let creating = self.creating.clone();
+        rt.spawn(async move {
+            let ns = m(&vmi, "namespace").to_string();
+            let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(api, &ns);
+            let made = serde_json::from_value(pod).map_err(|e| e.to_string());
+            let pp = kube::api::PostParams::default();
+            let result = match made {
+                Ok(p) => match tokio::time::timeout(Duration::from_secs(30), pods.create(&pp, &p))
+                    .await
+                {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("no answer within 30s".to_string()),
+                },
+                Err(e) => Err(e),
+            };
+            let mut c = creating.lock().unwrap_or_else(|e| e.into_inner());
+            match result {
+                Ok(()) => {
+                    let rv = store.resource_version();
+                    if let Some(a) = c.get_mut(&uid) {
+                        a.in_flight = false;
+                        a.created = Some(rv);
+                        a.delay = Duration::from_millis(100);
+                    }
+                    drop(c);
+                    set_status(&store, VMI, &vmi, |s| s["phase"] = "Scheduling".into());
+                }
+                Err(e) => {
+                    if let Some(a) = c.get_mut(&uid) {
+                        a.in_flight = false;
+                        a.delay = (a.delay * 2).min(Duration::from_secs(5));
+                        a.next = tokio::time::Instant::now() + a.delay;
+                    }
+                    drop(c);
+                    failed_create(&store, &vmi, &e);
+                }
+            }
+        });
     }
 
     fn step_pod(&self, vmi: &Value, pod: &Value, pods: &[Value], nodes: &[Value]) {
@@ -223,6 +378,11 @@ impl StandIn {
     /// Starts a VM that uses existing claims by name.
     pub fn start_vm_with_claims(&self, ns: &str, name: &str, claims: &[&str]) {
         self.create_vmi(ns, name, json!({CLAIMS_ANNOTATION: claims.join(",")}));
+    }
+
+    /// Starts a VM that asks for no GPUs.
+    pub fn start_vm_without_gpus(&self, ns: &str, name: &str) {
+        self.create_vmi(ns, name, json!({}));
     }
 
     fn create_vmi(&self, ns: &str, name: &str, annotations: Value) {

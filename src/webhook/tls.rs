@@ -30,6 +30,8 @@ pub enum TlsError {
     },
     #[error("TLS: {0}")]
     Config(#[from] rustls::Error),
+    #[error("a local serving certificate: {why}")]
+    Generate { why: String },
     #[error("listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,

@@ -6,6 +6,7 @@
 use gpu_claims::apiserver::{self, ApiServer};
 use gpu_claims::demo::{Observer, Snapshot};
 use gpu_claims::standin::StandIn;
+use gpu_claims::webhook;
 use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::memory::store::Store;
 use std::net::{SocketAddr, TcpListener};
@@ -24,6 +25,8 @@ pub struct Controller {
     restarts: Arc<AtomicUsize>,
     pub http: SocketAddr,
     pub log: PathBuf,
+    /// The bearer token `get` presents to /metrics and /debug.
+    pub token: Option<String>,
 }
 
 impl Controller {
@@ -53,6 +56,7 @@ impl Controller {
             restarts,
             http,
             log,
+            token: None,
         }
     }
 
@@ -61,9 +65,10 @@ impl Controller {
         self.restarts.load(Ordering::SeqCst)
     }
 
-    /// A GET on the controller's /metrics, /readyz, /debug port.
+    /// A GET on the controller's /metrics, /readyz, /debug port, with
+    /// this handle's token.
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        http_get(self.http, path)
+        http_get_as(self.http, path, self.token.as_deref())
     }
 
     /// Waits until /readyz answers 200; panics after 30 s with its last answer.
@@ -132,13 +137,21 @@ pub fn free_port() -> SocketAddr {
         .unwrap()
 }
 
-/// A GET over plain HTTP/1.1: the status code and the body.
+/// A GET over plain HTTP/1.1 without credentials: the status code and the body.
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    http_get_as(addr, path, None)
+}
+
+/// A GET over plain HTTP/1.1 with a bearer token when given.
+pub fn http_get_as(addr: SocketAddr, path: &str, token: Option<&str>) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).ok()?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut out = String::new();
@@ -158,6 +171,36 @@ pub struct Cluster {
     pub standin: Arc<StandIn>,
     pub observer: Observer,
     pub dir: tempfile::TempDir,
+    /// A token of `operator`, whom the chart's reader ClusterRoles are
+    /// bound to: what the tests read /metrics and /debug with.
+    pub reader_token: String,
+}
+
+/// The user the tests read the controller's endpoints as.
+pub const OPERATOR: &str = "operator";
+/// The user the KubeVirt stand-in creates launcher pods as.
+pub const KUBEVIRT: &str = "system:serviceaccount:kubevirt:kubevirt-controller";
+
+/// The chart's ClusterRoles for reading /metrics and /debug, as
+/// deploy/manifests has them, bound to `user`.
+pub fn grant_readers(store: &Store, user: &str) {
+    let text = std::fs::read_to_string("deploy/manifests/gpu-claims.yaml").unwrap();
+    let docs: Vec<serde_json::Value> = gpu_claims::yaml::documents(&text).unwrap();
+    for d in docs.iter().filter(|d| {
+        d["kind"] == "ClusterRole" && d["metadata"]["name"].as_str().unwrap().ends_with("-reader")
+    }) {
+        let role = d["metadata"]["name"].as_str().unwrap();
+        store.seed("ClusterRole", d.clone());
+        store.seed(
+            "ClusterRoleBinding",
+            serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": format!("{role}-{user}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"kind": "User", "name": user}],
+            }),
+        );
+    }
 }
 
 impl Cluster {
@@ -180,19 +223,32 @@ impl Cluster {
                 Some(journal.clone()),
             ))
             .unwrap();
-        let standin = StandIn::new(store.clone());
+        let dir = tempfile::tempdir().unwrap();
+        // The gate webhook as the chart wires it: the API server calls
+        // each controller's webhook over TLS for GPU launcher pods, which
+        // the stand-in creates over HTTP as virt-controller does.
+        let cert = webhook::local::certificate(dir.path()).unwrap();
+        webhook::local::register(&server, &cert.ca_pem);
+        let kubevirt = rt
+            .block_on(gpu_claims::demo::client_for(
+                &server.kubeconfig_for(KUBEVIRT),
+            ))
+            .unwrap();
+        let standin = StandIn::through_api(store.clone(), kubevirt);
         {
             let _guard = rt.enter();
             standin.spawn();
         }
-        let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("kubeconfig"),
             apiserver::kubeconfig(&server.url()),
         )
         .unwrap();
         write_config(dir.path(), config);
+        grant_readers(&store, OPERATOR);
+        let reader_token = server.add_user(OPERATOR);
         Self {
+            reader_token,
             rt,
             observer: Observer::new(journal.clone()),
             store,
@@ -215,6 +271,13 @@ impl Cluster {
             self.dir.path().join("kubeconfig"),
         );
         let log_file = log.clone();
+        // Its gate webhook, behind the chart's Service.
+        let hook = free_port();
+        webhook::local::add_endpoint(&self.server, hook);
+        let (cert, key) = (
+            self.dir.path().join("tls.crt"),
+            self.dir.path().join("tls.key"),
+        );
         let cmd = move || {
             let mut c = Command::new(env!("CARGO_BIN_EXE_gpu-claims"));
             c.args([
@@ -223,6 +286,12 @@ impl Cluster {
                 config.to_str().unwrap(),
                 "--http-addr",
                 &http.to_string(),
+                "--webhook-addr",
+                &hook.to_string(),
+                "--tls-cert-file",
+                cert.to_str().unwrap(),
+                "--tls-key-file",
+                key.to_str().unwrap(),
                 // A dead leader's Lease is taken over within 4s; a leader
                 // keeps trying to renew for 3s (kube-rs retries a 429 with
                 // backoff, so a shorter deadline loses the Lease under the
@@ -242,7 +311,9 @@ impl Cluster {
             );
             c
         };
-        Controller::spawn(cmd, http, log)
+        let mut c = Controller::spawn(cmd, http, log);
+        c.token = Some(self.reader_token.clone());
+        c
     }
 
     /// Waits until `until` holds for `hold` on a quiet cluster; I1-I5

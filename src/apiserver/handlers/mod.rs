@@ -66,6 +66,7 @@ pub async fn handle(
         .to_string();
     let target = parse(path);
     s.audit_request(super::Access {
+        user: user.clone(),
         user_agent,
         verb: match (&method, &target) {
             (_, None) => method.to_string(),
@@ -178,6 +179,18 @@ pub async fn handle(
             t.resource.plural,
         );
     }
+    if t.resource.review {
+        return match (method, &t.name) {
+            (Method::POST, None) => super::reviews::answer(&s, &t, &body),
+            (m, name) => status(
+                405,
+                "MethodNotAllowed",
+                &format!("{m} is not supported on {path}"),
+                name.as_deref(),
+                t.resource.plural,
+            ),
+        };
+    }
     let table = headers
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok())
@@ -189,6 +202,15 @@ pub async fn handle(
         user: &user,
         how,
     };
+    // A create passes the namespace's lifecycle and the mutating webhooks
+    // first, outside the write order (a webhook takes its time).
+    let created = match (&method, &t.name) {
+        (&Method::POST, None) => match req.admitted(&body).await {
+            Ok(obj) => Some(obj),
+            Err(r) => return *r,
+        },
+        _ => None,
+    };
     // Writes are applied and logged one at a time, so that the log's
     // order is the order in which they took effect.
     let _in_order = writes.then(|| s.write_order.lock().unwrap_or_else(|e| e.into_inner()));
@@ -198,7 +220,16 @@ pub async fn handle(
         }
         (Method::GET, None) => req.list(table),
         (Method::GET, Some(n)) => req.get(&n, table),
-        (Method::POST, None) => req.create(&body),
+        (Method::POST, None) => match created {
+            Some(obj) => req.create(obj),
+            None => status(
+                500,
+                "InternalError",
+                "a create without its object",
+                None,
+                "",
+            ),
+        },
         (Method::PUT, Some(n)) => req.update(&n, &body),
         (Method::PATCH, Some(n)) => {
             let ct = headers

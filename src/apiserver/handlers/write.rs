@@ -5,25 +5,53 @@ use super::{Req, meta_str, ok, store_error};
 use crate::apiserver::gc;
 use crate::apiserver::patch::{self, PatchKind};
 use crate::apiserver::status;
-use crate::apiserver::{Target, events, namespaces, pods, schema, validate};
+use crate::apiserver::{Target, admission, events, namespaces, pods, schema, validate};
 use axum::http::StatusCode;
 use axum::response::Response;
 use gpu_claims_actors::memory::store::{Apply, StoreError, Subresource, Written};
 use serde_json::{Value, json};
 
 impl Req<'_> {
-    pub(super) fn create(&self, body: &[u8]) -> Response {
-        let mut obj = match self.body_object(body, None) {
+    /// The object a create's body makes, through admission: the
+    /// namespace must exist and not be terminating, then the mutating
+    /// webhooks that match have their say.
+    pub(super) async fn admitted(&self, body: &[u8]) -> Result<Value, Box<Response>> {
+        let obj = self.body_object(body, None)?;
+        let name = meta_str(&obj, "name").to_string();
+        if let Some(ns) = &self.t.namespace {
+            namespaces::admit_create(&self.s.store, &self.t.resource, ns, Some(&name))?;
+        }
+        let a = admission::Attributes {
+            resource: &self.t.resource,
+            namespace: self.t.namespace.as_deref(),
+            user: self.user,
+            dry_run: self.how == Apply::DryRun,
+        };
+        admission::mutate(self.s, &a, obj).await.map_err(Box::new)
+    }
+
+    /// A create from an apply patch: admitted by the namespace's lifecycle
+    /// but not sent to webhooks (an apply that creates is not, here).
+    fn create_unhooked(&self, body: &[u8]) -> Response {
+        let obj = match self.body_object(body, None) {
             Ok(o) => o,
             Err(r) => return *r,
         };
-        let name = meta_str(&obj, "name").to_string();
         if let Some(ns) = &self.t.namespace
-            && let Err(r) =
-                namespaces::admit_create(&self.s.store, &self.t.resource, ns, Some(&name))
+            && let Err(r) = namespaces::admit_create(
+                &self.s.store,
+                &self.t.resource,
+                ns,
+                Some(meta_str(&obj, "name")),
+            )
         {
             return *r;
         }
+        self.create(obj)
+    }
+
+    pub(super) fn create(&self, mut obj: Value) -> Response {
+        let name = meta_str(&obj, "name").to_string();
         if let Err(r) = self.valid(&name, &mut obj) {
             return *r;
         }
@@ -159,7 +187,7 @@ impl Req<'_> {
             let Some(mut doc) = self.s.store.get(self.store_kind(), self.ns(), n) else {
                 if kind == PatchKind::Apply && !self.t.status {
                     return match serde_json::to_vec(&p) {
-                        Ok(b) => self.create(&b),
+                        Ok(b) => self.create_unhooked(&b),
                         Err(e) => status(400, "BadRequest", &e.to_string(), Some(n), self.plural()),
                     };
                 }

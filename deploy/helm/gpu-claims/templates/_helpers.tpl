@@ -19,3 +19,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "webhook.certs.certManager=false needs webhook.certs.caBundle: without cert-manager's CA injection no API server can trust the webhook, and with failurePolicy Fail no GPU VM starts" }}
 {{- end }}
 {{- end }}
+
+{{- /* The service account the chart's own scrape objects authenticate as
+(its token in a Secret), when they are rendered and /metrics needs a
+token; empty otherwise. */ -}}
+{{- define "gpu-claims.scraper" -}}
+{{- $m := .Values.monitoring -}}
+{{- if and (eq .Values.http.auth "kubernetes") (or $m.serviceMonitor.enabled $m.vmServiceScrape.enabled) -}}
+{{ .Release.Name }}-scraper
+{{- end -}}
+{{- end }}

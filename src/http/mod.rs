@@ -1,7 +1,10 @@
 //! HTTP endpoints (the metrics themselves are in `metrics.rs`): `/metrics`,
 //! `/healthz`, `/readyz` (caches synced and every watch current), `/debug`
 //! (who leads, the watches, the actors) and `/debug/claims/<ns>/<name>`
-//! (a claim actor's recent decisions, on the leader).
+//! (a claim actor's recent decisions, on the leader). /metrics and /debug
+//! are behind delegated authentication and authorization (`auth.rs`).
+
+pub mod auth;
 
 use crate::leader::LeaderView;
 use crate::watch::WatchHealth;
@@ -31,13 +34,20 @@ impl AppState {
     }
 }
 
-pub fn router(state: AppState) -> Router {
+/// The routes; /metrics and /debug pass `guard` when one is given.
+pub fn router(state: AppState, guard: Option<Arc<auth::Delegated>>) -> Router {
+    let protected = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/debug", get(debug))
+        .route("/debug/claims/{ns}/{name}", get(debug_claim));
+    let protected = match guard {
+        Some(d) => protected.route_layer(axum::middleware::from_fn_with_state(d, auth::guard)),
+        None => protected,
+    };
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/debug", get(debug))
-        .route("/debug/claims/{ns}/{name}", get(debug_claim))
+        .merge(protected)
         .with_state(state)
 }
 
