@@ -5,7 +5,7 @@
 //! knows who made each write; on Ctrl-C it prints the Lease's history and
 //! each replica's writes, and any write made outside its writer's term.
 
-use crate::apiserver::{self, ApiServer, Faults, WriteRecord};
+use crate::apiserver::{ApiServer, Faults, WriteRecord};
 use crate::standin::StandIn;
 use anyhow::Context as _;
 use gpu_claims_actors::memory::MemCluster;
@@ -43,7 +43,7 @@ impl LocalCluster {
     /// Starts the server on `addr` and the stand-in, seeded by `seed`;
     /// inside a tokio runtime.
     pub async fn start(addr: SocketAddr, seed: impl FnOnce(&MemCluster)) -> std::io::Result<Self> {
-        let store = apiserver::new_store();
+        let store = crate::crd::cluster_store();
         let journal = MemCluster::new(store.clone());
         seed(&journal);
         let server = ApiServer::start(store.clone(), addr, Some(journal.clone())).await?;

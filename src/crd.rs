@@ -35,3 +35,50 @@ pub fn write_all(dir: &std::path::Path) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// KubeVirt's VirtualMachineInstance CRD, as far as the embedded cluster
+/// needs it (its spec and status kept as they are written).
+pub fn kubevirt_vmi() -> serde_json::Value {
+    let open = serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "virtualmachineinstances.kubevirt.io"},
+        "spec": {
+            "group": "kubevirt.io", "scope": "Namespaced",
+            "names": {"plural": "virtualmachineinstances", "singular": "virtualmachineinstance",
+                "kind": "VirtualMachineInstance", "shortNames": ["vmi", "vmis"], "categories": ["all"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "properties": {"spec": open, "status": open}}}}],
+        },
+    })
+}
+
+/// Stores the CRDs of the cluster gpu-claims runs in (its own and
+/// KubeVirt's VMI), as `kubectl apply -f deploy/crds/` and KubeVirt's
+/// install make them: an embedded API server over `store` serves them.
+pub fn install(store: &gpu_claims_actors::memory::store::Store) {
+    let mut crds: Vec<serde_json::Value> = all()
+        .into_iter()
+        .filter_map(|(_, crd)| serde_json::to_value(&crd).ok())
+        .collect();
+    crds.push(kubevirt_vmi());
+    for crd in crds {
+        // Status writes made straight to the store (the stand-in's, a
+        // seed's) meet the subresource the server will serve.
+        if let Ok(c) = serde_json::from_value(crd.clone())
+            && let Some(served) = crate::apiserver::custom_of(&c)
+        {
+            store.set_status_subresource(served.resource.store_kind, served.resource.status);
+        }
+        store.seed("CustomResourceDefinition", crd);
+    }
+}
+
+/// A store for an embedded API server with these CRDs installed.
+pub fn cluster_store() -> std::sync::Arc<gpu_claims_actors::memory::store::Store> {
+    let store = crate::apiserver::new_store();
+    install(&store);
+    store
+}

@@ -17,9 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 async fn server() -> (Arc<ApiServer>, kube::Client) {
-    let s = ApiServer::start(apiserver::new_store(), "127.0.0.1:0".parse().unwrap(), None)
-        .await
-        .unwrap();
+    let s = ApiServer::start(
+        gpu_claims::crd::cluster_store(),
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
     apiserver::namespaces::ensure(&s.store, "a");
     let client = gpu_claims::demo::client_for(&apiserver::kubeconfig(&s.url()))
         .await
@@ -1147,4 +1151,234 @@ async fn mutating_webhooks_are_called_selected_and_obeyed_as_kube_apiserver_does
         "{}",
         r.message
     );
+}
+
+#[tokio::test]
+async fn server_side_apply_tracks_managers_removes_dropped_fields_and_conflicts() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (_s, c) = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "a");
+    let manifest = |size: &str, labels: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": labels}, "data": {"size": size}})
+    };
+    let alice = PatchParams::apply("alice");
+    let made = cms
+        .patch(
+            "c",
+            &alice,
+            &Patch::Apply(manifest("1", json!({"team": "ml", "tier": "gold"}))),
+        )
+        .await
+        .unwrap();
+    let mf = made.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf.len(), 1);
+    assert_eq!(
+        (mf[0].manager.as_deref(), mf[0].operation.as_deref()),
+        (Some("alice"), Some("Apply"))
+    );
+    let owned = serde_json::to_value(&mf[0].fields_v1).unwrap();
+    assert!(owned["f:data"]["f:size"].is_object(), "{owned}");
+    assert!(
+        owned["f:metadata"]["f:labels"]["f:tier"].is_object(),
+        "{owned}"
+    );
+
+    // Alice drops a label from her manifest: it goes.
+    let again = cms
+        .patch(
+            "c",
+            &alice,
+            &Patch::Apply(manifest("1", json!({"team": "ml"}))),
+        )
+        .await
+        .unwrap();
+    assert!(!again.metadata.labels.unwrap().contains_key("tier"));
+
+    // Bob applies another size: a conflict with alice, as upstream words it.
+    let bob = PatchParams::apply("bob");
+    let r = refusal(
+        cms.patch("c", &bob, &Patch::Apply(manifest("2", json!({}))))
+            .await,
+    );
+    assert_eq!((r.code, r.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        r.message,
+        "Apply failed with 1 conflict: conflict with \"alice\" using v1: .data.size"
+    );
+    // Forced, he takes size over; alice keeps what she still owns.
+    let taken = cms
+        .patch(
+            "c",
+            &bob.clone().force(),
+            &Patch::Apply(manifest("2", json!({}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taken.data.unwrap()["size"], "2");
+    let managers: Vec<String> = taken
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, ["alice", "bob"]);
+
+    // An update (a merge patch) takes the fields it changes: then alice's
+    // apply of the old value conflicts with that manager.
+    let edit = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..Default::default()
+    };
+    cms.patch(
+        "c",
+        &edit,
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "infra"}}})),
+    )
+    .await
+    .unwrap();
+    let r = refusal(
+        cms.patch(
+            "c",
+            &alice,
+            &Patch::Apply(manifest("2", json!({"team": "ml"}))),
+        )
+        .await,
+    );
+    assert!(
+        r.message.contains("conflict with \"kubectl-edit\""),
+        "{}",
+        r.message
+    );
+    assert!(r.message.contains(".metadata.labels.team"), "{}", r.message);
+
+    // An apply names its manager.
+    let none = PatchParams::default();
+    let r = refusal(
+        cms.patch("c", &none, &Patch::Apply(manifest("2", json!({}))))
+            .await,
+    );
+    assert_eq!((r.code, r.reason.as_str()), (422, "Invalid"));
+    assert!(
+        r.message.contains("fieldManager: Required value"),
+        "{}",
+        r.message
+    );
+}
+
+#[tokio::test]
+async fn a_strategic_merge_patch_merges_lists_by_their_merge_key() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    let mut p = pod("p", json!({}));
+    let spec = p.spec.as_mut().unwrap();
+    spec.containers
+        .push(from(json!({"name": "side", "image": "s:1"})));
+    spec.scheduling_gates = Some(vec![
+        from(json!({"name": "g1"})),
+        from(json!({"name": "g2"})),
+    ]);
+    spec.tolerations = Some(vec![from(json!({"key": "t1", "operator": "Exists"}))]);
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    let patched = pods
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {
+                "containers": [{"name": "c", "image": "i:2"}],
+                "schedulingGates": [{"name": "g1", "$patch": "delete"}],
+                "tolerations": [{"key": "t2", "operator": "Exists"}],
+            }})),
+        )
+        .await
+        .unwrap();
+    let spec = patched.spec.unwrap();
+    // Containers by name: `c` changed, `side` kept.
+    let images: Vec<(String, Option<String>)> = spec
+        .containers
+        .iter()
+        .map(|c| (c.name.clone(), c.image.clone()))
+        .collect();
+    assert_eq!(
+        images,
+        [
+            ("c".into(), Some("i:2".into())),
+            ("side".into(), Some("s:1".into()))
+        ]
+    );
+    // A directive deletes one gate, and is not stored as data.
+    let gates: Vec<String> = spec
+        .scheduling_gates
+        .unwrap()
+        .into_iter()
+        .map(|g| g.name)
+        .collect();
+    assert_eq!(gates, ["g2"]);
+    // Tolerations have no merge key upstream: replaced whole.
+    let tolerations: Vec<Option<String>> = spec
+        .tolerations
+        .unwrap()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(tolerations, [Some("t2".to_string())]);
+}
+
+#[tokio::test]
+async fn built_in_objects_decode_by_their_types_and_unknown_fields_follow_field_validation() {
+    let (s, c) = server().await;
+    let post = |query: &str, body: Value| {
+        http::Request::post(format!("{}/api/v1/namespaces/a/configmaps{query}", s.url()))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let cm = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name}, "data": {"a": "1"}, "colour": "red"})
+    };
+    // Strict: refused, in upstream's words.
+    let e = refusal(
+        c.request::<Value>(post("?fieldValidation=Strict", cm("strict")))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(
+        e.message,
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"colour\""
+    );
+    // Warn (the default): stored without it, and a Warning says so.
+    let resp = c
+        .send(post("", cm("warned")).map(Into::into))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let warning = resp.headers()["warning"].to_str().unwrap().to_string();
+    assert_eq!(warning, "299 - \"unknown field \\\"colour\\\"\"");
+    let stored = s.store.get("ConfigMap", "a", "warned").unwrap();
+    assert!(stored.get("colour").is_none() && stored["data"]["a"] == "1");
+    // A value of the wrong type is a 400 whatever fieldValidation says.
+    let deploy = http::Request::post(format!("{}/apis/apps/v1/namespaces/a/deployments", s.url()))
+        .header("content-type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "d"}, "spec": {"replicas": "two", "selector": {}, "template": {}}}))
+            .unwrap(),
+        )
+        .unwrap();
+    let e = refusal(c.request::<Value>(deploy).await);
+    assert_eq!(e.code, 400);
+    assert!(
+        e.message
+            .starts_with("Deployment in version \"v1\" cannot be handled as a Deployment: "),
+        "{}",
+        e.message
+    );
+    // An unsupported value of the parameter is refused.
+    let e = refusal(
+        c.request::<Value>(post("?fieldValidation=Loose", cm("x")))
+            .await,
+    );
+    assert_eq!(e.code, 400);
 }

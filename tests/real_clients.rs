@@ -130,14 +130,12 @@ fn kubectl_gets_applies_watches_and_deletes() {
     let nodes = k.run(&["get", "nodes", "-o", "name"]);
     assert_eq!(nodes.lines().count(), 5, "{nodes}");
 
-    // apply: create, then unchanged, then a change (a merge patch).
+    // apply, validated by the server (fieldValidation=Strict): create,
+    // then unchanged, then a change (a merge patch).
     let file = c.dir.path().join("claim.yaml");
     std::fs::write(&file, CLAIM_YAML).unwrap();
     let f = file.to_str().unwrap();
-    assert!(
-        k.run(&["apply", "--validate=false", "-f", f])
-            .contains("created")
-    );
+    assert!(k.run(&["apply", "-f", f]).contains("created"));
     c.settle(
         "L1 on the applied claim",
         |s| {
@@ -146,15 +144,9 @@ fn kubectl_gets_applies_watches_and_deletes() {
         },
         Duration::ZERO,
     );
-    assert!(
-        k.run(&["apply", "--validate=false", "-f", f])
-            .contains("unchanged")
-    );
+    assert!(k.run(&["apply", "-f", f]).contains("unchanged"));
     std::fs::write(&file, CLAIM_YAML.replace("team: ml", "team: ai")).unwrap();
-    assert!(
-        k.run(&["apply", "--validate=false", "-f", f])
-            .contains("configured")
-    );
+    assert!(k.run(&["apply", "-f", f]).contains("configured"));
     let by_label = k.run(&["get", "gpuclaims", "-n", A, "-l", "team=ai", "-o", "name"]);
     assert_eq!(by_label.trim(), "gpuclaim.gpu.cozystack.io/from-kubectl");
     // The CRD's short name; server-side dry runs that change nothing.
@@ -333,4 +325,259 @@ fn the_python_client_lists_pages_creates_and_watches() {
     );
     // A pod's delete answers with the pod, which the typed client reads.
     assert_eq!(v["deleted_pod"], "from-python");
+}
+
+const WIDGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer, minimum: 1}
+";
+
+/// Issue 12: what a user does with kubectl, with kubectl's own defaults:
+/// the CRDs applied with validation on, a CRD created and its resource
+/// served at once, an unknown field refused as Strict refuses it, `diff`
+/// against the server, `wait` for a condition, a built-in kind applied.
+#[test]
+fn kubectl_applies_validated_diffs_waits_and_serves_a_crd_it_creates() {
+    if !common::available(
+        "kubectl",
+        Command::new("kubectl").args(["version", "--client"]),
+    ) {
+        return;
+    }
+    let (c, _ctl) = started();
+    let k = Kubectl(c.dir.path().join("kubeconfig"));
+    let write = |name: &str, text: &str| {
+        let p = c.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+
+    // The project's CRDs, as the README says to install them.
+    let applied = k.run(&["apply", "-f", "deploy/crds/"]);
+    assert_eq!(applied.lines().count(), 3, "{applied}");
+    k.run(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/gpuclaims.gpu.cozystack.io",
+        "--timeout=10s",
+    ]);
+
+    // A new CRD: established, then its resource is served.
+    let crd = write("widget-crd.yaml", WIDGET_CRD);
+    k.run(&["apply", "-f", &crd]);
+    k.run(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=10s",
+    ]);
+    let widget = write(
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: tenant-a}\nspec: {size: 2}\n",
+    );
+    assert!(
+        k.run(&["apply", "-f", &widget])
+            .contains("widget.example.com/w created")
+    );
+    assert!(k.run(&["get", "wd", "-n", "tenant-a"]).contains('w'));
+    // Its schema is enforced: a field it does not declare is refused.
+    let bad = write(
+        "bad-widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad, namespace: tenant-a}\nspec: {size: 2, colour: red}\n",
+    );
+    let out = k.cmd(&["apply", "-f", &bad]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an unknown field was accepted");
+    assert!(
+        err.contains("strict decoding error: unknown field \"spec.colour\""),
+        "{err}"
+    );
+
+    // diff: against the server's dry run; exit 1 when it would change.
+    let changed = write(
+        "widget2.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: tenant-a}\nspec: {size: 3}\n",
+    );
+    let out = k.cmd(&["diff", "-f", &changed]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        diff.contains("-  size: 2") && diff.contains("+  size: 3"),
+        "{diff}"
+    );
+    assert!(
+        k.run(&[
+            "get",
+            "widget",
+            "w",
+            "-n",
+            "tenant-a",
+            "-o",
+            "jsonpath={.spec.size}"
+        ]) == "2"
+    );
+
+    // A built-in kind the server stores as it is.
+    let cm = write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: tenant-a}\ndata: {a: \"1\"}\n",
+    );
+    assert!(
+        k.run(&["apply", "-f", &cm])
+            .contains("configmap/settings created")
+    );
+    assert!(k.run(&["get", "cm", "-n", "tenant-a"]).contains("settings"));
+
+    // Deleting the CRD takes its objects.
+    k.run(&["delete", "-f", &crd]);
+    let gone = k.cmd(&["get", "widgets", "-A"]).output().unwrap();
+    assert!(!gone.status.success(), "widgets are still served");
+    assert!(c.store.list("Widget").0.is_empty());
+}
+
+const CERT_MANAGER_CRDS: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: issuers.cert-manager.io}
+spec:
+  group: cert-manager.io
+  scope: Namespaced
+  names: {plural: issuers, singular: issuer, kind: Issuer}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: certificates.cert-manager.io}
+spec:
+  group: cert-manager.io
+  scope: Namespaced
+  names: {plural: certificates, singular: certificate, kind: Certificate, shortNames: [cert]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+";
+
+/// Issue 12: `helm install` and `helm uninstall` of the chart, as a
+/// platform team runs them: helm reads discovery and OpenAPI v2 (as
+/// protobuf) to build the objects, creates every kind the chart renders,
+/// keeps its release in a Secret, and deletes it all again. Once without
+/// cert-manager (a caBundle given), once with its CRDs applied first.
+#[test]
+fn helm_installs_and_uninstalls_the_chart() {
+    let helm = std::env::var("GPU_CLAIMS_HELM").unwrap_or_else(|_| "helm".into());
+    if !common::available("helm", Command::new(&helm).arg("version")) {
+        return;
+    }
+    let (c, _ctl) = started();
+    let kubeconfig = c.dir.path().join("kubeconfig");
+    let k = Kubectl(kubeconfig.clone());
+    let helm_run = |args: &[&str]| {
+        let out = Command::new(&helm)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "helm {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let chart = "deploy/helm/gpu-claims";
+    for (release, sets) in [
+        (
+            "plain",
+            vec![
+                "--set",
+                "webhook.certs.certManager=false",
+                "--set",
+                "webhook.certs.caBundle=Zm9v",
+            ],
+        ),
+        ("managed", vec![]),
+    ] {
+        if release == "managed" {
+            let f = c.dir.path().join("cert-manager-crds.yaml");
+            std::fs::write(&f, CERT_MANAGER_CRDS).unwrap();
+            k.run(&["apply", "-f", f.to_str().unwrap()]);
+        }
+        let mut args = vec![
+            "install",
+            release,
+            chart,
+            "--namespace",
+            "gpu-claims",
+            "--wait=false",
+        ];
+        args.extend(sets.iter().copied());
+        assert!(helm_run(&args).contains("STATUS: deployed"));
+        assert!(helm_run(&["list", "-n", "gpu-claims"]).contains(release));
+        let deploy = k.run(&[
+            "get",
+            "deployment",
+            release,
+            "-n",
+            "gpu-claims",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ]);
+        assert_eq!(deploy, "2");
+        k.run(&["get", "mutatingwebhookconfiguration", release]);
+        k.run(&["get", "clusterrole", &format!("{release}-metrics-reader")]);
+        if release == "managed" {
+            k.run(&[
+                "get",
+                "certificate",
+                "-n",
+                "gpu-claims",
+                &format!("{release}-webhook"),
+            ]);
+        }
+        helm_run(&["uninstall", release, "--namespace", "gpu-claims"]);
+        let left = k.run(&[
+            "get",
+            "deployments,configmaps,services,serviceaccounts",
+            "-n",
+            "gpu-claims",
+            "-o",
+            "name",
+        ]);
+        assert!(!left.contains(release), "left behind: {left}");
+        assert!(
+            c.store
+                .get("MutatingWebhookConfiguration", "", release)
+                .is_none()
+        );
+    }
 }

@@ -6,12 +6,9 @@ use common::{free_port, http_get};
 use gpu_claims::apiserver;
 use gpu_claims_actors::fixtures::*;
 use gpu_claims_actors::memory::MemCluster;
-use gpu_claims_actors::memory::sim::STATUS_KINDS;
-use gpu_claims_actors::memory::store::Store;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const H200: &str = "nvidia.com/GH100_H200";
@@ -73,10 +70,7 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
         .enable_all()
         .build()
         .unwrap();
-    let store = Arc::new(Store::new(
-        Arc::new(k8s_openapi::jiff::Timestamp::now),
-        STATUS_KINDS,
-    ));
+    let store = gpu_claims::crd::cluster_store();
     let cluster = MemCluster::new(store.clone());
     let mut objs = vec![
         class("h200", H200).no_finalizer().obj(),

@@ -1,7 +1,7 @@
 //! Discovery: what kubectl and client libraries read before anything else
 //! (`/version`, `/api`, `/apis`, and each group version's resource list).
 
-use super::resources::{RESOURCES, Resource};
+use super::resources::{Resource, Served};
 use serde_json::{Value, json};
 
 /// The Kubernetes version the server says it is: the API it models.
@@ -21,9 +21,9 @@ pub fn core_versions() -> Value {
     })
 }
 
-fn groups() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&str, &str)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+fn groups(served: &Served) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for r in served.all().filter(|r| !r.group.is_empty()) {
         if !out.contains(&(r.group, r.version)) {
             out.push((r.group, r.version));
         }
@@ -32,8 +32,8 @@ fn groups() -> Vec<(&'static str, &'static str)> {
 }
 
 /// `/apis`: every named group, each with its one version.
-pub fn group_list() -> Value {
-    let groups: Vec<Value> = groups()
+pub fn group_list(served: &Served) -> Value {
+    let groups: Vec<Value> = groups(served)
         .into_iter()
         .map(|(g, v)| {
             let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
@@ -44,8 +44,8 @@ pub fn group_list() -> Value {
 }
 
 /// `/apis/<group>`: one group.
-pub fn group(name: &str) -> Option<Value> {
-    let (g, v) = groups().into_iter().find(|(g, _)| *g == name)?;
+pub fn group(served: &Served, name: &str) -> Option<Value> {
+    let (g, v) = groups(served).into_iter().find(|(g, _)| *g == name)?;
     let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
     Some(json!({"kind": "APIGroup", "apiVersion": "v1", "name": g,
         "versions": [gv.clone()], "preferredVersion": gv}))
@@ -81,9 +81,9 @@ fn entry(r: &Resource) -> Vec<Value> {
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`: the resources served there.
-pub fn resource_list(group: &str, version: &str) -> Option<Value> {
-    let resources: Vec<Value> = RESOURCES
-        .iter()
+pub fn resource_list(served: &Served, group: &str, version: &str) -> Option<Value> {
+    let resources: Vec<Value> = served
+        .all()
         .filter(|r| r.group == group && r.version == version)
         .flat_map(entry)
         .collect();
@@ -101,15 +101,15 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
 }
 
 /// Answers a discovery path, or None when it is not one.
-pub fn answer(path: &str) -> Option<Value> {
+pub fn answer(served: &Served, path: &str) -> Option<Value> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     match segs.as_slice() {
         ["version"] => Some(version()),
         ["api"] => Some(core_versions()),
-        ["api", v] => resource_list("", v),
-        ["apis"] => Some(group_list()),
-        ["apis", g] => group(g),
-        ["apis", g, v] => resource_list(g, v),
+        ["api", v] => resource_list(served, "", v),
+        ["apis"] => Some(group_list(served)),
+        ["apis", g] => group(served, g),
+        ["apis", g, v] => resource_list(served, g, v),
         _ => None,
     }
 }

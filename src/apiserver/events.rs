@@ -82,11 +82,11 @@ pub fn stored_field(r: &Resource, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::RESOURCES;
+    use crate::apiserver::BUILTIN;
     use serde_json::json;
 
     fn events_api() -> &'static Resource {
-        RESOURCES.iter().find(|r| converted(r)).unwrap()
+        BUILTIN.iter().find(|r| converted(r)).unwrap()
     }
 
     #[test]

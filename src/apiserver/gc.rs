@@ -2,7 +2,6 @@
 //! server's collector does it: when an object is gone, each dependent none
 //! of whose owners exists any more is deleted (and so on down the graph).
 
-use super::resources::store_kinds;
 use gpu_claims_actors::memory::store::{Apply, EventType, Store};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -16,15 +15,12 @@ fn owner_uids(o: &Value) -> Vec<&str> {
 }
 
 /// Every object, with its store kind.
-fn everything(store: &Store) -> Vec<(&'static str, Value)> {
-    store_kinds(|_| true)
-        .into_iter()
-        .flat_map(|k| store.list(k).0.into_iter().map(move |o| (k, o)))
-        .collect()
+fn everything(store: &Store) -> Vec<(String, Value)> {
+    store.everything()
 }
 
 /// The dependents of `uid` that no live owner keeps: (kind, namespace, name).
-pub fn orphans_of(store: &Store, uid: &str) -> Vec<(&'static str, String, String)> {
+pub fn orphans_of(store: &Store, uid: &str) -> Vec<(String, String, String)> {
     let all = everything(store);
     let live: HashSet<&str> = all
         .iter()
@@ -38,7 +34,7 @@ pub fn orphans_of(store: &Store, uid: &str) -> Vec<(&'static str, String, String
         .map(|(k, o)| {
             let m = &o["metadata"];
             let s = |f: &str| m[f].as_str().unwrap_or_default().to_string();
-            (*k, s("namespace"), s("name"))
+            (k.clone(), s("namespace"), s("name"))
         })
         .collect()
 }
@@ -52,7 +48,11 @@ pub fn orphan_dependents(store: &Store, uid: &str) {
         let before = refs.len();
         refs.retain(|r| r["uid"] != uid);
         if refs.len() != before {
-            let _ = store.update(kind, o, gpu_claims_actors::memory::store::Subresource::Main);
+            let _ = store.update(
+                &kind,
+                o,
+                gpu_claims_actors::memory::store::Subresource::Main,
+            );
         }
     }
 }
@@ -61,11 +61,11 @@ pub fn orphan_dependents(store: &Store, uid: &str) {
 /// their finalizers).
 pub fn delete_dependents(store: &Store, uid: &str) {
     for (kind, ns, name) in orphans_of_any(store, uid) {
-        delete(store, kind, &ns, &name);
+        delete(store, &kind, &ns, &name);
     }
 }
 
-fn orphans_of_any(store: &Store, uid: &str) -> Vec<(&'static str, String, String)> {
+fn orphans_of_any(store: &Store, uid: &str) -> Vec<(String, String, String)> {
     everything(store)
         .into_iter()
         .filter(|(_, o)| owner_uids(o).contains(&uid))
@@ -99,7 +99,7 @@ pub async fn collect(store: Arc<Store>) {
         };
         for (kind, ns, name) in orphans_of(&store, uid) {
             tracing::debug!(kind, %ns, %name, owner = uid, "garbage-collecting a dependent");
-            delete(&store, kind, &ns, &name);
+            delete(&store, &kind, &ns, &name);
         }
     }
 }

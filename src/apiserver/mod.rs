@@ -1,20 +1,27 @@
 //! An embedded Kubernetes API server over the in-memory store: the REST
-//! protocol that kube-rs, kubectl and the Python client speak, for the
-//! SPEC's kinds and Namespace, Lease and Event, so that the real
-//! `gpu-claims run` is tried over HTTP without a cluster (`demo`, the
-//! end-to-end tests). The storage semantics are the store's, shared with
-//! `plan`: nothing about resourceVersions, finalizers or the status
-//! subresource is written twice.
+//! protocol that kube-rs, kubectl, helm and the Python client speak, for
+//! the built-in kinds a controller and a chart use and for the custom
+//! resources of every CustomResourceDefinition stored in it (created over
+//! the API or installed before it starts, as `crd::install` does for
+//! gpu-claims and KubeVirt), so that the real `gpu-claims run` is tried
+//! over HTTP without a cluster (`demo`, the end-to-end tests). It knows
+//! nothing of gpu-claims itself: its kinds come from the CRDs it stores.
+//! The storage semantics are the store's, shared with `plan`: nothing
+//! about resourceVersions, finalizers or the status subresource is
+//! written twice.
 
 mod admission;
+mod crds;
 mod discovery;
 mod events;
 pub mod faults;
 mod gc;
 mod handlers;
 mod identity;
+pub mod managed;
 pub mod namespaces;
 mod openapi;
+mod openapi_v2;
 pub mod patch;
 pub mod pods;
 pub mod rbac;
@@ -22,14 +29,17 @@ mod resources;
 mod reviews;
 mod schema;
 pub mod select;
+mod strategic;
 mod table;
+mod typed;
 pub mod validate;
 mod watch;
 
 pub use faults::Faults;
 pub use identity::{ANONYMOUS, WriteRecord};
 pub use resources::{
-    RESOURCES, Resource, Target, by_store_kind, kinds_without_generation, parse, status_kinds,
+    BUILTIN, Custom, Registry, Resource, Served, Target, custom_of, kinds_without_generation,
+    status_kinds,
 };
 
 use axum::Router;
@@ -65,6 +75,8 @@ pub struct ApiServer {
     write_order: Mutex<()>,
     /// Where the Services that webhooks name are served.
     services: admission::Services,
+    /// The custom resources of the stored CRDs.
+    registry: Registry,
 }
 
 /// One kind of request, in RBAC's terms.
@@ -110,9 +122,12 @@ impl ApiServer {
             identities: identity::Identities::default(),
             write_order: Mutex::default(),
             services: admission::Services::default(),
+            registry: Registry::default(),
         });
         namespaces::adopt(&store);
+        crds::accept_stored(&store);
         tokio::spawn(gc::collect(store.clone()));
+        tokio::spawn(crds::control(store.clone()));
         tokio::spawn(namespaces::control(store));
         server.serve_on(listener);
         Ok(server)
@@ -132,6 +147,11 @@ impl ApiServer {
                 .await;
         });
         *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+    }
+
+    /// What this server serves now: the built-ins and the stored CRDs' resources.
+    pub fn served(&self) -> Arc<Served> {
+        self.registry.served(&self.store)
     }
 
     pub fn addr(&self) -> SocketAddr {

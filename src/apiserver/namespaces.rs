@@ -40,11 +40,12 @@ fn namespace_object(name: &str) -> Value {
 /// up, as a restored etcd holds its namespaces with their objects).
 pub fn adopt(store: &Store) {
     let mut names: Vec<String> = SYSTEM.iter().map(|s| s.to_string()).collect();
-    for k in super::resources::store_kinds(|r| r.namespaced) {
-        for o in store.list(k).0 {
-            if let Some(ns) = o["metadata"]["namespace"].as_str() {
-                names.push(ns.to_string());
-            }
+    for (_, o) in store.everything() {
+        if let Some(ns) = o["metadata"]["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+        {
+            names.push(ns.to_string());
         }
     }
     names.sort();

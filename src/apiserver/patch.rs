@@ -1,9 +1,6 @@
-//! PATCH: JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic
-//! merge patch (read as a merge patch: the lists our kinds are patched on,
-//! by kubectl and kube-runtime, are replaced whole either way) and
-//! server-side apply (merged onto the live object, created when absent;
-//! managedFields are not tracked, so a conflict between managers is never
-//! reported).
+//! PATCH: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and
+//! strategic merge patch (`strategic.rs`). Server-side apply is
+//! `managed.rs`'s.
 
 use serde_json::Value;
 
@@ -48,7 +45,8 @@ pub fn apply(kind: PatchKind, doc: &mut Value, patch: &Value) -> Result<(), Stri
                 serde_json::from_value(patch.clone()).map_err(|e| e.to_string())?;
             json_patch::patch(doc, &ops).map_err(|e| e.to_string())
         }
-        PatchKind::Merge | PatchKind::StrategicMerge | PatchKind::Apply => {
+        PatchKind::StrategicMerge => super::strategic::apply(doc, patch),
+        PatchKind::Merge | PatchKind::Apply => {
             json_patch::merge(doc, patch);
             Ok(())
         }

@@ -7,31 +7,11 @@
 
 use super::validate::{Cause, CauseKind};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
-use std::sync::OnceLock;
 
-/// The served version's `openAPIV3Schema` of each CRD, by kind.
-fn schemas() -> &'static HashMap<String, Value> {
-    static SCHEMAS: OnceLock<HashMap<String, Value>> = OnceLock::new();
-    SCHEMAS.get_or_init(|| {
-        crate::crd::all()
-            .into_iter()
-            .filter_map(|(_, crd)| {
-                let v = crd.spec.versions.first()?;
-                let schema = v.schema.as_ref()?.open_api_v3_schema.as_ref()?;
-                Some((
-                    crd.spec.names.kind.clone(),
-                    serde_json::to_value(schema).ok()?,
-                ))
-            })
-            .collect()
-    })
-}
-
-/// Prunes, defaults and validates `obj` (a `kind` from a CRD; other kinds
-/// pass untouched). `old` is the stored object on an update.
-pub fn admit(kind: &str, obj: &mut Value, old: Option<&Value>) -> Vec<Cause> {
-    let Some(schema) = schemas().get(kind) else {
+/// Prunes, defaults and validates `obj` by its CRD's `schema` (None: a
+/// built-in kind, untouched). `old` is the stored object on an update.
+pub fn admit(schema: Option<&Value>, obj: &mut Value, old: Option<&Value>) -> Vec<Cause> {
+    let Some(schema) = schema else {
         return Vec::new();
     };
     let mut causes = Vec::new();
@@ -58,6 +38,71 @@ pub fn admit(kind: &str, obj: &mut Value, old: Option<&Value>) -> Vec<Cause> {
         }
     }
     causes
+}
+
+/// Removes the field at a path `dropped` names (`spec.list[0].extra`).
+pub fn remove_path(obj: &mut Value, path: &str) {
+    let mut steps: Vec<(String, Option<usize>)> = Vec::new();
+    for part in path.split('.') {
+        match part.split_once('[') {
+            Some((name, rest)) => {
+                let i = rest.trim_end_matches(']').parse().ok();
+                steps.push((name.to_string(), i));
+            }
+            None => steps.push((part.to_string(), None)),
+        }
+    }
+    let Some(((last, last_index), parents)) = steps.split_last() else {
+        return;
+    };
+    let mut at = obj;
+    for (name, index) in parents {
+        let Some(next) = at.get_mut(name.as_str()) else {
+            return;
+        };
+        at = match index {
+            Some(i) => match next.get_mut(*i) {
+                Some(x) => x,
+                None => return,
+            },
+            None => next,
+        };
+    }
+    // An unknown field is a map's key, never a list's item.
+    if last_index.is_none()
+        && let Some(m) = at.as_object_mut()
+    {
+        m.remove(last.as_str());
+    }
+}
+
+/// The fields of `sent` that pruning dropped from `kept`, as paths
+/// (`spec.extra`, `spec.list[0].extra`): what `fieldValidation` reports.
+pub fn dropped(sent: &Value, kept: &Value, path: &str, out: &mut Vec<String>) {
+    let at = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match (sent, kept) {
+        (Value::Object(s), Value::Object(k)) => {
+            for (key, v) in s {
+                match k.get(key) {
+                    None if !v.is_null() => out.push(at(key)),
+                    None => {}
+                    Some(kv) => dropped(v, kv, &at(key), out),
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(k)) => {
+            for (i, (v, kv)) in s.iter().zip(k).enumerate() {
+                dropped(v, kv, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn required(schema: &Value) -> impl Iterator<Item = &str> {
@@ -273,6 +318,24 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn schema_of(kind: &str) -> Option<Value> {
+        crate::apiserver::resources::served_for_tests()
+            .custom(kind)
+            .and_then(|c| c.schema.clone())
+    }
+
+    #[test]
+    fn the_fields_pruning_drops_are_named_by_path() {
+        let mut c = claim(json!({"className": "h200", "extra": 1}));
+        c["unknown"] = json!({"a": 1});
+        let sent = c.clone();
+        admit(schema_of("GPUClaim").as_ref(), &mut c, None);
+        let mut out = Vec::new();
+        dropped(&sent, &c, "", &mut out);
+        out.sort();
+        assert_eq!(out, ["spec.extra", "unknown"]);
+    }
+
     fn claim(spec: Value) -> Value {
         json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
             "metadata": {"name": "c"}, "spec": spec})
@@ -286,7 +349,7 @@ mod tests {
     fn a_valid_claim_is_defaulted_and_pruned() {
         let mut c = claim(json!({"className": "h200", "extra": 1}));
         c["unknown"] = json!(true);
-        assert!(admit("GPUClaim", &mut c, None).is_empty());
+        assert!(admit(schema_of("GPUClaim").as_ref(), &mut c, None).is_empty());
         assert_eq!(c["spec"], json!({"className": "h200", "count": 1}));
         assert!(c.get("unknown").is_none());
         assert_eq!(c["metadata"]["name"], "c", "metadata is left alone");
@@ -295,7 +358,7 @@ mod tests {
     #[test]
     fn types_bounds_required_and_enums_are_causes() {
         let mut c = claim(json!({"count": -1}));
-        let causes = admit("GPUClaim", &mut c, None);
+        let causes = admit(schema_of("GPUClaim").as_ref(), &mut c, None);
         assert_eq!(
             fields(&causes),
             [
@@ -308,25 +371,25 @@ mod tests {
             "spec.count in body should be greater than or equal to 1"
         );
         let mut c = claim(json!({"className": "h200", "count": "two"}));
-        let causes = admit("GPUClaim", &mut c, None);
+        let causes = admit(schema_of("GPUClaim").as_ref(), &mut c, None);
         assert_eq!(
             causes[0].detail,
             "spec.count in body must be of type integer: \"string\""
         );
         let mut c = claim(json!({"className": ""}));
         assert_eq!(
-            fields(&admit("GPUClaim", &mut c, None)),
+            fields(&admit(schema_of("GPUClaim").as_ref(), &mut c, None)),
             [("spec.className", CauseKind::Invalid)]
         );
         let mut c = claim(json!({"className": "h200"}));
         c["status"] = json!({"phase": "Sideways"});
-        let causes = admit("GPUClaim", &mut c, None);
+        let causes = admit(schema_of("GPUClaim").as_ref(), &mut c, None);
         assert_eq!(fields(&causes), [("status.phase", CauseKind::NotSupported)]);
         assert!(causes[0].detail.contains("\"Pending\", \"Bound\""));
         let mut no_spec = json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
             "metadata": {"name": "c"}});
         assert_eq!(
-            fields(&admit("GPUClaim", &mut no_spec, None)),
+            fields(&admit(schema_of("GPUClaim").as_ref(), &mut no_spec, None)),
             [("spec", CauseKind::Required)]
         );
     }
@@ -335,9 +398,9 @@ mod tests {
     fn transition_rules_hold_on_update_only() {
         let old = claim(json!({"className": "h200", "count": 1}));
         let mut same = old.clone();
-        assert!(admit("GPUClaim", &mut same, Some(&old)).is_empty());
+        assert!(admit(schema_of("GPUClaim").as_ref(), &mut same, Some(&old)).is_empty());
         let mut moved = claim(json!({"className": "l40s", "count": 2}));
-        let causes = admit("GPUClaim", &mut moved, Some(&old));
+        let causes = admit(schema_of("GPUClaim").as_ref(), &mut moved, Some(&old));
         assert_eq!(
             fields(&causes),
             [
@@ -347,20 +410,20 @@ mod tests {
         );
         assert_eq!(causes[0].detail, "className is immutable");
         // On create there is no oldSelf: the rule is not evaluated.
-        assert!(admit("GPUClaim", &mut moved, None).is_empty());
+        assert!(admit(schema_of("GPUClaim").as_ref(), &mut moved, None).is_empty());
     }
 
     #[test]
     fn maps_check_their_values_and_other_kinds_pass() {
         let mut k = json!({"kind": "GPUClass", "metadata": {"name": "k"},
             "spec": {"resourceName": "r", "nodeSelector": {"a": 1}}});
-        let causes = admit("GPUClass", &mut k, None);
+        let causes = admit(schema_of("GPUClass").as_ref(), &mut k, None);
         assert_eq!(
             fields(&causes),
             [("spec.nodeSelector.a", CauseKind::Invalid)]
         );
         let mut pod = json!({"kind": "Pod", "spec": {"anything": 1}});
-        assert!(admit("Pod", &mut pod, None).is_empty());
+        assert!(admit(schema_of("Pod").as_ref(), &mut pod, None).is_empty());
         assert_eq!(pod["spec"]["anything"], 1);
     }
 }

@@ -4,36 +4,14 @@
 
 use super::Resource;
 use serde_json::{Value, json};
-use std::sync::OnceLock;
 
 /// (name, type, jsonPath) of one column.
-type Column = (String, String, String);
+pub type Column = (String, String, String);
 
-fn crd_columns() -> &'static Vec<(String, Vec<Column>)> {
-    static COLS: OnceLock<Vec<(String, Vec<Column>)>> = OnceLock::new();
-    COLS.get_or_init(|| {
-        crate::crd::all()
-            .into_iter()
-            .map(|(_, crd)| {
-                let cols = crd
-                    .spec
-                    .versions
-                    .first()
-                    .and_then(|v| v.additional_printer_columns.clone())
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|c| (c.name, c.type_, c.json_path))
-                    .collect();
-                (crd.spec.names.kind, cols)
-            })
-            .collect()
-    })
-}
-
-fn columns(r: &Resource) -> Vec<Column> {
+fn columns(r: &Resource, custom: Option<&[Column]>) -> Vec<Column> {
     let c = |n: &str, t: &str, p: &str| (n.to_string(), t.to_string(), p.to_string());
-    if let Some((_, cols)) = crd_columns().iter().find(|(k, _)| k == r.kind) {
-        return cols.clone();
+    if let Some(cols) = custom.filter(|c| !c.is_empty()) {
+        return cols.to_vec();
     }
     let age = c("Age", "date", ".metadata.creationTimestamp");
     match r.kind {
@@ -176,8 +154,9 @@ fn cell(obj: &Value, (_, type_, path): &Column) -> Value {
 }
 
 /// A `meta.k8s.io/v1` Table of `items`.
-pub fn table(r: &Resource, items: &[Value], metadata: Value) -> Value {
-    let cols = columns(r);
+/// `custom`: a custom resource's printer columns, from its CRD.
+pub fn table(r: &Resource, custom: Option<&[Column]>, items: &[Value], metadata: Value) -> Value {
+    let cols = columns(r, custom);
     let mut defs = vec![
         json!({"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}),
     ];

@@ -189,10 +189,12 @@ pub fn invalid(r: &Resource, name: &str, causes: &[Cause]) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::RESOURCES;
-
     fn kind(k: &str) -> &'static Resource {
-        RESOURCES.iter().find(|r| r.kind == k).unwrap()
+        let r = *crate::apiserver::resources::served_for_tests()
+            .all()
+            .find(|r| r.kind == k)
+            .unwrap();
+        Box::leak(Box::new(r))
     }
 
     #[test]

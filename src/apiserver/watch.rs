@@ -30,8 +30,9 @@ struct Watch {
     /// bookmark may say it, since nothing before it is still to come.
     seen: u64,
     epoch: tokio::sync::watch::Receiver<u64>,
-    /// kubectl asked for Tables: each event's object is a one-row Table.
-    as_table: bool,
+    /// kubectl asked for Tables: each event's object is a one-row Table
+    /// (with these printer columns, for a custom resource).
+    as_table: Option<Option<Vec<table::Column>>>,
     /// Resolves when the caller is cut off the server.
     cut: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
 }
@@ -39,11 +40,17 @@ struct Watch {
 impl Watch {
     fn event(&self, type_: &str, obj: &Value) -> Value {
         let obj = &events::served(&self.target.resource, obj.clone());
-        let object = if self.as_table {
-            let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
-            table::table(&self.target.resource, std::slice::from_ref(obj), meta)
-        } else {
-            obj.clone()
+        let object = match &self.as_table {
+            Some(cols) => {
+                let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+                table::table(
+                    &self.target.resource,
+                    cols.as_deref(),
+                    std::slice::from_ref(obj),
+                    meta,
+                )
+            }
+            None => obj.clone(),
         };
         json!({"type": type_, "object": object})
     }
@@ -148,6 +155,11 @@ pub fn watch(
         .and_then(|r| r.parse().ok())
         .filter(|r| *r > 0);
     let initial = flag("sendInitialEvents");
+    let table_columns = as_table.then(|| {
+        s.served()
+            .custom(target.resource.kind)
+            .map(|c| c.columns.clone())
+    });
     let mut w = Watch {
         pending: VecDeque::new(),
         rx: None,
@@ -157,7 +169,7 @@ pub fn watch(
         bookmarks: flag("allowWatchBookmarks"),
         seen: 0,
         epoch: s.epoch.subscribe(),
-        as_table,
+        as_table: table_columns,
         cut: Box::pin(s.cut_off(user)),
     };
     let start = match from {

@@ -123,7 +123,7 @@ pub fn in_system<T: Send + 'static>(
 /// (class statuses and Waiting conditions written), so that what follows
 /// measures changes, not the first reconciliation.
 pub fn converged_store(layout: &Layout) -> std::sync::Arc<gpu_claims_actors::memory::store::Store> {
-    let store = crate::apiserver::new_store();
+    let store = crate::crd::cluster_store();
     let cluster = gpu_claims_actors::memory::MemCluster::new(store.clone());
     for o in layout.objects() {
         cluster.seed(&o);

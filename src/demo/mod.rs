@@ -236,7 +236,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let sys = crate::run::system();
     sys.block_on(async move {
         let started = Instant::now();
-        let store = apiserver::new_store();
+        let store = crate::crd::cluster_store();
         let cluster = MemCluster::new(store.clone());
         seed(&cluster);
         let server = ApiServer::start(store.clone(), args.api_addr, Some(cluster.clone()))

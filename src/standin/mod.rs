@@ -437,7 +437,7 @@ mod tests {
 
     #[test]
     fn a_launcher_pod_carries_its_vmis_annotations_and_a_gpu_one_is_gated() {
-        let store = crate::apiserver::new_store();
+        let store = crate::crd::cluster_store();
         for (name, annotations) in [
             ("gpu", json!({CLASS_ANNOTATION: "h200", "team": "ml"})),
             ("plain", json!({"team": "web"})),

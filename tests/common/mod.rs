@@ -211,7 +211,7 @@ impl Cluster {
             .enable_all()
             .build()
             .unwrap();
-        let store = apiserver::new_store();
+        let store = gpu_claims::crd::cluster_store();
         let journal = MemCluster::new(store.clone());
         seed(&journal);
         // The controller's own namespace, as its chart makes it: its Lease.

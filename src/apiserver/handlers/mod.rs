@@ -8,7 +8,7 @@ mod read;
 mod write;
 
 use super::faults::Injected;
-use super::{ApiServer, Target, events, parse, status, watch};
+use super::{ApiServer, Target, events, status, watch};
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
@@ -64,10 +64,11 @@ pub async fn handle(
         .and_then(|u| u.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let target = parse(path);
+    let served = s.served();
+    let target = served.parse(path);
     s.audit_request(super::Access {
         user: user.clone(),
-        user_agent,
+        user_agent: user_agent.clone(),
         verb: match (&method, &target) {
             (_, None) => method.to_string(),
             (&Method::GET, Some(t)) if t.name.is_some() => "get".into(),
@@ -97,8 +98,21 @@ pub async fn handle(
     if method == Method::GET && matches!(path, "/healthz" | "/livez" | "/readyz") {
         return ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response();
     }
+    if method == Method::GET && path == "/openapi/v2" {
+        let accept = headers
+            .get(header::ACCEPT)
+            .and_then(|a| a.to_str().ok())
+            .unwrap_or_default();
+        return if accept.contains("protobuf") {
+            let body = super::openapi_v2::protobuf(&served);
+            ([(header::CONTENT_TYPE, super::openapi_v2::PROTOBUF)], body).into_response()
+        } else {
+            ok(StatusCode::OK, super::openapi_v2::json(&served))
+        };
+    }
     if method == Method::GET
-        && let Some(v) = super::discovery::answer(path).or_else(|| super::openapi::answer(path))
+        && let Some(v) = super::discovery::answer(&served, path)
+            .or_else(|| super::openapi::answer(&served, path))
     {
         return ok(StatusCode::OK, v);
     }
@@ -195,11 +209,14 @@ pub async fn handle(
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
+    let manager =
+        super::managed::manager_of(q.get("fieldManager").map(String::as_str), &user_agent);
     let req = Req {
         s: &s,
         t: &t,
         q: &q,
         user: &user,
+        manager: &manager,
         how,
     };
     // A create passes the namespace's lifecycle and the mutating webhooks
@@ -221,7 +238,7 @@ pub async fn handle(
         (Method::GET, None) => req.list(table),
         (Method::GET, Some(n)) => req.get(&n, table),
         (Method::POST, None) => match created {
-            Some(obj) => req.create(obj),
+            Some(obj) => req.create(obj, false),
             None => status(
                 500,
                 "InternalError",
@@ -315,6 +332,8 @@ struct Req<'a> {
     t: &'a Target,
     q: &'a Q,
     user: &'a str,
+    /// The field manager the write's fields go to (managedFields).
+    manager: &'a str,
     /// `dryRun=All`: the write is decided and answered, not stored.
     how: Apply,
 }
@@ -346,6 +365,12 @@ impl Req<'_> {
     /// are stored as core Events).
     fn served(&self, stored: Value) -> Value {
         events::served(&self.t.resource, stored)
+    }
+
+    /// A custom resource's printer columns, from its CRD.
+    fn columns(&self) -> Option<Vec<super::table::Column>> {
+        let served = self.s.served();
+        Some(served.custom(self.t.resource.kind)?.columns.clone())
     }
 
     fn not_found(&self, n: &str) -> Response {

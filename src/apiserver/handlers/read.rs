@@ -126,7 +126,10 @@ impl Req<'_> {
                 continue_token(rv, meta_str(last, "namespace"), meta_str(last, "name")).into();
         }
         if as_table {
-            return ok(StatusCode::OK, table::table(&self.t.resource, &page, meta));
+            return ok(
+                StatusCode::OK,
+                table::table(&self.t.resource, self.columns().as_deref(), &page, meta),
+            );
         }
         ok(
             StatusCode::OK,
@@ -186,7 +189,7 @@ impl Req<'_> {
         match got.map(|o| events::served(&self.t.resource, o)) {
             Some(o) if as_table => ok(
                 StatusCode::OK,
-                table::table(&self.t.resource, &[o], json!({})),
+                table::table(&self.t.resource, self.columns().as_deref(), &[o], json!({})),
             ),
             Some(o) => ok(StatusCode::OK, o),
             None => self.not_found(n),

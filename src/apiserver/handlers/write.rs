@@ -5,7 +5,9 @@ use super::{Req, meta_str, ok, store_error};
 use crate::apiserver::gc;
 use crate::apiserver::patch::{self, PatchKind};
 use crate::apiserver::status;
-use crate::apiserver::{Target, admission, events, namespaces, pods, schema, validate};
+use crate::apiserver::{
+    Target, admission, events, managed, namespaces, pods, schema, typed, validate,
+};
 use axum::http::StatusCode;
 use axum::response::Response;
 use gpu_claims_actors::memory::store::{Apply, StoreError, Subresource, Written};
@@ -47,21 +49,23 @@ impl Req<'_> {
         {
             return *r;
         }
-        self.create(obj)
+        self.create(obj, true)
     }
 
-    pub(super) fn create(&self, mut obj: Value) -> Response {
+    /// `applied`: made by a server-side apply (its ownership recorded).
+    pub(super) fn create(&self, mut obj: Value, applied: bool) -> Response {
         let name = meta_str(&obj, "name").to_string();
-        if let Err(r) = self.valid(&name, &mut obj) {
-            return *r;
-        }
+        let warnings = match self.valid(&name, &mut obj, applied) {
+            Ok(w) => w,
+            Err(r) => return *r,
+        };
         if self.t.resource.kind == "Namespace" {
             obj = namespaces::shaped(obj);
         }
         let r = self.s.store.create_with(self.store_kind(), obj, self.how);
         self.journal("create", "", &r);
         match r {
-            Ok(w) => ok(StatusCode::CREATED, self.served(w.object)),
+            Ok(w) => warned(ok(StatusCode::CREATED, self.served(w.object)), &warnings),
             Err(e) => store_error(&e, None, self.plural()),
         }
     }
@@ -95,7 +99,33 @@ impl Req<'_> {
     /// metadata validated and the CRD's schema applied (pruning,
     /// defaults, types, CEL rules). A custom resource's write that fails
     /// is refused whole.
-    fn valid(&self, name: &str, obj: &mut Value) -> Result<(), Box<Response>> {
+    /// Ok: the warnings to send (unknown fields dropped, under
+    /// `fieldValidation=Warn`, the default).
+    /// `applied`: a server-side apply, whose ownership `managed::apply`
+    /// recorded already; any other write's is recorded here.
+    fn valid(
+        &self,
+        name: &str,
+        obj: &mut Value,
+        applied: bool,
+    ) -> Result<Vec<String>, Box<Response>> {
+        let mode = match self.q.get("fieldValidation").map(String::as_str) {
+            None | Some("" | "Warn") => FieldValidation::Warn,
+            Some("Strict") => FieldValidation::Strict,
+            Some("Ignore") => FieldValidation::Ignore,
+            Some(v) => {
+                let msg = format!(
+                    "fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+                );
+                return Err(Box::new(status(
+                    400,
+                    "BadRequest",
+                    &msg,
+                    Some(name),
+                    self.plural(),
+                )));
+            }
+        };
         let old = self.s.store.get(self.store_kind(), self.ns(), name);
         if self.t.resource.status {
             if self.t.status {
@@ -121,9 +151,74 @@ impl Req<'_> {
             }
         }
         let mut causes = validate::metadata(&self.t.resource, obj);
-        causes.extend(schema::admit(self.t.resource.kind, obj, old.as_ref()));
+        let served = self.s.served();
+        let crd_schema = served
+            .custom(self.t.resource.kind)
+            .and_then(|c| c.schema.as_ref());
+        let sent = crd_schema.is_some().then(|| obj.clone());
+        causes.extend(schema::admit(crd_schema, obj, old.as_ref()));
+        let mut unknown = Vec::new();
+        if let Some(sent) = &sent {
+            schema::dropped(sent, obj, "", &mut unknown);
+        }
+        // A built-in kind: decoded by its type; what it lacks is dropped.
+        match typed::check(self.store_kind(), obj) {
+            typed::Decoded::Untyped => {}
+            typed::Decoded::Invalid(why) => {
+                let r = &self.t.resource;
+                let msg = format!(
+                    "{} in version {:?} cannot be handled as a {}: {why}",
+                    r.kind, r.version, r.kind
+                );
+                return Err(Box::new(status(
+                    400,
+                    "BadRequest",
+                    &msg,
+                    Some(name),
+                    self.plural(),
+                )));
+            }
+            typed::Decoded::Unknown(fields) => {
+                for f in &fields {
+                    schema::remove_path(obj, f);
+                }
+                unknown.extend(fields);
+            }
+        }
+        if mode == FieldValidation::Strict && !unknown.is_empty() {
+            let r = &self.t.resource;
+            let fields: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect();
+            let msg = format!(
+                "{} in version {:?} cannot be handled as a {}: strict decoding error: {}",
+                r.kind,
+                r.version,
+                r.kind,
+                fields.join(", ")
+            );
+            return Err(Box::new(status(
+                400,
+                "BadRequest",
+                &msg,
+                Some(name),
+                self.plural(),
+            )));
+        }
         if causes.is_empty() {
-            return Ok(());
+            if !applied {
+                let sub = if self.t.status { "status" } else { "" };
+                let api = self.t.resource.api_version();
+                managed::record_update(old.as_ref(), obj, self.manager, sub, &api);
+            }
+            return Ok(match mode {
+                FieldValidation::Warn => unknown
+                    .iter()
+                    .map(|f| format!("unknown field {f:?}"))
+                    .collect(),
+                _ => Vec::new(),
+            });
         }
         if self.how == Apply::Commit {
             let what: Vec<String> = causes.iter().map(|c| c.field.clone()).collect();
@@ -149,9 +244,10 @@ impl Req<'_> {
             );
             return validate::invalid(&self.t.resource, n, &[cause]);
         }
-        if let Err(r) = self.valid(n, &mut obj) {
-            return *r;
-        }
+        let warnings = match self.valid(n, &mut obj, false) {
+            Ok(w) => w,
+            Err(r) => return *r,
+        };
         let old = self.s.store.get(self.store_kind(), self.ns(), n);
         let op = self.op_of(old.as_ref(), &obj);
         let r = self
@@ -160,7 +256,7 @@ impl Req<'_> {
             .update_with(self.store_kind(), obj, self.sub(), self.how);
         self.journal(op, n, &r);
         match r {
-            Ok(w) => ok(StatusCode::OK, self.served(w.object)),
+            Ok(w) => warned(ok(StatusCode::OK, self.served(w.object)), &warnings),
             Err(e) => store_error(&e, Some(n), self.plural()),
         }
     }
@@ -180,13 +276,24 @@ impl Req<'_> {
             Ok(p) => p,
             Err(e) => return status(400, "BadRequest", &e, Some(n), self.plural()),
         };
+        let force = self.q.get("force").is_some_and(|f| f == "true");
+        if kind == PatchKind::Apply && self.q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+            return patch_options_invalid("is required for apply patch");
+        }
+        if kind != PatchKind::Apply && force {
+            let msg = "force: Invalid value: true: may not be specified for non-apply patch";
+            return status(422, "Invalid", msg, Some(n), self.plural());
+        }
         let pinned_rv = !p["metadata"]["resourceVersion"].is_null();
         // As the API server's guaranteed update: re-read and re-apply on a
         // conflict that the patch itself did not ask for.
         for _ in 0..8 {
             let Some(mut doc) = self.s.store.get(self.store_kind(), self.ns(), n) else {
                 if kind == PatchKind::Apply && !self.t.status {
-                    return match serde_json::to_vec(&p) {
+                    let api = self.t.resource.api_version();
+                    let made = managed::apply(None, &p, self.manager, force, &api)
+                        .unwrap_or_else(|_| p.clone());
+                    return match serde_json::to_vec(&made) {
                         Ok(b) => self.create_unhooked(&b),
                         Err(e) => status(400, "BadRequest", &e.to_string(), Some(n), self.plural()),
                     };
@@ -196,7 +303,13 @@ impl Req<'_> {
             let old = doc.clone();
             // Patched as served, stored as stored (Events).
             doc = self.served(doc);
-            if let Err(e) = patch::apply(kind, &mut doc, &p) {
+            if kind == PatchKind::Apply {
+                let api = self.t.resource.api_version();
+                match managed::apply(Some(&doc), &p, self.manager, force, &api) {
+                    Ok(d) => doc = d,
+                    Err(conflicts) => return apply_conflict(&conflicts, n, self.plural()),
+                }
+            } else if let Err(e) = patch::apply(kind, &mut doc, &p) {
                 return status(
                     422,
                     "Invalid",
@@ -222,9 +335,10 @@ impl Req<'_> {
             if !pinned_rv {
                 doc["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
             }
-            if let Err(r) = self.valid(n, &mut doc) {
-                return *r;
-            }
+            let warnings = match self.valid(n, &mut doc, kind == PatchKind::Apply) {
+                Ok(w) => w,
+                Err(r) => return *r,
+            };
             let op = match self.op_of(Some(&old), &doc) {
                 "update" => "patch",
                 op => op,
@@ -238,7 +352,7 @@ impl Req<'_> {
             }
             self.journal(op, n, &r);
             return match r {
-                Ok(w) => ok(StatusCode::OK, self.served(w.object)),
+                Ok(w) => warned(ok(StatusCode::OK, self.served(w.object)), &warnings),
                 Err(e) => store_error(&e, Some(n), self.plural()),
             };
         }
@@ -402,4 +516,77 @@ impl Req<'_> {
             }),
         )
     }
+}
+
+/// How a write's unknown fields are handled (`fieldValidation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+/// A response with a `Warning: 299` header per warning, as kube-apiserver
+/// sends them (kubectl prints each as `Warning: ...`).
+fn warned(mut r: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {:?}", w);
+        if let Ok(v) = axum::http::HeaderValue::from_str(&text) {
+            r.headers_mut().append(axum::http::header::WARNING, v);
+        }
+    }
+    r
+}
+
+/// A server-side apply's conflicts, as kube-apiserver answers them (409,
+/// one cause per field, `--force-conflicts` to take them over).
+fn apply_conflict(conflicts: &[managed::Conflict], name: &str, plural: &str) -> Response {
+    let shown: Vec<String> = conflicts
+        .iter()
+        .map(|c| {
+            format!(
+                "- conflict with {:?} using {}: {}",
+                c.manager, c.api_version, c.field
+            )
+        })
+        .collect();
+    let message = if conflicts.len() == 1 {
+        let c = &conflicts[0];
+        format!(
+            "Apply failed with 1 conflict: conflict with {:?} using {}: {}",
+            c.manager, c.api_version, c.field
+        )
+    } else {
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            shown.join("\n")
+        )
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|c| json!({"reason": "FieldManagerConflict",
+            "message": format!("conflict with {:?} using {}", c.manager, c.api_version), "field": c.field}))
+        .collect();
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": "Conflict", "code": 409,
+        "details": {"name": name, "kind": plural, "causes": causes},
+    });
+    axum::response::IntoResponse::into_response((StatusCode::CONFLICT, axum::Json(body)))
+}
+
+/// kube-apiserver names the options, not the object, when they are invalid.
+fn patch_options_invalid(detail: &str) -> Response {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: {detail}"),
+        "reason": "Invalid", "code": 422,
+        "details": {"group": "meta.k8s.io", "kind": "PatchOptions",
+            "causes": [{"reason": "FieldValueRequired", "message": format!("Required value: {detail}"), "field": "fieldManager"}]},
+    });
+    axum::response::IntoResponse::into_response((
+        StatusCode::UNPROCESSABLE_ENTITY,
+        axum::Json(body),
+    ))
 }

@@ -87,7 +87,8 @@ pub struct Store {
     inner: Mutex<Inner>,
     wall: WallClock,
     /// Kinds with a status subresource: main updates keep status, status updates keep the rest.
-    with_status: Vec<String>,
+    /// Kinds served with a status subresource (a CRD may add one).
+    with_status: std::sync::RwLock<Vec<String>>,
     /// Kinds without `metadata.generation` (built-ins like Node or Lease).
     without_generation: Vec<String>,
 }
@@ -132,7 +133,9 @@ impl Store {
         Self {
             inner: Mutex::new(inner),
             wall,
-            with_status: with_status.iter().map(|s| s.to_string()).collect(),
+            with_status: std::sync::RwLock::new(
+                with_status.iter().map(|s| s.to_string()).collect(),
+            ),
             without_generation: Vec::new(),
         }
     }
@@ -142,6 +145,16 @@ impl Store {
     pub fn without_generation(mut self, kinds: &[&str]) -> Self {
         self.without_generation = kinds.iter().map(|s| s.to_string()).collect();
         self
+    }
+
+    /// Serves `kind` with a status subresource (or not) from now on: what
+    /// a CustomResourceDefinition's `subresources.status` says.
+    pub fn set_status_subresource(&self, kind: &str, on: bool) {
+        let mut kinds = self.with_status.write().unwrap_or_else(|e| e.into_inner());
+        kinds.retain(|k| k != kind);
+        if on {
+            kinds.push(kind.to_string());
+        }
     }
 
     fn has_generation(&self, kind: &str) -> bool {
@@ -157,7 +170,11 @@ impl Store {
     }
 
     fn has_status(&self, kind: &str) -> bool {
-        self.with_status.iter().any(|k| k == kind)
+        self.with_status
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|k| k == kind)
     }
 
     /// The current resourceVersion of the whole store.

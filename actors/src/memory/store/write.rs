@@ -337,6 +337,15 @@ impl Store {
         }
     }
 
+    /// Every stored object, with its kind.
+    pub fn everything(&self) -> Vec<(String, Value)> {
+        self.lock()
+            .objects
+            .iter()
+            .map(|((k, _, _), o)| (k.clone(), o.clone()))
+            .collect()
+    }
+
     /// Every namespaced object in `ns`, of any kind: (kind, name, deleting).
     pub fn in_namespace(&self, ns: &str) -> Vec<(String, String, bool)> {
         self.lock()
