@@ -3,7 +3,8 @@
 //! and reload, telemetry, HTTP endpoints, and `plan`.
 #![forbid(unsafe_code)]
 
-pub mod apiserver;
+/// The embedded API server (its own crate: it knows nothing of gpu-claims).
+pub use gpu_claims_apiserver as apiserver;
 pub mod bench;
 pub mod chaos;
 pub mod cli;

@@ -6,24 +6,9 @@
 //! the project reads (snapshots, config, apply bodies, manifests in tests)
 //! goes through here.
 
-use serde::de::DeserializeOwned;
-
-fn options() -> serde_saphyr::Options {
-    serde_saphyr::options! {
-        strict_booleans: true,
-    }
-}
-
-/// One document.
-pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
-    serde_saphyr::from_str_with_options(text, options())
-}
-
-/// Every document of a multi-document text, as the YAML library reads them
-/// (a document may start on its `---` line); empty ones are skipped.
-pub fn documents<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, serde_saphyr::Error> {
-    serde_saphyr::from_multiple_with_options(text, options())
-}
+// One reading for the whole project: the embedded API server's (apply
+// bodies) is the same.
+pub use gpu_claims_apiserver::yaml::{documents, from_str};
 
 #[cfg(test)]
 mod tests {

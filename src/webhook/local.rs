@@ -78,3 +78,36 @@ pub fn register(server: &ApiServer, ca_pem: &str) {
 pub fn add_endpoint(server: &ApiServer, addr: SocketAddr) {
     server.add_service_endpoint(SERVICE_NAMESPACE, SERVICE_NAME, SERVICE_PORT, addr);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    use serde_json::json;
+
+    #[test]
+    fn the_charts_match_condition_sends_only_pods_that_ask_for_gpus() {
+        let docs: Vec<Value> = crate::yaml::documents(MANIFESTS).unwrap();
+        let config = docs
+            .into_iter()
+            .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+            .unwrap();
+        let config: MutatingWebhookConfiguration = serde_json::from_value(config).unwrap();
+        let hook = &config.webhooks.unwrap()[0];
+        let c = hook.match_conditions.clone().unwrap();
+        let pod = |annotations: Value| json!({"metadata": {"annotations": annotations}});
+        let req = json!({});
+        for (p, want) in [
+            (pod(json!({"gpu.cozystack.io/class": "h200"})), true),
+            (pod(json!({"gpu.cozystack.io/claims": "a,b"})), true),
+            (pod(json!({"other": "x"})), false),
+            (json!({"metadata": {}}), false),
+        ] {
+            assert_eq!(
+                crate::apiserver::admission::conditions_hold(&c, &p, &req),
+                Ok(want),
+                "{p}"
+            );
+        }
+    }
+}

@@ -8,8 +8,28 @@ mod feed;
 pub mod invariants;
 pub mod journal;
 pub mod sim;
-pub mod store;
+pub use gpu_claims_apiserver::store;
 
 pub use cluster::{MemCluster, WriteFaults};
 pub use feed::{Lag, feed};
 pub use journal::{Entry, Journal};
+
+/// The embedded API server's writes over HTTP, journaled as the in-memory
+/// cluster journals its own (the I1-I5 checker reads both alike).
+impl gpu_claims_apiserver::WriteJournal for MemCluster {
+    fn wrote(&self, w: gpu_claims_apiserver::JournaledWrite) {
+        self.journal().entries.push(journal::Entry {
+            at: humantime::format_duration(w.elapsed).to_string(),
+            elapsed: w.elapsed,
+            op: w.op,
+            kind: w.kind,
+            namespace: w.namespace,
+            name: w.name,
+            rule: "",
+            status: None,
+            changed: w.changed,
+            error: w.error,
+            invalid: w.invalid,
+        });
+    }
+}

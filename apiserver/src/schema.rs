@@ -319,7 +319,7 @@ mod tests {
     use serde_json::json;
 
     fn schema_of(kind: &str) -> Option<Value> {
-        crate::apiserver::resources::served_for_tests()
+        crate::resources::served_for_tests()
             .custom(kind)
             .and_then(|c| c.schema.clone())
     }

@@ -1,7 +1,7 @@
 //! The reads: get, and list with selectors, `limit` and `continue`.
 
 use super::{Req, meta_str, ok};
-use crate::apiserver::{events, status, table};
+use crate::{events, status, table};
 use axum::http::StatusCode;
 use axum::response::Response;
 use base64::Engine;

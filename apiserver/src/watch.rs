@@ -6,9 +6,9 @@
 
 use super::select::Selector;
 use super::{ApiServer, Target, events, in_namespace, line, status, table};
+use crate::store::{EventType, StoreEvent};
 use axum::body::{Body, Bytes};
 use axum::response::{IntoResponse, Response};
-use gpu_claims_actors::memory::store::{EventType, StoreEvent};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;

@@ -9,12 +9,11 @@ mod write;
 
 use super::faults::Injected;
 use super::{ApiServer, Target, events, status, watch};
+use crate::store::{Apply, StoreError, Written};
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use gpu_claims_actors::memory::journal::Entry;
-use gpu_claims_actors::memory::store::{Apply, StoreError, Written};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -308,17 +307,13 @@ impl ApiServer {
         error: Option<String>,
         invalid: bool,
     ) {
-        let Some(c) = &self.journal else { return };
-        let elapsed = self.started.elapsed();
-        c.journal().entries.push(Entry {
-            at: humantime::format_duration(elapsed).to_string(),
-            elapsed,
+        let Some(j) = &self.journal else { return };
+        j.wrote(super::JournaledWrite {
+            elapsed: self.started.elapsed(),
             op,
             kind: t.resource.kind,
             namespace: t.namespace.clone(),
             name,
-            rule: "",
-            status: None,
             changed,
             error,
             invalid,

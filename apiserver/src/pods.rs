@@ -5,7 +5,7 @@
 //! no grace (the stand-in plays that kubelet). An unscheduled or finished
 //! pod, or a DELETE with `gracePeriodSeconds: 0`, goes at once.
 
-use gpu_claims_actors::memory::store::{Apply, Store, StoreError, Written};
+use crate::store::{Apply, Store, StoreError, Written};
 use serde_json::Value;
 
 /// The registry's default when a pod sets no `terminationGracePeriodSeconds`.

@@ -2,15 +2,13 @@
 //! applied or, with `dryRun=All`, only decided.
 
 use super::{Req, meta_str, ok, store_error};
-use crate::apiserver::gc;
-use crate::apiserver::patch::{self, PatchKind};
-use crate::apiserver::status;
-use crate::apiserver::{
-    Target, admission, events, managed, namespaces, pods, schema, typed, validate,
-};
+use crate::gc;
+use crate::patch::{self, PatchKind};
+use crate::status;
+use crate::store::{Apply, StoreError, Subresource, Written};
+use crate::{Target, admission, events, managed, namespaces, pods, schema, typed, validate};
 use axum::http::StatusCode;
 use axum::response::Response;
-use gpu_claims_actors::memory::store::{Apply, StoreError, Subresource, Written};
 use serde_json::{Value, json};
 
 impl Req<'_> {

@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn every_write_names_its_kind_and_takes_field_validation() {
-        let served = crate::apiserver::resources::served_for_tests();
+        let served = crate::resources::served_for_tests();
         let doc = json(&served);
         let patch = &doc["paths"]["/apis/gpu.cozystack.io/v1alpha1/namespaces/{namespace}/gpuclaims/{name}"]
             ["patch"];

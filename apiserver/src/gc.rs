@@ -2,7 +2,7 @@
 //! server's collector does it: when an object is gone, each dependent none
 //! of whose owners exists any more is deleted (and so on down the graph).
 
-use gpu_claims_actors::memory::store::{Apply, EventType, Store};
+use crate::store::{Apply, EventType, Store};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -48,11 +48,7 @@ pub fn orphan_dependents(store: &Store, uid: &str) {
         let before = refs.len();
         refs.retain(|r| r["uid"] != uid);
         if refs.len() != before {
-            let _ = store.update(
-                &kind,
-                o,
-                gpu_claims_actors::memory::store::Subresource::Main,
-            );
+            let _ = store.update(&kind, o, crate::store::Subresource::Main);
         }
     }
 }

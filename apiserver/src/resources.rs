@@ -3,7 +3,7 @@
 //! CustomResourceDefinitions stored in it, as kube-apiserver serves a CRD
 //! once it is created (`Registry`).
 
-use gpu_claims_actors::memory::store::Store;
+use crate::store::Store;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 /// One served resource.
@@ -537,12 +537,20 @@ fn parse_with(path: &str, find: impl Fn(&str, &str, &str) -> Option<Resource>) -
     })
 }
 
-/// What a server with the project's CRDs installed serves (unit tests).
+/// What a server with some real CRDs installed serves (unit tests: the
+/// ones in this repository's deploy/crds, structural CRDs with defaults,
+/// enums, bounds and CEL rules).
 #[cfg(test)]
 pub fn served_for_tests() -> Served {
-    let mut crds: Vec<CustomResourceDefinition> =
-        crate::crd::all().into_iter().map(|(_, c)| c).collect();
-    crds.extend(serde_json::from_value(crate::crd::kubevirt_vmi()));
+    let texts = [
+        include_str!("../../deploy/crds/gpuclasses.yaml"),
+        include_str!("../../deploy/crds/gpuclaims.yaml"),
+        include_str!("../../deploy/crds/gpuallocations.yaml"),
+    ];
+    let crds: Vec<CustomResourceDefinition> = texts
+        .iter()
+        .map(|t| crate::yaml::from_str(t).expect("a CRD"))
+        .collect();
     Served {
         custom: crds.iter().filter_map(custom_of).collect(),
         ..Default::default()

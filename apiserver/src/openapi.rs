@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn the_root_lists_each_group_version_and_the_crds_are_described() {
-        let served = crate::apiserver::resources::served_for_tests();
+        let served = crate::resources::served_for_tests();
         let root = root(&served);
         let url = root["paths"]["apis/gpu.cozystack.io/v1alpha1"]["serverRelativeURL"]
             .as_str()

@@ -10,7 +10,7 @@
 //! about resourceVersions, finalizers or the status subresource is
 //! written twice.
 
-mod admission;
+pub mod admission;
 mod crds;
 mod discovery;
 mod events;
@@ -29,11 +29,13 @@ mod resources;
 mod reviews;
 mod schema;
 pub mod select;
+pub mod store;
 mod strategic;
 mod table;
 mod typed;
 pub mod validate;
 mod watch;
+pub mod yaml;
 
 pub use faults::Faults;
 pub use identity::{ANONYMOUS, WriteRecord};
@@ -42,17 +44,40 @@ pub use resources::{
     status_kinds,
 };
 
+use crate::store::Store;
 use axum::Router;
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
 use faults::Dice;
-use gpu_claims_actors::memory::MemCluster;
-use gpu_claims_actors::memory::store::Store;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+
+/// One write made over HTTP, as the server applied or refused it.
+#[derive(Clone, Debug)]
+pub struct JournaledWrite {
+    /// Since the server started.
+    pub elapsed: Duration,
+    /// create, update, update_status, add_finalizer, remove_finalizer,
+    /// update_pod, patch, delete.
+    pub op: &'static str,
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// False for a write that changed nothing.
+    pub changed: bool,
+    /// Why it was refused.
+    pub error: Option<String>,
+    /// Refused as invalid (422): a write Kubernetes would refuse too.
+    pub invalid: bool,
+}
+
+/// Where a server tells each write over HTTP (a test's checker).
+pub trait WriteJournal: Send + Sync {
+    fn wrote(&self, w: JournaledWrite);
+}
 
 /// A running server: its store, its address, the faults it injects.
 pub struct ApiServer {
@@ -60,9 +85,9 @@ pub struct ApiServer {
     addr: SocketAddr,
     faults: Mutex<Faults>,
     dice: Dice,
-    /// When set, every write over HTTP is journaled there, so the I1-I5
-    /// checker judges the controller's writes as it does in memory.
-    journal: Option<Arc<MemCluster>>,
+    /// When set, every write over HTTP is told there (the gpu-claims
+    /// tests' I1-I5 checker judges the controller's writes by it).
+    journal: Option<Arc<dyn WriteJournal>>,
     /// Bumped on restart: every watch stream of the old process ends.
     epoch: tokio::sync::watch::Sender<u64>,
     serving: Mutex<Option<JoinHandle<()>>>,
@@ -106,7 +131,7 @@ impl ApiServer {
     pub async fn start(
         store: Arc<Store>,
         addr: SocketAddr,
-        journal: Option<Arc<MemCluster>>,
+        journal: Option<Arc<dyn WriteJournal>>,
     ) -> std::io::Result<Arc<Self>> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let server = Arc::new(Self {

@@ -5,8 +5,8 @@
 //! then goes itself.
 
 use super::{Resource, status};
+use crate::store::{Apply, EventType, Store, StoreError, Written};
 use axum::response::{IntoResponse, Response};
-use gpu_claims_actors::memory::store::{Apply, EventType, Store, StoreError, Written};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -141,11 +141,7 @@ fn finish(store: &Store, ns: &str) {
         && let Some(mut o) = store.get("Namespace", "", ns)
     {
         o["spec"]["finalizers"] = json!([]);
-        let _ = store.update(
-            "Namespace",
-            o,
-            gpu_claims_actors::memory::store::Subresource::Main,
-        );
+        let _ = store.update("Namespace", o, crate::store::Subresource::Main);
         let _ = store.delete("Namespace", "", ns, None, None);
     }
 }

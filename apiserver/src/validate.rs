@@ -190,7 +190,7 @@ pub fn invalid(r: &Resource, name: &str, causes: &[Cause]) -> Response {
 mod tests {
     use super::*;
     fn kind(k: &str) -> &'static Resource {
-        let r = *crate::apiserver::resources::served_for_tests()
+        let r = *crate::resources::served_for_tests()
             .all()
             .find(|r| r.kind == k)
             .unwrap();

@@ -4,7 +4,7 @@
 //! its resource is served (`resources::Registry`); a deleted CRD takes its
 //! custom resources with it.
 
-use gpu_claims_actors::memory::store::{EventType, Store, Subresource};
+use crate::store::{EventType, Store, Subresource};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

@@ -10,7 +10,7 @@
 //! `system:masters` superuser group, which kube-apiserver allows before
 //! RBAC is asked (it is allowed here too, as there).
 
-use gpu_claims_actors::memory::store::Store;
+use crate::store::Store;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleRef, Subject};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
