@@ -65,14 +65,7 @@ pub fn install(store: &gpu_claims_actors::memory::store::Store) {
         .collect();
     crds.push(kubevirt_vmi());
     for crd in crds {
-        // Status writes made straight to the store (the stand-in's, a
-        // seed's) meet the subresource the server will serve.
-        if let Ok(c) = serde_json::from_value(crd.clone())
-            && let Some(served) = crate::apiserver::custom_of(&c)
-        {
-            store.set_status_subresource(served.resource.store_kind, served.resource.status);
-        }
-        store.seed("CustomResourceDefinition", crd);
+        crate::apiserver::install_crd(store, crd);
     }
 }
 

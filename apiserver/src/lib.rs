@@ -1,14 +1,24 @@
-//! An embedded Kubernetes API server over the in-memory store: the REST
+//! An embedded Kubernetes API server over an in-memory store: the REST
 //! protocol that kube-rs, kubectl, helm and the Python client speak, for
 //! the built-in kinds a controller and a chart use and for the custom
 //! resources of every CustomResourceDefinition stored in it (created over
-//! the API or installed before it starts, as `crd::install` does for
-//! gpu-claims and KubeVirt), so that the real `gpu-claims run` is tried
-//! over HTTP without a cluster (`demo`, the end-to-end tests). It knows
-//! nothing of gpu-claims itself: its kinds come from the CRDs it stores.
-//! The storage semantics are the store's, shared with `plan`: nothing
-//! about resourceVersions, finalizers or the status subresource is
-//! written twice.
+//! the API, or installed before it starts with [`install_crd`]), so that
+//! a controller is tried over HTTP without a cluster. It knows nothing of
+//! any controller: its kinds come from the CRDs it stores.
+//!
+//! ```no_run
+//! # async fn example(crd: serde_json::Value) -> std::io::Result<()> {
+//! let store = gpu_claims_apiserver::new_store();
+//! gpu_claims_apiserver::install_crd(&store, crd);
+//! let server = gpu_claims_apiserver::ApiServer::start(store, "127.0.0.1:0".parse().unwrap(), None).await?;
+//! // A kubeconfig for kube::Config::from_custom_kubeconfig, kubectl or helm.
+//! let kubeconfig = gpu_claims_apiserver::kubeconfig(&server.url());
+//! # Ok(()) }
+//! ```
+//!
+//! The storage semantics are the store's (`store/`), which gpu-claims'
+//! in-memory simulation shares: nothing about resourceVersions,
+//! finalizers or the status subresource is written twice.
 
 pub mod admission;
 mod crds;
@@ -118,6 +128,18 @@ pub struct Access {
     /// no resource, the path.
     pub resource: String,
     pub namespace: Option<String>,
+}
+
+/// Stores a CustomResourceDefinition (JSON) before the server starts, as
+/// `kubectl apply` of it would: it is served once the server runs, and
+/// objects written straight to the store meet its status subresource.
+pub fn install_crd(store: &Store, crd: Value) {
+    if let Ok(c) = serde_json::from_value(crd.clone())
+        && let Some(served) = custom_of(&c)
+    {
+        store.set_status_subresource(served.resource.store_kind, served.resource.status);
+    }
+    store.seed("CustomResourceDefinition", crd);
 }
 
 /// A store with the API server's status subresources and the real wall clock.

@@ -106,7 +106,6 @@ async fn through(
     hook: &MutatingWebhook,
     obj: Value,
 ) -> Result<Value, Response> {
-    let fail_open = hook.failure_policy.as_deref() == Some("Ignore");
     let plural = a.resource.plural;
     let name = obj["metadata"]["name"]
         .as_str()
@@ -142,17 +141,7 @@ async fn through(
     ) {
         Ok(true) => {}
         Ok(false) => return Ok(obj),
-        Err(e) if fail_open => {
-            tracing::warn!(webhook = %hook.name, error = %e, "a match condition failed; failurePolicy Ignore skips the webhook");
-            return Ok(obj);
-        }
-        Err(e) => {
-            let msg = format!(
-                "Internal error occurred: failed calling webhook {:?}: {e}",
-                hook.name
-            );
-            return Err(status(500, "InternalError", &msg, Some(&name), plural));
-        }
+        Err(e) => return failed(hook, &e, obj, plural),
     }
     if a.dry_run && !matches!(hook.side_effects.as_str(), "None" | "NoneOnDryRun") {
         let msg = format!("admission webhook {:?} does not support dry run", hook.name);
@@ -164,17 +153,7 @@ async fn through(
     let answer = call::call(s, &hook.client_config, &review, timeout).await;
     let response = match answer.and_then(|r| read_response(&r, &request["uid"])) {
         Ok(r) => r,
-        Err(e) if fail_open => {
-            tracing::warn!(webhook = %hook.name, error = %e, "webhook call failed; failurePolicy Ignore admits");
-            return Ok(obj);
-        }
-        Err(e) => {
-            let msg = format!(
-                "Internal error occurred: failed calling webhook {:?}: {e}",
-                hook.name
-            );
-            return Err(status(500, "InternalError", &msg, Some(&name), plural));
-        }
+        Err(e) => return failed(hook, &e, obj, plural),
     };
     if response["allowed"] != true {
         return Err(denied(&hook.name, &response["status"], &name, plural));
@@ -183,6 +162,27 @@ async fn through(
         let msg = format!("Internal error occurred: {e}");
         status(500, "InternalError", &msg, Some(&name), plural)
     })
+}
+
+/// A webhook that could not be asked (a match condition that does not
+/// evaluate, a call that failed): its failurePolicy decides.
+#[allow(clippy::result_large_err)]
+fn failed(
+    hook: &MutatingWebhook,
+    error: &dyn std::fmt::Display,
+    obj: Value,
+    plural: &str,
+) -> Result<Value, Response> {
+    if hook.failure_policy.as_deref() == Some("Ignore") {
+        tracing::warn!(webhook = %hook.name, %error, "webhook not asked; failurePolicy Ignore admits");
+        return Ok(obj);
+    }
+    let msg = format!(
+        "Internal error occurred: failed calling webhook {:?}: {error}",
+        hook.name
+    );
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    Err(status(500, "InternalError", &msg, Some(name), plural))
 }
 
 /// The AdmissionReview request for a create.

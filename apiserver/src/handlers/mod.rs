@@ -195,13 +195,7 @@ pub async fn handle(
     if t.resource.review {
         return match (method, &t.name) {
             (Method::POST, None) => super::reviews::answer(&s, &t, &body),
-            (m, name) => status(
-                405,
-                "MethodNotAllowed",
-                &format!("{m} is not supported on {path}"),
-                name.as_deref(),
-                t.resource.plural,
-            ),
+            (m, name) => not_allowed(&m, path, name.as_deref(), &t),
         };
     }
     let table = headers
@@ -256,14 +250,13 @@ pub async fn handle(
         }
         (Method::DELETE, Some(n)) => req.delete(&n, &body),
         (Method::DELETE, None) if !t.status => req.delete_collection(&body),
-        (m, name) => status(
-            405,
-            "MethodNotAllowed",
-            &format!("{m} is not supported on {path}"),
-            name.as_deref(),
-            t.resource.plural,
-        ),
+        (m, name) => not_allowed(&m, path, name.as_deref(), &t),
     }
+}
+
+fn not_allowed(m: &Method, path: &str, name: Option<&str>, t: &Target) -> Response {
+    let msg = format!("{m} is not supported on {path}");
+    status(405, "MethodNotAllowed", &msg, name, t.resource.plural)
 }
 
 impl ApiServer {

@@ -163,18 +163,7 @@ impl Req<'_> {
         match typed::check(self.store_kind(), obj) {
             typed::Decoded::Untyped => {}
             typed::Decoded::Invalid(why) => {
-                let r = &self.t.resource;
-                let msg = format!(
-                    "{} in version {:?} cannot be handled as a {}: {why}",
-                    r.kind, r.version, r.kind
-                );
-                return Err(Box::new(status(
-                    400,
-                    "BadRequest",
-                    &msg,
-                    Some(name),
-                    self.plural(),
-                )));
+                return Err(Box::new(self.cannot_handle(name, &why)));
             }
             typed::Decoded::Unknown(fields) => {
                 for f in &fields {
@@ -184,25 +173,12 @@ impl Req<'_> {
             }
         }
         if mode == FieldValidation::Strict && !unknown.is_empty() {
-            let r = &self.t.resource;
             let fields: Vec<String> = unknown
                 .iter()
                 .map(|f| format!("unknown field {f:?}"))
                 .collect();
-            let msg = format!(
-                "{} in version {:?} cannot be handled as a {}: strict decoding error: {}",
-                r.kind,
-                r.version,
-                r.kind,
-                fields.join(", ")
-            );
-            return Err(Box::new(status(
-                400,
-                "BadRequest",
-                &msg,
-                Some(name),
-                self.plural(),
-            )));
+            let why = format!("strict decoding error: {}", fields.join(", "));
+            return Err(Box::new(self.cannot_handle(name, &why)));
         }
         if causes.is_empty() {
             if !applied {
@@ -226,6 +202,16 @@ impl Req<'_> {
                 .journal(self.t, op, name.to_string(), false, error, true);
         }
         Err(Box::new(validate::invalid(&self.t.resource, name, &causes)))
+    }
+
+    /// A body the decoder refuses, as kube-apiserver words it (400).
+    fn cannot_handle(&self, name: &str, why: &str) -> Response {
+        let r = &self.t.resource;
+        let msg = format!(
+            "{} in version {:?} cannot be handled as a {}: {why}",
+            r.kind, r.version, r.kind
+        );
+        status(400, "BadRequest", &msg, Some(name), self.plural())
     }
 
     pub(super) fn update(&self, n: &str, body: &[u8]) -> Response {
