@@ -7,7 +7,7 @@ use crate::controller::{Controller, Election, Launch};
 use crate::http::auth::HttpAuth;
 use crate::leader::LeaseArgs;
 use crate::telemetry::Logging;
-use crate::webhook::CertFiles;
+use crate::webhook::{CertFiles, Resolver, TlsListener, watch_certs};
 use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +25,22 @@ pub struct RunArgs {
     /// anyone (development on one machine). /healthz and /readyz are open.
     #[arg(long, env = "GPU_CLAIMS_HTTP_AUTH", value_enum, default_value_t = HttpAuth::Kubernetes)]
     http_auth: HttpAuth,
+    /// Serve /metrics, /healthz, /readyz and /debug over TLS with this PEM
+    /// certificate chain (reloaded when it changes): callers' bearer
+    /// tokens then never cross the network in clear.
+    #[arg(
+        long,
+        env = "GPU_CLAIMS_HTTP_TLS_CERT_FILE",
+        requires = "http_tls_key_file"
+    )]
+    http_tls_cert_file: Option<PathBuf>,
+    /// The PEM private key of --http-tls-cert-file; reloaded when it changes.
+    #[arg(
+        long,
+        env = "GPU_CLAIMS_HTTP_TLS_KEY_FILE",
+        requires = "http_tls_cert_file"
+    )]
+    http_tls_key_file: Option<PathBuf>,
     /// Where the gate webhook (G1) listens, over TLS, when a cert and key are given.
     #[arg(long, env = "GPU_CLAIMS_WEBHOOK_ADDR", default_value = "0.0.0.0:8443")]
     webhook_addr: SocketAddr,
@@ -43,6 +59,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         config,
         http_addr,
         http_auth,
+        http_tls_cert_file,
+        http_tls_key_file,
         webhook_addr,
         tls_cert_file,
         tls_key_file,
@@ -73,13 +91,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             election,
         })
         .await?;
-        let listener = tokio::net::TcpListener::bind(http_addr)
-            .await
-            .with_context(|| format!("listen on {http_addr}"))?;
-        tracing::info!(%http_addr, %http_auth, "serving /metrics, /healthz, /readyz, /debug");
-        axum::serve(listener, controller.router(http_auth))
-            .with_graceful_shutdown(shutdown())
-            .await?;
+        let router = controller.router(http_auth);
+        match http_tls_cert_file.zip(http_tls_key_file) {
+            Some((cert, key)) => {
+                let resolver = Resolver::new(CertFiles { cert, key })?;
+                let listener = TlsListener::bind(http_addr, &resolver).await?;
+                tokio::spawn(watch_certs(resolver));
+                tracing::info!(%http_addr, %http_auth, tls = true, "serving /metrics, /healthz, /readyz, /debug");
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown())
+                    .await?;
+            }
+            None => {
+                let listener = tokio::net::TcpListener::bind(http_addr)
+                    .await
+                    .with_context(|| format!("listen on {http_addr}"))?;
+                tracing::info!(%http_addr, %http_auth, tls = false, "serving /metrics, /healthz, /readyz, /debug");
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(shutdown())
+                    .await?;
+            }
+        }
         controller.stop().await;
         Ok(())
     })

@@ -523,6 +523,7 @@ fn every_render_of_the_values_matrix_validates_against_each_kubernetes_version()
         ],
         &[
             "http.auth=none",
+            "http.tls=false",
             "networkPolicy.enabled=true",
             "monitoring.vmServiceScrape.enabled=true",
         ],
@@ -594,6 +595,22 @@ fn the_endpoints_need_rbacs_leave_and_the_network_policy_opens_only_the_webhook_
         docs.iter().all(|d| d["kind"] != "NetworkPolicy"),
         "off by default"
     );
+    // Port 8080 speaks TLS with the webhook's certificate; the probes follow.
+    let c = &find(&docs, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    assert!(
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--http-tls-cert-file=/etc/gpu-claims/tls/tls.crt")
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["scheme"], "HTTPS");
+    assert_eq!(c["readinessProbe"]["httpGet"]["scheme"], "HTTPS");
+    let scrape = rendered(&render(&helm, &["monitoring.serviceMonitor.enabled=true"]));
+    let ep = &find(&scrape, "ServiceMonitor")["spec"]["endpoints"][0];
+    assert_eq!(ep["scheme"], "https");
+    assert_eq!(ep["tlsConfig"]["serverName"], "gpu-claims.gpu-claims.svc");
+    assert_eq!(ep["tlsConfig"]["ca"]["secret"]["key"], "ca.crt");
 
     let docs = rendered(&render(
         &helm,

@@ -579,3 +579,85 @@ fn e2e_g1_with_the_controller_down_only_gpu_launcher_pods_are_refused_and_then_a
         "{m}"
     );
 }
+
+/// A GET over TLS trusting `ca_pem` for `server_name`: the status code and
+/// the body; None when no TLS session could be made.
+async fn https_get(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    server_name: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Option<(u16, String)> {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.ok()?).ok()?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_string()).ok()?;
+    let mut tls = connector.connect(name, tcp).await.ok()?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: {server_name}\r\n{auth}Connection: close\r\n\r\n");
+    tls.write_all(req.as_bytes()).await.ok()?;
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out);
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some((
+        code,
+        text.split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string(),
+    ))
+}
+
+/// Issue 13, item 5: served over TLS (as the chart serves them, with the
+/// webhook's certificate), /metrics and /debug carry callers' tokens
+/// encrypted; plain HTTP gets no answer, and the probes answer over TLS.
+#[test]
+fn e2e_metrics_and_debug_are_served_over_tls_with_a_certificate_of_their_own() {
+    let c = Cluster::new(demo::seed, CONFIG);
+    let (cert, key) = (c.dir.path().join("tls.crt"), c.dir.path().join("tls.key"));
+    let ctl = c.start_controller_with(&[
+        "--http-tls-cert-file",
+        cert.to_str().unwrap(),
+        "--http-tls-key-file",
+        key.to_str().unwrap(),
+    ]);
+    let ca = std::fs::read_to_string(&cert).unwrap();
+    let host = "gpu-claims.gpu-claims.svc";
+    let get = |path: &str, token: Option<&str>| {
+        c.rt.block_on(https_get(ctl.http, &ca, host, path, token))
+    };
+    // Ready over TLS, waited on as a condition.
+    let start = std::time::Instant::now();
+    while get("/readyz", None).is_none_or(|(code, _)| code != 200) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not ready over TLS"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, body) = get("/metrics", Some(&c.reader_token)).unwrap();
+    assert_eq!(code, 200);
+    assert!(body.contains("gpu_claims_leader"), "{body}");
+    assert_eq!(get("/debug", None).unwrap().0, 401);
+    // Plain HTTP is not spoken there.
+    assert!(
+        common::http_get(ctl.http, "/readyz").is_none_or(|(code, _)| code == 0),
+        "plain HTTP answered"
+    );
+}

@@ -227,9 +227,11 @@ pub async fn watch_certs(resolver: Arc<Resolver>) {
     while first || changes.next().await.is_some() {
         first = false;
         match resolver.reload() {
-            Ok(()) => tracing::info!("webhook certificate reloaded"),
+            Ok(()) => {
+                tracing::info!(cert = %resolver.files.cert.display(), "TLS certificate reloaded")
+            }
             Err(e) => {
-                tracing::error!(error = %e, "webhook certificate refused; the current one stays")
+                tracing::error!(error = %e, "TLS certificate refused; the current one stays")
             }
         }
     }

@@ -261,6 +261,12 @@ impl Cluster {
 
     /// Starts `gpu-claims run` against the server.
     pub fn start_controller(&self) -> Controller {
+        self.start_controller_with(&[])
+    }
+
+    /// Starts `gpu-claims run` against the server with `extra` arguments.
+    pub fn start_controller_with(&self, extra: &[&str]) -> Controller {
+        let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
         let http = free_port();
         let log = self
             .dir
@@ -300,6 +306,7 @@ impl Cluster {
                 "--renew-deadline=3s",
                 "--retry-period=400ms",
             ])
+            .args(&extra)
             .env("KUBECONFIG", &kubeconfig)
             .stdout(Stdio::null())
             .stderr(

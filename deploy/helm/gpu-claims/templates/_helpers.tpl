@@ -29,3 +29,24 @@ token; empty otherwise. */ -}}
 {{ .Release.Name }}-scraper
 {{- end -}}
 {{- end }}
+
+{{- /* How a scrape object reaches /metrics over TLS: checked against the
+webhook certificate's CA (cert-manager's self-signed issuer puts it in the
+Secret as ca.crt) for the Service's name; without cert-manager, whatever
+Secret the operator brings may lack ca.crt, so the certificate is not
+checked (the token is still encrypted). */ -}}
+{{- define "gpu-claims.scrapeTLS" -}}
+{{- if .Values.http.tls -}}
+scheme: https
+tlsConfig:
+{{- if .Values.webhook.certs.certManager }}
+  serverName: {{ .Release.Name }}.{{ .Release.Namespace }}.svc
+  ca:
+    secret:
+      name: {{ .Values.webhook.certs.secretName }}
+      key: ca.crt
+{{- else }}
+  insecureSkipVerify: true
+{{- end }}
+{{- end -}}
+{{- end }}
