@@ -7,11 +7,12 @@
 //! (409) when it would change a field another manager owns, unless forced,
 //! which takes the field over. An update takes over the fields it changes.
 //!
-//! Granularity: objects are owned field by field; a list is one field, set
-//! and owned whole (structured-merge-diff's `atomic` list, the default of a
-//! CRD's lists; built-in lists such as a pod's containers are associative
-//! there, owned item by item by their merge key). `metadata` is owned only
-//! in its labels and annotations.
+//! Granularity: objects are owned field by field; a list with a merge key
+//! in the Kubernetes types (a pod's containers by `name`, ...; the table
+//! strategic merge uses) is associative, owned item by item (`k:{"name":
+//! "c"}` in fieldsV1) and merged by its key; any other list is one field,
+//! set and owned whole (structured-merge-diff's `atomic`, the default of a
+//! CRD's lists). `metadata` is owned only in its labels and annotations.
 
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
@@ -41,8 +42,14 @@ pub struct Conflict {
     pub field: String,
 }
 
+/// `.spec.containers[name="c"].image`, as kube-apiserver names a field.
 fn shown(p: &Path) -> String {
-    p.iter().map(|s| format!(".{s}")).collect()
+    p.iter()
+        .map(|s| match item_key(s) {
+            Some((k, id)) => format!("[{k}={id}]"),
+            None => format!(".{s}"),
+        })
+        .collect()
 }
 
 /// The fields `v` sets (its leaves).
@@ -70,12 +77,20 @@ pub fn fields_of(v: &Value) -> FieldSet {
 }
 
 fn leaves(v: &Value, at: Path, out: &mut FieldSet) {
-    match v.as_object() {
-        Some(m) if !m.is_empty() => {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
             for (k, x) in m {
                 let mut p = at.clone();
                 p.push(k.clone());
                 leaves(x, p, out);
+            }
+        }
+        Value::Array(items) if key_of(&at, items).is_some() => {
+            let key = key_of(&at, items).unwrap_or_default();
+            for item in items {
+                let mut p = at.clone();
+                p.push(item_element(key, item));
+                leaves(item, p, out);
             }
         }
         _ => {
@@ -84,8 +99,46 @@ fn leaves(v: &Value, at: Path, out: &mut FieldSet) {
     }
 }
 
+/// The merge key of the list at `at`, when every item carries it.
+fn key_of(at: &Path, items: &[Value]) -> Option<&'static str> {
+    let field = at.last()?;
+    let key = super::strategic::merge_key(field, items)?;
+    items.iter().all(|i| i.get(key).is_some()).then_some(key)
+}
+
+/// A list item's path element: `k:{"name":"c"}`, as fieldsV1 writes it.
+fn item_element(key: &str, item: &Value) -> String {
+    let mut m = Map::new();
+    m.insert(key.to_string(), item[key].clone());
+    format!("k:{}", Value::Object(m))
+}
+
+/// The (key, value) a `k:` element names.
+fn item_key(element: &str) -> Option<(String, Value)> {
+    let m: Map<String, Value> = serde_json::from_str(element.strip_prefix("k:")?).ok()?;
+    m.into_iter().next()
+}
+
+/// One step down a path: a field, or a list item by its key.
+fn step<'a>(v: &'a Value, element: &str) -> Option<&'a Value> {
+    match item_key(element) {
+        Some((k, id)) => v.as_array()?.iter().find(|i| i.get(&k) == Some(&id)),
+        None => v.get(element),
+    }
+}
+
+fn step_mut<'a>(v: &'a mut Value, element: &str) -> Option<&'a mut Value> {
+    match item_key(element) {
+        Some((k, id)) => v
+            .as_array_mut()?
+            .iter_mut()
+            .find(|i| i.get(&k) == Some(&id)),
+        None => v.get_mut(element),
+    }
+}
+
 fn get<'a>(v: &'a Value, p: &Path) -> Option<&'a Value> {
-    p.iter().try_fold(v, |v, k| v.get(k))
+    p.iter().try_fold(v, |v, k| step(v, k))
 }
 
 fn remove(v: &mut Value, p: &Path) {
@@ -94,13 +147,17 @@ fn remove(v: &mut Value, p: &Path) {
     };
     let mut at = v;
     for k in parents {
-        match at.get_mut(k) {
+        match step_mut(at, k) {
             Some(x) => at = x,
             None => return,
         }
     }
-    if let Some(m) = at.as_object_mut() {
-        m.remove(last);
+    match (item_key(last), at) {
+        (Some((k, id)), Value::Array(items)) => items.retain(|i| i.get(&k) != Some(&id)),
+        (None, Value::Object(m)) => {
+            m.remove(last);
+        }
+        _ => {}
     }
 }
 
@@ -115,9 +172,12 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
     for p in set {
         let mut at = &mut root;
         for k in p {
-            let e = at
-                .entry(format!("f:{k}"))
-                .or_insert_with(|| Value::Object(Map::new()));
+            let name = if k.starts_with("k:") {
+                k.clone()
+            } else {
+                format!("f:{k}")
+            };
+            let e = at.entry(name).or_insert_with(|| Value::Object(Map::new()));
             at = e.as_object_mut().expect("built as an object");
         }
     }
@@ -129,12 +189,15 @@ pub fn from_fields_v1(v: &Value) -> FieldSet {
         let Some(m) = v.as_object() else { return };
         let mut inner = false;
         for (k, x) in m {
-            if let Some(name) = k.strip_prefix("f:") {
-                inner = true;
-                let mut p = at.clone();
-                p.push(name.to_string());
-                walk(x, p, out);
-            }
+            let name = match k.strip_prefix("f:") {
+                Some(n) => n.to_string(),
+                None if k.starts_with("k:") => k.clone(),
+                None => continue,
+            };
+            inner = true;
+            let mut p = at.clone();
+            p.push(name);
+            walk(x, p, out);
         }
         if !inner && !at.is_empty() {
             out.insert(at);
@@ -262,20 +325,40 @@ pub fn record_update(
     put_entries(new, &list);
 }
 
-/// Deep merge: objects field by field, anything else replaced.
-fn merge(into: &mut Value, from: &Value) {
-    match (into.as_object_mut(), from.as_object()) {
-        (Some(a), Some(b)) => {
+/// Deep merge: objects field by field, associative lists item by item by
+/// their key, anything else replaced.
+fn merge(into: &mut Value, from: &Value, at: &Path) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
             for (k, v) in b {
+                let mut p = at.clone();
+                p.push(k.clone());
                 match a.get_mut(k) {
-                    Some(x) if x.is_object() && v.is_object() => merge(x, v),
+                    Some(x)
+                        if (x.is_object() && v.is_object()) || (x.is_array() && v.is_array()) =>
+                    {
+                        merge(x, v, &p)
+                    }
                     _ => {
                         a.insert(k.clone(), v.clone());
                     }
                 }
             }
         }
-        _ => *into = from.clone(),
+        (Value::Array(a), Value::Array(b))
+            if key_of(at, b).is_some() && key_of(at, a).is_some() =>
+        {
+            let key = key_of(at, b).unwrap_or_default();
+            for item in b {
+                let mut p = at.clone();
+                p.push(item_element(key, item));
+                match a.iter_mut().find(|x| x.get(key) == item.get(key)) {
+                    Some(x) => merge(x, item, &p),
+                    None => a.push(item.clone()),
+                }
+            }
+        }
+        (into, from) => *into = from.clone(),
     }
 }
 
@@ -318,13 +401,22 @@ pub fn apply(
         .filter(|e| e.manager == manager && e.operation == "Apply")
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
-    for p in before.difference(&wants) {
-        let shared = list
-            .iter()
+    let others = |p: &Path| {
+        list.iter()
             .filter(|e| !(e.manager == manager && e.operation == "Apply"))
-            .any(|e| e.fields.contains(p));
-        if !shared {
-            remove(&mut out, p);
+            .any(|e| e.fields.iter().any(|q| q.starts_with(p)))
+    };
+    for p in before.difference(&wants) {
+        // A list item this manager no longer applies at all goes whole.
+        let item = p
+            .iter()
+            .position(|e| e.starts_with("k:"))
+            .map(|i| p[..=i].to_vec())
+            .filter(|item| !wants.iter().any(|w| w.starts_with(item)));
+        match item {
+            Some(item) if !others(&item) => remove(&mut out, &item),
+            _ if !others(p) => remove(&mut out, p),
+            _ => {}
         }
     }
     let mut body = applied.clone();
@@ -334,7 +426,7 @@ pub fn apply(
     if let Some(m) = body["metadata"].as_object_mut() {
         m.remove("managedFields");
     }
-    merge(&mut out, &body);
+    merge(&mut out, &body, &Vec::new());
     // Forced: the fields in conflict leave their owners (a field applied
     // with the value it has is shared, not taken).
     let taken: FieldSet = wants
@@ -449,6 +541,58 @@ mod tests {
         let mut same = edited.clone();
         record_update(Some(&edited), &mut same, "other", "", "v1");
         assert_eq!(entries(&same), entries(&edited));
+    }
+
+    #[test]
+    fn containers_are_owned_item_by_item_by_their_name() {
+        let pod = |containers: Value| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": containers}})
+        };
+        let made = apply(
+            None,
+            &pod(json!([{"name": "main", "image": "m:1"}])),
+            "alice",
+            false,
+            "v1",
+        )
+        .unwrap();
+        let owned = to_fields_v1(&entries(&made)[0].fields);
+        assert!(
+            owned["f:spec"]["f:containers"]["k:{\"name\":\"main\"}"]["f:image"].is_object(),
+            "{owned}"
+        );
+        // Bob adds a sidecar: no conflict, both containers kept.
+        let both = apply(
+            Some(&made),
+            &pod(json!([{"name": "side", "image": "s:1"}])),
+            "bob",
+            false,
+            "v1",
+        )
+        .unwrap();
+        let names: Vec<&str> = both["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["main", "side"]);
+        // Bob changing alice's container's image conflicts, on that field.
+        let c = apply(
+            Some(&both),
+            &pod(json!([{"name": "main", "image": "m:2"}])),
+            "bob",
+            false,
+            "v1",
+        )
+        .unwrap_err();
+        assert_eq!(c[0].field, ".spec.containers[name=\"main\"].image");
+        // Bob stops applying his sidecar: it goes; alice's stays.
+        let back = apply(Some(&both), &pod(json!([])), "bob", false, "v1").unwrap();
+        assert_eq!(back["spec"]["containers"].as_array().unwrap().len(), 1);
+        assert_eq!(back["spec"]["containers"][0]["name"], "main");
+        assert_eq!(from_fields_v1(&owned), entries(&made)[0].fields);
     }
 
     #[test]

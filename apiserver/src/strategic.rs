@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 /// The patch merge key of a list field, from the Kubernetes types' tags
 /// (`patchMergeKey`); None: the list is replaced whole.
-fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
+pub(crate) fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
     Some(match field {
         "containers"
         | "initContainers"
