@@ -1059,7 +1059,7 @@ fn webhook_config(name: &str, ca_pem: &str, extra: Value) -> Value {
 }
 
 #[tokio::test]
-async fn mutating_webhooks_are_called_selected_and_obeyed_as_kube_apiserver_does() {
+async fn admission_webhooks_are_called_selected_and_obeyed_as_kube_apiserver_does() {
     use std::sync::atomic::Ordering::SeqCst;
     let (s, c) = server().await;
     let dir = tempfile::tempdir().unwrap();
@@ -1131,6 +1131,34 @@ async fn mutating_webhooks_are_called_selected_and_obeyed_as_kube_apiserver_does
     pods.create(&pp, &pod("slow-ignored", hooked.clone()))
         .await
         .unwrap();
+
+    // A validating webhook: its denial refuses, its patch counts for nothing.
+    let mut checker = webhook_config(
+        "checker",
+        &ca,
+        json!({"objectSelector": {"matchLabels": {"check": "on"}}}),
+    );
+    checker["kind"] = "ValidatingWebhookConfiguration".into();
+    Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
+        c.clone(),
+    )
+    .create(&pp, &from(checker))
+    .await
+    .unwrap();
+    let checked = json!({"check": "on"});
+    let r = refusal(
+        pods.create(&pp, &pod("deny-checked", checked.clone()))
+            .await,
+    );
+    assert_eq!(
+        r.message,
+        "admission webhook \"checker.example.com\" denied the request: not this one"
+    );
+    let kept = pods
+        .create(&pp, &pod("patch-checked", checked.clone()))
+        .await
+        .unwrap();
+    assert!(!kept.metadata.labels.unwrap().contains_key("patched"));
 
     // No endpoint behind a Service (every replica down): Fail refuses.
     configs

@@ -1,6 +1,7 @@
-//! Mutating admission webhooks, called as kube-apiserver calls them on a
-//! create: every stored MutatingWebhookConfiguration, in name order, each
-//! webhook in order; a webhook is called when one of its rules names the
+//! Admission webhooks, called as kube-apiserver calls them on a create:
+//! every stored MutatingWebhookConfiguration, in name order, each webhook
+//! in order, then every ValidatingWebhookConfiguration's (whose patches
+//! count for nothing); a webhook is called when one of its rules names the
 //! operation and resource, its namespaceSelector matches the namespace's
 //! labels, its objectSelector the object's, and each of its
 //! matchConditions (CEL over `object`, `oldObject`, `request`) is true.
@@ -11,8 +12,10 @@
 //! (staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook).
 //!
 //! Not modelled: UPDATE, DELETE and CONNECT operations (only creates are
-//! sent through here), reinvocationPolicy IfNeeded, validating webhooks,
-//! `authorizer` in matchConditions.
+//! sent through here), reinvocationPolicy IfNeeded, `authorizer` in
+//! matchConditions; validating webhooks are called one after another (in
+//! parallel upstream), before the CRD's schema defaults the object (after,
+//! upstream).
 
 mod call;
 
@@ -93,7 +96,32 @@ pub(crate) async fn mutate(
             continue;
         };
         for hook in config.webhooks.unwrap_or_default() {
-            obj = through(s, a, &hook, obj).await?;
+            obj = through(s, a, &hook, obj, false).await?;
+        }
+    }
+    Ok(obj)
+}
+
+/// Runs `obj` through every matching validating webhook: Ok(obj) as it
+/// came, or the first refusal.
+pub(crate) async fn validate(
+    s: &ApiServer,
+    a: &Attributes<'_>,
+    mut obj: Value,
+) -> Result<Value, Response> {
+    let (mut configs, _) = s.store.list("ValidatingWebhookConfiguration");
+    configs.sort_by(|x, y| {
+        x["metadata"]["name"]
+            .as_str()
+            .cmp(&y["metadata"]["name"].as_str())
+    });
+    for config in configs {
+        for hook in config["webhooks"].as_array().cloned().unwrap_or_default() {
+            // A validating webhook has a mutating one's fields, less one.
+            let Ok(hook) = serde_json::from_value::<MutatingWebhook>(hook) else {
+                continue;
+            };
+            obj = through(s, a, &hook, obj, true).await?;
         }
     }
     Ok(obj)
@@ -105,6 +133,7 @@ async fn through(
     a: &Attributes<'_>,
     hook: &MutatingWebhook,
     obj: Value,
+    validating: bool,
 ) -> Result<Value, Response> {
     let plural = a.resource.plural;
     let name = obj["metadata"]["name"]
@@ -157,6 +186,9 @@ async fn through(
     };
     if response["allowed"] != true {
         return Err(denied(&hook.name, &response["status"], &name, plural));
+    }
+    if validating {
+        return Ok(obj);
     }
     apply_patch(&hook.name, obj, &response).map_err(|e| {
         let msg = format!("Internal error occurred: {e}");

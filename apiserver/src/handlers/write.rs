@@ -27,7 +27,8 @@ impl Req<'_> {
             user: self.user,
             dry_run: self.how == Apply::DryRun,
         };
-        admission::mutate(self.s, &a, obj).await.map_err(Box::new)
+        let obj = admission::mutate(self.s, &a, obj).await.map_err(Box::new)?;
+        admission::validate(self.s, &a, obj).await.map_err(Box::new)
     }
 
     /// A create from an apply patch: admitted by the namespace's lifecycle
