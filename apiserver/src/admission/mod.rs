@@ -26,7 +26,7 @@ use super::{ApiServer, status};
 use axum::response::Response;
 use base64::Engine;
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    MatchCondition, MutatingWebhook, RuleWithOperations,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
@@ -78,6 +78,21 @@ pub(crate) struct Attributes<'a> {
     pub dry_run: bool,
 }
 
+/// The webhooks of every stored configuration of `kind`, in the order
+/// kube-apiserver calls them: configurations by name (the store lists a
+/// cluster-scoped kind in name order), each one's webhooks in order. A
+/// validating webhook has a mutating one's fields, less one, so both read
+/// as a `MutatingWebhook`.
+fn webhooks(s: &ApiServer, kind: &str) -> Vec<MutatingWebhook> {
+    s.store
+        .list(kind)
+        .0
+        .into_iter()
+        .flat_map(|c| c["webhooks"].as_array().cloned().unwrap_or_default())
+        .filter_map(|h| serde_json::from_value(h).ok())
+        .collect()
+}
+
 /// Runs `obj`, to be created, through every mutating webhook that
 /// matches; the object as they leave it, or the refusal.
 pub(crate) async fn mutate(
@@ -85,19 +100,8 @@ pub(crate) async fn mutate(
     a: &Attributes<'_>,
     mut obj: Value,
 ) -> Result<Value, Response> {
-    let (mut configs, _) = s.store.list("MutatingWebhookConfiguration");
-    configs.sort_by(|x, y| {
-        x["metadata"]["name"]
-            .as_str()
-            .cmp(&y["metadata"]["name"].as_str())
-    });
-    for config in configs {
-        let Ok(config) = serde_json::from_value::<MutatingWebhookConfiguration>(config) else {
-            continue;
-        };
-        for hook in config.webhooks.unwrap_or_default() {
-            obj = through(s, a, &hook, obj, false).await?;
-        }
+    for hook in webhooks(s, "MutatingWebhookConfiguration") {
+        obj = through(s, a, &hook, obj, false).await?;
     }
     Ok(obj)
 }
@@ -109,20 +113,8 @@ pub(crate) async fn validate(
     a: &Attributes<'_>,
     mut obj: Value,
 ) -> Result<Value, Response> {
-    let (mut configs, _) = s.store.list("ValidatingWebhookConfiguration");
-    configs.sort_by(|x, y| {
-        x["metadata"]["name"]
-            .as_str()
-            .cmp(&y["metadata"]["name"].as_str())
-    });
-    for config in configs {
-        for hook in config["webhooks"].as_array().cloned().unwrap_or_default() {
-            // A validating webhook has a mutating one's fields, less one.
-            let Ok(hook) = serde_json::from_value::<MutatingWebhook>(hook) else {
-                continue;
-            };
-            obj = through(s, a, &hook, obj, true).await?;
-        }
+    for hook in webhooks(s, "ValidatingWebhookConfiguration") {
+        obj = through(s, a, &hook, obj, true).await?;
     }
     Ok(obj)
 }

@@ -210,6 +210,7 @@ pub async fn handle(
         q: &q,
         user: &user,
         manager: &manager,
+        served: &served,
         how,
     };
     // A create passes the namespace's lifecycle and the mutating webhooks
@@ -322,6 +323,9 @@ struct Req<'a> {
     user: &'a str,
     /// The field manager the write's fields go to (managedFields).
     manager: &'a str,
+    /// What the server served when the request came (the target was read
+    /// by it): its CRDs' schemas and columns, looked up once per request.
+    served: &'a super::Served,
     /// `dryRun=All`: the write is decided and answered, not stored.
     how: Apply,
 }
@@ -357,8 +361,7 @@ impl Req<'_> {
 
     /// A custom resource's printer columns, from its CRD.
     fn columns(&self) -> Option<Vec<super::table::Column>> {
-        let served = self.s.served();
-        Some(served.custom(self.t.resource.kind)?.columns.clone())
+        Some(self.served.custom(self.t.resource.kind)?.columns.clone())
     }
 
     fn not_found(&self, n: &str) -> Response {

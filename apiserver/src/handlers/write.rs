@@ -150,8 +150,8 @@ impl Req<'_> {
             }
         }
         let mut causes = validate::metadata(&self.t.resource, obj);
-        let served = self.s.served();
-        let crd_schema = served
+        let crd_schema = self
+            .served
             .custom(self.t.resource.kind)
             .and_then(|c| c.schema.as_ref());
         let sent = crd_schema.is_some().then(|| obj.clone());
