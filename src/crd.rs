@@ -36,23 +36,38 @@ pub fn write_all(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// KubeVirt's VirtualMachineInstance CRD, as far as the embedded cluster
-/// needs it (its spec and status kept as they are written).
-pub fn kubevirt_vmi() -> serde_json::Value {
+/// A KubeVirt CRD, as far as the embedded cluster needs it (its spec and
+/// status kept as they are written).
+fn kubevirt_crd(kind: &str, plural: &str, short: &[&str]) -> serde_json::Value {
     let open = serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
     serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "virtualmachineinstances.kubevirt.io"},
+        "metadata": {"name": format!("{plural}.kubevirt.io")},
         "spec": {
             "group": "kubevirt.io", "scope": "Namespaced",
-            "names": {"plural": "virtualmachineinstances", "singular": "virtualmachineinstance",
-                "kind": "VirtualMachineInstance", "shortNames": ["vmi", "vmis"], "categories": ["all"]},
+            "names": {"plural": plural, "singular": kind.to_lowercase(),
+                "kind": kind, "shortNames": short, "categories": ["all"]},
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "subresources": {"status": {}},
                 "schema": {"openAPIV3Schema": {"type": "object",
                     "properties": {"spec": open, "status": open}}}}],
         },
     })
+}
+
+/// KubeVirt's VirtualMachineInstance CRD.
+pub fn kubevirt_vmi() -> serde_json::Value {
+    kubevirt_crd(
+        "VirtualMachineInstance",
+        "virtualmachineinstances",
+        &["vmi", "vmis"],
+    )
+}
+
+/// KubeVirt's VirtualMachine CRD: the stand-in's VM controller keeps a
+/// VMI running for each one whose runStrategy is Always.
+pub fn kubevirt_vm() -> serde_json::Value {
+    kubevirt_crd("VirtualMachine", "virtualmachines", &["vm", "vms"])
 }
 
 /// Stores the CRDs of the cluster gpu-claims runs in (its own and
@@ -64,6 +79,7 @@ pub fn install(store: &gpu_claims_actors::memory::store::Store) {
         .filter_map(|(_, crd)| serde_json::to_value(&crd).ok())
         .collect();
     crds.push(kubevirt_vmi());
+    crds.push(kubevirt_vm());
     for crd in crds {
         crate::apiserver::install_crd(store, crd);
     }

@@ -17,8 +17,8 @@ const HOLD: Duration = Duration::from_millis(1500);
 
 fn small(c: &gpu_claims_actors::memory::MemCluster) {
     for o in [
-        node("n1").gpus(H200, 4).obj(),
-        node("n2").gpus(H200, 4).obj(),
+        node("n1").gpus(H200, 4).kubelet("32", "256Gi").obj(),
+        node("n2").gpus(H200, 4).kubelet("32", "256Gi").obj(),
         class("h200", H200).no_finalizer().obj(),
         claim(A, "named").count(2).no_finalizer().obj(),
     ] {

@@ -364,6 +364,68 @@ fn plan_on_the_placement_example_places_moves_and_waits_with_every_reason() {
     }
 }
 
+#[test]
+fn plan_on_the_node_example_counts_other_pods_fits_memory_reads_the_spec_and_recovers_g7() {
+    let (ok, writes, err) = plan(&["--snapshot", "config/examples/node.yaml", "--after", "1m"]);
+    assert!(ok, "{err}");
+    let node_of = |claim: &str| {
+        writes
+            .iter()
+            .find(|w| w["op"] == "update_status" && w["name"] == claim && w["rule"] == "G4")
+            .map(|w| w["nodeName"].clone())
+    };
+    // G3: n1 would fit vm-big's 1 GPU tighter, but not its 300Gi.
+    assert_eq!(node_of("vm-big-gpu"), Some("n2".into()));
+    // G2 from the spec alone; G3 counts the CUDA job's 2 of n1's 4 GPUs.
+    assert!(
+        writes
+            .iter()
+            .any(|w| w["op"] == "create" && w["name"] == "vm-spec-gpu" && w["rule"] == "G2")
+    );
+    assert_eq!(node_of("vm-spec-gpu"), Some("n1".into()));
+    // G5 RequestMismatch: waits, placed nowhere.
+    let mismatch: Vec<&Value> = writes
+        .iter()
+        .filter(|w| w["name"] == "vm-mismatch-gpu" && w["op"] == "update_status")
+        .collect();
+    assert_eq!(mismatch.len(), 1, "{mismatch:?}");
+    assert_eq!(mismatch[0]["rule"], "G5");
+    // G7, once unschedulableGrace (1m) has passed, and not before.
+    let g7: Vec<&Value> = writes.iter().filter(|w| w["rule"] == "G7").collect();
+    assert_eq!(g7.len(), 1, "{g7:?}");
+    assert_eq!(
+        (
+            g7[0]["op"].as_str(),
+            g7[0]["name"].as_str(),
+            g7[0]["at"].as_str()
+        ),
+        (Some("delete"), Some("vm-stuck"), Some("1m"))
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let objects = gpu_claims::snapshot::load(&root.join("config/examples/node.yaml")).unwrap();
+    let end = gpu_claims::plan::converged(Default::default(), objects, &[]);
+    let waiting = end.iter().find_map(|o| match o {
+        gpu_claims_actors::ports::Obj::Claim(c)
+            if c.metadata.name.as_deref() == Some("vm-mismatch-gpu") =>
+        {
+            c.conditions()
+                .iter()
+                .find(|c| c.type_ == "Waiting")
+                .cloned()
+        }
+        _ => None,
+    });
+    let waiting = waiting.expect("Waiting");
+    assert_eq!(waiting.reason, "RequestMismatch");
+    assert!(
+        waiting
+            .message
+            .contains("its spec requests 2 nvidia.com/GH100_H200, its claims hold 1"),
+        "{}",
+        waiting.message
+    );
+}
+
 /// A dry run people diff in reviews prints the same lines for the same
 /// input: the actors decide in the order of the objects' keys.
 #[test]
@@ -371,6 +433,7 @@ fn plan_prints_the_same_writes_on_every_run() {
     for snapshot in [
         "config/examples/lifecycle.yaml",
         "config/examples/placement.yaml",
+        "config/examples/node.yaml",
     ] {
         let runs: Vec<Vec<Value>> = (0..5)
             .map(|_| {

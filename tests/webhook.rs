@@ -4,10 +4,11 @@ use base64::Engine;
 use gpu_claims::controller::serve_webhook;
 use gpu_claims::webhook::{Admission, CertFiles, WebhookState, admit, response};
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, SCHEDULING_GATE};
-use gpu_claims_actors::fixtures::vmi;
+use gpu_claims_actors::fixtures::{class, vmi};
 use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::memory::sim::STATUS_KINDS;
 use gpu_claims_actors::memory::store::Store;
+use gpu_claims_actors::ports::Kind;
 use gpu_claims_actors::world::World;
 use gpu_claims_actors::{Config, api::Vmi};
 use serde_json::{Value, json};
@@ -46,6 +47,82 @@ fn review(gates: Option<Value>) -> Value {
     })
 }
 
+const H200: &str = "nvidia.com/GH100_H200";
+
+/// The controller's world with its classes listed: class h200 serves H200.
+fn classes() -> World {
+    let w = World::new(Config::default());
+    w.load(class("h200", H200).obj());
+    w.mark_listed(Kind::Class);
+    w
+}
+
+/// A review of a launcher pod whose compute container requests `gpus` of `resource`.
+fn review_requesting(resource: &str, gpus: u32) -> Value {
+    let mut r = review(None);
+    r["request"]["object"]["spec"]["containers"][0]["resources"] = json!({
+        "limits": {resource: gpus.to_string(), "devices.kubevirt.io/kvm": "1"},
+        "requests": {resource: gpus.to_string(), "cpu": "100m"},
+    });
+    r
+}
+
+#[test]
+fn g1_a_launcher_requesting_a_class_resource_is_gated_whatever_its_vmi_says() {
+    let plain = vmi("t", "vm1").uid("u1").0;
+    let r = review_requesting(H200, 2);
+    assert!(matches!(
+        admit(&r["request"], Some(&plain), &classes()),
+        Admission::Patch(_)
+    ));
+    assert!(
+        matches!(admit(&r["request"], None, &classes()), Admission::Patch(_)),
+        "its VMI not found yet: gated all the same"
+    );
+}
+
+#[test]
+fn g1_a_launcher_requesting_devices_no_class_serves_is_left_alone() {
+    let plain = vmi("t", "vm1").uid("u1").0;
+    let r = review_requesting("mellanox.com/cx7", 1);
+    assert_eq!(
+        admit(&r["request"], Some(&plain), &classes()),
+        Admission::Allow
+    );
+}
+
+#[test]
+fn g1_a_vmi_asking_only_in_its_spec_gets_its_pod_gated() {
+    let spec_only = vmi("t", "vm1").uid("u1").gpus(H200, 1).0;
+    assert!(matches!(
+        admit(&review(None)["request"], Some(&spec_only), &classes()),
+        Admission::Patch(_)
+    ));
+    let nic = vmi("t", "vm1")
+        .uid("u1")
+        .host_devices("mellanox.com/cx7", 1)
+        .0;
+    assert_eq!(
+        admit(&review(None)["request"], Some(&nic), &classes()),
+        Admission::Allow
+    );
+}
+
+#[test]
+fn g1_before_the_classes_are_listed_a_pod_that_may_ask_for_devices_is_refused() {
+    let unlisted = World::new(Config::default());
+    let r = review_requesting(H200, 1);
+    let Admission::Deny(m) = admit(&r["request"], None, &unlisted) else {
+        panic!("a refusal")
+    };
+    assert!(m.contains("not listed the GPUClasses"), "{m}");
+    // One that asks by annotation only is gated as before.
+    assert!(matches!(
+        admit(&review(None)["request"], Some(&asking()), &unlisted),
+        Admission::Patch(_)
+    ));
+}
+
 fn asking() -> Vmi {
     vmi("t", "vm1")
         .uid("u1")
@@ -56,7 +133,7 @@ fn asking() -> Vmi {
 #[test]
 fn g1_a_launcher_of_a_vmi_asking_for_gpus_gets_the_gate() {
     let r = review(None);
-    let Admission::Patch(p) = admit(&r["request"], Some(&asking())) else {
+    let Admission::Patch(p) = admit(&r["request"], Some(&asking()), &classes()) else {
         panic!("a patch")
     };
     assert_eq!(
@@ -80,7 +157,7 @@ fn g1_other_gates_are_kept_and_ours_appended() {
     let r = review(Some(json!([{"name": "example.com/other"}])));
     let named = vmi("t", "vm1").uid("u1").annotate(CLAIMS_ANNOTATION, "a").0;
     assert_eq!(
-        admit(&r["request"], Some(&named)),
+        admit(&r["request"], Some(&named), &classes()),
         Admission::Patch(
             json!([{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": SCHEDULING_GATE}}])
         )
@@ -90,13 +167,20 @@ fn g1_other_gates_are_kept_and_ours_appended() {
 #[test]
 fn g1_an_already_gated_pod_is_left_alone() {
     let r = review(Some(json!([{"name": SCHEDULING_GATE}])));
-    assert_eq!(admit(&r["request"], Some(&asking())), Admission::Allow);
+    assert_eq!(
+        admit(&r["request"], Some(&asking()), &classes()),
+        Admission::Allow
+    );
 }
 
 #[test]
 fn g1_a_vmi_asking_for_no_gpus_is_left_alone() {
     assert_eq!(
-        admit(&review(None)["request"], Some(&vmi("t", "vm1").uid("u1").0)),
+        admit(
+            &review(None)["request"],
+            Some(&vmi("t", "vm1").uid("u1").0),
+            &classes()
+        ),
         Admission::Allow
     );
 }
@@ -109,14 +193,14 @@ fn g1_an_unreadable_request_still_gates_the_pod() {
         .annotate("gpu.cozystack.io/count", "two")
         .0;
     assert!(matches!(
-        admit(&review(None)["request"], Some(&bad)),
+        admit(&review(None)["request"], Some(&bad), &classes()),
         Admission::Patch(_)
     ));
 }
 
 #[test]
 fn g1_a_launcher_whose_vmi_is_not_found_is_refused() {
-    let Admission::Deny(m) = admit(&review(None)["request"], None) else {
+    let Admission::Deny(m) = admit(&review(None)["request"], None, &classes()) else {
         panic!("a refusal")
     };
     assert!(m.contains("t/vm1"), "{m}");
@@ -128,10 +212,10 @@ fn g1_a_launcher_whose_vmi_is_not_found_is_refused() {
 fn g1_pods_that_are_not_launchers_and_other_operations_are_left_alone() {
     let mut r = review(None);
     r["request"]["object"]["metadata"]["labels"] = json!({"app": "web"});
-    assert_eq!(admit(&r["request"], None), Admission::Allow);
+    assert_eq!(admit(&r["request"], None, &classes()), Admission::Allow);
     let mut r = review(None);
     r["request"]["operation"] = "UPDATE".into();
-    assert_eq!(admit(&r["request"], None), Admission::Allow);
+    assert_eq!(admit(&r["request"], None, &classes()), Admission::Allow);
 }
 
 fn write_cert(dir: &std::path::Path) -> Vec<u8> {

@@ -13,6 +13,10 @@ pub struct Config {
     /// How long an attachment whose VMI never appeared is kept (L6, L9).
     #[serde(default = "default_grace", with = "humantime_serde")]
     pub attachment_grace: Duration,
+    /// How long a launcher pod placement pinned may stay Unschedulable
+    /// before its VMI is deleted to start again at the gate (G7).
+    #[serde(default = "default_unschedulable_grace", with = "humantime_serde")]
+    pub unschedulable_grace: Duration,
     #[serde(default)]
     pub log: LogConfig,
     #[serde(default)]
@@ -83,6 +87,9 @@ fn yes() -> bool {
 fn default_grace() -> Duration {
     Duration::from_secs(120)
 }
+fn default_unschedulable_grace() -> Duration {
+    Duration::from_secs(60)
+}
 fn default_filter() -> String {
     "info".into()
 }
@@ -105,6 +112,7 @@ impl Default for Config {
         Self {
             kubevirt: KubevirtConfig::default(),
             attachment_grace: default_grace(),
+            unschedulable_grace: default_unschedulable_grace(),
             log: LogConfig::default(),
             trace: TraceConfig::default(),
             api: ApiConfig::default(),

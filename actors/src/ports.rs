@@ -275,6 +275,8 @@ pub trait Telemetry: Send + Sync {
     fn gate_wait(&self, _waited: std::time::Duration) {}
     /// How many claim and class actors are alive.
     fn actors(&self, _claims: usize, _classes: usize) {}
+    /// How many pinned launcher pods the scheduler reports Unschedulable (G7).
+    fn unschedulable_pods(&self, _pods: usize) {}
 }
 
 /// Telemetry that goes nowhere (`plan`, most tests).

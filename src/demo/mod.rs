@@ -7,7 +7,7 @@
 pub mod story;
 pub mod view;
 
-pub use story::{A, B, CORDONED, H200, L40S, TAINTED};
+pub use story::{A, B, CORDONED, CUDA_JOB, H200, L40S, OPS, TAINTED};
 pub use view::Snapshot;
 
 use crate::apiserver::{self, ApiServer, Faults};
@@ -17,7 +17,7 @@ use crate::leader::LeaseArgs;
 use crate::standin::StandIn;
 use crate::telemetry::Logging;
 use anyhow::{Context as _, bail};
-use gpu_claims_actors::fixtures::{MetaB, claim, class, node};
+use gpu_claims_actors::fixtures::{MetaB, claim, class, node, pod};
 use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::memory::invariants::{Checker, progress};
 use gpu_claims_actors::memory::store::Store;
@@ -52,27 +52,47 @@ const QUIET: Duration = Duration::from_millis(300);
 /// How long a settled controller may take to place what a fresh one would (I6).
 const PROGRESS: Duration = Duration::from_secs(10);
 
-/// The cluster the story starts from: three GPU nodes the VMs can use, a
-/// cordoned and a tainted one placement must skip, two classes, a claim.
+/// The cluster the story starts from: three GPU nodes the VMs can use
+/// (their cpu, memory and pods as a kubelet advertises them), a cordoned
+/// and a tainted one placement must skip, two classes, a claim, and a
+/// CUDA job outside gpu-claims that holds one of gpu-node-1's GPUs.
 pub fn seed(cluster: &MemCluster) {
-    // The tenants' namespaces, and the controller's own (its Lease).
-    for ns in [A, B, "gpu-claims"] {
+    // The tenants' namespaces, the platform's, and the controller's own (its Lease).
+    for ns in [A, B, OPS, "gpu-claims"] {
         crate::apiserver::namespaces::ensure(&cluster.store, ns);
     }
     let objs = [
         // Each would be the first best fit by name: G3's scheduler filters
         // skip them (the stand-in's pods tolerate neither).
-        node(CORDONED).gpus(H200, 4).cordoned().obj(),
+        node(CORDONED)
+            .gpus(H200, 4)
+            .kubelet("64", "512Gi")
+            .cordoned()
+            .obj(),
         node(TAINTED)
             .gpus(H200, 4)
+            .kubelet("64", "512Gi")
             .taint("dedicated", "ml", "NoSchedule")
             .obj(),
-        node("gpu-node-1").gpus(H200, 4).obj(),
-        node("gpu-node-2").gpus(H200, 4).obj(),
-        node("gpu-node-3").gpus(L40S, 2).obj(),
+        node("gpu-node-1")
+            .gpus(H200, 4)
+            .kubelet("64", "128Gi")
+            .obj(),
+        node("gpu-node-2").gpus(H200, 4).kubelet("128", "1Ti").obj(),
+        node("gpu-node-3")
+            .gpus(L40S, 2)
+            .kubelet("32", "256Gi")
+            .obj(),
         class("h200", H200).budget(6).no_finalizer().obj(),
         class("l40s", L40S).no_finalizer().obj(),
         claim(B, "shared-l40s").class("l40s").no_finalizer().obj(),
+        // A pod outside gpu-claims, bound before the controller ever ran:
+        // placement counts its GPU (G3), as the kubelet does.
+        pod(OPS, CUDA_JOB)
+            .scheduled("gpu-node-1")
+            .requests(&[(H200, "1"), ("cpu", "2"), ("memory", "8Gi")])
+            .phase("Running")
+            .obj(),
     ];
     for o in &objs {
         cluster.seed(o);
@@ -113,6 +133,14 @@ pub struct Observer {
 }
 
 impl Observer {
+    /// An observer for a controller whose `unschedulableGrace` is `grace` (I7).
+    pub fn with_unschedulable_grace(cluster: Arc<MemCluster>, grace: Duration) -> Self {
+        Self {
+            checker: Checker::with_unschedulable_grace(grace),
+            ..Self::new(cluster)
+        }
+    }
+
     pub fn new(cluster: Arc<MemCluster>) -> Self {
         Self {
             store: cluster.store.clone(),
@@ -254,9 +282,10 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         };
         std::fs::write(&path, &kubeconfig).with_context(|| format!("write {}", path.display()))?;
         println!("gpu-claims demo: an embedded API server at {}, kubeconfig {}", server.url(), path.display());
-        println!("  3 nodes (gpu-node-1, gpu-node-2: 4 x H200 each; gpu-node-3: 2 x L40S)");
+        println!("  3 nodes: gpu-node-1 (4 x H200, 128Gi), gpu-node-2 (4 x H200, 1Ti), gpu-node-3 (2 x L40S, 256Gi)");
         println!("  and 2 nodes placement skips: {CORDONED} (cordoned) and {TAINTED} (tainted dedicated=ml:NoSchedule), 4 x H200 each");
         println!("  classes h200 (budget 6) and l40s; claim {B}/shared-l40s");
+        println!("  a CUDA job outside gpu-claims, {OPS}/{CUDA_JOB}, holds 1 H200 on gpu-node-1");
         if faults != Faults::default() {
             println!("  faults injected: {}", args.faults);
         }
@@ -326,7 +355,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .get_or_create(&crate::metrics::WebhookLabels { result: "gated".into() })
             .get();
         println!(
-            "\ndone in {:.1}s: {} steps; invariants I1-I5 checked {} times and I6 after each step, none violated; \
+            "\ndone in {:.1}s: {} steps; invariants I1-I5 and I7 checked {} times and I6 after each step, none violated; \
              the controller wrote {writes} times over HTTP ({refused} refused), none that changed nothing; \
              its webhook put {gated} launcher pods at the gate",
             started.elapsed().as_secs_f64(),

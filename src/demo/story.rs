@@ -4,8 +4,8 @@
 //! would, then names what the controller must have done for it to end.
 
 use super::view::Snapshot;
-use crate::standin::StandIn;
-use gpu_claims_actors::api::{CONDITION_WAITING, is_deleting};
+use crate::standin::{StandIn, VmSpec};
+use gpu_claims_actors::api::{CLASS_ANNOTATION, CONDITION_WAITING, COUNT_ANNOTATION, is_deleting};
 use gpu_claims_actors::memory::store::Store;
 use std::time::Duration;
 
@@ -17,6 +17,9 @@ pub const L40S: &str = "nvidia.com/AD102GL_L40S";
 /// run the launcher pods there.
 pub const CORDONED: &str = "gpu-node-0";
 pub const TAINTED: &str = "gpu-node-4";
+/// The platform team's namespace, and its CUDA job outside gpu-claims.
+pub const OPS: &str = "ml-ops";
+pub const CUDA_JOB: &str = "cuda-smoke-test";
 
 pub struct Ctx<'a> {
     pub standin: &'a StandIn,
@@ -56,11 +59,16 @@ pub fn steps() -> Vec<Step> {
     let now = Duration::ZERO;
     vec![
         Step {
-            title: "Tenants start three VMs: vm-train (4 x h200), vm-infer (2 x h200), vm-render (claim shared-l40s)",
+            title: "Tenants start three VMs: vm-train (3 x h200) goes to gpu-node-1, where the CUDA job left exactly 3; \
+                    vm-infer (2 x h200, 384Gi) to gpu-node-2, the only node with the memory; vm-render (claim shared-l40s)",
             rules: "G1 G2 G3 G4 L1 L4",
             act: |c| {
-                c.standin.start_vm(A, "vm-train", "h200", 4);
-                c.standin.start_vm(A, "vm-infer", "h200", 2);
+                c.standin.start_vm(A, "vm-train", "h200", 3);
+                let infer = VmSpec::sized(16, "384Gi")
+                    .annotate(CLASS_ANNOTATION, "h200")
+                    .annotate(COUNT_ANNOTATION, "2")
+                    .gpus(H200, 2);
+                c.standin.create_vmi(A, "vm-infer", &infer);
                 c.standin
                     .start_vm_with_claims(B, "vm-render", &["shared-l40s"]);
             },
@@ -68,10 +76,20 @@ pub fn steps() -> Vec<Step> {
                 s.phase(A, "vm-train-gpu") == "Attached"
                     && s.phase(A, "vm-infer-gpu") == "Attached"
                     && s.phase(B, "shared-l40s") == "Attached"
-                    && s.claims
-                        .iter()
-                        .all(|c| c.node_name().is_none_or(|n| n != CORDONED && n != TAINTED))
+                    && node_of(s, A, "vm-train-gpu") == "gpu-node-1"
+                    && node_of(s, A, "vm-infer-gpu") == "gpu-node-2"
             },
+            hold: now,
+        },
+        Step {
+            title: "vm-notebook asks for an L40S in its spec alone, as Cozystack's vm-instance writes it: \
+                    its pod is gated, and it gets a template claim of the class that serves it",
+            rules: "G1 G2 G3 G4",
+            act: |c| {
+                let notebook = VmSpec::sized(4, "16Gi").gpus(L40S, 1);
+                c.standin.create_vmi(B, "vm-notebook", &notebook);
+            },
+            until: |s| s.phase(B, "vm-notebook-gpu") == "Attached",
             hold: now,
         },
         Step {
@@ -116,6 +134,13 @@ pub fn steps() -> Vec<Step> {
                     && s.claim(B, "shared-l40s")
                         .is_some_and(|c| c.attached_vmi_name().is_none())
             },
+            hold: now,
+        },
+        Step {
+            title: "vm-notebook stops: the template claim made from its spec goes with it",
+            rules: "L5 L7 L8",
+            act: |c| c.standin.stop_vm(B, "vm-notebook"),
+            until: |s| s.phase(B, "vm-notebook-gpu") == "gone",
             hold: now,
         },
         Step {

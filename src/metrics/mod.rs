@@ -87,6 +87,8 @@ pub struct Metrics {
     pub change_to_write: Family<RuleLabel, Histogram>,
     pub gate_wait: Histogram,
     pub actors: Family<KindLabel, Gauge>,
+    /// G7: pinned launcher pods the scheduler reports Unschedulable.
+    pub unschedulable_pods: Gauge,
     pub leader: Gauge,
     /// API requests that got no answer within their deadline.
     pub timeouts: Family<VerbKindLabels, Counter>,
@@ -154,6 +156,7 @@ impl Metrics {
             // 50 ms, 150 ms, ... 8857 s (3^11 × 50 ms, about 2.5 h)
             gate_wait: Histogram::new(buckets(0.05, 3.0, 12)),
             actors: Family::default(),
+            unschedulable_pods: Gauge::default(),
             leader: Gauge::default(),
             timeouts: Family::default(),
             webhook_requests: Family::default(),
@@ -230,6 +233,11 @@ impl Metrics {
             "gpu_claims_actors",
             "Actors alive, by kind",
             m.actors.clone(),
+        );
+        registry.register(
+            "gpu_claims_unschedulable_pods",
+            "Launcher pods placement pinned that the scheduler reports Unschedulable (G7 deletes their VMI after unschedulableGrace)",
+            m.unschedulable_pods.clone(),
         );
         registry.register(
             "gpu_claims_api_timeouts",
@@ -317,6 +325,10 @@ impl Telemetry for Metrics {
 
     fn gate_wait(&self, waited: Duration) {
         self.gate_wait.observe(waited.as_secs_f64());
+    }
+
+    fn unschedulable_pods(&self, pods: usize) {
+        self.unschedulable_pods.set(pods as i64);
     }
 
     fn actors(&self, claims: usize, classes: usize) {

@@ -8,7 +8,6 @@ use crate::kube_ports::{api, typed};
 use crate::telemetry::FailureStreak;
 use actix::Addr;
 use futures::StreamExt;
-use gpu_claims_actors::api::{LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE};
 use gpu_claims_actors::controller::{Supervisor, WorldEvent};
 use gpu_claims_actors::ports::{Kind, Obj};
 use kube::Client;
@@ -24,12 +23,12 @@ pub use health::{WatchHealth, WatchState, layer as answers_layer};
 /// Watches one kind until the process ends.
 pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc<WatchHealth>) {
     health.set(kind, |_| {});
-    let mut config = watcher::Config::default()
+    // Every pod, not only launchers: G3 counts what pods outside
+    // gpu-claims use on each node (SPEC §1); the cache keeps of each only
+    // its node and request.
+    let config = watcher::Config::default()
         .any_semantic()
         .timeout(crate::clients::WATCH_TIMEOUT.as_secs() as u32);
-    if kind == Kind::Pod {
-        config = config.labels(&format!("{LAUNCHER_LABEL}={LAUNCHER_LABEL_VALUE}"));
-    }
     let stream =
         watcher(api(&client, kind, None), config).backoff(backoff::WatchBackoff::default());
     let mut stream = std::pin::pin!(stream);

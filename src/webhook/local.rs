@@ -86,7 +86,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_charts_match_condition_sends_only_pods_that_ask_for_gpus() {
+    fn the_charts_match_condition_sends_only_pods_that_ask_for_gpus_by_annotation_or_request() {
         let docs: Vec<Value> = crate::yaml::documents(MANIFESTS).unwrap();
         let config = docs
             .into_iter()
@@ -95,13 +95,26 @@ mod tests {
         let config: MutatingWebhookConfiguration = serde_json::from_value(config).unwrap();
         let hook = &config.webhooks.unwrap()[0];
         let c = hook.match_conditions.clone().unwrap();
-        let pod = |annotations: Value| json!({"metadata": {"annotations": annotations}});
+        let compute = json!([{"name": "compute"}]);
+        let pod = |annotations: Value| json!({"metadata": {"annotations": annotations}, "spec": {"containers": compute.clone()}});
+        let asking = |part: &str, resource: &str| {
+            json!({"metadata": {}, "spec": {"containers": [
+                {"name": "sidecar"},
+                {"name": "compute", "resources": {part: {resource: "1", "cpu": "1"}}},
+            ]}})
+        };
         let req = json!({});
         for (p, want) in [
             (pod(json!({"gpu.cozystack.io/class": "h200"})), true),
             (pod(json!({"gpu.cozystack.io/claims": "a,b"})), true),
             (pod(json!({"other": "x"})), false),
-            (json!({"metadata": {}}), false),
+            (
+                json!({"metadata": {}, "spec": {"containers": compute.clone()}}),
+                false,
+            ),
+            (asking("limits", "nvidia.com/GH100_H200"), true),
+            (asking("requests", "nvidia.com/GH100_H200"), true),
+            (asking("limits", "devices.kubevirt.io/kvm"), false),
         ] {
             assert_eq!(
                 crate::apiserver::admission::conditions_hold(&c, &p, &req),

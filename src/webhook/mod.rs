@@ -1,6 +1,8 @@
 //! G1: the mutating admission webhook that puts launcher pods of VMIs
-//! asking for GPUs at the gate when they are created, so no GPU pod slips
-//! through ungated (its configuration says failurePolicy Fail). Served
+//! asking for GPUs (by annotations or in their spec), and launcher pods
+//! whose containers request a GPUClass's resource, at the gate when they
+//! are created, so no GPU pod slips through ungated (its configuration
+//! says failurePolicy Fail). Served
 //! over TLS with cert and key files that are reloaded when they change.
 
 pub mod local;
@@ -19,6 +21,7 @@ use gpu_claims_actors::api::{
     LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, SCHEDULING_GATE, VMI_API_VERSION, VMI_KIND, Vmi,
 };
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef, Reader};
+use gpu_claims_actors::rules::asks_for_gpus;
 use gpu_claims_actors::world::{World, key};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -82,11 +85,59 @@ pub fn gate_patch(pod: &Value) -> Option<Value> {
     })
 }
 
-/// G1 for one AdmissionReview request, given its VMI (None: not found).
-pub fn admit(request: &Value, vmi: Option<&Vmi>) -> Admission {
+/// Whether a pod's containers request (in limits or requests) a resource
+/// that a GPUClass serves.
+fn requests_a_class_resource(pod: &Value, world: &World) -> bool {
+    let containers = pod["spec"]["containers"].as_array().into_iter().flatten();
+    let init = pod["spec"]["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    containers.chain(init).any(|c| {
+        ["limits", "requests"].iter().any(|part| {
+            c["resources"][part]
+                .as_object()
+                .is_some_and(|m| m.keys().any(|r| world.serves(r)))
+        })
+    })
+}
+
+/// Whether a pod or its VMI asks for any device (an extended resource in
+/// a container, a device entry in the VMI's spec): what the classes
+/// decide is ours.
+fn may_ask_for_devices(pod: &Value, vmi: Option<&Vmi>) -> bool {
+    let containers = pod["spec"]["containers"].as_array().into_iter().flatten();
+    let extended = containers.into_iter().any(|c| {
+        ["limits", "requests"].iter().any(|part| {
+            c["resources"][part].as_object().is_some_and(|m| {
+                m.keys()
+                    .any(|r| gpu_claims_actors::api::resources::is_extended(r))
+            })
+        })
+    });
+    extended || vmi.is_some_and(|v| !v.device_request().is_empty())
+}
+
+/// G1 for one AdmissionReview request, given its VMI (None: not found)
+/// and the world (the classes, for what a spec or a pod asks of them).
+pub fn admit(request: &Value, vmi: Option<&Vmi>, world: &World) -> Admission {
     let Some((ns, name)) = launcher_of(request) else {
         return Admission::Allow;
     };
+    let pod = &request["object"];
+    let gate = || gate_patch(pod).map_or(Admission::Allow, Admission::Patch);
+    // Which resources GPUClasses serve is known once they are listed;
+    // before, a pod that may ask for GPUs is refused rather than guessed at.
+    if !world.listed(Kind::Class) && may_ask_for_devices(pod, vmi) {
+        return Admission::Deny(
+            "the controller has not listed the GPUClasses yet; retry in a moment".into(),
+        );
+    }
+    // A pod that asks for a class's GPUs is gated whatever its VMI says:
+    // the device plugin would hand them out without a placement.
+    if requests_a_class_resource(pod, world) {
+        return gate();
+    }
     let Some(vmi) = vmi else {
         // Its VMI is made before its pod: not finding it means we cannot tell,
         // and an ungated GPU pod is the one thing that must not happen.
@@ -94,11 +145,11 @@ pub fn admit(request: &Value, vmi: Option<&Vmi>) -> Admission {
             "VirtualMachineInstance {ns}/{name} not found; retry once it exists"
         ));
     };
-    // An unreadable request still asks for GPUs: gated, placement says why it waits.
-    if vmi.gpu_request().is_ok_and(|r| r.is_empty()) {
+    // An unusable request still asks for GPUs: gated, placement says why it waits.
+    if !asks_for_gpus(vmi, world) {
         return Admission::Allow;
     }
-    gate_patch(&request["object"]).map_or(Admission::Allow, Admission::Patch)
+    gate()
 }
 
 /// Why a body is not an AdmissionReview the webhook can answer. Never
@@ -209,7 +260,7 @@ async fn mutate(State(s): State<WebhookState>, body: Bytes) -> Response {
             },
         },
     };
-    let admission = admit(request, vmi.as_ref());
+    let admission = admit(request, vmi.as_ref(), &s.world);
     if let Admission::Patch(_) | Admission::Deny(_) = &admission {
         let pod = format!(
             "{}/{}",

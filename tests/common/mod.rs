@@ -247,10 +247,13 @@ impl Cluster {
         write_config(dir.path(), config);
         grant_readers(&store, OPERATOR);
         let reader_token = server.add_user(OPERATOR);
+        let grace = gpu_claims::config::parse(config)
+            .map(|c| c.unschedulable_grace)
+            .unwrap_or_else(|_| gpu_claims_actors::Config::default().unschedulable_grace);
         Self {
             reader_token,
             rt,
-            observer: Observer::new(journal.clone()),
+            observer: Observer::with_unschedulable_grace(journal.clone(), grace),
             store,
             journal,
             server,

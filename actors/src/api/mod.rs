@@ -13,6 +13,7 @@ mod node;
 mod object;
 pub mod pod;
 pub mod quantity;
+pub mod resources;
 pub mod validation;
 mod vmi;
 
@@ -23,8 +24,12 @@ pub use conditions::{condition_is_true, remove_condition, set_condition, true_co
 pub use names::*;
 pub use node::NodeFacts;
 pub use object::{DecodeError, Kind, Obj, ObjRef, from_json, to_json};
-pub use pod::{LauncherPod, PodScheduling};
-pub use vmi::{GpuRequest, RequestError, Vmi, VmiStatus};
+pub use pod::{LauncherPod, PodScheduling, PodUse};
+pub use resources::{ResourceName, Resources};
+pub use vmi::{
+    DeviceRequest, GpuRequest, RequestError, Vmi, VmiDevice, VmiDevices, VmiDomain, VmiSpec,
+    VmiStatus,
+};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

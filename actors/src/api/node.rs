@@ -1,7 +1,7 @@
 //! The facts about a node that gpu-claims decides on. Kept instead of the
 //! Node so that heartbeats, which change none of them, reach no actor.
 
-use super::quantity::{QuantityError, whole_count};
+use super::quantity::QuantityError;
 use super::{DEVICES_LOST_TAINT, HOSTNAME_LABEL};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use std::collections::BTreeMap;
@@ -13,10 +13,12 @@ pub struct NodeFacts {
     /// Cordoned (`spec.unschedulable`): the scheduler's NodeUnschedulable filter.
     pub unschedulable: bool,
     pub labels: BTreeMap<String, String>,
-    /// Whole-number allocatable quantities per resource.
+    /// Allocatable per resource as the scheduler counts it: cpu in
+    /// millicores, devices (extended resources) in whole numbers, the rest
+    /// in units.
     pub allocatable: BTreeMap<String, u64>,
-    /// Allocatable quantities that are not a whole number of devices: they
-    /// count as none, and the supervisor says why.
+    /// Allocatable quantities that cannot be read (devices that are not a
+    /// whole number): they count as none, and the supervisor says why.
     pub unreadable: BTreeMap<String, (String, QuantityError)>,
     /// The taints the scheduler filters on (NoSchedule, NoExecute).
     pub taints: Vec<Taint>,
@@ -31,22 +33,8 @@ impl NodeFacts {
         let ready = status
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let mut allocatable = BTreeMap::new();
-        let mut unreadable = BTreeMap::new();
-        for (k, q) in status
-            .and_then(|s| s.allocatable.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            match whole_count(&q.0) {
-                Ok(n) => {
-                    allocatable.insert(k.clone(), n);
-                }
-                Err(e) => {
-                    unreadable.insert(k.clone(), (q.0.clone(), e));
-                }
-            }
-        }
+        let (allocatable, unreadable) =
+            super::resources::allocatable(status.and_then(|s| s.allocatable.as_ref()));
         let spec = node.spec.as_ref();
         let all_taints = spec.and_then(|s| s.taints.as_deref()).unwrap_or_default();
         let lost_taints = all_taints

@@ -1,11 +1,15 @@
-//! The slice of a virt-launcher pod that gpu-claims reads. The cache keeps
-//! only this, not the whole pod, so thousands of launchers stay cheap.
+//! The slices of pods that gpu-claims reads: of a virt-launcher pod, what
+//! the rules decide on; of any pod bound to a node, what it uses there.
+//! The cache keeps only these, not the pods, so that a cluster's pods
+//! stay cheap to hold.
 
+use super::resources::{Resources, pod_requests};
 use super::{
     HOSTNAME_LABEL, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, SCHEDULING_GATE, controller_vmi,
 };
 use k8s_openapi::api::core::v1::{NodeSelector, Pod, Toleration};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct LauncherPod {
@@ -23,6 +27,68 @@ pub struct LauncherPod {
     pub node_name: Option<String>,
     /// What the scheduler will hold the pod to (G3's filters).
     pub scheduling: PodScheduling,
+    /// What the pod requests, as NodeResourcesFit counts it.
+    pub requests: Resources,
+    /// The scheduler's message while it reports the pod `Unschedulable`
+    /// (`PodScheduled=False`): G7 reads it.
+    pub unschedulable: Option<String>,
+    /// Succeeded or Failed: it holds nothing any more.
+    pub terminal: bool,
+}
+
+/// What a pod bound to a node uses there (SPEC §1): kept for every such
+/// pod not Succeeded or Failed, in every namespace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodUse {
+    pub node: Arc<str>,
+    pub requests: Resources,
+}
+
+impl PodUse {
+    /// What a pod uses: on the node it is bound to; a launcher pod out of
+    /// the gate and pinned, not yet bound, on its pin (the scheduler's
+    /// "assume": it will be bound there, and a second set placed meanwhile
+    /// must not count on that room).
+    pub fn from_pod(pod: &Pod) -> Option<Self> {
+        let spec = pod.spec.as_ref()?;
+        if is_terminal(pod) {
+            return None;
+        }
+        let bound = spec.node_name.clone().filter(|n| !n.is_empty());
+        let node = bound.or_else(|| {
+            LauncherPod::from_pod(pod)
+                .filter(|l| !l.gated)
+                .and_then(|l| l.pinned)
+        })?;
+        Some(Self {
+            node: node.into(),
+            requests: pod_requests(spec),
+        })
+    }
+
+    /// Bytes held beyond the struct (the benchmark's figure per pod).
+    pub fn heap_bytes(&self) -> usize {
+        self.node.len() + self.requests.heap_bytes()
+    }
+}
+
+/// Succeeded or Failed.
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// The scheduler's message while `PodScheduled` is `False` with reason
+/// `Unschedulable`.
+pub fn unschedulable_message(pod: &Pod) -> Option<String> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    conditions
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .filter(|c| c.reason.as_deref() == Some("Unschedulable"))
+        .map(|c| c.message.clone().unwrap_or_default())
 }
 
 /// The parts of a pod's spec that kube-scheduler's NodeUnschedulable,
@@ -79,6 +145,9 @@ impl LauncherPod {
             pinned: pinned_node(pod),
             node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             scheduling: PodScheduling::of(pod),
+            requests: pod.spec.as_ref().map(pod_requests).unwrap_or_default(),
+            unschedulable: unschedulable_message(pod),
+            terminal: is_terminal(pod),
         })
     }
 }

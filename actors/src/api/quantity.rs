@@ -54,8 +54,15 @@ fn suffix(s: &str) -> Option<(i32, u32)> {
     })
 }
 
-/// A quantity as a whole count: `8`, `1k`, `2000m`, `1.5k`, `4e2`.
-pub fn whole_count(q: &str) -> Result<u64, QuantityError> {
+/// A quantity taken apart: `digits` × 10^`ten` × 2^`two`.
+struct Parsed {
+    digits: u128,
+    ten: i32,
+    two: u32,
+}
+
+/// Parses a quantity; None for zero (whatever its sign or suffix).
+fn parse(q: &str) -> Result<Option<Parsed>, QuantityError> {
     let q = q.trim();
     let (negative, rest) = match q.strip_prefix('-') {
         Some(r) => (true, r),
@@ -74,31 +81,69 @@ pub fn whole_count(q: &str) -> Result<u64, QuantityError> {
     let digits = format!("{int}{frac}");
     let digits = digits.trim_start_matches('0');
     if digits.is_empty() {
-        return Ok(0);
+        return Ok(None);
     }
     if negative {
         return Err(QuantityError::Negative);
     }
-    let mut exp10 = ten - i32::try_from(frac.len()).map_err(|_| QuantityError::TooLarge)?;
+    let mut ten = ten - i32::try_from(frac.len()).map_err(|_| QuantityError::TooLarge)?;
     let mut digits = digits.to_string();
     // Trailing zeros can be cancelled against a negative exponent.
-    while exp10 < 0 && digits.ends_with('0') {
+    while ten < 0 && digits.ends_with('0') {
         digits.pop();
-        exp10 += 1;
+        ten += 1;
     }
-    if exp10 < 0 {
-        return Err(QuantityError::Fractional);
-    }
-    if digits.len() + exp10 as usize > 39 {
+    if digits.len() > 38 {
         return Err(QuantityError::TooLarge);
     }
-    let mut n: u128 = digits.parse().map_err(|_| QuantityError::TooLarge)?;
-    for _ in 0..exp10 {
-        n = n.checked_mul(10).ok_or(QuantityError::TooLarge)?;
+    let digits = digits.parse().map_err(|_| QuantityError::TooLarge)?;
+    Ok(Some(Parsed { digits, ten, two }))
+}
+
+/// The parsed quantity times 10^`scale`, rounded up when it is not whole
+/// (`round_up`) or refused as `Fractional`.
+fn scaled(q: &str, scale: i32, round_up: bool) -> Result<u64, QuantityError> {
+    let Some(p) = parse(q)? else {
+        return Ok(0);
+    };
+    let ten = p.ten + scale;
+    let mut n = p
+        .digits
+        .checked_mul(1u128.checked_shl(p.two).ok_or(QuantityError::TooLarge)?)
+        .ok_or(QuantityError::TooLarge)?;
+    if ten >= 0 {
+        if ten > 38 {
+            return Err(QuantityError::TooLarge);
+        }
+        n = n
+            .checked_mul(10u128.pow(ten as u32))
+            .ok_or(QuantityError::TooLarge)?;
+    } else {
+        let div = 10u128.checked_pow(ten.unsigned_abs()).unwrap_or(u128::MAX);
+        let (whole, rest) = (n / div, n % div);
+        if rest != 0 && !round_up {
+            return Err(QuantityError::Fractional);
+        }
+        n = whole + u128::from(rest != 0);
     }
-    n = n.checked_mul(1u128 << two).ok_or(QuantityError::TooLarge)?;
     u64::try_from(n).map_err(|_| QuantityError::TooLarge)
 }
+
+/// A quantity as a whole count: `8`, `1k`, `2000m`, `1.5k`, `4e2`.
+pub fn whole_count(q: &str) -> Result<u64, QuantityError> {
+    scaled(q, 0, false)
+}
+
+/// A quantity as kube-scheduler counts it: `cpu` in millicores
+/// (`MilliValue`), every other resource in units (`Value`), both rounded
+/// up to the next whole number as upstream rounds them.
+pub fn scheduler_amount(resource: &str, q: &str) -> Result<u64, QuantityError> {
+    let scale = if resource == CPU { 3 } else { 0 };
+    scaled(q, scale, true)
+}
+
+/// The resource whose amounts are counted in millicores.
+pub const CPU: &str = "cpu";
 
 #[cfg(test)]
 mod tests {
@@ -132,6 +177,32 @@ mod tests {
         ];
         for (q, want) in cases {
             assert_eq!(&whole_count(q), want, "{q:?}");
+        }
+    }
+
+    #[test]
+    fn scheduler_amounts_are_millicores_for_cpu_and_units_rounded_up_for_the_rest() {
+        use QuantityError::*;
+        let cases: &[(&str, &str, Result<u64, QuantityError>)] = &[
+            ("cpu", "2", Ok(2000)),
+            ("cpu", "500m", Ok(500)),
+            ("cpu", "1.5", Ok(1500)),
+            ("cpu", "0.0001", Ok(1)),
+            ("cpu", "100u", Ok(1)),
+            ("cpu", "0", Ok(0)),
+            ("memory", "1Gi", Ok(1 << 30)),
+            ("memory", "1.5Gi", Ok(3 << 29)),
+            ("memory", "512M", Ok(512_000_000)),
+            ("memory", "100m", Ok(1)),
+            ("memory", "1e3", Ok(1000)),
+            ("nvidia.com/gpu", "2", Ok(2)),
+            ("pods", "110", Ok(110)),
+            ("memory", "-1Gi", Err(Negative)),
+            ("memory", "lots", Err(Malformed)),
+            ("memory", "64Ei", Err(TooLarge)),
+        ];
+        for (resource, q, want) in cases {
+            assert_eq!(&scheduler_amount(resource, q), want, "{resource} {q:?}");
         }
     }
 }

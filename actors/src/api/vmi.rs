@@ -6,13 +6,56 @@ use super::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Vmi {
     pub metadata: ObjectMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<VmiSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VmiStatus>,
 }
+
+/// The slice of `spec` that says which devices the VM gets: its GPUs and
+/// host devices (`spec.domain.devices`), as Cozystack's vm-instance writes
+/// them (`gpus: [{name: gpu1, deviceName: nvidia.com/...}]`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct VmiSpec {
+    #[serde(default)]
+    pub domain: VmiDomain,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct VmiDomain {
+    #[serde(default)]
+    pub devices: VmiDevices,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiDevices {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<VmiDevice>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_devices: Vec<VmiDevice>,
+}
+
+/// One `gpus[]` or `hostDevices[]` entry. One without `deviceName` (a DRA
+/// `claimName` entry) asks no device plugin for anything.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiDevice {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
+}
+
+/// What a VMI's spec requests of each device resource: one per entry of
+/// `gpus[]` and `hostDevices[]` naming it (SPEC §1), as virt-controller
+/// renders the launcher pod's compute container.
+pub type DeviceRequest = BTreeMap<String, u32>;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct VmiStatus {
@@ -37,7 +80,30 @@ impl Vmi {
     pub fn gpu_request(&self) -> Result<GpuRequest, RequestError> {
         GpuRequest::from_annotations(self.metadata.annotations.as_ref())
     }
+
+    /// What its spec requests, per device resource.
+    pub fn device_request(&self) -> DeviceRequest {
+        let mut out = DeviceRequest::new();
+        let Some(spec) = &self.spec else {
+            return out;
+        };
+        let d = &spec.domain.devices;
+        for name in d
+            .gpus
+            .iter()
+            .chain(&d.host_devices)
+            .filter_map(|e| e.device_name.as_deref())
+        {
+            let n = out.entry(name.to_string()).or_default();
+            *n = n.saturating_add(1);
+        }
+        out
+    }
 }
+
+/// The most claims a VMI may name: more than any node holds GPUs. A list
+/// past it is bad input, refused before it costs anything more.
+pub const MAX_CLAIMS: usize = 256;
 
 /// The GPUs a VMI asks for: existing claims by name, and/or a class from
 /// which a template claim `<vmi>-gpu` of `count` GPUs is made.
@@ -57,6 +123,23 @@ pub enum RequestError {
     ClassName { class: String },
     #[error("{COUNT_ANNOTATION} {count:?} is not a positive whole number")]
     Count { count: String },
+    #[error("{CLAIMS_ANNOTATION} names more than {max} claims, more than any node holds GPUs")]
+    TooManyClaims { max: usize },
+    #[error(
+        "its spec requests devices of several GPU resources ({}); name its claims with {CLAIMS_ANNOTATION}",
+        resources.join(", ")
+    )]
+    SeveralResources { resources: Vec<String> },
+    #[error("its spec requests {resource}, and no GPUClass that is not being deleted serves it")]
+    NoClass { resource: String },
+    #[error(
+        "its spec requests {resource}, which GPUClasses {} all serve; name one with {CLASS_ANNOTATION}",
+        classes.join(", ")
+    )]
+    SeveralClasses {
+        resource: String,
+        classes: Vec<String>,
+    },
 }
 
 impl GpuRequest {
@@ -66,13 +149,14 @@ impl GpuRequest {
 
     /// Claim names separated by commas; spaces around a name and empty
     /// entries are ignored, and a name listed twice counts once.
-    fn from_annotations(
-        a: Option<&std::collections::BTreeMap<String, String>>,
-    ) -> Result<Self, RequestError> {
+    fn from_annotations(a: Option<&BTreeMap<String, String>>) -> Result<Self, RequestError> {
         let Some(a) = a else {
             return Ok(Self::default());
         };
+        // Linear in the annotation's length, and bounded: a tenant's list
+        // costs what its length costs, once, never its square.
         let mut claims: Vec<String> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
         for name in a
             .get(CLAIMS_ANNOTATION)
             .into_iter()
@@ -83,7 +167,10 @@ impl GpuRequest {
             if !is_dns_subdomain(name) {
                 return Err(RequestError::ClaimName { name: name.into() });
             }
-            if !claims.iter().any(|c| c == name) {
+            if seen.insert(name) {
+                if claims.len() == MAX_CLAIMS {
+                    return Err(RequestError::TooManyClaims { max: MAX_CLAIMS });
+                }
                 claims.push(name.to_string());
             }
         }

@@ -5,18 +5,35 @@
 use super::cluster::MemCluster;
 use crate::api::from_json as from_value;
 use crate::api::{
-    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, has_finalizer,
+    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, LauncherPod, Vmi, has_finalizer,
 };
 use crate::ports::{Kind, Obj};
-use crate::world::key;
+use crate::rules::scheduling::fit::{NodeRoom, fits_request};
+use crate::world::{World, key};
 use std::collections::HashMap;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Remembers the previous step, so that releases (I3) and new records
-/// (I1, I2) can be judged at the moment they happened.
-#[derive(Default)]
+/// (I1, I2) can be judged at the moment they happened, and since when
+/// each pinned pod has been Unschedulable (I7).
 pub struct Checker {
     prev_claims: HashMap<String, GPUClaim>,
     journal_pos: usize,
+    /// I7: pod uid to when this checker first saw it pinned and Unschedulable.
+    unschedulable_since: HashMap<String, Instant>,
+    /// I7's bound: `unschedulableGrace` plus a settle.
+    unschedulable_limit: Duration,
+}
+
+/// What I7 allows past `unschedulableGrace`: the controller's settle (a
+/// decision, a delete answered, the watch bringing it back).
+pub const I7_SETTLE: Duration = Duration::from_secs(5);
+
+impl Default for Checker {
+    fn default() -> Self {
+        Self::with_unschedulable_grace(crate::config::Config::default().unschedulable_grace)
+    }
 }
 
 fn all<T>(c: &MemCluster, kind: Kind, f: impl Fn(Obj) -> Option<T>) -> Vec<T> {
@@ -37,6 +54,16 @@ fn ns_key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Str
 }
 
 impl Checker {
+    /// A checker for a controller whose `unschedulableGrace` is `grace`.
+    pub fn with_unschedulable_grace(grace: Duration) -> Self {
+        Self {
+            prev_claims: HashMap::new(),
+            journal_pos: 0,
+            unschedulable_since: HashMap::new(),
+            unschedulable_limit: grace + I7_SETTLE,
+        }
+    }
+
     /// The violations since the last check; empty when all hold.
     pub fn check(&mut self, c: &MemCluster) -> Vec<String> {
         let claims: HashMap<String, GPUClaim> = all(c, Kind::Claim, |o| {
@@ -56,6 +83,8 @@ impl Checker {
         self.new_allocations(c, &records, &mut v);
         self.releases(c, &claims, &mut v);
         allocations_match(&claims, &records, &mut v);
+        self.pins(c, &mut v);
+        self.unschedulable(c, &mut v);
         let journal = c.journal();
         // I5: a write since the last check that succeeded but changed nothing.
         for e in journal.entries[self.journal_pos..]
@@ -73,47 +102,39 @@ impl Checker {
         v
     }
 
-    /// I1 and I2, for records created since the last check.
+    /// I1 and I2, for records created (or moved) since the last check:
+    /// per node and resource, recorded GPUs plus what bound pods use
+    /// beyond records within allocatable; per class, within its budget.
     fn new_allocations(&self, c: &MemCluster, records: &[GPUAllocation], v: &mut Vec<String>) {
-        let created: Vec<String> = c.journal().entries[self.journal_pos..]
+        let placed: Vec<String> = c.journal().entries[self.journal_pos..]
             .iter()
-            .filter(|e| e.op == "create" && e.kind == "GPUAllocation" && e.changed)
+            .filter(|e| {
+                (e.op == "create" || e.op == "update") && e.kind == "GPUAllocation" && e.changed
+            })
             .map(|e| e.name.clone())
             .collect();
-        if created.is_empty() {
+        if placed.is_empty() {
             return;
         }
-        let nodes = all(c, Kind::Node, |o| {
-            if let Obj::Node(n) = o {
-                NodeFacts::from_node(&n)
-            } else {
-                None
-            }
-        });
+        let w = world_of(c);
         let classes = all(c, Kind::Class, |o| {
             if let Obj::Class(x) = o { Some(x) } else { None }
         });
-        let mut per_node: HashMap<(&str, &str), u64> = HashMap::new();
         let mut per_class: HashMap<&str, u64> = HashMap::new();
         for r in records {
-            *per_node
-                .entry((&r.spec.node_name, &r.spec.resource_name))
-                .or_default() += u64::from(r.spec.count);
             *per_class.entry(&r.spec.class_name).or_default() += u64::from(r.spec.count);
         }
         for r in records
             .iter()
-            .filter(|r| created.iter().any(|n| Some(n) == r.metadata.name.as_ref()))
+            .filter(|r| placed.iter().any(|n| Some(n) == r.metadata.name.as_ref()))
         {
-            let alloc = nodes
-                .iter()
-                .find(|n| n.name == r.spec.node_name)
-                .map_or(0, |n| n.allocatable(&r.spec.resource_name));
-            let used = per_node[&(r.spec.node_name.as_str(), r.spec.resource_name.as_str())];
-            if used > alloc {
+            let (node, res) = (&r.spec.node_name, &r.spec.resource_name);
+            let alloc = w.node(node).map_or(0, |n| n.allocatable(res));
+            let recorded = w.allocated_on(node, res);
+            let beyond = w.used_beyond_allocations(node, res);
+            if recorded + beyond > alloc {
                 v.push(format!(
-                    "I1: node {} has {used} {} recorded, {alloc} allocatable",
-                    r.spec.node_name, r.spec.resource_name
+                    "I1: node {node} has {recorded} {res} recorded and {beyond} used by pods beyond records, {alloc} allocatable"
                 ));
             }
             let budget = classes
@@ -130,6 +151,79 @@ impl Checker {
                 }
             }
         }
+    }
+
+    /// I7, at placement: a pod pinned since the last check fits its node
+    /// as NodeResourcesFit decides (its GPUs are I1's), next to the pods
+    /// bound there.
+    fn pins(&self, c: &MemCluster, v: &mut Vec<String>) {
+        let pinned: Vec<(String, String)> = c.journal().entries[self.journal_pos..]
+            .iter()
+            .filter(|e| e.op == "update_pod" && e.rule == "G4" && e.changed)
+            .map(|e| (e.namespace.clone().unwrap_or_default(), e.name.clone()))
+            .collect();
+        if pinned.is_empty() {
+            return;
+        }
+        let w = world_of(c);
+        for (ns, name) in pinned {
+            let pk = key(&ns, &name);
+            let Some(p) = w.pods.get(&pk).map(|p| p.clone()) else {
+                continue;
+            };
+            let Some(node) = p.pinned.as_deref().and_then(|n| w.node(n)) else {
+                continue;
+            };
+            // Once bound, its own request is among the node's: not twice.
+            let own = w.pod_use(&pk).filter(|u| *u.node == node.name);
+            let requested = |r: &str| {
+                w.pods_requested(&node.name, r)
+                    .saturating_sub(own.as_ref().map_or(0, |u| u.requests.get(r)))
+            };
+            let room = NodeRoom {
+                allocatable: &node.allocatable,
+                requested: &requested,
+                pods: w.pods_on(&node.name) - u64::from(own.is_some()),
+            };
+            let gpus = |r: &str| w.serves(r);
+            let short = fits_request(&p.requests, room, &gpus);
+            if !short.is_empty() {
+                let why: Vec<String> = short.iter().map(|i| i.reason()).collect();
+                v.push(format!(
+                    "I7: pod {pk} pinned to {} where it does not fit: {}",
+                    node.name,
+                    why.join(", ")
+                ));
+            }
+        }
+    }
+
+    /// I7, over time: no launcher pod that G7 would judge (pinned, out of
+    /// the gate, Unschedulable, its VMI live with no pod gated or
+    /// scheduled) stays so longer than `unschedulableGrace` plus a settle.
+    fn unschedulable(&mut self, c: &MemCluster, v: &mut Vec<String>) {
+        let now = Instant::now();
+        let w = world_of(c);
+        let mut seen = HashMap::new();
+        for e in w.vmis.iter() {
+            let Some(stuck) = crate::rules::unplaceable_pod(e.value(), &w) else {
+                continue;
+            };
+            let since = self
+                .unschedulable_since
+                .get(&stuck.pod_uid)
+                .copied()
+                .unwrap_or(now);
+            let stuck_for = now.duration_since(since);
+            if stuck_for > self.unschedulable_limit {
+                v.push(format!(
+                    "I7: pod {} pinned to {} has been Unschedulable for {stuck_for:?}, past {:?}",
+                    stuck.pod, stuck.node, self.unschedulable_limit
+                ));
+            }
+            seen.insert(stuck.pod_uid, since);
+        }
+        self.unschedulable_since = seen;
     }
 
     /// I3: no claim released while a live attached VMI's pods may hold its GPUs.
@@ -213,17 +307,23 @@ fn allocations_match(
     }
 }
 
-/// I6 on a settled cluster: the sets that wait at the gate though a freshly
-/// started controller, knowing nothing but the objects, would place them
-/// now. Empty when the controller remembers nothing that outlived what it
-/// was about.
-pub fn progress(c: &MemCluster) -> Vec<String> {
-    let fresh = crate::world::World::new(crate::config::Config::default());
+/// The world as a freshly started controller would list it.
+fn world_of(c: &MemCluster) -> World {
+    let fresh = World::new(crate::config::Config::default());
     for kind in Kind::ALL {
         for o in all(c, kind, Some) {
             fresh.load(o);
         }
     }
+    fresh
+}
+
+/// I6 on a settled cluster: the sets that wait at the gate though a freshly
+/// started controller, knowing nothing but the objects, would place them
+/// now. Empty when the controller remembers nothing that outlived what it
+/// was about.
+pub fn progress(c: &MemCluster) -> Vec<String> {
+    let fresh = world_of(c);
     let none = crate::rules::WrittenAllocations::default();
     let mut v = Vec::new();
     for e in fresh.vmis.iter() {

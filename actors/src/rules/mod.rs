@@ -13,6 +13,7 @@ mod finalizer;
 mod gate;
 mod lost;
 mod release;
+mod request;
 pub mod scheduling;
 mod template;
 mod unschedulable;
@@ -23,12 +24,13 @@ pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class}
 pub use finalizer::needs_finalizer;
 pub use gate::{
     AllocationWrite, GateStep, Plan, Unfit, WaitReason, WrittenAllocations, decide_gate, pod_unfit,
-    requested_claims,
+    request_mismatch, requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use release::{LiveVmi, Used, pods_left_gate, used_by_vmi, vmi_holds};
+pub use request::{asks_for_gpus, vmi_request};
 pub use template::{TemplateStep, allocation_is_orphan, decide_template, template_name};
-pub use unschedulable::unschedulable_vmi;
+pub use unschedulable::{Unplaceable, unplaceable_pod, unschedulable_vmi};
 
 use crate::api::{CLAIM_FINALIZER, GPUClaim, GPUClaimStatus, has_finalizer, is_deleting};
 use crate::config::Config;
@@ -58,6 +60,8 @@ pub enum RuleId {
     G4,
     /// G5: a set that cannot be placed waits, and says why.
     G5,
+    /// G7: a VMI whose pinned launcher pod the scheduler cannot place is deleted.
+    G7,
     /// Records: a record whose claim is gone is deleted, and a claim whose
     /// record is gone is reported (SPEC section 1).
     Records,
@@ -85,6 +89,7 @@ impl RuleId {
             RuleId::G2 => "G2",
             RuleId::G4 => "G4",
             RuleId::G5 => "G5",
+            RuleId::G7 => "G7",
             RuleId::Records => "records",
             RuleId::ClassStatus => "class-status",
             RuleId::Annotations => "annotations",

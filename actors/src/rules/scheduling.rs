@@ -9,6 +9,8 @@
 //! GetRequiredNodeAffinity(pod).Match(node)`), with the upstream cases as
 //! tables in `tests`.
 
+pub mod fit;
+
 use crate::api::validation::{is_label_key, is_label_value};
 use k8s_openapi::api::core::v1::{
     NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration,

@@ -1,4 +1,5 @@
-//! G2: the template claim a VMI asks for with `gpu.cozystack.io/class`;
+//! G2: the template claim a VMI asks for with `gpu.cozystack.io/class`,
+//! or with GPUs in its spec alone;
 //! and the records without their claim (SPEC section 1).
 
 use crate::api::{
@@ -27,12 +28,13 @@ pub enum TemplateStep {
     BadRequest(crate::api::RequestError),
 }
 
-/// G2: while a VMI lives and asks for a class, its template claim exists.
+/// G2: while a VMI lives and asks for a class (by its annotations, or by
+/// what its spec requests), its template claim exists.
 pub fn decide_template(v: &Vmi, w: &World) -> TemplateStep {
     if v.is_final() || is_deleting(&v.metadata) {
         return TemplateStep::Nothing;
     }
-    let request = match v.gpu_request() {
+    let request = match super::request::vmi_request(v, w) {
         Ok(r) => r,
         Err(e) => return TemplateStep::BadRequest(e),
     };

@@ -1,5 +1,8 @@
+//! L12 and G7: a VMI whose pinned launcher pod cannot run where it is
+//! pinned is deleted, so that its VM starts again at the gate.
+
 use super::{ClaimIntent, IssuedVmiDelete};
-use crate::api::{ClaimPhase, GPUClaim, is_deleting};
+use crate::api::{ClaimPhase, GPUClaim, Vmi, is_deleting};
 use crate::world::{World, key};
 
 /// L12: a Lost claim cannot stay on its node. Once its VMI's launcher pod
@@ -29,5 +32,42 @@ pub fn unschedulable_vmi(c: &GPUClaim, w: &World, issued: &IssuedVmiDelete) -> O
         name,
         uid,
         resource_version: rv,
+    })
+}
+
+/// G7: a pinned launcher pod the scheduler cannot place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unplaceable {
+    /// The pod (`namespace/name`) and its uid: a new pod starts G7's grace afresh.
+    pub pod: String,
+    pub pod_uid: String,
+    pub node: String,
+    /// The scheduler's message (`0/3 nodes are available: ...`).
+    pub message: String,
+}
+
+/// G7: the launcher pod of a live VMI that placement pinned, out of the
+/// gate and not scheduled, which the scheduler reports `Unschedulable`.
+/// None while any pod of the VMI is gated or scheduled (a running VM's
+/// migration target that cannot be placed is no reason to stop the VM).
+pub fn unplaceable_pod(v: &Vmi, w: &World) -> Option<Unplaceable> {
+    if v.is_final() || is_deleting(&v.metadata) {
+        return None;
+    }
+    let pods = w.launchers(&key(
+        v.metadata.namespace.as_deref()?,
+        v.metadata.name.as_deref()?,
+    ));
+    let live: Vec<_> = pods.iter().filter(|p| !p.terminal).collect();
+    if live.iter().any(|p| p.gated || p.node_name.is_some()) {
+        return None;
+    }
+    live.iter().find_map(|p| {
+        Some(Unplaceable {
+            pod: key(&p.namespace, &p.name),
+            pod_uid: p.uid.clone(),
+            node: p.pinned.clone()?,
+            message: p.unschedulable.clone()?,
+        })
     })
 }

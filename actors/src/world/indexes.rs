@@ -34,6 +34,13 @@ pub(crate) struct Indexes {
     /// Per class: GPUs of its resource on Ready nodes it serves, kept up
     /// to date as nodes and classes change (O(classes) per node change).
     pub class_capacity: DashMap<String, u64>,
+    /// Per resource: the classes that serve it.
+    pub classes_by_resource: DashMap<String, BTreeSet<String>>,
+    /// Per device resource: the VMIs whose spec requests it (G2 reads
+    /// their request again when a class of it comes or goes).
+    pub vmis_by_device: DashMap<String, BTreeSet<String>>,
+    /// Per node: what the pods bound to it use.
+    pub node_use: DashMap<String, super::NodeUse>,
 }
 
 /// What a node gives a class: its allocatable of the class's resource,
@@ -170,6 +177,12 @@ impl World {
             Some(c) => self.classes.insert(name.to_string(), c.clone()),
             None => self.classes.remove(name).map(|(_, c)| c),
         };
+        if let Some(o) = &old {
+            remove(&self.idx.classes_by_resource, &o.spec.resource_name, name);
+        }
+        if let Some(n) = &new {
+            add(&self.idx.classes_by_resource, &n.spec.resource_name, name);
+        }
         match &new {
             // A new class, or one that serves other nodes or another
             // resource: counted once over the nodes.
@@ -241,10 +254,46 @@ impl World {
     }
 
     pub fn put_vmi(&self, k: &str, new: Option<Arc<Vmi>>) -> Option<Arc<Vmi>> {
-        match new {
+        let devices = |v: &Vmi| v.device_request().into_keys().collect::<Vec<_>>();
+        let added = new.as_deref().map(devices).unwrap_or_default();
+        let old = match new {
             Some(v) => self.vmis.insert(k.to_string(), v),
             None => self.vmis.remove(k).map(|(_, v)| v),
+        };
+        let removed = old.as_deref().map(devices).unwrap_or_default();
+        for r in removed.iter().filter(|r| !added.contains(r)) {
+            remove(&self.idx.vmis_by_device, r, k);
         }
+        for r in &added {
+            add(&self.idx.vmis_by_device, r, k);
+        }
+        old
+    }
+
+    /// Whether any GPUClass (being deleted or not) serves `resource`.
+    pub fn serves(&self, resource: &str) -> bool {
+        self.idx.classes_by_resource.contains_key(resource)
+    }
+
+    /// The classes not being deleted that serve `resource`.
+    pub fn live_classes_serving(&self, resource: &str) -> BTreeSet<String> {
+        let Some(names) = self.idx.classes_by_resource.get(resource) else {
+            return BTreeSet::new();
+        };
+        names
+            .iter()
+            .filter(|n| self.class(n).is_some_and(|c| !is_deleting(&c.metadata)))
+            .cloned()
+            .collect()
+    }
+
+    /// The VMIs whose spec requests devices of `resource`.
+    pub fn vmis_requesting(&self, resource: &str) -> Vec<String> {
+        self.idx
+            .vmis_by_device
+            .get(resource)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     pub fn put_pod(&self, k: &str, new: Option<Arc<LauncherPod>>) -> Option<Arc<LauncherPod>> {

@@ -6,15 +6,17 @@
 //! arbiters.
 
 mod indexes;
+mod pods;
 mod view;
 
 pub use indexes::{ClassUsage, released as indexes_released};
+pub use pods::{NodeUse, vmi_key_of};
 
-use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi};
+use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, PodUse, Vmi};
 use crate::api::{Kind, Obj};
 use crate::config::Config;
 use dashmap::DashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// `namespace/name`: the key of namespaced objects.
@@ -39,10 +41,14 @@ pub struct World {
     pub vmis: DashMap<String, Arc<Vmi>>,
     pub pods: DashMap<String, Arc<LauncherPod>>,
     pub nodes: DashMap<String, Arc<NodeFacts>>,
+    /// What each pod bound to a node uses there, by pod key.
+    bound: DashMap<String, PodUse>,
     pub(crate) idx: indexes::Indexes,
     config: RwLock<Arc<Config>>,
     /// Per kind, the highest resourceVersion the watch has brought.
     observed: [AtomicU64; Kind::ALL.len()],
+    /// Per kind, whether its watch has listed once.
+    listed: [AtomicBool; Kind::ALL.len()],
 }
 
 impl World {
@@ -69,6 +75,17 @@ impl World {
     /// changes in resourceVersion order, and a list is a snapshot).
     pub fn observed_rv(&self, kind: Kind) -> u64 {
         self.observed[kind as usize].load(Ordering::Acquire)
+    }
+
+    /// Whether the watch of `kind` has listed once: before, the cache
+    /// cannot say an object of the kind does not exist.
+    pub fn listed(&self, kind: Kind) -> bool {
+        self.listed[kind as usize].load(Ordering::Acquire)
+    }
+
+    /// The watch of `kind` listed; called after the cache has the list.
+    pub fn mark_listed(&self, kind: Kind) {
+        self.listed[kind as usize].store(true, Ordering::Release);
     }
 
     /// The watch of `kind` brought a change at `rv`; called after the cache has it.
@@ -102,8 +119,12 @@ impl World {
                 self.put_vmi(&ns_key(&v.metadata), Some(Arc::new(v)));
             }
             Obj::Pod(p) => {
-                if let Some(lp) = LauncherPod::from_pod(&p) {
-                    self.put_pod(&ns_key(&p.metadata), Some(Arc::new(lp)));
+                let k = ns_key(&p.metadata);
+                let launcher = LauncherPod::from_pod(&p);
+                let vmi = launcher.as_ref().map(vmi_key_of);
+                self.put_pod_use(&k, PodUse::from_pod(&p), vmi.as_deref());
+                if let Some(lp) = launcher {
+                    self.put_pod(&k, Some(Arc::new(lp)));
                 }
             }
             Obj::Node(n) => {

@@ -15,12 +15,17 @@ use crate::rules::{
     requested_claims,
 };
 use crate::world::{key, split_key};
+use actix::prelude::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 impl Placement {
-    pub(super) fn decide_work(&mut self, work: &PlacementPoke) -> Option<Write> {
+    pub(super) fn decide_work(
+        &mut self,
+        work: &PlacementPoke,
+        ctx: &mut Context<Self>,
+    ) -> Option<Write> {
         match work {
-            PlacementPoke::Vmi(k) => self.decide_vmi(k),
+            PlacementPoke::Vmi(k) => self.decide_vmi(k, ctx),
             PlacementPoke::Allocation(k) => self.decide_allocation(k),
             PlacementPoke::Claim(_)
             | PlacementPoke::Capacity
@@ -47,10 +52,10 @@ impl Placement {
         })
     }
 
-    fn decide_vmi(&mut self, k: &str) -> Option<Write> {
+    fn decide_vmi(&mut self, k: &str, ctx: &mut Context<Self>) -> Option<Write> {
         let w = self.env.world.clone();
         let Some(v) = w.vmi(k) else {
-            self.forget(k);
+            self.forget(k, ctx);
             return None;
         };
         self.index(k, &v);
@@ -77,6 +82,9 @@ impl Placement {
             }
             TemplateStep::Nothing | TemplateStep::WaitForOld => {}
         }
+        if let Some(delete) = self.decide_unplaceable(k, &v, ctx) {
+            return Some(delete);
+        }
         if self.behind_own_writes(k, &v) {
             return None;
         }
@@ -88,7 +96,7 @@ impl Placement {
     fn behind_own_writes(&mut self, k: &str, v: &Vmi) -> bool {
         let w = &self.env.world;
         let (ns, _) = split_key(k);
-        for n in requested_claims(v) {
+        for n in requested_claims(v, w) {
             let ck = key(ns, &n);
             let cached = w.claim(&ck).map(|c| rv_number(&c.metadata));
             if self.own.creating(&ck) || self.own.claims.behind(&ck, cached) {
@@ -116,6 +124,15 @@ impl Placement {
                 message,
                 claims,
             } => {
+                if reason == WaitReason::RequestMismatch {
+                    self.tell_vmi(
+                        k,
+                        v,
+                        "GPURequestMismatch",
+                        RuleId::G5,
+                        format!("{message}; its launcher pods stay at the gate"),
+                    );
+                }
                 let classes = claims.iter().map(|c| c.spec.class_name.clone()).collect();
                 self.waiting
                     .insert(k.to_string(), Waits { reason, classes });
@@ -134,7 +151,10 @@ impl Placement {
     /// Remembers which claims the VMI's set names; O(claims it names).
     fn index(&mut self, k: &str, v: &Vmi) {
         let (ns, _) = split_key(k);
-        let names: Vec<String> = requested_claims(v).iter().map(|n| key(ns, n)).collect();
+        let names: Vec<String> = requested_claims(v, &self.env.world)
+            .iter()
+            .map(|n| key(ns, n))
+            .collect();
         if self.claims_of.get(k) == Some(&names) {
             return;
         }
@@ -159,21 +179,29 @@ impl Placement {
         }
     }
 
-    fn forget(&mut self, k: &str) {
+    fn forget(&mut self, k: &str, ctx: &mut Context<Self>) {
         self.waiting.remove(k);
         self.reported.remove(k);
         self.unindex(k);
+        self.forget_unplaceable(k, ctx);
     }
 
-    /// A VMI's GPU annotations cannot be used: its pods stay at the gate,
-    /// and the VMI gets a Warning Event saying what is wrong, once per
-    /// version of the VMI.
+    /// A VMI's GPU request cannot be used: its pods stay at the gate, and
+    /// the VMI gets a Warning Event saying what is wrong.
     fn report_bad_request(&mut self, k: &str, v: &Vmi, error: &RequestError) {
+        let message = format!("{error}; its launcher pods stay at the gate until it is fixed");
+        self.tell_vmi(k, v, "InvalidGPURequest", RuleId::Annotations, message);
+    }
+
+    /// A Warning Event on the VMI, once per version of the VMI and message:
+    /// a decision made again on the same VMI tells nothing new.
+    fn tell_vmi(&mut self, k: &str, v: &Vmi, reason: &str, rule: RuleId, message: String) {
         let rv = v.metadata.resource_version.clone().unwrap_or_default();
-        if self.reported.insert(k.to_string(), rv.clone()).as_ref() == Some(&rv) {
+        let said = (rv, message);
+        if self.reported.get(k) == Some(&said) {
             return;
         }
-        tracing::warn!(vmi = %k, rule = "annotations", %error, "the VMI's GPU request cannot be used; its pods stay at the gate");
+        tracing::warn!(vmi = %k, rule = %rule, reason, "{}", said.1);
         let (ns, name) = split_key(k);
         super::super::events::publish(
             &self.env,
@@ -181,11 +209,12 @@ impl Placement {
                 regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
                 uid: v.metadata.uid.clone(),
                 warning: true,
-                reason: "InvalidGPURequest".into(),
-                message: format!("{error}; its launcher pods stay at the gate until it is fixed"),
-                rule: RuleId::Annotations,
+                reason: reason.into(),
+                message: said.1.clone(),
+                rule,
             },
         );
+        self.reported.insert(k.to_string(), said);
     }
 }
 

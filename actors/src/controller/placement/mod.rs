@@ -8,6 +8,7 @@
 
 mod decide;
 mod own_writes;
+mod pinned;
 mod write;
 
 use super::Env;
@@ -58,6 +59,19 @@ pub struct PlacementWork {
 #[rtype(result = "()")]
 pub struct Relisted(pub Kind);
 
+/// The config changed: timers counting a grace follow the new one.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct ConfigReloaded;
+
+impl Handler<ConfigReloaded> for Placement {
+    type Result = ();
+    fn handle(&mut self, _: ConfigReloaded, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        self.recount_unplaceable(ctx);
+    }
+}
+
 /// Looks again at the waiting sets a burst of changes concerns: one pass
 /// for the whole burst, not one per change.
 #[derive(Message)]
@@ -99,8 +113,9 @@ pub struct Placement {
     queue: VecDeque<PlacementPoke>,
     queued: HashSet<PlacementPoke>,
     own: OwnWrites,
-    /// The VMI versions whose unusable request was already reported.
-    reported: HashMap<String, String>,
+    /// What each VMI was last told (its version and the message), so that
+    /// a decision made again tells nothing twice.
+    reported: HashMap<String, (String, String)>,
     /// Which VMIs' sets name a claim.
     by_claim: HashMap<String, BTreeSet<String>>,
     /// The reverse: the claims each indexed VMI's set names.
@@ -109,6 +124,8 @@ pub struct Placement {
     waiting: BTreeMap<String, Waits>,
     /// A recheck asked for and not yet made.
     recheck: RecheckAsked,
+    /// G7: pinned pods the scheduler cannot place.
+    pinned: pinned::Pinned,
 }
 
 /// When placement looks again at work whose write met a 409.
@@ -127,6 +144,7 @@ impl Placement {
             claims_of: HashMap::new(),
             waiting: BTreeMap::new(),
             recheck: RecheckAsked::default(),
+            pinned: pinned::Pinned::default(),
         }
     }
 
@@ -165,14 +183,18 @@ impl Placement {
         for (k, rv) in &done.claims {
             self.own.claims.wrote(k.clone(), *rv);
         }
-        for (k, rv) in &done.pods {
+        for (k, rv, used) in &done.pods {
             self.own.pods.wrote(k.clone(), *rv);
+            self.own.allocations.pinned(k.clone(), used.clone(), *rv);
         }
         if let Some((k, uid, rv)) = &done.created {
             self.own.created(k.clone(), uid.clone(), *rv);
         }
         if let Some((k, uid)) = &done.deleted_allocation {
             self.own.deleted_allocation(k.clone(), uid.clone());
+        }
+        if let Some((k, uid, rv)) = &done.deleted_vmi {
+            self.issued_unplaceable(k.clone(), uid.clone(), rv.clone());
         }
     }
 
@@ -283,7 +305,7 @@ impl Scaffolded for Placement {
                 return;
             };
             self.queued.remove(&work);
-            if let Some(write) = self.decide_work(&work) {
+            if let Some(write) = self.decide_work(&work, ctx) {
                 self.write(work, write, ctx);
             }
         }

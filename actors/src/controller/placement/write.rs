@@ -6,10 +6,10 @@ use super::super::Env;
 use super::super::journal::Intent;
 use super::super::scaffold::IoError;
 use crate::api::{
-    GPUAllocation, GPUAllocationSpec, GPUClaim, GPUClaimStatus, HOSTNAME_LABEL, SCHEDULING_GATE,
-    rv_number,
+    GPUAllocation, GPUAllocationSpec, GPUClaim, GPUClaimStatus, HOSTNAME_LABEL, PodUse,
+    SCHEDULING_GATE, rv_number,
 };
-use crate::ports::{Kind, Obj, ObjRef, Preconditions, WriteError};
+use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions, WriteError};
 use crate::rules::{AllocationWrite, Plan, RuleId};
 use crate::world::key;
 use std::sync::Arc;
@@ -29,6 +29,14 @@ pub(super) enum Write {
     Place(Box<Plan>),
     /// G5: Waiting conditions.
     Wait(Vec<(Arc<GPUClaim>, GPUClaimStatus)>),
+    /// G7: delete the VMI whose pinned pod cannot be placed, on the
+    /// preconditions the cache showed; its Warning Event once issued.
+    DeleteVmi {
+        key: String,
+        uid: String,
+        resource_version: String,
+        event: Event,
+    },
 }
 
 impl Write {
@@ -38,6 +46,7 @@ impl Write {
             Write::DeleteAllocation { .. } => RuleId::Records,
             Write::Place(_) => RuleId::G4,
             Write::Wait(_) => RuleId::G5,
+            Write::DeleteVmi { .. } => RuleId::G7,
         }
     }
 
@@ -47,6 +56,7 @@ impl Write {
             Write::DeleteAllocation { .. } => Intent::DeleteAllocation,
             Write::Place(_) => Intent::Place,
             Write::Wait(_) => Intent::Wait,
+            Write::DeleteVmi { .. } => Intent::DeleteVmi,
         }
     }
 }
@@ -56,14 +66,17 @@ impl Write {
 pub(super) struct Done {
     /// Allocations written: key, spec, the resourceVersion the write returned.
     pub allocations: Vec<(String, GPUAllocationSpec, u64)>,
-    /// Claims and pods written: key and the resourceVersion returned.
+    /// Claims written: key and the resourceVersion returned.
     pub claims: Vec<(String, u64)>,
-    pub pods: Vec<(String, u64)>,
+    /// Pods pinned: key, the resourceVersion returned, what the pod will use.
+    pub pods: Vec<(String, u64, PodUse)>,
     /// A template claim created: key, VMI uid, resourceVersion (0 when it
     /// already existed).
     pub created: Option<(String, String, u64)>,
     /// An allocation deleted (or found gone): key and uid.
     pub deleted_allocation: Option<(String, String)>,
+    /// A VMI deleted by G7 (or found gone or changed): key, uid, resourceVersion.
+    pub deleted_vmi: Option<(String, String, String)>,
     pub error: Option<IoError>,
 }
 
@@ -110,6 +123,32 @@ pub(super) async fn execute(env: Arc<Env>, write: Write) -> Done {
             }
         }
         Write::Place(plan) => place(&env, *plan, &mut done).await,
+        Write::DeleteVmi {
+            key,
+            uid,
+            resource_version,
+            event,
+        } => {
+            tracing::warn!(vmi = %key, rule = "G7", intent = "delete-vmi", "{}", event.message);
+            let (ns, name) = crate::world::split_key(&key);
+            let what = ObjRef::new(Kind::Vmi, Some(ns), name);
+            let pre = Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: Some(resource_version.clone()),
+            };
+            match w.delete(what, pre, RuleId::G7).await {
+                Ok(_) => {
+                    super::super::events::publish(&env, event);
+                    done.deleted_vmi = Some((key, uid, resource_version));
+                }
+                // Done too: gone, or not the VMI the cache showed (the next
+                // version is decided on afresh).
+                Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {
+                    done.deleted_vmi = Some((key, uid, resource_version));
+                }
+                Err(e) => done.error = Some(e.into()),
+            }
+        }
     }
     done
 }
@@ -232,6 +271,10 @@ async fn pin_and_ungate(env: &Env, node: &str, pk: String, done: &mut Done) -> R
         env.telemetry
             .gate_wait(waited.try_into().unwrap_or_default());
     }
-    done.pods.push((pk, rv_number(o.meta())));
+    if let Obj::Pod(p) = &o
+        && let Some(u) = PodUse::from_pod(p)
+    {
+        done.pods.push((pk, rv_number(o.meta()), u));
+    }
     Ok(())
 }

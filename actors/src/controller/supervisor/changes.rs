@@ -2,10 +2,12 @@
 //! exactly the actors it concerns.
 
 use super::Supervisor;
-use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, is_deleting};
+use crate::api::{
+    GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, PodUse, Vmi, is_deleting,
+};
 use crate::controller::placement::{PlacementPoke, Relisted};
 use crate::ports::{Kind, Obj};
-use crate::world::key;
+use crate::world::{key, vmi_key_of};
 use actix::prelude::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use std::collections::{BTreeSet, HashSet};
@@ -96,6 +98,22 @@ impl Supervisor {
         if old.as_ref().map(|o| &o.spec) != now.as_ref().map(|c| &c.spec) {
             self.place(PlacementPoke::Capacity);
         }
+        // G2: a VMI that asks for GPUs in its spec alone asks for a class
+        // that serves them; a class made, deleted or changed may change
+        // which (or whether any).
+        let life = |c: &GPUClass| (c.spec.resource_name.clone(), is_deleting(&c.metadata));
+        if old.as_deref().map(life) != now.as_deref().map(life) {
+            let resources: BTreeSet<String> = old
+                .iter()
+                .chain(now.iter())
+                .map(|c| c.spec.resource_name.clone())
+                .collect();
+            for r in resources {
+                for v in self.env.world.vmis_requesting(&r) {
+                    self.place(PlacementPoke::Vmi(v));
+                }
+            }
+        }
         // L4 asks whether the class's resource is covered by a node's lost set.
         if deleted
             || old
@@ -159,7 +177,7 @@ impl Supervisor {
         };
         let facts = |v: &Vmi| (v.uid().to_string(), v.is_final(), is_deleting(&v.metadata));
         let new_facts = (!deleted).then(|| facts(&v));
-        let request = |v: &Vmi| v.gpu_request();
+        let request = |v: &Vmi| (v.gpu_request(), v.device_request());
         let new_request = (!deleted).then(|| request(&v));
         let old = self.env.world.put_vmi(&k, (!deleted).then(|| Arc::new(v)));
         if old.as_deref().map(facts) != new_facts || old.as_deref().map(request) != new_request {
@@ -181,8 +199,13 @@ impl Supervisor {
         } else {
             LauncherPod::from_pod(&p).map(Arc::new)
         };
-        let old = self.env.world.put_pod(&k, new.clone());
+        let w = self.env.world.clone();
+        let vmi = new.as_deref().map(vmi_key_of);
+        let using = (!deleted).then(|| PodUse::from_pod(&p)).flatten();
+        let was_using = w.put_pod_use(&k, using.clone(), vmi.as_deref());
+        let old = w.put_pod(&k, new.clone());
         self.observed(Kind::Pod, &p.metadata);
+        self.pod_use_changed(was_using.as_ref(), using.as_ref());
         let facts = |p: &LauncherPod| {
             (
                 p.vmi.clone(),
@@ -190,6 +213,9 @@ impl Supervisor {
                 p.pinned.clone(),
                 p.node_name.clone(),
                 p.scheduling.clone(),
+                p.requests.clone(),
+                p.unschedulable.clone(),
+                p.terminal,
             )
         };
         if old.as_deref().map(facts) == new.as_deref().map(facts) {
@@ -205,6 +231,17 @@ impl Supervisor {
             for c in self.env.world.claims_of_vmi(&v) {
                 self.poke_claim(&c, ctx);
             }
+        }
+    }
+
+    /// A pod's use of a node changed: the sets waiting on nodes look
+    /// again, as for a node's change. Room freed may let one be placed;
+    /// room taken changes what their Waiting message counts (a fresh
+    /// controller would say it, and a converged cluster gets no writes on
+    /// restart, I5).
+    fn pod_use_changed(&self, old: Option<&PodUse>, new: Option<&PodUse>) {
+        if old != new {
+            self.place(PlacementPoke::NodesChanged);
         }
     }
 
@@ -278,6 +315,7 @@ impl Supervisor {
         if let Some(p) = &self.placement {
             p.do_send(Relisted(kind));
         }
+        self.env.world.mark_listed(kind);
         self.synced.insert(kind);
         self.update_ready(ctx);
     }
@@ -318,15 +356,18 @@ fn stale<T>(
         .collect()
 }
 
+/// Pods gone while the watch was down: launchers, and pods whose use of a
+/// node is kept.
 fn stale_pods(w: &crate::world::World, keep: &HashSet<String>) -> Vec<Obj> {
-    sorted_keys(&w.pods)
-        .into_iter()
+    let mut keys: BTreeSet<String> = sorted_keys(&w.pods).into_iter().collect();
+    keys.extend(w.bound_pod_keys());
+    keys.into_iter()
         .filter(|k| !keep.contains(k))
-        .filter_map(|k| w.pods.get(&k).map(|e| e.value().clone()))
-        .map(|e| {
+        .map(|k| {
+            let (ns, name) = crate::world::split_key(&k);
             let mut p = Pod::default();
-            p.metadata.namespace = Some(e.namespace.clone());
-            p.metadata.name = Some(e.name.clone());
+            p.metadata.namespace = Some(ns.to_string());
+            p.metadata.name = Some(name.to_string());
             Obj::Pod(p)
         })
         .collect()

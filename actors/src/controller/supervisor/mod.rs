@@ -11,7 +11,7 @@ use super::Env;
 use super::claim::{ClaimActor, ClaimTrace, GetTrace};
 use super::class::{ClassActor, Released};
 use super::messages::{ActorStopped, ClaimReleased, Ping, Reconcile, ToSupervisor};
-use super::placement::{Placement, PlacementPoke, PlacementWork};
+use super::placement::{ConfigReloaded, Placement, PlacementPoke, PlacementWork};
 use crate::config::Config;
 use crate::ports::{Kind, Obj};
 use actix::prelude::*;
@@ -293,6 +293,9 @@ impl Handler<ConfigChanged> for Supervisor {
             a.do_send(Reconcile {
                 since: self.change_at,
             });
+        }
+        if let Some(p) = &self.placement {
+            p.do_send(ConfigReloaded);
         }
     }
 }

@@ -5,6 +5,7 @@
 use super::WaitReason;
 use super::written::WrittenAllocations;
 use crate::api::{GPUClass, LauncherPod, NodeFacts, PodScheduling};
+use crate::rules::scheduling::fit::{NodeRoom, fits_request};
 use crate::rules::scheduling::{affinity_matches, tolerates_cordon, untolerated};
 use crate::world::World;
 use std::collections::BTreeMap;
@@ -12,8 +13,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// Why a node cannot take the set, in the order the filters run: the
-/// scheduler's three first (what the pinned pods would meet), then ours.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// scheduler's first (what the pinned pods would meet), then ours.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Unfit {
     NotReady,
     /// NodeUnschedulable: cordoned, and a pod does not tolerate it.
@@ -22,29 +23,36 @@ pub enum Unfit {
     Taint,
     /// NodeAffinity: a pod's nodeSelector or required affinity excludes it.
     Affinity,
+    /// NodeResourcesFit: no room for a pod's request of this resource (cpu,
+    /// memory, pods...) next to the pods bound there.
+    PodRoom(String),
     /// A class's nodeSelector excludes it.
     ClassSelector,
     /// Its lost set covers a resource of the set.
     DevicesLost,
-    NoRoom,
+    /// Not enough free GPUs of this resource.
+    NoRoom(String),
 }
 
 impl Unfit {
-    fn phrase(self) -> &'static str {
+    fn phrase(&self) -> String {
         match self {
-            Unfit::NotReady => "not Ready",
-            Unfit::Cordoned => "cordoned",
-            Unfit::Taint => "with a taint not tolerated",
-            Unfit::Affinity => "not matching the pods' node selector or affinity",
-            Unfit::ClassSelector => "not selected by the class",
-            Unfit::DevicesLost => "that lost their devices",
-            Unfit::NoRoom => "without room",
+            Unfit::NotReady => "not Ready".into(),
+            Unfit::Cordoned => "cordoned".into(),
+            Unfit::Taint => "with a taint not tolerated".into(),
+            Unfit::Affinity => "not matching the pods' node selector or affinity".into(),
+            Unfit::PodRoom(r) | Unfit::NoRoom(r) => format!("without room for {r}"),
+            Unfit::ClassSelector => "not selected by the class".into(),
+            Unfit::DevicesLost => "that lost their devices".into(),
         }
     }
 
     /// One of the filters kube-scheduler would apply to the pinned pods.
-    fn is_scheduler(self) -> bool {
-        matches!(self, Unfit::Cordoned | Unfit::Taint | Unfit::Affinity)
+    fn is_scheduler(&self) -> bool {
+        matches!(
+            self,
+            Unfit::Cordoned | Unfit::Taint | Unfit::Affinity | Unfit::PodRoom(_)
+        )
     }
 }
 
@@ -97,6 +105,9 @@ impl Ask<'_> {
         if let Some(u) = unfit.min() {
             return Err(u);
         }
+        if let Some(r) = self.pod_room(node) {
+            return Err(Unfit::PodRoom(r));
+        }
         let selected = |c: &Arc<GPUClass>| node.matches(c.spec.node_selector.as_ref());
         if new_node && !self.classes.iter().all(selected) {
             return Err(Unfit::ClassSelector);
@@ -116,13 +127,42 @@ impl Ask<'_> {
                 .filter(|(n, r, _)| *n == node.name && r == res)
                 .map(|(_, _, c)| c)
                 .sum();
+            // Capacity as the node really has it: its allocations (ours
+            // not yet seen included) and what other pods use beyond them.
             let used = (self.w.allocated_on(&node.name, res)
                 + self.written.on(self.w, &node.name, res))
-            .saturating_sub(own);
+            .saturating_sub(own)
+                + self.w.used_beyond_allocations(&node.name, res);
             let free = node.allocatable(res).saturating_sub(used);
-            left += free.checked_sub(*want).ok_or(Unfit::NoRoom)?;
+            left += free
+                .checked_sub(*want)
+                .ok_or_else(|| Unfit::NoRoom(res.clone()))?;
         }
         Ok(left)
+    }
+
+    /// G3, NodeResourcesFit: the first resource (in the scheduler's order)
+    /// that a launcher pod of the set requests and the node has no room
+    /// for next to its bound pods. The set's GPU resources are counted
+    /// against allocations instead.
+    fn pod_room(&self, node: &NodeFacts) -> Option<String> {
+        // The node's pods, and those we pinned that the cache does not show yet.
+        let requested = |r: &str| {
+            self.w.pods_requested(&node.name, r)
+                + self.written.pinned_requests(self.w, &node.name, r)
+        };
+        let room = NodeRoom {
+            allocatable: &node.allocatable,
+            requested: &requested,
+            pods: self.w.pods_on(&node.name) + self.written.pinned_pods(self.w, &node.name),
+        };
+        let gpus = |r: &str| self.resources.iter().any(|g| g == r);
+        self.pods.iter().find_map(|p| {
+            fits_request(&p.requests, room, &gpus)
+                .into_iter()
+                .next()
+                .map(|i| i.resource)
+        })
     }
 
     /// The node the set goes to, or why it waits.

@@ -2,16 +2,20 @@
 //! gate: which node, which writes, or why the set waits.
 
 mod choice;
+mod members;
 mod plan;
 mod written;
 
 pub use choice::{Unfit, pod_unfit};
+pub use members::request_mismatch;
 pub use plan::{AllocationWrite, Plan};
 pub use written::WrittenAllocations;
 
+use super::request::vmi_request;
 use super::template_name;
-use crate::api::{ClaimPhase, GPUClaim, LauncherPod, Vmi, is_deleting, vmi_owner};
+use crate::api::{ClaimPhase, GPUClaim, LauncherPod, Vmi, is_deleting};
 use crate::world::{World, key};
+use members::Member;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -21,11 +25,12 @@ pub enum WaitReason {
     ClaimMissing,
     ClaimDeleting,
     ClassMissing,
+    RequestMismatch,
     ClaimInUse,
     SplitNodes,
+    OverBudget,
     PinnedElsewhere,
     NoCapacity,
-    OverBudget,
 }
 
 impl WaitReason {
@@ -34,24 +39,30 @@ impl WaitReason {
             WaitReason::ClaimMissing => "ClaimMissing",
             WaitReason::ClaimDeleting => "ClaimDeleting",
             WaitReason::ClassMissing => "ClassMissing",
+            WaitReason::RequestMismatch => "RequestMismatch",
             WaitReason::ClaimInUse => "ClaimInUse",
             WaitReason::SplitNodes => "SplitNodes",
+            WaitReason::OverBudget => "OverBudget",
             WaitReason::PinnedElsewhere => "PinnedElsewhere",
             WaitReason::NoCapacity => "NoCapacity",
-            WaitReason::OverBudget => "OverBudget",
         }
     }
 
-    /// Waits on nodes: re-evaluated when a node changes.
+    /// Waits on nodes: re-evaluated when a node changes, or pods leave one.
     pub fn on_nodes(self) -> bool {
         matches!(self, WaitReason::NoCapacity | WaitReason::PinnedElsewhere)
     }
 
-    /// Waits on capacity: re-evaluated when GPUs are freed or added.
+    /// Waits on capacity or classes: re-evaluated when GPUs are freed or
+    /// added, or a class changes (which may serve, or stop serving, what
+    /// the VMI's spec requests).
     pub fn on_capacity(self) -> bool {
         matches!(
             self,
-            WaitReason::NoCapacity | WaitReason::OverBudget | WaitReason::ClassMissing
+            WaitReason::NoCapacity
+                | WaitReason::OverBudget
+                | WaitReason::ClassMissing
+                | WaitReason::RequestMismatch
         )
     }
 }
@@ -69,9 +80,10 @@ pub enum GateStep {
     Place(Plan),
 }
 
-/// The claim names a VMI's request covers.
-pub fn requested_claims(v: &Vmi) -> Vec<String> {
-    let Ok(r) = v.gpu_request() else {
+/// The claim names a VMI's request covers (its annotations', or the
+/// template claim its spec asks for).
+pub fn requested_claims(v: &Vmi, w: &World) -> Vec<String> {
+    let Ok(r) = vmi_request(v, w) else {
         return Vec::new();
     };
     let mut names = r.claims;
@@ -83,25 +95,13 @@ pub fn requested_claims(v: &Vmi) -> Vec<String> {
     names
 }
 
-struct Member {
-    claim: Arc<GPUClaim>,
-    resource: String,
-    /// The node of its allocation (the cache's, or one we wrote), if any.
-    recorded_on: Option<String>,
-    /// Lost, or placed on a node that failed (G6 is about to say Lost):
-    /// it holds no node and moves.
-    moves: bool,
-}
-
-/// A set that waits, and the claims that say why: its own claims, not
-/// those being deleted (L8 releases them, and a condition written to one
-/// would only race that release) and not another VMI's.
-struct Waiting {
+/// A set that waits, and why.
+pub(super) struct Waiting {
     reason: WaitReason,
     message: String,
 }
 
-fn wait(reason: WaitReason, message: String) -> Waiting {
+pub(super) fn wait(reason: WaitReason, message: String) -> Waiting {
     Waiting { reason, message }
 }
 
@@ -114,15 +114,18 @@ pub fn decide_gate(v: &Vmi, w: &World, written: &WrittenAllocations) -> GateStep
     if v.is_final() || is_deleting(&v.metadata) {
         return GateStep::Nothing;
     }
-    let names = requested_claims(v);
+    let names = requested_claims(v, w);
     let pods = w.launchers(&key(ns, name));
     if names.is_empty() || pods.is_empty() || pods.iter().any(|p| !p.gated) {
         return GateStep::Nothing;
     }
     let found: Vec<Arc<GPUClaim>> = names.iter().filter_map(|n| w.claim(&key(ns, n))).collect();
+    // The claims that say why the set waits: its own, not those being
+    // deleted (L8 releases them, and a condition written to one would only
+    // race that release) and not another VMI's.
     let ours: Vec<Arc<GPUClaim>> = found
         .iter()
-        .filter(|c| !is_deleting(&c.metadata) && owned_by_other(c, v).is_none())
+        .filter(|c| !is_deleting(&c.metadata) && members::owned_by_other(c, v).is_none())
         .cloned()
         .collect();
     match place(v, w, written, &names, &found, &pods) {
@@ -135,14 +138,6 @@ pub fn decide_gate(v: &Vmi, w: &World, written: &WrittenAllocations) -> GateStep
     }
 }
 
-/// The VMI owner of a claim when it is another VMI than `v` (L2: a later
-/// VMI of the same name is not the claim's).
-fn owned_by_other<'a>(c: &'a GPUClaim, v: &Vmi) -> Option<&'a str> {
-    vmi_owner(&c.metadata)
-        .filter(|(_, uid)| *uid != v.uid())
-        .map(|(name, _)| name)
-}
-
 fn place(
     v: &Vmi,
     w: &World,
@@ -151,15 +146,8 @@ fn place(
     found: &[Arc<GPUClaim>],
     pods: &[Arc<LauncherPod>],
 ) -> Result<Plan, Waiting> {
-    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
     let name = v.metadata.name.as_deref().unwrap_or_default();
-    if let Some(missing) = names.iter().find(|n| w.claim(&key(ns, n)).is_none()) {
-        return Err(wait(
-            WaitReason::ClaimMissing,
-            format!("claim {missing} does not exist"),
-        ));
-    }
-    let members = members(v, w, written, found)?;
+    let members = members::members(v, w, written, names, found)?;
     let held = held_node(&members)?;
     let unplaced: Vec<&Member> = members
         .iter()
@@ -189,98 +177,6 @@ fn place(
         .map_err(|(reason, message)| wait(reason, message))?;
     let pod_keys = pods.iter().map(|p| key(&p.namespace, &p.name)).collect();
     Ok(plan::plan(name, &node, &members, &unplaced, pod_keys))
-}
-
-/// The set's claims, each checked in G5's order: deleting, class, another
-/// VMI's (its owner, or a live VMI it is attached to).
-fn members(
-    v: &Vmi,
-    w: &World,
-    written: &WrittenAllocations,
-    found: &[Arc<GPUClaim>],
-) -> Result<Vec<Member>, Waiting> {
-    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
-    let name = v.metadata.name.as_deref().unwrap_or_default();
-    let mut members = Vec::new();
-    for c in found {
-        let cname = c.metadata.name.as_deref().unwrap_or_default();
-        if is_deleting(&c.metadata) {
-            return Err(wait(
-                WaitReason::ClaimDeleting,
-                format!("claim {cname} is being deleted"),
-            ));
-        }
-        let Some(class) = w
-            .class(&c.spec.class_name)
-            .filter(|k| !is_deleting(&k.metadata))
-        else {
-            return Err(wait(
-                WaitReason::ClassMissing,
-                format!("GPUClass {} does not exist", c.spec.class_name),
-            ));
-        };
-        match owned_by_other(c, v) {
-            // G2 makes this VMI's own once L3 deleted the earlier VMI's.
-            Some(owner) if owner == name => {
-                return Err(wait(
-                    WaitReason::ClaimMissing,
-                    format!(
-                        "claim {cname} belongs to an earlier VMI named {name}; waiting for this VMI's own"
-                    ),
-                ));
-            }
-            Some(owner) => {
-                return Err(wait(
-                    WaitReason::ClaimInUse,
-                    format!("claim {cname} belongs to VMI {owner}"),
-                ));
-            }
-            None => {}
-        }
-        if let Some(other) = c.attached_vmi_name().filter(|o| *o != name)
-            && w.vmi(&key(ns, other)).is_some_and(|o| !o.is_final())
-        {
-            return Err(wait(
-                WaitReason::ClaimInUse,
-                format!("claim {cname} is attached to VMI {other}"),
-            ));
-        }
-        members.push(member(c, w, written, class.spec.resource_name.clone()));
-    }
-    Ok(members)
-}
-
-fn member(c: &Arc<GPUClaim>, w: &World, written: &WrittenAllocations, resource: String) -> Member {
-    let uid = c.metadata.uid.as_deref().unwrap_or_default();
-    let k = key(
-        c.metadata.namespace.as_deref().unwrap_or_default(),
-        c.metadata.name.as_deref().unwrap_or_default(),
-    );
-    let recorded_on = w
-        .allocation(&k)
-        .filter(|r| r.spec.claim_uid == uid)
-        .map(|r| r.spec.node_name.clone())
-        .or_else(|| {
-            written
-                .get(w, &k)
-                .filter(|s| s.claim_uid == uid)
-                .map(|s| s.node_name.clone())
-        });
-    // Where it holds GPUs: its status for a placed claim, its allocation
-    // for a Pending one whose placement was cut short.
-    let node = match c.phase() {
-        ClaimPhase::Bound | ClaimPhase::Attached => c.node_name().map(str::to_string),
-        ClaimPhase::Pending => recorded_on.clone(),
-        ClaimPhase::Lost => None,
-    };
-    let moves = c.phase() == ClaimPhase::Lost
-        || node.is_some_and(|n| super::lost::node_failed(w, &n, &resource).is_some());
-    Member {
-        claim: c.clone(),
-        resource,
-        recorded_on,
-        moves,
-    }
 }
 
 /// The node the set's placed claims hold (Bound/Attached, or Pending with
@@ -339,5 +235,7 @@ fn needs(unplaced: &[&Member]) -> BTreeMap<String, u64> {
     need
 }
 
+#[cfg(test)]
+mod node_tests;
 #[cfg(test)]
 mod tests;

@@ -7,9 +7,9 @@ use crate::config::Config;
 use crate::fixtures::*;
 use crate::ports::Obj;
 
-const H200: &str = "nvidia.com/GH100_H200";
+pub(super) const H200: &str = "nvidia.com/GH100_H200";
 
-fn world_of(objs: Vec<Obj>) -> World {
+pub(super) fn world_of(objs: Vec<Obj>) -> World {
     let w = World::new(Config::default());
     for o in objs {
         w.load(o);
@@ -19,7 +19,7 @@ fn world_of(objs: Vec<Obj>) -> World {
 
 /// VMI `vm` (uid u1) asking for a template claim of `n` h200, its claim,
 /// and one gated launcher pod shaped by `pod`.
-fn vm_asking(n: u32, pod: impl Fn(PodB) -> PodB) -> Vec<Obj> {
+pub(super) fn vm_asking(n: u32, pod: impl Fn(PodB) -> PodB) -> Vec<Obj> {
     vec![
         vmi("t", "vm")
             .uid("u1")
@@ -33,7 +33,7 @@ fn vm_asking(n: u32, pod: impl Fn(PodB) -> PodB) -> Vec<Obj> {
 }
 
 /// VMI `vm` (uid u1) naming `claims`, with one gated launcher pod.
-fn vm_naming(claims: &str) -> Vec<Obj> {
+pub(super) fn vm_naming(claims: &str) -> Vec<Obj> {
     vec![
         vmi("t", "vm")
             .uid("u1")
@@ -43,23 +43,23 @@ fn vm_naming(claims: &str) -> Vec<Obj> {
     ]
 }
 
-fn gpu_node(name: &str, gpus: u64) -> NodeB {
+pub(super) fn gpu_node(name: &str, gpus: u64) -> NodeB {
     node(name).gpus(H200, gpus)
 }
 
 #[derive(Debug)]
-enum Want {
+pub(super) enum Want {
     Place(&'static str),
     Wait(WaitReason, &'static str),
 }
 
-struct Row {
-    case: &'static str,
-    objs: Vec<Obj>,
-    want: Want,
+pub(super) struct Row {
+    pub case: &'static str,
+    pub objs: Vec<Obj>,
+    pub want: Want,
 }
 
-fn row(case: &'static str, objs: Vec<Vec<Obj>>, want: Want) -> Row {
+pub(super) fn row(case: &'static str, objs: Vec<Vec<Obj>>, want: Want) -> Row {
     Row {
         case,
         objs: objs.into_iter().flatten().collect(),
@@ -67,15 +67,15 @@ fn row(case: &'static str, objs: Vec<Vec<Obj>>, want: Want) -> Row {
     }
 }
 
-fn h200() -> Vec<Obj> {
+pub(super) fn h200() -> Vec<Obj> {
     vec![class("h200", H200).obj()]
 }
 
-fn nodes(ns: Vec<NodeB>) -> Vec<Obj> {
+pub(super) fn nodes(ns: Vec<NodeB>) -> Vec<Obj> {
     ns.into_iter().map(NodeB::obj).collect()
 }
 
-fn same<T>(x: T) -> T {
+pub(super) fn same<T>(x: T) -> T {
     x
 }
 
@@ -448,6 +448,12 @@ fn g3_g5_gate_decisions_table() {
             ),
         ),
     ];
+    check_rows(rows);
+}
+
+/// Runs each row's decision and compares it with what the row wants.
+pub(super) fn check_rows(rows: Vec<Row>) {
+    use Want::*;
     let written = WrittenAllocations::default();
     for r in rows {
         let w = world_of(r.objs);

@@ -9,8 +9,8 @@
 //! keep one that was created and deleted between two looks counted
 //! forever, and strand VMs behind a budget nobody holds.
 
-use crate::api::GPUAllocationSpec;
 use crate::api::Kind;
+use crate::api::{GPUAllocationSpec, PodUse};
 use crate::world::World;
 use std::collections::HashMap;
 
@@ -23,9 +23,15 @@ pub struct WrittenAllocation {
     pub resource_version: u64,
 }
 
+/// Allocations (and the launcher pods pinned beside them) placement
+/// wrote that the cache does not show yet.
 #[derive(Default, Debug)]
 pub struct WrittenAllocations {
     by_key: HashMap<String, WrittenAllocation>,
+    /// Pods pinned, by key: what each will use on its node, and the
+    /// resourceVersion the pin returned. Counted in NodeResourcesFit until
+    /// the pods watch passes it, as the scheduler counts pods it assumed.
+    pins: HashMap<String, (PodUse, u64)>,
 }
 
 /// How far the allocations watch has come: every allocation event up to
@@ -47,10 +53,41 @@ impl WrittenAllocations {
         );
     }
 
-    /// Forgets what the watch has passed.
+    /// A launcher pod we pinned, which will use `u` on its node.
+    pub fn pinned(&mut self, key: String, u: PodUse, resource_version: u64) {
+        self.pins.insert(key, (u, resource_version));
+    }
+
+    /// Forgets what the watches have passed.
     pub fn prune(&mut self, w: &World) {
         let seen = watched(w);
         self.by_key.retain(|_, a| a.resource_version > seen);
+        let pods = w.observed_rv(Kind::Pod);
+        self.pins.retain(|_, (_, rv)| *rv > pods);
+    }
+
+    /// Pins the cache does not count on their node yet.
+    fn unseen_pins<'a>(&'a self, w: &'a World, node: &'a str) -> impl Iterator<Item = &'a PodUse> {
+        let pods = w.observed_rv(Kind::Pod);
+        self.pins
+            .iter()
+            .filter(move |(k, (u, rv))| {
+                *rv > pods && &*u.node == node && w.pod_use(k).is_none_or(|c| c.node != u.node)
+            })
+            .map(|(_, (u, _))| u)
+    }
+
+    /// What pods we pinned to `node` request of `resource`, where the
+    /// cache does not count them yet.
+    pub fn pinned_requests(&self, w: &World, node: &str, resource: &str) -> u64 {
+        self.unseen_pins(w, node)
+            .map(|u| u.requests.get(resource))
+            .sum()
+    }
+
+    /// How many pods we pinned to `node` the cache does not count yet.
+    pub fn pinned_pods(&self, w: &World, node: &str) -> u64 {
+        self.unseen_pins(w, node).count() as u64
     }
 
     /// Forgets an entry a live read showed gone.
@@ -87,11 +124,11 @@ impl WrittenAllocations {
     }
 
     pub fn len(&self) -> usize {
-        self.by_key.len()
+        self.by_key.len() + self.pins.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.by_key.is_empty() && self.pins.is_empty()
     }
 
     /// GPUs of `resource` on `node` held by entries the cache does not count yet.

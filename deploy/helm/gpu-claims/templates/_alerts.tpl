@@ -89,4 +89,13 @@ nothing).
       annotations:
         summary: GPUClaims have been Lost for 15 minutes
         description: Their nodes are NotReady or lost their devices; the claims keep their GPUs counted until the node returns or the claims are deleted.
+    - alert: GPUClaimsPinnedPodsUnschedulable
+      # The leader's gauge only: a standby remembers nothing (it decides nothing).
+      expr: sum(gpu_claims_unschedulable_pods and on(instance) (gpu_claims_leader == 1)) > 0
+      for: 15m
+      labels:
+        severity: warning
+      annotations:
+        summary: Launcher pods placement pinned stay Unschedulable
+        description: The scheduler cannot place pods pinned to their claims' node (something took its room after placement). G7 deletes such a VMI after unschedulableGrace, so its VM starts again at the gate; pods that stay so for 15 minutes mean the VMs keep landing where they cannot run (kubectl describe pod shows the scheduler's message).
 {{- end }}

@@ -1,0 +1,183 @@
+//! G3's checks of a set's claims, in G5's order of reasons: every claim
+//! there and this VMI's, none being deleted, every class there, the set
+//! matching what the VMI's spec requests, none another VMI's.
+
+use super::written::WrittenAllocations;
+use super::{WaitReason, Waiting, wait};
+use crate::api::{ClaimPhase, GPUClaim, GPUClass, Vmi, is_deleting, vmi_owner};
+use crate::world::{World, key};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+pub(super) struct Member {
+    pub claim: Arc<GPUClaim>,
+    pub resource: String,
+    /// The node of its allocation (the cache's, or one we wrote), if any.
+    pub recorded_on: Option<String>,
+    /// Lost, or placed on a node that failed (G6 is about to say Lost):
+    /// it holds no node and moves.
+    pub moves: bool,
+}
+
+/// The VMI owner of a claim when it is another VMI than `v` (L2: a later
+/// VMI of the same name is not the claim's).
+pub(super) fn owned_by_other<'a>(c: &'a GPUClaim, v: &Vmi) -> Option<&'a str> {
+    vmi_owner(&c.metadata)
+        .filter(|(_, uid)| *uid != v.uid())
+        .map(|(name, _)| name)
+}
+
+/// The set's claims, or the first reason, in G5's order, that it waits.
+pub(super) fn members(
+    v: &Vmi,
+    w: &World,
+    written: &WrittenAllocations,
+    names: &[String],
+    found: &[Arc<GPUClaim>],
+) -> Result<Vec<Member>, Waiting> {
+    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
+    let name = v.metadata.name.as_deref().unwrap_or_default();
+    if let Some(missing) = names.iter().find(|n| w.claim(&key(ns, n)).is_none()) {
+        return Err(wait(
+            WaitReason::ClaimMissing,
+            format!("claim {missing} does not exist"),
+        ));
+    }
+    // G2 makes this VMI's own once L3 deleted the earlier VMI's.
+    if let Some(c) = found
+        .iter()
+        .find(|c| owned_by_other(c, v).is_some_and(|owner| owner == name))
+    {
+        let cname = c.metadata.name.as_deref().unwrap_or_default();
+        return Err(wait(
+            WaitReason::ClaimMissing,
+            format!(
+                "claim {cname} belongs to an earlier VMI named {name}; waiting for this VMI's own"
+            ),
+        ));
+    }
+    if let Some(c) = found.iter().find(|c| is_deleting(&c.metadata)) {
+        let cname = c.metadata.name.as_deref().unwrap_or_default();
+        return Err(wait(
+            WaitReason::ClaimDeleting,
+            format!("claim {cname} is being deleted"),
+        ));
+    }
+    let mut classes: Vec<Arc<GPUClass>> = Vec::with_capacity(found.len());
+    for c in found {
+        match w
+            .class(&c.spec.class_name)
+            .filter(|k| !is_deleting(&k.metadata))
+        {
+            Some(k) => classes.push(k),
+            None => {
+                return Err(wait(
+                    WaitReason::ClassMissing,
+                    format!("GPUClass {} does not exist", c.spec.class_name),
+                ));
+            }
+        }
+    }
+    if let Some(message) = request_mismatch(v, w, found, &classes) {
+        return Err(wait(WaitReason::RequestMismatch, message));
+    }
+    for c in found {
+        let cname = c.metadata.name.as_deref().unwrap_or_default();
+        if let Some(owner) = owned_by_other(c, v) {
+            return Err(wait(
+                WaitReason::ClaimInUse,
+                format!("claim {cname} belongs to VMI {owner}"),
+            ));
+        }
+        if let Some(other) = c.attached_vmi_name().filter(|o| *o != name)
+            && w.vmi(&key(ns, other)).is_some_and(|o| !o.is_final())
+        {
+            return Err(wait(
+                WaitReason::ClaimInUse,
+                format!("claim {cname} is attached to VMI {other}"),
+            ));
+        }
+    }
+    Ok(found
+        .iter()
+        .zip(classes)
+        .map(|(c, k)| member(c, w, written, k.spec.resource_name.clone()))
+        .collect())
+}
+
+/// G3: where the VMI's spec requests a resource a GPUClass serves, the
+/// set's GPUs of each such resource (and of each its classes name) must
+/// equal the spec's request of it: the device plugin hands the VM what
+/// its spec asks for, whatever the claims say. Devices no class serves
+/// (a NIC passed through) are not ours to count. The message gives both
+/// numbers per resource that differs.
+pub fn request_mismatch(
+    v: &Vmi,
+    w: &World,
+    claims: &[Arc<GPUClaim>],
+    classes: &[Arc<GPUClass>],
+) -> Option<String> {
+    let spec = v.device_request();
+    let served: BTreeSet<&str> = spec
+        .keys()
+        .map(String::as_str)
+        .filter(|r| w.serves(r))
+        .collect();
+    if served.is_empty() {
+        return None;
+    }
+    let mut held: BTreeMap<&str, u64> = BTreeMap::new();
+    for (c, k) in claims.iter().zip(classes) {
+        *held.entry(k.spec.resource_name.as_str()).or_default() += u64::from(c.spec.count);
+    }
+    let resources: BTreeSet<&str> = served.into_iter().chain(held.keys().copied()).collect();
+    let mut differs = String::new();
+    for r in resources {
+        let (asks, has) = (
+            spec.get(r).copied().map_or(0, u64::from),
+            held.get(r).copied().unwrap_or(0),
+        );
+        if asks != has {
+            let sep = if differs.is_empty() { "" } else { "; " };
+            let _ = write!(
+                differs,
+                "{sep}its spec requests {asks} {r}, its claims hold {has}"
+            );
+        }
+    }
+    (!differs.is_empty()).then(|| format!("the set does not match the VMI's spec: {differs}"))
+}
+
+fn member(c: &Arc<GPUClaim>, w: &World, written: &WrittenAllocations, resource: String) -> Member {
+    let uid = c.metadata.uid.as_deref().unwrap_or_default();
+    let k = key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let recorded_on = w
+        .allocation(&k)
+        .filter(|r| r.spec.claim_uid == uid)
+        .map(|r| r.spec.node_name.clone())
+        .or_else(|| {
+            written
+                .get(w, &k)
+                .filter(|s| s.claim_uid == uid)
+                .map(|s| s.node_name.clone())
+        });
+    // Where it holds GPUs: its status for a placed claim, its allocation
+    // for a Pending one whose placement was cut short.
+    let node = match c.phase() {
+        ClaimPhase::Bound | ClaimPhase::Attached => c.node_name().map(str::to_string),
+        ClaimPhase::Pending => recorded_on.clone(),
+        ClaimPhase::Lost => None,
+    };
+    let moves = c.phase() == ClaimPhase::Lost
+        || node.is_some_and(|n| crate::rules::lost::node_failed(w, &n, &resource).is_some());
+    Member {
+        claim: c.clone(),
+        resource,
+        recorded_on,
+        moves,
+    }
+}

@@ -1,0 +1,317 @@
+//! G2 and G3 with what the VMI's spec requests (SPEC §1): a VMI that asks
+//! for GPUs only in `spec.domain.devices.gpus[]` gets its template claim
+//! of the one class serving them; a set that does not match the spec
+//! waits with `RequestMismatch` and the VMI is told, with both numbers.
+mod common;
+use common::*;
+use gpu_claims_actors::api::pod::is_gated;
+use gpu_claims_actors::api::{CLASS_ANNOTATION, COUNT_ANNOTATION, ClaimPhase, GPUClaim};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
+
+const L40S: &str = "nvidia.com/AD102GL_L40S";
+
+/// VMI vm1 (u1) at the gate whose spec lists `n` GPUs of `device`.
+fn spec_vm(device: &str, n: u32) -> Vec<Obj> {
+    vec![
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .gpus(device, n)
+            .obj(),
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .requests(&[(device, &n.to_string())])
+            .obj(),
+    ]
+}
+
+fn pod_gated(t: &TestCluster) -> bool {
+    match t
+        .sim
+        .cluster
+        .get(&ObjRef::new(Kind::Pod, Some("t"), "virt-launcher-vm1"))
+    {
+        Some(Obj::Pod(p)) => is_gated(&p),
+        _ => panic!("the launcher pod"),
+    }
+}
+
+fn warnings_on_vm1(t: &TestCluster) -> Vec<String> {
+    t.sim
+        .cluster
+        .events()
+        .into_iter()
+        .filter(|e| e.warning && e.regarding.kind == Kind::Vmi && e.regarding.name == "vm1")
+        .map(|e| format!("{}: {}", e.reason, e.message))
+        .collect()
+}
+
+fn waiting_reason(c: &GPUClaim) -> Option<String> {
+    c.conditions()
+        .iter()
+        .find(|x| x.type_ == "Waiting" && x.status == "True")
+        .map(|x| x.reason.clone())
+}
+
+#[test]
+fn g2_a_vmi_asking_only_in_its_spec_gets_the_template_claim_of_the_class_serving_it_and_runs() {
+    let mut objs = world(spec_vm(H200, 3));
+    objs.push(class("l40s", L40S).obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/vm1-gpu").expect("G2: the template claim");
+        assert!(c.is_template());
+        assert_eq!((c.spec.class_name.as_str(), c.spec.count), ("h200", 3));
+        assert_eq!(c.phase(), ClaimPhase::Attached);
+        assert_eq!(c.node_name(), Some("n1"));
+        assert!(!pod_gated(&t), "G4: pinned and out of the gate");
+        assert!(warnings_on_vm1(&t).is_empty());
+    });
+}
+
+#[test]
+fn g2_a_spec_request_two_classes_serve_makes_no_claim_and_says_so() {
+    let mut objs = world(spec_vm(H200, 1));
+    objs.push(class("h200-spot", H200).obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.claim("t/vm1-gpu").is_none());
+        assert!(pod_gated(&t), "its pod stays at the gate");
+        let w = warnings_on_vm1(&t);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("InvalidGPURequest"), "{w:?}");
+        assert!(w[0].contains("h200, h200-spot all serve"), "{w:?}");
+    });
+}
+
+#[test]
+fn g2_a_spec_request_of_two_gpu_resources_makes_no_claim_and_says_so() {
+    let mut objs = world([
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .gpus(H200, 1)
+            .gpus(L40S, 1)
+            .obj(),
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .obj(),
+    ]);
+    objs.push(class("l40s", L40S).obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.claim("t/vm1-gpu").is_none());
+        let w = warnings_on_vm1(&t);
+        assert!(
+            w.iter().any(|m| m.contains("several GPU resources")),
+            "{w:?}"
+        );
+    });
+}
+
+#[test]
+fn g2_a_spec_request_whose_only_class_is_being_deleted_makes_no_claim_and_says_so() {
+    let objs = vec![
+        class("h200", H200).deleting().obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ]
+    .into_iter()
+    .chain(spec_vm(H200, 1))
+    .collect();
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.claim("t/vm1-gpu").is_none());
+        let w = warnings_on_vm1(&t);
+        assert!(
+            w.iter()
+                .any(|m| m.contains("no GPUClass that is not being deleted")),
+            "{w:?}"
+        );
+    });
+}
+
+#[test]
+fn g2_a_class_made_later_gives_a_vmi_asking_in_its_spec_its_claim() {
+    let objs = vec![node("n1").gpus(H200, 8).obj()]
+        .into_iter()
+        .chain(spec_vm(H200, 2))
+        .collect();
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.claim("t/vm1-gpu").is_none(), "no class serves it yet");
+        t.user_create(class("h200", H200).obj());
+        t.settle().await;
+        let c = t.claim("t/vm1-gpu").expect("G2 once a class serves it");
+        assert_eq!(c.spec.count, 2);
+        assert_eq!(c.phase(), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn g2_devices_no_class_serves_ask_for_nothing() {
+    let objs = world(spec_vm("mellanox.com/cx7", 1));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(t.claim("t/vm1-gpu").is_none());
+        assert!(warnings_on_vm1(&t).is_empty(), "not gpu-claims' business");
+    });
+}
+
+#[test]
+fn g3_a_set_that_does_not_match_the_spec_waits_request_mismatch_and_the_vmi_is_told_once() {
+    let objs = world([
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .annotate(CLASS_ANNOTATION, "h200")
+            .annotate(COUNT_ANNOTATION, "2")
+            .gpus(H200, 4)
+            .obj(),
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .obj(),
+    ]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t
+            .claim("t/vm1-gpu")
+            .expect("G2 made the claim the annotation asks for");
+        assert_eq!(c.phase(), ClaimPhase::Pending);
+        assert_eq!(waiting_reason(&c).as_deref(), Some("RequestMismatch"));
+        assert!(pod_gated(&t));
+        let w = warnings_on_vm1(&t);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("its spec requests 4 nvidia.com/GH100_H200, its claims hold 2"),
+            "{w:?}"
+        );
+        // Nothing changes: no more writes and no second Event.
+        t.writes();
+        t.advance(secs(60)).await;
+        assert!(t.writes().iter().all(|w| !w.contains("G5")), "no rewrite");
+        assert_eq!(warnings_on_vm1(&t).len(), 1);
+    });
+}
+
+#[test]
+fn g3_a_set_matching_the_spec_again_is_placed() {
+    let objs = world([
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .annotate(gpu_claims_actors::api::CLAIMS_ANNOTATION, "a")
+            .gpus(H200, 2)
+            .obj(),
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .obj(),
+        claim("t", "a").obj(),
+    ]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(
+            waiting_reason(&t.claim("t/a").unwrap()).as_deref(),
+            Some("RequestMismatch")
+        );
+        // The tenant names a second claim: 1 + 1 matches the spec's 2.
+        t.user_create(claim("t", "b").obj());
+        t.user_update(
+            vmi("t", "vm1")
+                .uid("u1")
+                .phase("Scheduling")
+                .annotate(gpu_claims_actors::api::CLAIMS_ANNOTATION, "a,b")
+                .gpus(H200, 2)
+                .obj(),
+        );
+        t.settle().await;
+        for c in ["t/a", "t/b"] {
+            assert_eq!(t.claim(c).unwrap().phase(), ClaimPhase::Attached, "{c}");
+        }
+        assert!(!pod_gated(&t));
+    });
+}
+
+#[test]
+fn g3_room_a_pod_outside_gpu_claims_frees_lets_a_waiting_set_be_placed() {
+    let objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 2).obj(),
+        pod("ml", "cuda-job")
+            .scheduled("n1")
+            .requests(&[(H200, "2")])
+            .phase("Running")
+            .obj(),
+    ]
+    .into_iter()
+    .chain(spec_vm(H200, 2))
+    .collect();
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/vm1-gpu").unwrap();
+        assert_eq!(waiting_reason(&c).as_deref(), Some("NoCapacity"));
+        assert!(
+            c.conditions()[0]
+                .message
+                .contains("without room for nvidia.com/GH100_H200"),
+            "{:?}",
+            c.conditions()
+        );
+        // The job finishes: its GPUs are free.
+        t.user_update(
+            pod("ml", "cuda-job")
+                .scheduled("n1")
+                .requests(&[(H200, "2")])
+                .phase("Succeeded")
+                .obj(),
+        );
+        t.settle().await;
+        assert_eq!(t.claim("t/vm1-gpu").unwrap().phase(), ClaimPhase::Attached);
+        assert!(!pod_gated(&t));
+    });
+}
+
+#[test]
+fn g3_a_pod_outside_gpu_claims_deleted_frees_its_room_too() {
+    let objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 2).obj(),
+        pod("ml", "cuda-job")
+            .scheduled("n1")
+            .requests(&[(H200, "1")])
+            .obj(),
+    ]
+    .into_iter()
+    .chain(spec_vm(H200, 2))
+    .collect();
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.claim("t/vm1-gpu").unwrap().phase(), ClaimPhase::Pending);
+        t.user_delete(Kind::Pod, Some("ml"), "cuda-job");
+        t.settle().await;
+        assert_eq!(t.claim("t/vm1-gpu").unwrap().phase(), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn g3_a_memory_heavy_vm_is_placed_where_its_memory_fits() {
+    let objs = vec![
+        class("h200", H200).obj(),
+        node("small").gpus(H200, 2).sized("32", "64Gi", 110).obj(),
+        node("big").gpus(H200, 8).sized("128", "2Ti", 110).obj(),
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .gpus(H200, 2)
+            .obj(),
+        launcher("t", "virt-launcher-vm1", "vm1", "u1")
+            .gated()
+            .requests(&[(H200, "2"), ("cpu", "6400m"), ("memory", "513Gi")])
+            .obj(),
+    ];
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let c = t.claim("t/vm1-gpu").unwrap();
+        assert_eq!(c.node_name(), Some("big"), "not the tightest GPU fit");
+    });
+}
