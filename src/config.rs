@@ -13,7 +13,7 @@ pub enum ConfigError {
     Read {
         path: String,
         #[source]
-        source: std::io::Error,
+        source: crate::file_read::ReadError,
     },
     #[error("config {}{source}", path.as_deref().map(|p| format!("{p}: ")).unwrap_or_default())]
     Parse {
@@ -36,6 +36,10 @@ pub enum ParseError {
         #[source]
         source: tracing_subscriber::filter::ParseError,
     },
+    /// Nothing but blanks and comments: a ConfigMap emptied by mistake
+    /// must not turn the running config back into the defaults.
+    #[error("the file holds no settings (empty, or only comments); write `{{}}` for the defaults")]
+    Empty,
 }
 
 impl ConfigError {
@@ -49,12 +53,36 @@ impl ConfigError {
     }
 }
 
-/// Reads, parses and validates a config file.
+/// Reads, parses and validates a config file (a regular file of at most
+/// `file_read::MAX_FILE_BYTES`).
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    from_bytes(path, crate::file_read::read_bounded(path))
+}
+
+/// `load` off the async runtime, with a deadline: what a running process
+/// reloads with, so that no file holds up its probes, webhook or Lease.
+pub async fn load_off_runtime(path: &Path) -> Result<Config, ConfigError> {
+    from_bytes(
+        path,
+        crate::file_read::read_off_runtime(path.to_path_buf()).await,
+    )
+}
+
+fn from_bytes(
+    path: &Path,
+    read: Result<Vec<u8>, crate::file_read::ReadError>,
+) -> Result<Config, ConfigError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let bytes = read.map_err(|source| ConfigError::Read {
         path: shown.clone(),
         source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| ConfigError::Read {
+        path: shown.clone(),
+        source: crate::file_read::ReadError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            e.utf8_error(),
+        )),
     })?;
     parse(&text).map_err(|e| match e {
         ConfigError::Parse { source, .. } => ConfigError::Parse {
@@ -65,17 +93,21 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     })
 }
 
-/// Parses and validates config text; an empty file is the defaults.
+/// Parses and validates config text. A text with no settings at all
+/// (empty, or only comments) is refused: `{}` is the defaults.
 pub fn parse(text: &str) -> Result<Config, ConfigError> {
     let parse = |source: ParseError| ConfigError::Parse {
         path: None,
         source: Box::new(source),
     };
-    let config: Config = if text.trim().is_empty() {
-        Config::default()
-    } else {
-        crate::yaml::from_str(text).map_err(|e| parse(e.into()))?
-    };
+    let settings = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or_default().trim())
+        .any(|l| !l.is_empty() && l != "---" && l != "...");
+    if !settings {
+        return Err(parse(ParseError::Empty));
+    }
+    let config: Config = crate::yaml::from_str(text).map_err(|e| parse(e.into()))?;
     config.validate().map_err(|e| parse(e.into()))?;
     EnvFilter::try_new(&config.log.filter).map_err(|source| {
         parse(ParseError::LogFilter {
@@ -116,9 +148,9 @@ impl Reloader {
         Self { path, current }
     }
 
-    /// Reads the file again.
-    pub fn reload(&mut self) -> Reloaded {
-        match load(&self.path) {
+    /// Reads the file again, off the runtime.
+    pub async fn reload(&mut self) -> Reloaded {
+        match load_off_runtime(&self.path).await {
             Err(e) => Reloaded::Refused(Box::new(e)),
             Ok(c) if c == self.current => Reloaded::Unchanged,
             Ok(c) => {
@@ -180,7 +212,7 @@ impl WatchedConfig {
         let mut first = true;
         while first || changes.next().await.is_some() {
             first = false;
-            match this.reload() {
+            match this.reload().await {
                 Reloaded::Applied(c) => {
                     tracing::info!(path = %this.path.display(), "config reloaded");
                     apply(Ok(*c));

@@ -262,11 +262,11 @@ pub async fn serve_webhook(
     let bound = axum::serve::Listener::local_addr(&listener)
         .map_err(|e| crate::Error::Tls(webhook::TlsError::Listen { addr, source: e }))?;
     tokio::spawn(watch_certs(resolver));
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, webhook::router(state)).await {
-            tracing::error!(error = %e, "the webhook server stopped");
-        }
-    });
+    tokio::spawn(crate::serve::serve(
+        listener,
+        webhook::router(state),
+        std::future::pending(),
+    ));
     tracing::info!(addr = %bound, "serving the gate webhook at /mutate");
     Ok(bound)
 }

@@ -98,18 +98,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 let listener = TlsListener::bind(http_addr, &resolver).await?;
                 tokio::spawn(watch_certs(resolver));
                 tracing::info!(%http_addr, %http_auth, tls = true, "serving /metrics, /healthz, /readyz, /debug");
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(shutdown())
-                    .await?;
+                crate::serve::serve(listener, router, shutdown()).await;
             }
             None => {
                 let listener = tokio::net::TcpListener::bind(http_addr)
                     .await
                     .with_context(|| format!("listen on {http_addr}"))?;
                 tracing::info!(%http_addr, %http_auth, tls = false, "serving /metrics, /healthz, /readyz, /debug");
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(shutdown())
-                    .await?;
+                crate::serve::serve(listener, router, shutdown()).await;
             }
         }
         controller.stop().await;

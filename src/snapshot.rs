@@ -2,6 +2,7 @@
 //! controller reads. An error names the file and the document.
 
 use gpu_claims_actors::api::DecodeError;
+use gpu_claims_actors::api::validation::{is_dns_label, is_dns_subdomain};
 use gpu_claims_actors::ports::{Kind, Obj};
 use serde_json::Value;
 use std::path::Path;
@@ -20,6 +21,13 @@ pub enum SnapshotError {
         path: String,
         #[source]
         source: Box<serde_saphyr::Error>,
+    },
+    /// Too large, or two objects with one name.
+    #[error("snapshot {path}: {source}")]
+    Invalid {
+        path: String,
+        #[source]
+        source: Box<ParseError>,
     },
     #[error("snapshot {path}, document {doc}: {source}")]
     Object {
@@ -42,6 +50,11 @@ pub enum ObjectError {
     NoName { kind: &'static str },
     #[error("{kind} {name} without metadata.namespace")]
     NoNamespace { kind: &'static str, name: String },
+    /// Not a name Kubernetes accepts (the API server answers 422).
+    #[error("{kind} {name:?}: not a valid name")]
+    BadName { kind: &'static str, name: String },
+    #[error("a List's items must be a list")]
+    ListItems,
     #[error("{kind} {name}: {source}")]
     Decode {
         kind: &'static str,
@@ -63,8 +76,44 @@ pub enum ObjectError {
 pub enum ParseError {
     #[error(transparent)]
     Yaml(#[from] Box<serde_saphyr::Error>),
+    /// Past what plan reads in one file (`LIMITS`).
+    #[error(
+        "larger than plan reads at once ({0}); plan takes a cluster's dump of up to \
+         {MAX_DOCUMENTS} documents, or a List of any length up to {MAX_NODES} YAML nodes: \
+         dump it as one List (kubectl get ... -o yaml), or split it"
+    )]
+    TooLarge(String),
     #[error("document {doc}: {source}")]
     Object { doc: usize, source: ObjectError },
+    /// Two objects of one kind with one name: a cluster cannot hold both.
+    #[error(
+        "document {doc}: {kind} {name} is there already (document {first}); names are unique per kind"
+    )]
+    Duplicate {
+        doc: usize,
+        first: usize,
+        kind: &'static str,
+        name: String,
+    },
+}
+
+/// The most documents a snapshot may hold, and YAML nodes in all: room
+/// for a large cluster's dump (15,000 nodes, 100,000 claims with their
+/// VMIs and pods) and no more, so a runaway file is refused, not read
+/// until memory runs out.
+pub const MAX_DOCUMENTS: usize = 2_000_000;
+pub const MAX_NODES: usize = 200_000_000;
+
+fn options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        strict_booleans: true,
+        budget: serde_saphyr::budget! {
+            max_documents: MAX_DOCUMENTS,
+            max_nodes: MAX_NODES,
+            max_events: 2 * MAX_NODES,
+            max_total_scalar_bytes: 4 << 30,
+        },
+    }
 }
 
 /// The objects of a snapshot file.
@@ -84,22 +133,56 @@ pub fn load(path: &Path) -> Result<Vec<Obj>, SnapshotError> {
             doc,
             source,
         },
+        e => SnapshotError::Invalid {
+            path: shown,
+            source: Box::new(e),
+        },
     })
 }
 
 /// Parses snapshot text.
 pub fn parse(text: &str) -> Result<Vec<Obj>, ParseError> {
-    let docs: Vec<Value> = crate::yaml::documents(text).map_err(Box::new)?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, options()).map_err(|e| match e {
+            serde_saphyr::Error::Budget { breach, .. } => {
+                ParseError::TooLarge(format!("{breach:?}"))
+            }
+            e => ParseError::Yaml(Box::new(e)),
+        })?;
     let mut objs = Vec::new();
+    let mut seen: std::collections::HashMap<gpu_claims_actors::ports::ObjRef, usize> =
+        Default::default();
     for (i, v) in docs.into_iter().enumerate() {
         let doc = i + 1;
         let items = if v["kind"] == "List" {
-            v["items"].as_array().cloned().unwrap_or_default()
+            match v.get("items") {
+                Some(Value::Array(items)) => items.clone(),
+                None | Some(Value::Null) => Vec::new(),
+                Some(_) => {
+                    return Err(ParseError::Object {
+                        doc,
+                        source: ObjectError::ListItems,
+                    });
+                }
+            }
         } else {
             vec![v]
         };
         for item in items {
-            objs.push(object(item).map_err(|source| ParseError::Object { doc, source })?);
+            let o = object(item).map_err(|source| ParseError::Object { doc, source })?;
+            let r = o.obj_ref();
+            if let Some(first) = seen.insert(r.clone(), doc) {
+                return Err(ParseError::Duplicate {
+                    doc,
+                    first,
+                    kind: r.kind.name(),
+                    name: match &r.namespace {
+                        Some(ns) => format!("{ns}/{}", r.name),
+                        None => r.name.clone(),
+                    },
+                });
+            }
+            objs.push(o);
         }
     }
     Ok(objs)
@@ -113,8 +196,23 @@ fn object(v: Value) -> Result<Obj, ObjectError> {
         .as_str()
         .ok_or(ObjectError::NoName { kind: k })?
         .to_string();
-    if kind.namespaced() && v["metadata"]["namespace"].as_str().is_none() {
-        return Err(ObjectError::NoNamespace { kind: k, name });
+    let shown = |n: &str| n.chars().take(80).collect::<String>();
+    if !is_dns_subdomain(&name) {
+        return Err(ObjectError::BadName {
+            kind: k,
+            name: shown(&name),
+        });
+    }
+    if kind.namespaced() {
+        let Some(ns) = v["metadata"]["namespace"].as_str() else {
+            return Err(ObjectError::NoNamespace { kind: k, name });
+        };
+        if !is_dns_label(ns) {
+            return Err(ObjectError::BadName {
+                kind: "Namespace",
+                name: shown(ns),
+            });
+        }
     }
     let obj = gpu_claims_actors::api::from_json(kind, v).map_err(|source| ObjectError::Decode {
         kind: k,

@@ -16,6 +16,8 @@ fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
         "node-ready",
         "gated-claim-deleted",
         "class-deleted",
+        "foreign-pod-bound",
+        "foreign-pod-done",
     ] {
         assert!(kinds.contains(&k), "{k} in {kinds:?}");
     }
@@ -27,6 +29,9 @@ fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
     assert_eq!(s.storm_vmis, 40);
     assert!(s.rack_claims > 0, "the racks hit claims");
     assert!(s.baseline_passes >= 20);
+    // Ten pods outside gpu-claims per node are in the world (their bytes
+    // are weighed by the benchmark's counting allocator, not here).
+    assert!(s.foreign_pods >= 10 * 40, "{}", s.foreign_pods);
 }
 
 #[test]

@@ -14,7 +14,7 @@ fn the_default_config_file_is_the_defaults() {
     let c = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/gpu-claims.yaml")).unwrap();
     assert_eq!(c, Config::default());
     assert_eq!(c.attachment_grace, Duration::from_secs(120));
-    assert_eq!(parse("").unwrap(), Config::default());
+    assert_eq!(parse("{}").unwrap(), Config::default());
 }
 
 #[test]
@@ -49,17 +49,74 @@ fn a_reloader_applies_changes_once_and_refuses_bad_files_whole() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.yaml");
     std::fs::write(&path, "attachmentGrace: 2m\n").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
     let mut r = Reloader::new(path.clone(), load(&path).unwrap());
-    assert!(matches!(r.reload(), Reloaded::Unchanged));
+    assert!(matches!(rt.block_on(r.reload()), Reloaded::Unchanged));
     std::fs::write(&path, "attachmentGrace: 1m\n").unwrap();
     assert!(
-        matches!(r.reload(), Reloaded::Applied(c) if c.attachment_grace == Duration::from_secs(60))
+        matches!(rt.block_on(r.reload()), Reloaded::Applied(c) if c.attachment_grace == Duration::from_secs(60))
     );
     std::fs::write(&path, "attachmentGrace: 30s\nbogus: 1\n").unwrap();
-    assert!(matches!(r.reload(), Reloaded::Refused(e) if e.to_string().contains("bogus")));
+    assert!(
+        matches!(rt.block_on(r.reload()), Reloaded::Refused(e) if e.to_string().contains("bogus"))
+    );
     // Back to the running config: nothing to apply.
     std::fs::write(&path, "attachmentGrace: 1m\n").unwrap();
-    assert!(matches!(r.reload(), Reloaded::Unchanged));
+    assert!(matches!(rt.block_on(r.reload()), Reloaded::Unchanged));
+}
+
+#[test]
+fn an_empty_or_comment_only_config_is_refused_and_the_running_one_stays() {
+    for text in [
+        "",
+        "\n\n",
+        "# all commented out\n# attachmentGrace: 1m\n",
+        "---\n# nothing\n",
+    ] {
+        let e = parse(text).unwrap_err();
+        assert!(e.to_string().contains("holds no settings"), "{text:?}: {e}");
+        assert_eq!(e.metric_label(), "invalid");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "log: {format: json}\n").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut r = Reloader::new(path.clone(), load(&path).unwrap());
+    std::fs::write(&path, "# emptied by mistake\n").unwrap();
+    assert!(matches!(rt.block_on(r.reload()), Reloaded::Refused(_)));
+    std::fs::write(&path, "log: {format: json}\n").unwrap();
+    assert!(
+        matches!(rt.block_on(r.reload()), Reloaded::Unchanged),
+        "the json config still runs"
+    );
+}
+
+#[test]
+fn a_fifo_swapped_in_for_the_config_is_refused_without_blocking_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "attachmentGrace: 2m\n").unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut r = Reloader::new(path.clone(), load(&path).unwrap());
+    std::fs::remove_file(&path).unwrap();
+    nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    // On a current-thread runtime, a read that blocked would block this
+    // very task forever; the reload is refused at once instead, and a
+    // timer on the same runtime still fires.
+    let refused = rt.block_on(async {
+        let ticker = tokio::spawn(tokio::time::sleep(Duration::from_millis(10)));
+        let reload = r.reload().await;
+        ticker.await.unwrap();
+        reload
+    });
+    let Reloaded::Refused(e) = refused else {
+        panic!("refused")
+    };
+    assert!(e.to_string().contains("not a regular file (a FIFO)"), "{e}");
+    assert!(load(&path).is_err(), "at start too");
 }
 
 /// The whole path in a running process: the file changes on disk, the

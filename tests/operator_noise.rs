@@ -132,3 +132,104 @@ fn an_unreachable_api_server_is_told_once_per_backoff_step() {
         "still said: {text}"
     );
 }
+
+/// `demo --serve` is for playing with: a user's writes the server refuses
+/// (a claim without className, a ConfigMap with a bad name) or that
+/// disturb the story (a node deleted) neither end it nor fail it; it says
+/// the story was disturbed and keeps serving. Its kubeconfig, which
+/// carries a token, is readable by its owner only.
+#[test]
+fn demo_serve_takes_a_user_playing_with_it_and_keeps_its_kubeconfig_private() {
+    if !common::available(
+        "kubectl",
+        Command::new("kubectl").args(["version", "--client"]),
+    ) {
+        return;
+    }
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("k");
+    let mut child = bin()
+        .args([
+            "demo",
+            "--serve",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let wait_for = |needle: &str, seen: &mut Vec<String>| {
+        let until = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < until {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(l) => {
+                    let hit = l.contains(needle);
+                    seen.push(l);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(_) => break,
+            }
+        }
+        panic!("{needle:?} never came:\n{}", seen.join("\n"));
+    };
+    wait_for("step 1/", &mut seen);
+    let mode = std::fs::metadata(&kubeconfig).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the kubeconfig is private");
+    let kubectl = |args: &[&str], stdin: Option<&str>| {
+        let mut c = Command::new("kubectl");
+        c.arg("--kubeconfig").arg(&kubeconfig).args(args);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut p = c.spawn().unwrap();
+        if let Some(text) = stdin {
+            use std::io::Write;
+            p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        }
+        p.wait().unwrap().success()
+    };
+    let bad_claim = "apiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {name: nope, namespace: tenant-a}\nspec: {count: 1}\n";
+    assert!(
+        !kubectl(&["create", "-f", "-"], Some(bad_claim)),
+        "refused as invalid"
+    );
+    let bad_name =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad-Name, namespace: default}\n";
+    assert!(
+        !kubectl(&["create", "-f", "-"], Some(bad_name)),
+        "refused as invalid"
+    );
+    assert!(kubectl(
+        &["delete", "node", "gpu-node-3", "--wait=false"],
+        None
+    ));
+    wait_for("serving until Ctrl-C", &mut seen);
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "still serving:\n{}",
+        seen.join("\n")
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}\n{}", seen.join("\n"));
+}

@@ -229,6 +229,50 @@ fn a_bad_snapshot_names_its_file_and_document_and_fails() {
     );
 }
 
+/// Issue 21: what a cluster cannot hold is refused with the object's
+/// place (two objects of a kind with one name, a name Kubernetes refuses,
+/// a List whose items are no list), and a cluster's dump of more than
+/// 1,024 documents is read, not refused by a parser budget meant for
+/// small files.
+#[test]
+fn a_snapshot_a_cluster_could_not_hold_is_refused_and_a_large_dump_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    let node = |n: &str| format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {n}}}\n");
+    std::fs::write(
+        &bad,
+        format!("{}---\n{}---\n{}", node("a"), node("b"), node("a")),
+    )
+    .unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains("document 3: Node a is there already (document 1)"),
+        "{err}"
+    );
+    let long = "x".repeat(1 << 20);
+    std::fs::write(&bad, node(&long)).unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains("not a valid name"),
+        "{}",
+        &err[..err.len().min(300)]
+    );
+    assert!(err.len() < 1000, "the name is not printed whole");
+    std::fs::write(&bad, "apiVersion: v1\nkind: List\nitems: {a: 1}\n").unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains("document 1: a List's items must be a list"),
+        "{err}"
+    );
+
+    let dump: String = (0..3000)
+        .map(|i| format!("---\n{}", node(&format!("n{i}"))))
+        .collect();
+    std::fs::write(&bad, dump).unwrap();
+    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    assert!(ok, "3,000 documents: {err}");
+}
+
 /// YAML 1.1's boolean words are legal names, label values and annotation
 /// values, and kubectl reads them as strings: so does plan.
 #[test]

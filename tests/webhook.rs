@@ -365,6 +365,196 @@ fn g1_idle_connections_do_not_hold_up_a_review() {
     });
 }
 
+/// Idle connections that never send a byte, reopened as the server drops
+/// them, as an attacker (or a broken load balancer) keeps them: with 600
+/// of them, reviews are still answered well within the API server's
+/// `timeoutSeconds` (5 s), each handshake waiting on no other. (With a
+/// global cap of 256 handshakes of 3 s each, a review waited 0.9-3.1 s at
+/// the median and one in five went unanswered for 15 s.)
+/// `n` idle connections to `addr` that never send a byte, each reopened
+/// as the server drops it; they stop when the flag is set.
+async fn idle_flood(
+    addr: std::net::SocketAddr,
+    n: usize,
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut idlers = Vec::new();
+    for _ in 0..n {
+        let (stop, open) = (stop.clone(), open.clone());
+        idlers.push(tokio::spawn(async move {
+            let mut counted = false;
+            while !stop.load(SeqCst) {
+                let Ok(mut c) = tokio::net::TcpStream::connect(addr).await else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
+                if !counted {
+                    open.fetch_add(1, SeqCst);
+                    counted = true;
+                }
+                // Says nothing; waits for the server to give up on it.
+                let mut buf = [0u8; 1];
+                let _ = c.read(&mut buf).await;
+            }
+        }));
+    }
+    while open.load(SeqCst) < n {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (stop, idlers)
+}
+
+#[test]
+fn g1_six_hundred_idle_connections_reopened_hold_up_no_review() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (addr, cert, _) = webhook_at(dir.path()).await;
+        let (stop, idlers) = idle_flood(addr, 600).await;
+        for i in 0..10 {
+            let review = tokio::time::timeout(
+                Duration::from_secs(5),
+                post_text(addr, std::slice::from_ref(&cert), &review(None).to_string()),
+            )
+            .await;
+            let Ok((code, out, _)) = review else {
+                panic!("review {i} unanswered within the API server's 5 s")
+            };
+            assert_eq!(code, 200, "{out}");
+            assert_eq!(out["response"]["allowed"], true);
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        for t in idlers {
+            t.abort();
+        }
+    });
+}
+
+/// The metrics port over TLS (the chart's default, `http.tls`) shares the
+/// listener's code: under the same flood, kubelet-style probes (1 s
+/// timeout) of `/healthz` are all answered.
+#[test]
+fn http_probes_over_tls_are_answered_under_six_hundred_idle_connections() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = write_cert(dir.path());
+        let files = CertFiles {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        };
+        let resolver = gpu_claims::webhook::Resolver::new(files).unwrap();
+        let listener =
+            gpu_claims::webhook::TlsListener::bind("127.0.0.1:0".parse().unwrap(), &resolver)
+                .await
+                .unwrap();
+        let addr = axum::serve::Listener::local_addr(&listener).unwrap();
+        let app = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
+        tokio::spawn(gpu_claims::serve::serve(
+            listener,
+            app,
+            std::future::pending(),
+        ));
+        let (stop, idlers) = idle_flood(addr, 600).await;
+        for i in 0..12 {
+            let probe = tokio::time::timeout(
+                Duration::from_secs(1),
+                get_text(addr, std::slice::from_ref(&cert), "/healthz"),
+            )
+            .await;
+            let Ok(code) = probe else {
+                panic!("probe {i} missed its 1 s timeout")
+            };
+            assert_eq!(code, 200);
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        for t in idlers {
+            t.abort();
+        }
+    });
+}
+
+/// A GET over TLS: the status code.
+async fn get_text(addr: std::net::SocketAddr, trusted: &[Vec<u8>], path: &str) -> u16 {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in trusted {
+        roots
+            .add(rustls::pki_types::CertificateDer::from(der.clone()))
+            .unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    tls.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tls.read_to_end(&mut out).await.ok();
+    String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A client that sends its request headers a byte at a time is cut off
+/// after the header read timeout, not held forever.
+#[test]
+fn g1_headers_sent_slowly_are_cut_off() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (addr, cert, _) = webhook_at(dir.path()).await;
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from(cert))
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = connector.connect(name, tcp).await.unwrap();
+        let (mut rd, mut wr) = tokio::io::split(tls);
+        let dribble = tokio::spawn(async move {
+            for b in b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
+                .iter()
+                .cycle()
+            {
+                if wr.write_all(&[*b]).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        // The server closes the connection (its answer, if any, then EOF)
+        // once the headers have not come within its timeout.
+        let mut out = Vec::new();
+        let closed = tokio::time::timeout(
+            gpu_claims::serve::HEADER_READ_TIMEOUT + Duration::from_secs(10),
+            rd.read_to_end(&mut out),
+        )
+        .await;
+        assert!(
+            closed.is_ok(),
+            "the connection was held past the header timeout"
+        );
+        dribble.abort();
+    });
+}
+
 /// A body that is not an AdmissionReview with a request is never allowed:
 /// 400, or a denial with the request's uid where it has one.
 #[test]

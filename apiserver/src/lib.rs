@@ -68,6 +68,8 @@ use tokio::task::JoinHandle;
 /// One write made over HTTP, as the server applied or refused it.
 #[derive(Clone, Debug)]
 pub struct JournaledWrite {
+    /// Who wrote (the token's user; `system:anonymous` without one).
+    pub user: String,
     /// Since the server started.
     pub elapsed: Duration,
     /// create, update, update_status, add_finalizer, remove_finalizer,
@@ -130,6 +132,64 @@ pub struct Access {
     pub namespace: Option<String>,
 }
 
+/// How long a client may take to send a request's headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `app` until `stop`, each connection with a header read timeout
+/// (axum's own `serve` sets no timer: headers sent a byte at a time would
+/// hold a connection forever). At `stop`, every connection is shut down
+/// gracefully: kept-alive clients see the server go, as with a restart.
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    stop: impl Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut stop = std::pin::pin!(stop);
+    let (closing, _) = tokio::sync::watch::channel(false);
+    loop {
+        let (tcp, _) = tokio::select! {
+            c = listener.accept() => match c {
+                Ok(c) => c,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut stop => {
+                let _ = closing.send(true);
+                return;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut close = closing.subscribe();
+        tokio::spawn(async move {
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            let conn = b
+                .serve_connection(TokioIo::new(tcp), service)
+                .with_upgrades();
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = close.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
+            }
+            let _ = conn.await;
+        });
+    }
+}
+
+/// The paths that are no resource the server answers: health, version,
+/// discovery and OpenAPI.
+fn served_path(path: &str) -> bool {
+    matches!(
+        path,
+        "/healthz" | "/livez" | "/readyz" | "/version" | "/api" | "/apis" | "/openapi/v2"
+    ) || path.starts_with("/openapi/v3")
+        || (path.starts_with("/api/") || path.starts_with("/apis/")) && path.len() <= 256
+}
+
 /// Stores a CustomResourceDefinition (JSON) before the server starts, as
 /// `kubectl apply` of it would: it is served once the server runs, and
 /// objects written straight to the store meet its status subresource.
@@ -189,9 +249,7 @@ impl ApiServer {
             let stop = async move {
                 let _ = epoch.changed().await;
             };
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stop)
-                .await;
+            serve_connections(listener, app, stop).await;
         });
         *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
     }
@@ -224,9 +282,22 @@ impl ApiServer {
             .collect()
     }
 
-    pub(crate) fn audit_request(&self, a: Access) {
+    /// Records a kind of request, bounded: at most `AUDIT_MAX` kinds, user
+    /// agents cut to 256 bytes, and a path that is no resource recorded
+    /// only when it is one the server serves (discovery, OpenAPI, health):
+    /// anyone may ask for any path, and the record must not grow with them.
+    pub(crate) fn audit_request(&self, mut a: Access) {
+        const AUDIT_MAX: usize = 4096;
+        let mut cut = a.user_agent.len().min(256);
+        while !a.user_agent.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        a.user_agent.truncate(cut);
+        if a.group.is_empty() && a.resource.starts_with('/') && !served_path(&a.resource) {
+            a.resource = "(a path the server does not serve)".into();
+        }
         let mut g = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-        if !g.contains(&a) {
+        if g.len() < AUDIT_MAX && !g.contains(&a) {
             g.insert(a);
         }
     }

@@ -21,8 +21,13 @@ pub struct Selector {
     fields: Vec<(String, bool, String)>,
 }
 
-/// Splits on commas outside parentheses: `a in (x,y),b` is two terms.
-fn terms(s: &str) -> Vec<&str> {
+/// Splits on commas outside parentheses: `a in (x,y),b` is two terms. An
+/// empty selector has none; an empty term in one (`a=b,,`) is refused, as
+/// the API server's parser refuses it.
+fn terms(s: &str) -> Result<Vec<&str>, String> {
+    if s.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     let (mut out, mut depth, mut start) = (Vec::new(), 0, 0);
     for (i, c) in s.char_indices() {
         match c {
@@ -36,10 +41,37 @@ fn terms(s: &str) -> Vec<&str> {
         }
     }
     out.push(&s[start..]);
-    out.into_iter()
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .collect()
+    let out: Vec<&str> = out.into_iter().map(str::trim).collect();
+    if out.iter().any(|t| t.is_empty()) {
+        return Err(format!("unable to parse requirement: empty term in {s:?}"));
+    }
+    Ok(out)
+}
+
+/// A label value: empty, or a name part.
+fn label_value(v: &str) -> bool {
+    v.is_empty() || super::validate::name_part(v)
+}
+
+/// Refuses a requirement whose key or values are not labels can be, as
+/// `labels.Parse` does (`!!!`, `a===b`, `=`).
+fn valid(r: Req, t: &str) -> Result<Req, String> {
+    let (key, values): (&str, Vec<&str>) = match &r {
+        Req::Eq(k, v) | Req::Ne(k, v) => (k, vec![v.as_str()]),
+        Req::In(k, vs) | Req::NotIn(k, vs) => (k, vs.iter().map(String::as_str).collect()),
+        Req::Exists(k) | Req::Absent(k) => (k, Vec::new()),
+    };
+    if !super::validate::label_key(key) {
+        return Err(format!(
+            "unable to parse requirement: {t:?}: invalid label key {key:?}"
+        ));
+    }
+    if let Some(v) = values.iter().find(|v| !label_value(v)) {
+        return Err(format!(
+            "unable to parse requirement: {t:?}: invalid label value {v:?}"
+        ));
+    }
+    Ok(r)
 }
 
 fn set(s: &str) -> Option<Vec<String>> {
@@ -73,11 +105,11 @@ fn label_req(t: &str) -> Result<Req, String> {
 impl Selector {
     /// Reads `labelSelector` and `fieldSelector`; Err says which term is bad.
     pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, String> {
-        let labels = terms(labels.unwrap_or_default())
+        let labels = terms(labels.unwrap_or_default())?
             .into_iter()
-            .map(label_req)
+            .map(|t| label_req(t).and_then(|r| valid(r, t)))
             .collect::<Result<_, _>>()?;
-        let fields = terms(fields.unwrap_or_default())
+        let fields = terms(fields.unwrap_or_default())?
             .into_iter()
             .map(|t| {
                 if let Some((k, v)) = t.split_once("!=") {

@@ -97,7 +97,7 @@ fn dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(dns_label)
 }
 
-fn name_part(s: &str) -> bool {
+pub(crate) fn name_part(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
@@ -107,7 +107,7 @@ fn name_part(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(*c, b'-' | b'_' | b'.'))
 }
 
-fn label_key(k: &str) -> bool {
+pub(crate) fn label_key(k: &str) -> bool {
     match k.split_once('/') {
         Some((prefix, name)) => dns_subdomain(prefix) && name_part(name),
         None => name_part(k),

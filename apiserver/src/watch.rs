@@ -14,14 +14,22 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
+
+/// The longest a watch runs (a day), whatever `timeoutSeconds` asks.
+const MAX_WATCH_SECONDS: u64 = 86_400;
+
+/// How long a watch from a resourceVersion the store has not reached
+/// waits for it, before `504 Too large resource version` (kube-apiserver's
+/// cacher waits 3 s).
+const FUTURE_VERSION_WAIT: Duration = Duration::from_secs(3);
 
 /// How often a quiet watch that asked for bookmarks gets one.
 pub const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
 struct Watch {
     pending: VecDeque<Value>,
-    rx: Option<UnboundedReceiver<StoreEvent>>,
+    rx: Option<Receiver<StoreEvent>>,
     deadline: tokio::time::Instant,
     target: Target,
     selector: Selector,
@@ -126,6 +134,30 @@ impl Watch {
     }
 }
 
+/// Waits, briefly, for the store to reach `rv`; the 504 kube-apiserver
+/// answers when it does not.
+pub async fn reach(s: &ApiServer, rv: u64, plural: &str) -> Result<(), Response> {
+    let until = tokio::time::Instant::now() + FUTURE_VERSION_WAIT;
+    loop {
+        let current = s.store.resource_version();
+        if current >= rv {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= until {
+            let body = json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("Timeout: Too large resource version: {rv}, current: {current}"),
+                "reason": "Timeout",
+                "details": {"kind": plural, "causes": [{"reason": "ResourceVersionTooLarge",
+                    "message": "Too large resource version"}], "retryAfterSeconds": 1},
+                "code": 504,
+            });
+            return Err((axum::http::StatusCode::GATEWAY_TIMEOUT, axum::Json(body)).into_response());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub fn watch(
     s: Arc<ApiServer>,
     target: Target,
@@ -141,10 +173,13 @@ pub fn watch(
         Ok(sel) => sel,
         Err(e) => return status(400, "BadRequest", &e, None, target.resource.plural),
     };
+    // As the API server bounds it: a number too large for a deadline
+    // (2^63 seconds) is the longest a watch runs, not a panic.
     let mut timeout = Duration::from_secs(
         q.get("timeoutSeconds")
-            .and_then(|t| t.parse().ok())
-            .unwrap_or(1800u64),
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(1800)
+            .min(MAX_WATCH_SECONDS),
     );
     if let Some(cut) = s.faults().cut_watches_every {
         timeout = timeout.min(cut);

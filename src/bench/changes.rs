@@ -2,7 +2,9 @@
 //! at the least, and a whole-world pass of the rules: the baseline, the
 //! original controller's model, where every change re-decides every claim.
 
-use super::world::{Layout, Role, claim_name, node_name, ns, spare_class, vmi_name};
+use super::world::{
+    FOREIGN_NS, Layout, Role, claim_name, cuda_job, node_name, ns, spare_class, vmi_name,
+};
 use gpu_claims_actors::memory::store::{Store, Subresource};
 use gpu_claims_actors::rules::{ClaimMemory, capacity_of, decide_claim, decide_class};
 use gpu_claims_actors::world::World;
@@ -28,6 +30,13 @@ pub enum Kind {
     GateClaimDeleted,
     /// A class no claim uses is deleted: L11 releases it (1 write).
     ClassDeleted,
+    /// A pod outside gpu-claims is bound to a node: what it takes is
+    /// counted, and no write is needed.
+    ForeignPodBound,
+    /// A CUDA job outside gpu-claims finishes: the VM pinned to its node,
+    /// waiting NoCapacity, is placed (G3, G4: allocation, claim status,
+    /// pod; then L4 and the class's status: 5 writes).
+    ForeignPodDone,
 }
 
 impl Kind {
@@ -40,6 +49,8 @@ impl Kind {
             Kind::RackUp => "rack-ready",
             Kind::GateClaimDeleted => "gated-claim-deleted",
             Kind::ClassDeleted => "class-deleted",
+            Kind::ForeignPodBound => "foreign-pod-bound",
+            Kind::ForeignPodDone => "foreign-pod-done",
         }
     }
 }
@@ -105,6 +116,8 @@ pub fn needed(world: &World, layout: &Layout, kind: Kind, k: usize) -> usize {
             claims_on(world, nodes_of(layout, kind, k), phases) + SERVED_CLASSES
         }
         Kind::VmiFinal | Kind::GateClaimDeleted | Kind::ClassDeleted => 1,
+        Kind::ForeignPodBound => 0,
+        Kind::ForeignPodDone => 5,
     }
 }
 
@@ -135,6 +148,21 @@ pub fn apply(store: &Store, layout: &Layout, kind: Kind, k: usize) {
             store
                 .delete("GPUClass", "", &spare_class(k), None, None)
                 .expect("the class");
+        }
+        Kind::ForeignPodBound => {
+            let n = node_name(layout.nodes - 1 - k % (layout.nodes / 2).max(1));
+            let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"namespace": FOREIGN_NS, "name": format!("extra-{k}")},
+                "spec": {"nodeName": n, "containers": [{"name": "main",
+                    "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}]},
+                "status": {"phase": "Running"}});
+            store.create("Pod", pod).expect("the pod");
+        }
+        Kind::ForeignPodDone => {
+            let p = store
+                .get("Pod", FOREIGN_NS, &cuda_job(k))
+                .expect("the CUDA job");
+            set_status(store, "Pod", p, |s| s["phase"] = "Succeeded".into());
         }
     }
 }

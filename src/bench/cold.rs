@@ -39,10 +39,8 @@ async fn reflectors(kubeconfig: String) -> Duration {
         let ar = crate::kube_ports::api_resource(kind);
         let writer = reflector::store::Writer::new(ar);
         let reader = writer.as_reader();
-        let mut config = watcher::Config::default().any_semantic();
-        if kind == Kind::Pod {
-            config = config.labels("kubevirt.io=virt-launcher");
-        }
+        // Every pod, as the controller watches them.
+        let config = watcher::Config::default().any_semantic();
         let stream = watcher(a, config).default_backoff().reflect(writer);
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);

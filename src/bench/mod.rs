@@ -64,6 +64,13 @@ pub struct SizeFigures {
     pub writes_min: usize,
     pub changes: usize,
     pub converged_restart_writes: usize,
+    /// The controller's bytes per pod outside gpu-claims (what its cache
+    /// keeps of one: its node and request), beyond the API's object.
+    pub foreign_pod_bytes: f64,
+    pub foreign_pods: usize,
+    /// A node's NotReady: the p99 over every write it caused (its claims
+    /// Lost, the classes' capacity), not only the first.
+    pub node_change_all_writes_p99_us: f64,
     pub per_kind: Vec<KindFigures>,
 }
 
@@ -153,6 +160,8 @@ fn schedule(layout: &Layout, total: usize) -> Vec<(Kind, usize)> {
             (total * 25 / 100).min(layout.spare_classes),
         ),
         (Kind::NodeDown, total * 5 / 100),
+        (Kind::ForeignPodBound, total * 5 / 100),
+        (Kind::ForeignPodDone, (total * 5 / 100).min(layout.blocked)),
     ];
     // GPU_CLAIMS_BENCH_KINDS=node-not-ready,vmi-final narrows a run (profiling).
     if let Ok(only) = std::env::var("GPU_CLAIMS_BENCH_KINDS") {
@@ -163,7 +172,7 @@ fn schedule(layout: &Layout, total: usize) -> Vec<(Kind, usize)> {
         }
     }
     let mut out = Vec::new();
-    let mut k = [0usize; 4];
+    let mut k = [0usize; 6];
     loop {
         let mut any = false;
         for (j, (kind, n)) in quota.iter_mut().enumerate() {
@@ -182,9 +191,37 @@ fn schedule(layout: &Layout, total: usize) -> Vec<(Kind, usize)> {
     }
 }
 
+/// What the controller's cache keeps per pod outside gpu-claims: live heap
+/// bytes after loading the layout's foreign pods into a world whose nodes
+/// are loaded, with the API's objects themselves still held (so their
+/// bytes are not in it), per pod.
+fn foreign_pod_bytes(layout: &Layout, live_bytes: fn() -> usize) -> (f64, usize) {
+    use gpu_claims_actors::ports::Obj;
+    let world = gpu_claims_actors::world::World::new(Default::default());
+    let objects = layout.objects();
+    let foreign: Vec<&Obj> = objects
+        .iter()
+        .filter(|o| match o {
+            Obj::Node(_) => {
+                world.load((*o).clone());
+                false
+            }
+            Obj::Pod(p) => gpu_claims_actors::api::LauncherPod::from_pod(p).is_none(),
+            _ => false,
+        })
+        .collect();
+    let before = live_bytes();
+    for o in &foreign {
+        world.load((*o).clone());
+    }
+    let bytes = live_bytes().saturating_sub(before) as f64 / foreign.len().max(1) as f64;
+    (bytes.round(), foreign.len())
+}
+
 /// Measures one world size.
 pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -> SizeFigures {
     let layout = std::sync::Arc::new(Layout::new(claims, total_changes / 4 + 1));
+    let (foreign_bytes, foreign_pods) = foreign_pod_bytes(&layout, live_bytes);
     eprintln!(
         "[{claims} claims] building and converging the world ({} nodes)",
         layout.nodes
@@ -325,7 +362,7 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
             writes += storm_writes.len();
             writes_min += storm.len();
             let process_rss = rss_bytes() as f64 / claims as f64;
-            let per_kind = by_kind
+            let per_kind: Vec<KindFigures> = by_kind
                 .into_iter()
                 .map(|(kind, (n, mut lat, w, m, mut all, mut e2e))| KindFigures {
                     end_to_end_p50_us: us(percentile(&mut e2e, 50.0)),
@@ -339,6 +376,10 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
                     writes_min: m,
                 })
                 .collect();
+            let node_all = per_kind
+                .iter()
+                .find(|k| k.kind == Kind::NodeDown.name())
+                .map_or(0.0, |k| k.all_writes_p99_us);
             let p99 = percentile(&mut latencies, 99.0);
             let b99 = percentile(&mut baseline, 99.0);
             SizeFigures {
@@ -364,6 +405,9 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
                 writes_min,
                 changes: sched.len(),
                 converged_restart_writes,
+                foreign_pod_bytes: foreign_bytes,
+                foreign_pods,
+                node_change_all_writes_p99_us: node_all,
                 per_kind,
             }
         })
@@ -418,6 +462,12 @@ pub fn print(f: &Figures) {
                 k.writes_min
             );
         }
+    }
+    for s in &f.sizes {
+        println!(
+            "{:>8} claims: {} pods outside gpu-claims, {:.0} B each in the controller's cache",
+            s.claims, s.foreign_pods, s.foreign_pod_bytes
+        );
     }
     if let Some(c) = &f.cold_start {
         println!(

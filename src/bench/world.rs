@@ -8,14 +8,22 @@
 //! - 3% Pending, their VMI's launcher at the gate, waiting OverBudget on
 //!   the `tight` class (G5).
 //!
-//! Plus classes with no claims, to be deleted one by one (L11).
+//! Plus classes with no claims, to be deleted one by one (L11); ten pods
+//! outside gpu-claims on every node (cpu and memory, as a cluster's
+//! DaemonSets and jobs hold them); and a few VMs pinned to a node of their
+//! own whose GPUs a CUDA job outside gpu-claims holds, waiting NoCapacity
+//! until it finishes (G3).
 
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_FINALIZER};
-use gpu_claims_actors::fixtures::{MetaB, PodB, claim, class, launcher, node, vmi};
+use gpu_claims_actors::fixtures::{MetaB, PodB, claim, class, launcher, node, pod, vmi};
 use gpu_claims_actors::ports::Obj;
 
 pub const GPU: &str = "nvidia.com/gpu";
 pub const GPUS_PER_NODE: usize = 8;
+/// Pods outside gpu-claims on every node.
+pub const FOREIGN_PODS_PER_NODE: usize = 10;
+/// Their namespace.
+pub const FOREIGN_NS: &str = "jobs";
 /// Classes the claims spread over; `tight` has a budget it has spent.
 pub const CLASSES: &[&str] = &["a100", "h100", "h200", "l40s", "tight"];
 
@@ -36,6 +44,8 @@ pub struct Layout {
     /// Nodes by rack: a rack holds about 1% of the claims.
     pub racks: Vec<Vec<usize>>,
     pub spare_classes: usize,
+    /// VMs waiting NoCapacity behind a CUDA job each.
+    pub blocked: usize,
 }
 
 pub fn ns(i: usize) -> String {
@@ -55,6 +65,23 @@ pub fn node_name(n: usize) -> String {
 }
 pub fn spare_class(k: usize) -> String {
     format!("spare-{k}")
+}
+/// The j-th pod outside gpu-claims on node n.
+pub fn foreign_pod(n: usize, j: usize) -> String {
+    format!("job-{n:06}-{j}")
+}
+/// The k-th blocked VM: its node, claim, VMI and the CUDA job in its way.
+pub fn blocked_node(k: usize) -> String {
+    format!("blocked-node-{k:04}")
+}
+pub fn blocked_claim(k: usize) -> String {
+    format!("blocked-{k}")
+}
+pub fn blocked_vmi(k: usize) -> String {
+    format!("blocked-vm-{k}")
+}
+pub fn cuda_job(k: usize) -> String {
+    format!("cuda-{k}")
 }
 
 fn role(i: usize) -> Role {
@@ -85,6 +112,7 @@ impl Layout {
             roles,
             racks,
             spare_classes,
+            blocked: (claims / 200).max(5),
         }
     }
 
@@ -108,10 +136,21 @@ impl Layout {
             out.push(
                 node(&node_name(n))
                     .gpus(GPU, GPUS_PER_NODE as u64)
+                    .kubelet("128", "1Ti")
                     .ready(n >= lost_nodes)
                     .obj(),
             );
+            for j in 0..FOREIGN_PODS_PER_NODE {
+                out.push(
+                    pod(FOREIGN_NS, &foreign_pod(n, j))
+                        .scheduled(&node_name(n))
+                        .requests(&[("cpu", "500m"), ("memory", "2Gi")])
+                        .phase("Running")
+                        .obj(),
+                );
+            }
         }
+        out.extend(self.blocked_objects());
         let mut order: Vec<usize> = (0..self.claims)
             .filter(|i| self.roles[*i] == Role::Lost)
             .collect();
@@ -162,6 +201,50 @@ impl Layout {
             let mut c = class(&spare_class(k), GPU).selector("pool", "spare").0;
             c.metadata.finalizers = Some(vec![CLASS_FINALIZER.into()]);
             out.push(Obj::Class(c));
+        }
+        out
+    }
+}
+
+impl Layout {
+    /// The blocked VMs: each pinned to a node of its own whose 8 GPUs a
+    /// CUDA job outside gpu-claims holds.
+    fn blocked_objects(&self) -> Vec<Obj> {
+        let mut out = Vec::new();
+        for k in 0..self.blocked {
+            let (n, ns) = (blocked_node(k), FOREIGN_NS);
+            out.push(
+                node(&n)
+                    .gpus(GPU, GPUS_PER_NODE as u64)
+                    .kubelet("128", "1Ti")
+                    .obj(),
+            );
+            out.push(
+                pod(ns, &cuda_job(k))
+                    .scheduled(&n)
+                    .requests(&[(GPU, "8"), ("cpu", "1")])
+                    .phase("Running")
+                    .obj(),
+            );
+            out.push(claim(ns, &blocked_claim(k)).class("h100").count(1).obj());
+            let uid = format!("blocked-uid-{k}");
+            out.push(
+                vmi(ns, &blocked_vmi(k))
+                    .uid(&uid)
+                    .annotate(CLAIMS_ANNOTATION, &blocked_claim(k))
+                    .obj(),
+            );
+            out.push(
+                launcher(
+                    ns,
+                    &format!("virt-launcher-{}", blocked_vmi(k)),
+                    &blocked_vmi(k),
+                    &uid,
+                )
+                .gated()
+                .pinned(&n)
+                .obj(),
+            );
         }
         out
     }

@@ -99,6 +99,22 @@ pub fn seed(cluster: &MemCluster) {
     }
 }
 
+/// The user the demo's controller acts as.
+pub const CONTROLLER_USER: &str = "system:serviceaccount:gpu-claims:gpu-claims";
+
+/// Writes `text` readable by its owner only: a kubeconfig carries a token.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
 /// A file removed when the value goes: the demo's own kubeconfig.
 struct RemoveOnDrop(PathBuf);
 
@@ -280,7 +296,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
                 (p.clone(), Some(RemoveOnDrop(p)))
             }
         };
-        std::fs::write(&path, &kubeconfig).with_context(|| format!("write {}", path.display()))?;
+        write_private(&path, &kubeconfig).with_context(|| format!("write {}", path.display()))?;
         println!("gpu-claims demo: an embedded API server at {}, kubeconfig {}", server.url(), path.display());
         println!("  3 nodes: gpu-node-1 (4 x H200, 128Gi), gpu-node-2 (4 x H200, 1Ti), gpu-node-3 (2 x L40S, 256Gi)");
         println!("  and 2 nodes placement skips: {CORDONED} (cordoned) and {TAINTED} (tainted dedicated=ml:NoSchedule), 4 x H200 each");
@@ -298,7 +314,11 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         let _tls_dir = RemoveOnDrop(tls_dir.clone());
         let cert = crate::webhook::local::certificate(&tls_dir)?;
         crate::webhook::local::register(&server, &cert.ca_pem);
-        let clients = Clients::from_kubeconfig(&kubeconfig, config.api.request_timeout).await?;
+        // The controller as its own user: the checks judge its writes, not
+        // what a user does with the printed kubeconfig meanwhile.
+        cluster.journal_only(CONTROLLER_USER);
+        let own = server.kubeconfig_for(CONTROLLER_USER);
+        let clients = Clients::from_kubeconfig(&own, config.api.request_timeout).await?;
         // The demo's controller elects as `run`'s does (the Lease is free: it leads at once).
         let controller = Controller::start(Launch {
             clients,
@@ -318,7 +338,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         let http = listener.local_addr()?;
         // The demo runs on one machine: its endpoints are open.
         let app = controller.router(crate::http::auth::HttpAuth::None);
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        tokio::spawn(crate::serve::serve(listener, app, std::future::pending()));
         println!("  the controller runs over HTTP; /metrics and /debug at http://{http}");
         if let Some(hook) = controller.webhook_addr() {
             crate::webhook::local::add_endpoint(&server, hook);
@@ -334,13 +354,25 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         println!("[{:>5.1}s] the controller adds its finalizers (L1)", started.elapsed().as_secs_f64());
         print!("{}", view::render(&first));
         let steps = story::steps();
+        let mut disturbed = None;
         for (i, step) in steps.iter().enumerate() {
             let now = Snapshot::take(&store);
             (step.act)(&story::Ctx { standin: &standin, store: &store, now: &now });
-            let snap = w.settle(step.until, step.hold).await
-                .with_context(|| format!("step {}: {}", i + 1, step.title))?;
+            let snap = match w.settle(step.until, step.hold).await {
+                Ok(snap) => snap,
+                // Serving, a user may have changed the cluster under the
+                // story: say so, and keep serving.
+                Err(e) if args.serve => {
+                    disturbed = Some(format!("step {}: {}: {e:#}", i + 1, step.title));
+                    break;
+                }
+                Err(e) => return Err(e).with_context(|| format!("step {}: {}", i + 1, step.title)),
+            };
             println!("\n[{:>5.1}s] step {}/{}: {} ({})", started.elapsed().as_secs_f64(), i + 1, steps.len(), step.title, step.rules);
             print!("{}", view::render(&snap));
+        }
+        if let Some(why) = &disturbed {
+            println!("\nthe story was disturbed (the cluster changed under it, by you?), and the demo keeps serving:\n  {why}");
         }
         let (writes, refused) = {
             let journal = cluster.journal();
@@ -354,6 +386,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .webhook_requests
             .get_or_create(&crate::metrics::WebhookLabels { result: "gated".into() })
             .get();
+        if disturbed.is_none() {
         println!(
             "\ndone in {:.1}s: {} steps; invariants I1-I5 and I7 checked {} times and I6 after each step, none violated; \
              the controller wrote {writes} times over HTTP ({refused} refused), none that changed nothing; \
@@ -362,6 +395,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             steps.len(),
             w.checks(),
         );
+        }
         if args.serve {
             println!("\nserving until Ctrl-C:\n  kubectl --kubeconfig {} get gpuclaims -A\n  curl http://{http}/metrics", path.display());
             tokio::signal::ctrl_c().await?;

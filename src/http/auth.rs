@@ -250,10 +250,28 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// Whether a protected path is one the routes serve with names that can
+/// be: `/metrics`, `/debug`, `/debug/claims/<namespace>/<name>`. Anything
+/// else is answered 404 before any review, so a caller cannot make the
+/// controller review (and cache) paths of its choosing, nor of any length.
+fn servable(path: &str) -> bool {
+    use gpu_claims_actors::api::validation::{is_dns_label, is_dns_subdomain};
+    match path.strip_prefix("/debug/claims/") {
+        None => path == "/metrics" || path == "/debug",
+        Some(rest) => match rest.split_once('/') {
+            Some((ns, name)) => is_dns_label(ns) && is_dns_subdomain(name),
+            None => false,
+        },
+    }
+}
+
 /// The middleware in front of the protected routes.
 pub async fn guard(State(d): State<Arc<Delegated>>, req: Request, next: Next) -> Response {
     let verb = req.method().as_str().to_ascii_lowercase();
     let path = req.uri().path().to_string();
+    if !servable(&path) {
+        return (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
+    }
     let verdict = d.judge(req.headers(), &verb, &path).await;
     if let Some(m) = &d.metrics {
         m.http_auth
@@ -286,6 +304,24 @@ pub async fn guard(State(d): State<Arc<Delegated>>, req: Request, next: Next) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_served_paths_with_real_names_are_reviewed() {
+        for ok in ["/metrics", "/debug", "/debug/claims/tenant-a/gpu-1"] {
+            assert!(servable(ok), "{ok}");
+        }
+        let long = format!("/debug/claims/t/{}", "a".repeat(60_000));
+        for no in [
+            "/debug/claims/t",
+            "/debug/claims/T/x",
+            "/debug/claims/t/x/y",
+            "/debug/claims/t/x%2Fy",
+            long.as_str(),
+            "/metricsx",
+        ] {
+            assert!(!servable(no), "{no}");
+        }
+    }
 
     #[test]
     fn a_bearer_token_is_read_whatever_the_schemes_case() {

@@ -47,13 +47,19 @@ pub struct CertFiles {
 }
 
 impl CertFiles {
+    /// Reads and checks the pair (regular files of bounded size only: a
+    /// FIFO at the path is refused, not waited on).
     fn load(&self) -> Result<CertifiedKey, TlsError> {
         let file = |path: &PathBuf, reason: String| TlsError::File {
             path: path.display().to_string(),
             reason,
         };
-        let certs = CertificateDer::pem_file_iter(&self.cert)
-            .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        let read = |path: &PathBuf| {
+            crate::file_read::read_bounded(path).map_err(|e| file(path, e.to_string()))
+        };
+        let (cert_pem, key_pem) = (read(&self.cert)?, read(&self.key)?);
+        let certs = CertificateDer::pem_slice_iter(&cert_pem)
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| file(&self.cert, e.to_string()))?;
         if certs.is_empty() {
             return Err(TlsError::NoCertificate {
@@ -61,7 +67,7 @@ impl CertFiles {
             });
         }
         let key =
-            PrivateKeyDer::from_pem_file(&self.key).map_err(|e| file(&self.key, e.to_string()))?;
+            PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| file(&self.key, e.to_string()))?;
         let signing = rustls::crypto::ring::sign::any_supported_type(&key)
             .map_err(|e| file(&self.key, e.to_string()))?;
         let pair = CertifiedKey::new(certs, signing);
@@ -130,17 +136,73 @@ impl ResolvesServerCert for Resolver {
     }
 }
 
+/// How long a client has to send its first byte (the ClientHello) after
+/// connecting. kube-apiserver and Prometheus send theirs at once; a peer
+/// that connects and says nothing is dropped after this, so idle
+/// connections, however many and however often reopened, hold nothing up.
+pub const FIRST_BYTE_DEADLINE: Duration = Duration::from_secs(1);
 /// How long a client has to complete its TLS handshake. The API server
-/// calls with a timeout of a few seconds (the webhook's timeoutSeconds);
-/// a connection that has not finished by then only holds a slot.
+/// calls with a timeout of a few seconds (the webhook's timeoutSeconds).
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(3);
-/// Handshakes under way at once: past this, new connections wait their
-/// turn (in the kernel's backlog) rather than exhaust the process.
-const HANDSHAKES_AT_ONCE: usize = 256;
+/// Handshakes under way at once, in all: past it, a new connection is
+/// closed at once (each costs a task and a socket, never a turn others
+/// wait for).
+const HANDSHAKES_AT_ONCE: usize = 16_384;
+/// Handshakes under way at once from one address: past it, that address's
+/// new connections are closed at once, and other addresses' are not. High
+/// enough that an address kube-apiserver shares with a flood (a node an
+/// attacker's pod runs on) still gets through the first-byte deadline's
+/// churn: a flood must hold this many silent connections at once, each
+/// dropped within FIRST_BYTE_DEADLINE.
+const HANDSHAKES_PER_PEER: usize = 1024;
+
+/// Handshakes in flight, in all and per address.
+#[derive(Default)]
+struct InFlight {
+    all: std::sync::atomic::AtomicUsize,
+    by_peer: dashmap::DashMap<std::net::IpAddr, usize>,
+}
+
+/// A handshake's place in `InFlight`, given back when it ends.
+struct Slot(Arc<InFlight>, std::net::IpAddr);
+
+impl InFlight {
+    /// A place for a handshake from `peer`, unless it is over a limit.
+    fn take(self: &Arc<Self>, peer: std::net::IpAddr) -> Option<Slot> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.all.fetch_add(1, SeqCst) >= HANDSHAKES_AT_ONCE {
+            self.all.fetch_sub(1, SeqCst);
+            return None;
+        }
+        let mut n = self.by_peer.entry(peer).or_default();
+        if *n >= HANDSHAKES_PER_PEER {
+            drop(n);
+            self.all.fetch_sub(1, SeqCst);
+            return None;
+        }
+        *n += 1;
+        Some(Slot(self.clone(), peer))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.all.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(mut n) = self.0.by_peer.get_mut(&self.1) {
+            *n = n.saturating_sub(1);
+            let gone = *n == 0;
+            drop(n);
+            if gone {
+                self.0.by_peer.remove_if(&self.1, |_, n| *n == 0);
+            }
+        }
+    }
+}
 
 /// Accepts TCP connections and completes their TLS handshakes, each in its
-/// own task with a deadline: a client that connects and says nothing (or
-/// is slow) delays no one else's review.
+/// own task with a first-byte and a handshake deadline: the accept loop
+/// never waits on a handshake, so a client that connects and says nothing
+/// (or is slow) delays no one else's review or probe.
 pub struct TlsListener {
     local: SocketAddr,
     ready: tokio::sync::mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
@@ -155,38 +217,63 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// One connection's handshake: its first byte within FIRST_BYTE_DEADLINE,
+/// the whole handshake within HANDSHAKE_DEADLINE.
+async fn handshake(
+    acceptor: TlsAcceptor,
+    tcp: TcpStream,
+    peer: SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let started = tokio::time::Instant::now();
+    if tokio::time::timeout(FIRST_BYTE_DEADLINE, tcp.readable())
+        .await
+        .is_err()
+    {
+        tracing::debug!(%peer, "TLS client sent nothing; dropped");
+        return None;
+    }
+    match tokio::time::timeout_at(started + HANDSHAKE_DEADLINE, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
 impl TlsListener {
     pub async fn bind(addr: SocketAddr, resolver: &Arc<Resolver>) -> Result<Self, TlsError> {
         let listen = |source| TlsError::Listen { addr, source };
         let tcp = TcpListener::bind(addr).await.map_err(listen)?;
         let local = tcp.local_addr().map_err(listen)?;
         let acceptor = TlsAcceptor::from(Arc::new(resolver.server_config()?));
-        let (tx, ready) = tokio::sync::mpsc::channel(HANDSHAKES_AT_ONCE);
-        let slots = Arc::new(tokio::sync::Semaphore::new(HANDSHAKES_AT_ONCE));
+        let (tx, ready) = tokio::sync::mpsc::channel(1024);
+        let in_flight = Arc::new(InFlight::default());
         let accepting = tokio::spawn(async move {
             loop {
-                let Ok(slot) = slots.clone().acquire_owned().await else {
-                    return;
-                };
                 let (tcp, peer) = match tcp.accept().await {
                     Ok(c) => c,
                     Err(e) => {
-                        tracing::warn!(error = %e, "webhook accept failed");
+                        // Out of file descriptors, say: back off a little.
+                        tracing::warn!(error = %e, "TLS accept failed");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 };
+                let Some(slot) = in_flight.take(peer.ip()) else {
+                    tracing::debug!(%peer, "too many TLS handshakes under way; connection closed");
+                    continue;
+                };
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
-                    let _slot = slot;
-                    match tokio::time::timeout(HANDSHAKE_DEADLINE, acceptor.accept(tcp)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(error = %e, %peer, "webhook TLS handshake failed")
-                        }
-                        Err(_) => tracing::debug!(%peer, "webhook TLS handshake timed out"),
+                    let tls = handshake(acceptor, tcp, peer).await;
+                    drop(slot);
+                    if let Some(tls) = tls {
+                        let _ = tx.send((tls, peer)).await;
                     }
                 });
             }
@@ -226,7 +313,19 @@ pub async fn watch_certs(resolver: Arc<Resolver>) {
     let mut first = true;
     while first || changes.next().await.is_some() {
         first = false;
-        match resolver.reload() {
+        // Off the runtime, with a deadline: the webhook and the probes are
+        // served meanwhile whatever the files are.
+        let r = resolver.clone();
+        let reload = tokio::task::spawn_blocking(move || r.reload());
+        let done = match tokio::time::timeout(crate::file_read::READ_DEADLINE, reload).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => Err(TlsError::Generate { why: e.to_string() }),
+            Err(_) => Err(TlsError::File {
+                path: resolver.files.cert.display().to_string(),
+                reason: crate::file_read::ReadError::Timeout.to_string(),
+            }),
+        };
+        match done {
             Ok(()) => {
                 tracing::info!(cert = %resolver.files.cert.display(), "TLS certificate reloaded")
             }

@@ -27,8 +27,8 @@ pub use object::{DecodeError, Kind, Obj, ObjRef, from_json, to_json};
 pub use pod::{LauncherPod, PodScheduling, PodUse};
 pub use resources::{ResourceName, Resources};
 pub use vmi::{
-    DeviceRequest, GpuRequest, RequestError, Vmi, VmiDevice, VmiDevices, VmiDomain, VmiSpec,
-    VmiStatus,
+    DeviceRequest, GpuRequest, MAX_CLAIMS, RequestError, Vmi, VmiDevice, VmiDevices, VmiDomain,
+    VmiSpec, VmiStatus,
 };
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -10,6 +10,12 @@ pub fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label_part)
 }
 
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters
+/// (`IsDNS1123Label`): a namespace's name.
+pub fn is_dns_label(s: &str) -> bool {
+    s.len() <= 63 && is_dns_label_part(s)
+}
+
 fn is_dns_label_part(p: &str) -> bool {
     let b = p.as_bytes();
     let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();

@@ -221,3 +221,47 @@ impl kube::Resource for Vmi {
         &mut self.metadata
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(claims: &str) -> Result<GpuRequest, RequestError> {
+        let a = BTreeMap::from([(CLAIMS_ANNOTATION.to_string(), claims.to_string())]);
+        GpuRequest::from_annotations(Some(&a))
+    }
+
+    #[test]
+    fn claim_names_are_trimmed_deduplicated_and_bounded() {
+        assert_eq!(request(" a, b ,,a ").unwrap().claims, ["a", "b"]);
+        // 20,000 entries naming 200 claims: linear, and within the bound.
+        let repeated: Vec<String> = (0..20_000).map(|i| format!("c{}", i % 200)).collect();
+        assert_eq!(request(&repeated.join(",")).unwrap().claims.len(), 200);
+        let many: Vec<String> = (0..=MAX_CLAIMS).map(|i| format!("c{i}")).collect();
+        assert_eq!(
+            request(&many.join(",")),
+            Err(RequestError::TooManyClaims { max: MAX_CLAIMS })
+        );
+        assert!(matches!(
+            request("a,Bad_Name"),
+            Err(RequestError::ClaimName { .. })
+        ));
+    }
+
+    #[test]
+    fn the_device_request_counts_entries_with_a_device_name() {
+        let v: Vmi = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "vm"},
+            "spec": {"domain": {"devices": {
+                "gpus": [{"name": "gpu1", "deviceName": "nvidia.com/A"},
+                         {"name": "gpu2", "deviceName": "nvidia.com/A"},
+                         {"name": "dra", "claimName": "x"}],
+                "hostDevices": [{"name": "nic", "deviceName": "mellanox.com/cx7"}]}}}
+        }))
+        .unwrap();
+        let r = v.device_request();
+        assert_eq!(r.get("nvidia.com/A"), Some(&2));
+        assert_eq!(r.get("mellanox.com/cx7"), Some(&1));
+        assert_eq!(r.len(), 2);
+    }
+}

@@ -18,6 +18,9 @@ pub use journal::{Entry, Journal};
 /// cluster journals its own (the I1-I5 checker reads both alike).
 impl gpu_claims_apiserver::WriteJournal for MemCluster {
     fn wrote(&self, w: gpu_claims_apiserver::JournaledWrite) {
+        if !self.journals(&w.user) {
+            return;
+        }
         self.journal().entries.push(journal::Entry {
             at: humantime::format_duration(w.elapsed).to_string(),
             elapsed: w.elapsed,

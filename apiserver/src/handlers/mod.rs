@@ -10,7 +10,6 @@ mod write;
 use super::faults::Injected;
 use super::{ApiServer, Target, events, status, watch};
 use crate::store::{Apply, StoreError, Written};
-use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -38,17 +37,33 @@ fn meta_str<'a>(v: &'a Value, f: &str) -> &'a str {
     v["metadata"][f].as_str().unwrap_or_default()
 }
 
+/// The largest request body kube-apiserver takes (3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
 pub async fn handle(
     State(s): State<Arc<ApiServer>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     Query(q): Query<Q>,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     let user = match s.authenticate(&headers) {
         Ok(u) => u,
         Err(r) => return r,
+    };
+    // Kubernetes' limit on a request's body, answered as a Status.
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return status(
+                413,
+                "RequestEntityTooLarge",
+                &format!("Request entity too large: limit is {MAX_BODY}"),
+                None,
+                "",
+            );
+        }
     };
     if let Err(r) = s.through_partition(&user).await {
         return r;
@@ -123,6 +138,21 @@ pub async fn handle(
         method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     );
+    // Anonymous writes are a convenience on loopback only: bound to any
+    // other address, anyone who can reach the port could write anything.
+    if writes && user == super::ANONYMOUS && !s.addr().ip().is_loopback() {
+        return status(
+            403,
+            "Forbidden",
+            &format!(
+                "forbidden: User \"{}\" cannot {} on a server not bound to loopback; use a kubeconfig with a token",
+                super::ANONYMOUS,
+                method.as_str().to_lowercase()
+            ),
+            None,
+            "",
+        );
+    }
     let how = match q.get("dryRun").map(String::as_str) {
         None | Some("") => Apply::Commit,
         Some("All") if writes => Apply::DryRun,
@@ -145,7 +175,15 @@ pub async fn handle(
         };
         let name = t.name.clone().unwrap_or_default();
         s.record(&user, &t, op, &name, false, None);
-        s.journal(&t, op, name, false, Some(format!("injected {f:?}")), false);
+        s.journal(
+            &user,
+            &t,
+            op,
+            name,
+            false,
+            Some(format!("injected {f:?}")),
+            false,
+        );
         return match f {
             Injected::Conflict => status(
                 409,
@@ -222,6 +260,17 @@ pub async fn handle(
         },
         _ => None,
     };
+    // A watch from a version the store has not reached waits for it a
+    // little, then is answered 504, as kube-apiserver answers.
+    let watching = method == Method::GET
+        && t.name.is_none()
+        && matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
+    let from = q.get("resourceVersion").and_then(|r| r.parse::<u64>().ok());
+    if let Some(rv) = from.filter(|rv| watching && *rv > s.store.resource_version())
+        && let Err(r) = watch::reach(&s, rv, t.resource.plural).await
+    {
+        return r;
+    }
     // Writes are applied and logged one at a time, so that the log's
     // order is the order in which they took effect.
     let _in_order = writes.then(|| s.write_order.lock().unwrap_or_else(|e| e.into_inner()));
@@ -292,8 +341,10 @@ impl ApiServer {
     }
 
     /// Journals one write over HTTP, when the server keeps a journal.
+    #[allow(clippy::too_many_arguments)]
     fn journal(
         &self,
+        user: &str,
         t: &Target,
         op: &'static str,
         name: String,
@@ -303,6 +354,7 @@ impl ApiServer {
     ) {
         let Some(j) = &self.journal else { return };
         j.wrote(super::JournaledWrite {
+            user: user.to_string(),
             elapsed: self.started.elapsed(),
             op,
             kind: t.resource.kind,
@@ -439,6 +491,7 @@ impl Req<'_> {
         self.s
             .record(self.user, self.t, op, &name, r.is_ok(), holder);
         let invalid = matches!(r, Err(StoreError::Invalid(_)));
-        self.s.journal(self.t, op, name, changed, error, invalid);
+        self.s
+            .journal(self.user, self.t, op, name, changed, error, invalid);
     }
 }

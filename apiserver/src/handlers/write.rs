@@ -200,7 +200,7 @@ impl Req<'_> {
             let error = Some(format!("invalid: {}", what.join(", ")));
             let op = if old.is_some() { "update" } else { "create" };
             self.s
-                .journal(self.t, op, name.to_string(), false, error, true);
+                .journal(self.user, self.t, op, name.to_string(), false, error, true);
         }
         Err(Box::new(validate::invalid(&self.t.resource, name, &causes)))
     }

@@ -2,7 +2,7 @@
 //! replays, bounded as a real API server's watch cache is (and etcd
 //! compacts): by count and by bytes. Older is `410 Gone`.
 
-use super::{EventType, Inner, Store, StoreEvent};
+use super::{EventType, Inner, Store, StoreEvent, Subscriber, WATCH_BUFFER};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use tokio::sync::mpsc;
@@ -69,7 +69,7 @@ impl Store {
     pub fn watch(&self) -> (mpsc::UnboundedReceiver<StoreEvent>, u64) {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut g = self.lock();
-        g.watchers.push(tx);
+        g.watchers.push(Subscriber::All(tx));
         (rx, g.rv)
     }
 
@@ -92,7 +92,13 @@ impl Store {
         g.history.push_back((ev.clone(), size));
         g.history_bytes += size;
         Self::trim_history(g);
-        g.watchers.retain(|w| w.send(ev.clone()).is_ok());
+        // A watch over HTTP whose consumer falls `WATCH_BUFFER` events
+        // behind is closed, as kube-apiserver's cacher closes one: its
+        // client lists or watches again from its last version.
+        g.watchers.retain(|w| match w {
+            Subscriber::All(tx) => tx.send(ev.clone()).is_ok(),
+            Subscriber::Bounded(tx) => tx.try_send(ev.clone()).is_ok(),
+        });
     }
 
     /// Whether the history holds every change after `rv`.
@@ -144,12 +150,14 @@ impl Store {
         Ok(view.into_values().flatten().collect())
     }
 
-    /// Changes after `rv` (replayed from history), then every change from now on.
+    /// Changes after `rv` (replayed from history), then every change from
+    /// now on, at most `WATCH_BUFFER` of them waiting to be read: past it
+    /// the receiver is closed (the watch ends).
     #[allow(clippy::type_complexity)]
     pub fn watch_from(
         &self,
         rv: u64,
-    ) -> Result<(Vec<StoreEvent>, mpsc::UnboundedReceiver<StoreEvent>), Gone> {
+    ) -> Result<(Vec<StoreEvent>, mpsc::Receiver<StoreEvent>), Gone> {
         let mut g = self.lock();
         if !Self::reaches(&g, rv) {
             return Err(Gone);
@@ -160,8 +168,8 @@ impl Store {
             .filter(|(e, _)| e.resource_version > rv)
             .map(|(e, _)| e.clone())
             .collect();
-        let (tx, rx) = mpsc::unbounded_channel();
-        g.watchers.push(tx);
+        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        g.watchers.push(Subscriber::Bounded(tx));
         Ok((replay, rx))
     }
 }

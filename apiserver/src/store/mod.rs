@@ -10,6 +10,16 @@
 use serde_json::{Value, json};
 
 mod history;
+
+/// Changes a watch over HTTP may have waiting before it is closed.
+pub const WATCH_BUFFER: usize = 4096;
+
+/// Who gets the store's changes: the server's own loops (every change,
+/// however far behind), or a watch over HTTP (bounded).
+enum Subscriber {
+    All(mpsc::UnboundedSender<StoreEvent>),
+    Bounded(mpsc::Sender<StoreEvent>),
+}
 mod write;
 
 pub use history::{Gone, HISTORY, HISTORY_BYTES, HistoryLimits};
@@ -72,7 +82,7 @@ struct Inner {
     objects: BTreeMap<Key, Value>,
     rv: u64,
     uids: u64,
-    watchers: Vec<mpsc::UnboundedSender<StoreEvent>>,
+    watchers: Vec<Subscriber>,
     /// Recent changes, so a watch can start from a resourceVersion, and
     /// the bytes of their objects (as JSON).
     history: std::collections::VecDeque<(StoreEvent, usize)>,

@@ -2,13 +2,15 @@
 //! whole cluster. Placements compete for node capacity shared across
 //! classes, so they are serialized here rather than per class. It creates
 //! template claims (G2), places claim sets at the gate (G3-G5) and deletes
-//! allocations whose claim is gone. A queue of work, deduplicated, and the
+//! allocations whose claim is gone. A queue of work, deduplicated and fair
+//! between namespaces (`queue`), and the
 //! waiting sets looked at again when what they wait on changes; one write
 //! at a time, the log and the backoff are the scaffold's.
 
 mod decide;
 mod own_writes;
 mod pinned;
+mod queue;
 mod write;
 
 use super::Env;
@@ -19,7 +21,7 @@ use crate::ports::WriteError;
 use crate::rules::WaitReason;
 use actix::prelude::*;
 use own_writes::OwnWrites;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use write::{Done, Write, execute};
 
@@ -110,8 +112,7 @@ struct Waits {
 pub struct Placement {
     env: Arc<Env>,
     scaffold: Scaffold,
-    queue: VecDeque<PlacementPoke>,
-    queued: HashSet<PlacementPoke>,
+    queue: queue::FairQueue,
     own: OwnWrites,
     /// What each VMI was last told (its version and the message), so that
     /// a decision made again tells nothing twice.
@@ -136,8 +137,7 @@ impl Placement {
         Self {
             env: env.clone(),
             scaffold: Scaffold::new(env.clone()),
-            queue: VecDeque::new(),
-            queued: HashSet::new(),
+            queue: queue::FairQueue::default(),
             own: OwnWrites::default(),
             reported: HashMap::new(),
             by_claim: HashMap::new(),
@@ -148,12 +148,10 @@ impl Placement {
         }
     }
 
-    /// Queues work not already queued.
+    /// Queues work not already queued, fairly between namespaces.
     fn push(&mut self, works: Vec<PlacementPoke>) {
         for w in works {
-            if self.queued.insert(w.clone()) {
-                self.queue.push_back(w);
-            }
+            self.queue.push(w);
         }
     }
 
@@ -299,12 +297,11 @@ impl Scaffolded for Placement {
     /// Works through the queue until a write starts or nothing is left.
     fn decide(&mut self, ctx: &mut Context<Self>) {
         while !self.scaffold.busy() {
-            let Some(work) = self.queue.pop_front() else {
+            let Some(work) = self.queue.pop() else {
                 // Caught up: the changes pending led to no write.
                 self.scaffold.idle();
                 return;
             };
-            self.queued.remove(&work);
             if let Some(write) = self.decide_work(&work, ctx) {
                 self.write(work, write, ctx);
             }

@@ -12,17 +12,20 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-/// Why a node cannot take the set, in the order the filters run: the
-/// scheduler's first (what the pinned pods would meet), then ours.
+/// Why a node cannot take the set, in the order the filters run. What the
+/// pods themselves rule out comes first (their node selector, affinity or
+/// pin: the same whatever the node's state), so that a set pinned to one
+/// node is not told again and again about nodes it could never use; then
+/// the scheduler's other filters (what the pinned pods would meet), then ours.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Unfit {
+    /// NodeAffinity: a pod's nodeSelector or required affinity excludes it.
+    Affinity,
     NotReady,
     /// NodeUnschedulable: cordoned, and a pod does not tolerate it.
     Cordoned,
     /// TaintToleration: a NoSchedule/NoExecute taint a pod does not tolerate.
     Taint,
-    /// NodeAffinity: a pod's nodeSelector or required affinity excludes it.
-    Affinity,
     /// NodeResourcesFit: no room for a pod's request of this resource (cpu,
     /// memory, pods...) next to the pods bound there.
     PodRoom(String),
@@ -58,12 +61,6 @@ impl Unfit {
 
 /// The first scheduler filter that keeps a pod off `node`, if any.
 pub fn pod_unfit(s: &PodScheduling, node: &NodeFacts) -> Option<Unfit> {
-    if node.unschedulable && !tolerates_cordon(&s.tolerations) {
-        return Some(Unfit::Cordoned);
-    }
-    if untolerated(&s.tolerations, &node.taints).is_some() {
-        return Some(Unfit::Taint);
-    }
     if !affinity_matches(
         &s.node_selector,
         s.required.as_ref(),
@@ -71,6 +68,12 @@ pub fn pod_unfit(s: &PodScheduling, node: &NodeFacts) -> Option<Unfit> {
         &node.labels,
     ) {
         return Some(Unfit::Affinity);
+    }
+    if node.unschedulable && !tolerates_cordon(&s.tolerations) {
+        return Some(Unfit::Cordoned);
+    }
+    if untolerated(&s.tolerations, &node.taints).is_some() {
+        return Some(Unfit::Taint);
     }
     None
 }
@@ -95,14 +98,18 @@ impl Ask<'_> {
     /// The classes' nodeSelectors choose new nodes only: claims that hold
     /// GPUs on a node keep them there if a selector changes later.
     fn fit(&self, node: &NodeFacts, new_node: bool) -> Result<u64, Unfit> {
-        if !node.ready {
-            return Err(Unfit::NotReady);
-        }
         let unfit = self
             .pods
             .iter()
-            .filter_map(|p| pod_unfit(&p.scheduling, node));
-        if let Some(u) = unfit.min() {
+            .filter_map(|p| pod_unfit(&p.scheduling, node))
+            .min();
+        if let Some(Unfit::Affinity) = unfit {
+            return Err(Unfit::Affinity);
+        }
+        if !node.ready {
+            return Err(Unfit::NotReady);
+        }
+        if let Some(u) = unfit {
             return Err(u);
         }
         if let Some(r) = self.pod_room(node) {

@@ -1,0 +1,88 @@
+//! Issue 21: what one tenant does cannot hold up another's placement. A
+//! VMI naming more claims than any node holds is bad input, refused at
+//! once with a Warning Event; a tenant flooding placement with work gets
+//! one decision per round, as every namespace with work does. Counted in
+//! decisions and writes, never timed.
+mod common;
+use common::*;
+use gpu_claims_actors::api::{CLAIMS_ANNOTATION, ClaimPhase, MAX_CLAIMS};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::ports::{Kind, Obj};
+
+/// A VMI in `ns` naming `claims`, with its launcher pod at the gate.
+fn naming(ns: &str, name: &str, claims: &str) -> Vec<Obj> {
+    let uid = format!("u-{ns}-{name}");
+    vec![
+        vmi(ns, name)
+            .uid(&uid)
+            .phase("Scheduling")
+            .annotate(CLAIMS_ANNOTATION, claims)
+            .obj(),
+        launcher(ns, &format!("virt-launcher-{name}"), name, &uid)
+            .gated()
+            .obj(),
+    ]
+}
+
+#[test]
+fn a_vmi_naming_twenty_thousand_claims_is_refused_with_a_warning_and_the_rest_goes_on() {
+    let names: Vec<String> = (0..20_000).map(|i| format!("claim-{i}")).collect();
+    let mut objs = world(naming("hostile", "vm", &names.join(",")));
+    objs.push(claim("quiet", "a").obj());
+    objs.extend(naming("quiet", "vm", "a"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let told: Vec<String> = t
+            .sim
+            .cluster
+            .events()
+            .into_iter()
+            .filter(|e| {
+                e.regarding.kind == Kind::Vmi && e.regarding.namespace.as_deref() == Some("hostile")
+            })
+            .map(|e| e.message)
+            .collect();
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert!(
+            told[0].contains(&format!("more than {MAX_CLAIMS} claims")),
+            "{told:?}"
+        );
+        assert_eq!(t.claim("quiet/a").unwrap().phase(), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn a_tenant_flooding_placement_gets_one_decision_per_round_and_another_is_placed_at_once() {
+    // 300 VMIs of one tenant, each waiting (its claim's class does not
+    // exist: a G5 write each), and one of another tenant that fits. At
+    // sync every VMI is queued, the flooding tenant's first by name.
+    let mut objs = world([]);
+    for i in 0..300 {
+        let c = format!("c{i}");
+        objs.push(claim("flood", &c).class("nonexistent").obj());
+        objs.extend(naming("flood", &format!("vm{i:03}"), &c));
+    }
+    objs.push(claim("quiet", "a").obj());
+    objs.extend(naming("quiet", "vm", "a"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let journal = t.all_entries();
+        let placed = journal
+            .iter()
+            .position(|e| e.op == "create" && e.kind == "GPUAllocation" && e.name == "a")
+            .expect("the quiet tenant's set is placed");
+        let flood_before = journal[..placed]
+            .iter()
+            .filter(|e| e.namespace.as_deref() == Some("flood"))
+            .count();
+        assert!(
+            flood_before <= 2,
+            "{flood_before} of the flooding tenant's writes came first"
+        );
+        let flood_waits = journal
+            .iter()
+            .filter(|e| e.namespace.as_deref() == Some("flood") && e.rule == "G5")
+            .count();
+        assert_eq!(flood_waits, 300, "the flood is still decided, all of it");
+    });
+}
