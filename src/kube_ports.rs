@@ -47,8 +47,13 @@ pub fn typed(kind: Kind, o: DynamicObject) -> Result<Obj, DecodeError> {
 }
 
 fn dynamic(obj: &Obj) -> Result<DynamicObject, WriteError> {
-    serde_json::from_value(gpu_claims_actors::api::to_json(obj))
-        .map_err(|e| WriteError::Invalid(e.to_string()))
+    serde_json::from_value(gpu_claims_actors::api::to_json(obj)).map_err(|e| {
+        WriteError::Invalid(gpu_claims_actors::ports::status(
+            422,
+            "Invalid",
+            e.to_string(),
+        ))
+    })
 }
 
 /// Whether a request was refused at the wire by the fence.
@@ -68,12 +73,12 @@ fn write_error(e: kube::Error) -> WriteError {
         return WriteError::Fenced;
     }
     match &e {
+        // The API server's Status, kept as it was given.
         kube::Error::Api(s) if s.code == 404 => WriteError::NotFound,
-        kube::Error::Api(s) if s.code == 409 => WriteError::Conflict(s.message.clone()),
-        kube::Error::Api(s) if s.code == 400 || s.code == 422 => {
-            WriteError::Invalid(s.message.clone())
-        }
-        _ => WriteError::Other(e.to_string()),
+        kube::Error::Api(s) if s.code == 409 => WriteError::Conflict(s.clone()),
+        kube::Error::Api(s) if s.code == 400 || s.code == 422 => WriteError::Invalid(s.clone()),
+        kube::Error::Api(s) => WriteError::Refused(s.clone()),
+        _ => WriteError::Failed(e.to_string()),
     }
 }
 
@@ -120,7 +125,7 @@ impl KubePorts {
     }
 
     fn back(&self, kind: Kind, o: DynamicObject) -> Result<Obj, WriteError> {
-        typed(kind, o).map_err(|e| WriteError::Other(e.to_string()))
+        typed(kind, o).map_err(|e| WriteError::Failed(e.to_string()))
     }
 }
 
@@ -265,33 +270,33 @@ impl KubeRecorder {
 
 #[async_trait]
 impl gpu_claims_actors::ports::Recorder for KubeRecorder {
-    async fn publish(&self, note: gpu_claims_actors::ports::Event) {
+    async fn publish(&self, event: gpu_claims_actors::ports::Event) {
         use kube::runtime::events::{Event, EventType};
         if self.fence.as_ref().is_some_and(|f| !f.open()) {
-            tracing::debug!(regarding = %note.regarding, "event not published: this process does not lead");
+            tracing::debug!(regarding = %event.regarding, "event not published: this process does not lead");
             return;
         }
         let reference = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(note.regarding.kind.api_version().into()),
-            kind: Some(note.regarding.kind.name().into()),
-            namespace: note.regarding.namespace.clone(),
-            name: Some(note.regarding.name.clone()),
-            uid: note.uid.clone(),
+            api_version: Some(event.regarding.kind.api_version().into()),
+            kind: Some(event.regarding.kind.name().into()),
+            namespace: event.regarding.namespace.clone(),
+            name: Some(event.regarding.name.clone()),
+            uid: event.uid.clone(),
             ..Default::default()
         };
         let ev = Event {
-            type_: if note.warning {
+            type_: if event.warning {
                 EventType::Warning
             } else {
                 EventType::Normal
             },
-            reason: note.reason.clone(),
-            note: Some(note.message.clone()),
-            action: note.rule.as_str().into(),
+            reason: event.reason.clone(),
+            note: Some(event.message.clone()),
+            action: event.rule.as_str().into(),
             secondary: None,
         };
         if let Err(e) = self.recorder.publish(&ev, &reference).await {
-            tracing::debug!(error = %e, regarding = %note.regarding, "event not published");
+            tracing::debug!(error = %e, regarding = %event.regarding, "event not published");
         }
     }
 }

@@ -8,7 +8,7 @@ use gpu_claims::apiserver::Faults;
 use gpu_claims::demo::story::{self, Ctx};
 use gpu_claims::demo::{self, A, B, H200, Snapshot};
 use gpu_claims_actors::api::is_deleting;
-use gpu_claims_actors::fixtures::{MetaB, claim, class, node};
+use gpu_claims_actors::fixtures::{MetaBuilder, claim, class, node};
 use std::time::Duration;
 
 const CONFIG: &str = "attachmentGrace: 2m\nlog: {filter: info, format: json}\n";

@@ -24,15 +24,21 @@ pub enum Deleted {
     Deleting(Obj),
 }
 
+/// What the API server answered a write it did not make, as it said it:
+/// kube's `Status` (code, reason, message, and its details: the causes of
+/// an `Invalid`, the `retryAfterSeconds` of a 429).
+pub use kube::core::Status;
+
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum WriteError {
     #[error("not found")]
     NotFound,
     /// 409: a newer object, a failed precondition, or it already exists.
-    #[error("conflict: {0}")]
-    Conflict(String),
-    #[error("invalid: {0}")]
-    Invalid(String),
+    #[error("conflict: {}", .0.message)]
+    Conflict(Box<Status>),
+    /// 400, 422: refused as invalid (its causes name the fields).
+    #[error("invalid: {}", invalid_message(.0))]
+    Invalid(Box<Status>),
     /// No answer within the request's deadline: it may or may not have landed.
     #[error("no answer within {0:?}")]
     Timeout(std::time::Duration),
@@ -40,11 +46,53 @@ pub enum WriteError {
     /// margin left), so it must not write.
     #[error("not the leader")]
     Fenced,
+    /// Any other answer of the API server (a 5xx, a 429, a 403).
+    #[error("{} {}: {}", .0.code, .0.reason, .0.message)]
+    Refused(Box<Status>),
+    /// No answer that could be read (the connection failed; the body was
+    /// not the object).
     #[error("{0}")]
-    Other(String),
+    Failed(String),
+}
+
+/// An `Invalid`'s message, with the fields its causes name.
+fn invalid_message(s: &Status) -> String {
+    let fields: Vec<&str> = s
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| c.field.as_str())
+        .filter(|f| !f.is_empty())
+        .collect();
+    if fields.is_empty() || fields.iter().all(|f| s.message.contains(f)) {
+        s.message.clone()
+    } else {
+        format!("{} ({})", s.message, fields.join(", "))
+    }
+}
+
+/// A Status with a code, a reason and a message: what the in-memory
+/// cluster and the tests answer as the API server would.
+pub fn status(code: u16, reason: &str, message: impl Into<String>) -> Box<Status> {
+    let message = message.into();
+    Box::new(Status::failure(&message, reason).with_code(code))
 }
 
 impl WriteError {
+    /// A 409 Conflict saying `message`.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        WriteError::Conflict(status(409, "Conflict", message))
+    }
+
+    /// How long the API server asked to wait before trying again, if it did.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        let WriteError::Refused(s) = self else {
+            return None;
+        };
+        let secs = s.details.as_ref()?.retry_after_seconds;
+        (secs > 0).then(|| std::time::Duration::from_secs(u64::from(secs)))
+    }
+
     /// A label for write metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -53,7 +101,7 @@ impl WriteError {
             WriteError::Invalid(_) => "invalid",
             WriteError::Timeout(_) => "timeout",
             WriteError::Fenced => "fenced",
-            WriteError::Other(_) => "error",
+            WriteError::Refused(_) | WriteError::Failed(_) => "error",
         }
     }
 }
@@ -288,5 +336,5 @@ impl Telemetry for NoTelemetry {}
 #[async_trait]
 pub trait Recorder: Send + Sync {
     /// Best effort: an Event that cannot be published is logged, never retried.
-    async fn publish(&self, note: Event);
+    async fn publish(&self, event: Event);
 }

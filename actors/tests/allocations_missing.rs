@@ -1,16 +1,19 @@
-//! Records: a Bound, Attached or Lost claim without its record is reported
+//! Allocations: a Bound, Attached or Lost claim without its record is reported
 //! (condition and Event) once the record has trailed it for the grace, and
 //! is never placed elsewhere. These worlds break I4 on purpose, so they
 //! settle without the invariant check.
 mod common;
 use common::*;
-use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CONDITION_RECORD_MISSING, condition_is_true};
+use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CONDITION_ALLOCATION_MISSING, condition_is_true};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::fixtures::allocation_of;
 use gpu_claims_actors::ports::Obj;
 
 fn marked(t: &TestCluster, k: &str) -> bool {
-    condition_is_true(t.claim(k).unwrap().conditions(), CONDITION_RECORD_MISSING)
+    condition_is_true(
+        t.claim(k).unwrap().conditions(),
+        CONDITION_ALLOCATION_MISSING,
+    )
 }
 
 #[test]
@@ -27,7 +30,7 @@ fn records_a_bound_claim_without_its_record_is_reported_after_the_grace_and_clea
         assert_eq!(events.len(), 1);
         assert!(
             events[0].warning
-                && events[0].reason == "RecordMissing"
+                && events[0].reason == "AllocationMissing"
                 && events[0].regarding.name == "a"
         );
         // The record comes back: the mark goes, and a Normal event says so.
@@ -37,7 +40,7 @@ fn records_a_bound_claim_without_its_record_is_reported_after_the_grace_and_clea
         )));
         t.sim.settle().await;
         assert!(!marked(&t, "t/a"));
-        assert_eq!(records_events(&t).last().unwrap().reason, "RecordFound");
+        assert_eq!(records_events(&t).last().unwrap().reason, "AllocationFound");
     });
 }
 
@@ -117,6 +120,6 @@ fn records_events(t: &TestCluster) -> Vec<gpu_claims_actors::ports::Event> {
         .cluster
         .events()
         .into_iter()
-        .filter(|e| e.rule == gpu_claims_actors::rules::RuleId::Records)
+        .filter(|e| e.rule == gpu_claims_actors::rules::RuleId::Allocations)
         .collect()
 }

@@ -7,7 +7,7 @@ use gpu_claims_actors::config::Config;
 use gpu_claims_actors::fixtures::allocation_of;
 use gpu_claims_actors::ports::{Kind, Obj};
 
-fn asking(name: &str, uid: &str) -> gpu_claims_actors::fixtures::VmiB {
+fn asking(name: &str, uid: &str) -> gpu_claims_actors::fixtures::VmiBuilder {
     vmi("t", name)
         .uid(uid)
         .annotate(CLASS_ANNOTATION, "h200")

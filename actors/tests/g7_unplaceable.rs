@@ -6,13 +6,13 @@
 mod common;
 use common::*;
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::fixtures::PodB;
+use gpu_claims_actors::fixtures::PodBuilder;
 use gpu_claims_actors::ports::{Kind, Obj};
 
 const WHY: &str = "0/1 nodes are available: 1 Insufficient memory.";
 
 /// vm1 placed on n1 (claim a Bound there), its pod shaped by `pod`.
-fn placed(pod: impl FnOnce(PodB) -> PodB) -> Vec<Obj> {
+fn placed(pod: impl FnOnce(PodBuilder) -> PodBuilder) -> Vec<Obj> {
     let mut objs = world(
         claim("t", "a")
             .bound("n1")
@@ -30,7 +30,7 @@ fn placed(pod: impl FnOnce(PodB) -> PodB) -> Vec<Obj> {
     objs
 }
 
-fn stuck(p: PodB) -> PodB {
+fn stuck(p: PodBuilder) -> PodBuilder {
     p.pinned("n1").unschedulable(WHY)
 }
 
@@ -157,7 +157,7 @@ fn g7_never_deletes_a_running_vm_whose_migration_target_cannot_be_placed() {
 
 #[test]
 fn g7_an_unpinned_pending_pod_is_not_ours_to_judge() {
-    let unpinned = |p: PodB| p.unschedulable(WHY);
+    let unpinned = |p: PodBuilder| p.unschedulable(WHY);
     with_world(Config::default(), placed(unpinned), |mut t| async move {
         t.settle().await;
         t.advance(secs(300)).await;

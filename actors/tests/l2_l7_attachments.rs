@@ -169,7 +169,9 @@ fn l4_bound_claim_of_live_vmi_becomes_attached() {
     });
 }
 
-fn lost_world(node: gpu_claims_actors::fixtures::NodeB) -> Vec<gpu_claims_actors::ports::Obj> {
+fn lost_world(
+    node: gpu_claims_actors::fixtures::NodeBuilder,
+) -> Vec<gpu_claims_actors::ports::Obj> {
     let mut objs = vec![class("h200", H200).obj(), node.obj(), running("vm1", "u1")];
     objs.extend(
         claim("t", "a")
@@ -573,7 +575,7 @@ fn l5_a_template_claim_delete_that_meets_a_newer_claim_is_decided_again() {
         t.settle().await;
         t.writes();
         // The VMI fails; the first write, L5's delete, meets a 409.
-        t.fail_writes([Some(WriteError::Conflict("newer".into()))]);
+        t.fail_writes([Some(WriteError::conflict("newer"))]);
         t.user_update(vmi("t", "vm1").uid("u1").phase("Failed").obj());
         t.settle().await;
         let deletes: Vec<_> = t

@@ -50,7 +50,11 @@ fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
     objs.extend(claim("t", "a").bound("n1").deleting().with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         // The record delete passes; then the API server fails for a while.
-        let down = Some(WriteError::Other("etcd timeout".into()));
+        let down = Some(WriteError::Refused(gpu_claims_actors::ports::status(
+            500,
+            "InternalError",
+            "etcd timeout",
+        )));
         t.fail_writes([None, down.clone(), down.clone(), down]);
         t.settle().await;
         assert_eq!(t.writes(), ["delete GPUAllocation a L8"]);
@@ -92,7 +96,7 @@ fn l8_not_found_on_finalizer_removal_counts_as_released() {
 fn l8_conflict_on_finalizer_removal_rereads_and_releases() {
     let objs = world(claim("t", "a").bound("n1").deleting().with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
-        t.fail_writes([None, Some(WriteError::Conflict("newer".into()))]);
+        t.fail_writes([None, Some(WriteError::conflict("newer"))]);
         t.settle().await;
         assert!(released(&t, "t/a"));
         assert!(

@@ -25,7 +25,7 @@ fn pod(t: &TestCluster, name: &str) -> k8s_openapi::api::core::v1::Pod {
 /// A Lost claim on n1 (its devices gone: the devices-lost taint) whose VM
 /// restarts: its new launcher pod waits at the gate. n1 is the tightest
 /// fit for it (its own allocation is there), n2 has room.
-fn lost_there(pod: impl Fn(PodB) -> PodB) -> Vec<Obj> {
+fn lost_there(pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
     let mut objs = vec![
         class("h200", H200).obj(),
         node("n1").gpus(H200, 8).lost_taint(H200).obj(),

@@ -187,8 +187,8 @@ fn a_write_answered_409_rereads_and_writes_once_more() {
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
     with_world(Config::default(), objs, |mut t| async move {
-        t.fail_writes([Some(gpu_claims_actors::ports::WriteError::Conflict(
-            "stale".into(),
+        t.fail_writes([Some(gpu_claims_actors::ports::WriteError::conflict(
+            "stale",
         ))]);
         t.settle().await;
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);

@@ -15,7 +15,9 @@
 //! until it finishes (G3).
 
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_FINALIZER};
-use gpu_claims_actors::fixtures::{MetaB, PodB, claim, class, launcher, node, pod, vmi};
+use gpu_claims_actors::fixtures::{
+    MetaBuilder, PodBuilder, claim, class, launcher, node, pod, vmi,
+};
 use gpu_claims_actors::ports::Obj;
 
 pub const GPU: &str = "nvidia.com/gpu";
@@ -251,7 +253,7 @@ impl Layout {
 }
 
 /// The i-th claim's VMI, naming it, and its launcher pod as `pod` makes it.
-fn vm_of(i: usize, pod: impl FnOnce(PodB) -> PodB) -> [Obj; 2] {
+fn vm_of(i: usize, pod: impl FnOnce(PodBuilder) -> PodBuilder) -> [Obj; 2] {
     let ns = ns(i);
     [
         vmi(&ns, &vmi_name(i))

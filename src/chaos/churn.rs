@@ -7,7 +7,7 @@
 use crate::demo::{A, B, L40S};
 use crate::standin::StandIn;
 use gpu_claims_actors::api::to_json;
-use gpu_claims_actors::fixtures::{MetaB, claim, class};
+use gpu_claims_actors::fixtures::{MetaBuilder, claim, class};
 use gpu_claims_actors::memory::store::Store;
 use gpu_claims_actors::ports::Obj;
 use serde_json::Value;

@@ -17,7 +17,7 @@ use crate::leader::LeaseArgs;
 use crate::standin::StandIn;
 use crate::telemetry::Logging;
 use anyhow::{Context as _, bail};
-use gpu_claims_actors::fixtures::{MetaB, claim, class, node, pod};
+use gpu_claims_actors::fixtures::{MetaBuilder, claim, class, node, pod};
 use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::memory::invariants::{Checker, progress};
 use gpu_claims_actors::memory::store::Store;
@@ -397,8 +397,11 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         );
         }
         if args.serve {
+            // Listening before saying so: a Ctrl-C right after the line is
+            // a clean stop, not the default kill.
+            let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
             println!("\nserving until Ctrl-C:\n  kubectl --kubeconfig {} get gpuclaims -A\n  curl http://{http}/metrics", path.display());
-            tokio::signal::ctrl_c().await?;
+            interrupt.recv().await;
         }
         controller.stop().await;
         drop(server);

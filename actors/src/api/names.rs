@@ -18,4 +18,4 @@ pub const VMI_KIND: &str = "VirtualMachineInstance";
 pub const CONDITION_WAITING: &str = "Waiting";
 pub const CONDITION_LOST: &str = "Lost";
 /// A claim that holds or owes GPUs but has no allocation record.
-pub const CONDITION_RECORD_MISSING: &str = "RecordMissing";
+pub const CONDITION_ALLOCATION_MISSING: &str = "AllocationMissing";

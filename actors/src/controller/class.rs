@@ -6,9 +6,11 @@ use super::Env;
 use super::events;
 use super::journal::{DecisionResult, Intent};
 use super::messages::{ActorStopped, Reconcile, ToSupervisor};
-use super::scaffold::{self, Freshness, IoError, Outcome, Scaffold, Scaffolded};
-use crate::api::{CLASS_FINALIZER, GPUClass, Kind, Obj, ObjRef, is_deleting, rv_number};
-use crate::ports::{Event, WriteError};
+use super::scaffold::{
+    self, Freshness, IoError, Outcome, Own, OwnWrite, Scaffold, Scaffolded, write_own,
+};
+use crate::api::{CLASS_FINALIZER, GPUClass, Kind, ObjRef, rv_number};
+use crate::ports::Event;
 use crate::rules::{ClassIntent, ClassStep, RuleId, decide_class};
 use crate::world::indexes_released;
 use actix::prelude::*;
@@ -98,13 +100,13 @@ impl ClassActor {
             Ok(outcome) => {
                 self.fresh.settle(&outcome);
                 match &outcome {
-                    Outcome::Written { object, .. } => {
+                    Outcome::Written { .. } | Outcome::Gone { .. } => {
                         self.tell(rule, intent, uid);
                         self.scaffold.succeeded();
-                        if object.is_some() {
-                            DecisionResult::Ok
-                        } else {
+                        if matches!(outcome, Outcome::Gone { .. }) {
                             DecisionResult::Gone
+                        } else {
+                            DecisionResult::Ok
                         }
                     }
                     Outcome::Conflict(_) => DecisionResult::Conflict,
@@ -147,8 +149,7 @@ impl ClassActor {
     }
 }
 
-/// One class write; a 409 is answered with the class read live, NotFound
-/// with its absence.
+/// One class write, through the scaffold's one write path.
 async fn write_class(
     env: &Env,
     class: &GPUClass,
@@ -156,58 +157,27 @@ async fn write_class(
     intent: ClassIntent,
 ) -> Result<Outcome<GPUClass>, IoError> {
     let mut new = GPUClass::clone(class);
-    let written = match intent {
+    let write = match intent {
         ClassIntent::AddFinalizer => {
             new.metadata
                 .finalizers
                 .get_or_insert_default()
                 .push(CLASS_FINALIZER.to_string());
-            env.writer.replace(Obj::Class(new), rule).await
+            OwnWrite::Replace(new)
         }
         ClassIntent::RemoveFinalizer => {
             if let Some(f) = new.metadata.finalizers.as_mut() {
                 f.retain(|f| f != CLASS_FINALIZER);
             }
-            env.writer.replace(Obj::Class(new), rule).await
+            OwnWrite::Replace(new)
         }
         ClassIntent::WriteStatus(status) => {
             new.status = Some(status);
-            env.writer.replace_status(Obj::Class(new), rule).await
+            OwnWrite::ReplaceStatus(new)
         }
     };
-    match written {
-        Ok(Obj::Class(c)) => {
-            let fresh_from = rv_number(&c.metadata);
-            let gone = is_deleting(&c.metadata)
-                && c.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty());
-            Ok(Outcome::Written {
-                object: (!gone).then(|| Arc::new(c)),
-                fresh_from,
-            })
-        }
-        Ok(other) => Err(IoError::Unexpected {
-            asked: Kind::Class,
-            got: other.kind(),
-        }),
-        Err(WriteError::NotFound) => Ok(Outcome::Written {
-            object: None,
-            fresh_from: u64::MAX,
-        }),
-        // Decide again on a live read, never overwrite a newer class.
-        Err(WriteError::Conflict(_)) => {
-            let what = ObjRef::new(
-                Kind::Class,
-                None,
-                class.metadata.name.as_deref().unwrap_or_default(),
-            );
-            match env.reader.get(what.clone()).await {
-                Ok(Some(Obj::Class(c))) => Ok(Outcome::Conflict(Some(Arc::new(c)))),
-                Ok(_) => Ok(Outcome::Conflict(None)),
-                Err(source) => Err(IoError::read(what, source)),
-            }
-        }
-        Err(e) => Err(e.into()),
-    }
+    let known = rv_number(&class.metadata);
+    write_own(env, class.obj_ref(), known, write, rule).await
 }
 
 impl Scaffolded for ClassActor {

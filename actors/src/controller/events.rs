@@ -40,7 +40,7 @@ pub fn transition(
 ) -> Option<Event> {
     let uid = before.metadata.uid.clone();
     let (reason, message) = match intent {
-        _ if rule == RuleId::Records => return None,
+        _ if rule == RuleId::Allocations => return None,
         Intent::AddFinalizer => (
             "FinalizerAdded",
             "protected by the claim finalizer".to_string(),
@@ -90,9 +90,9 @@ pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: Intent, err
 
 /// Publishes an Event, best effort, on a detached task: an actor that
 /// stops next must not cancel it.
-pub fn publish(env: &Env, note: Event) {
+pub fn publish(env: &Env, event: Event) {
     let events = env.events.clone();
-    actix::spawn(async move { events.publish(note).await });
+    actix::spawn(async move { events.publish(event).await });
 }
 
 #[cfg(test)]
@@ -118,7 +118,7 @@ mod tests {
         assert!(
             transition(
                 "t/a",
-                RuleId::Records,
+                RuleId::Allocations,
                 Intent::WriteStatus,
                 &before,
                 Some(&after)

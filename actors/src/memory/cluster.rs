@@ -5,7 +5,7 @@ use super::journal::{Entry, Journal, StatusFields};
 use super::store::{Store, StoreError, Subresource, Written};
 use crate::api::{GPUClaim, true_condition_types};
 use crate::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, Writer,
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, Writer, status,
 };
 use crate::rules::RuleId;
 use async_trait::async_trait;
@@ -39,8 +39,9 @@ pub struct MemCluster {
 fn write_error(e: StoreError) -> WriteError {
     match e {
         StoreError::NotFound(_) => WriteError::NotFound,
-        StoreError::AlreadyExists(m) | StoreError::Conflict(m) => WriteError::Conflict(m),
-        StoreError::Invalid(m) => WriteError::Invalid(m),
+        StoreError::AlreadyExists(m) => WriteError::Conflict(status(409, "AlreadyExists", m)),
+        StoreError::Conflict(m) => WriteError::Conflict(status(409, "Conflict", m)),
+        StoreError::Invalid(m) => WriteError::Invalid(status(422, "Invalid", m)),
     }
 }
 
@@ -158,7 +159,7 @@ impl MemCluster {
     }
 
     fn typed(&self, kind: Kind, w: Written) -> Result<Obj, WriteError> {
-        crate::api::from_json(kind, w.object).map_err(|e| WriteError::Other(e.to_string()))
+        crate::api::from_json(kind, w.object).map_err(|e| WriteError::Failed(e.to_string()))
     }
 }
 
@@ -275,10 +276,10 @@ impl Reader for MemCluster {
 
 #[async_trait]
 impl crate::ports::Recorder for MemCluster {
-    async fn publish(&self, note: crate::ports::Event) {
+    async fn publish(&self, event: crate::ports::Event) {
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(note);
+            .push(event);
     }
 }

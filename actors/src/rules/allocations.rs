@@ -1,9 +1,9 @@
-//! Records (SPEC section 1, issue 3): a claim that holds or owes GPUs has
+//! Allocations (SPEC section 1, issue 3): a claim that holds or owes GPUs has
 //! its allocation record. One without is reported, never placed elsewhere.
 
 use super::{ClaimIntent, RuleId, Step};
 use crate::api::{
-    CONDITION_RECORD_MISSING, GPUClaim, condition_is_true, is_deleting, remove_condition,
+    CONDITION_ALLOCATION_MISSING, GPUClaim, condition_is_true, is_deleting, remove_condition,
     set_condition,
 };
 use crate::world::{World, key};
@@ -29,8 +29,8 @@ pub fn allocation_missing(c: &GPUClaim, w: &World) -> bool {
         .is_none_or(|r| Some(&r.spec.claim_uid) != c.metadata.uid.as_ref())
 }
 
-/// Records: mark a claim whose record has been missing for `ALLOCATION_GRACE`
-/// with `RecordMissing=True`, and clear the mark once the record is there.
+/// Allocations: mark a claim whose allocation has been missing for `ALLOCATION_GRACE`
+/// with `AllocationMissing=True`, and clear the mark once the allocation is there.
 pub fn decide_allocation_report(
     c: &GPUClaim,
     w: &World,
@@ -38,31 +38,31 @@ pub fn decide_allocation_report(
     wall: Time,
     since: &mut Option<Instant>,
 ) -> Step {
-    let marked = condition_is_true(c.conditions(), CONDITION_RECORD_MISSING);
+    let marked = condition_is_true(c.conditions(), CONDITION_ALLOCATION_MISSING);
     if !allocation_missing(c, w) {
         *since = None;
         if !marked {
             return Step::Idle;
         }
         let mut status = c.status.clone().unwrap_or_default();
-        remove_condition(&mut status.conditions, CONDITION_RECORD_MISSING);
-        return Step::Write(RuleId::Records, ClaimIntent::WriteStatus(status));
+        remove_condition(&mut status.conditions, CONDITION_ALLOCATION_MISSING);
+        return Step::Write(RuleId::Allocations, ClaimIntent::WriteStatus(status));
     }
     if marked {
         return Step::Idle;
     }
     let due = *since.get_or_insert(now) + ALLOCATION_GRACE;
     if now < due {
-        return Step::WaitUntil(RuleId::Records, due);
+        return Step::WaitUntil(RuleId::Allocations, due);
     }
     let mut status = c.status.clone().unwrap_or_default();
     let node = c.node_name().unwrap_or_default();
     set_condition(
         &mut status.conditions,
         Condition {
-            type_: CONDITION_RECORD_MISSING.into(),
+            type_: CONDITION_ALLOCATION_MISSING.into(),
             status: "True".into(),
-            reason: "NoAllocationRecord".into(),
+            reason: "NoAllocation".into(),
             message: format!(
                 "the claim says it holds GPUs on {node} but has no GPUAllocation; it is not placed elsewhere"
             ),
@@ -70,5 +70,5 @@ pub fn decide_allocation_report(
             observed_generation: c.metadata.generation,
         },
     );
-    Step::Write(RuleId::Records, ClaimIntent::WriteStatus(status))
+    Step::Write(RuleId::Allocations, ClaimIntent::WriteStatus(status))
 }

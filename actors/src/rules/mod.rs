@@ -62,9 +62,9 @@ pub enum RuleId {
     G5,
     /// G7: a VMI whose pinned launcher pod the scheduler cannot place is deleted.
     G7,
-    /// Records: a record whose claim is gone is deleted, and a claim whose
-    /// record is gone is reported (SPEC section 1).
-    Records,
+    /// Allocations: an allocation whose claim is gone is deleted, and a
+    /// claim whose allocation is gone is reported (SPEC section 1).
+    Allocations,
     /// Class status: capacity and allocated.
     ClassStatus,
     /// SPEC §1: a VMI's GPU annotations that cannot be used are reported.
@@ -90,7 +90,7 @@ impl RuleId {
             RuleId::G4 => "G4",
             RuleId::G5 => "G5",
             RuleId::G7 => "G7",
-            RuleId::Records => "records",
+            RuleId::Allocations => "records",
             RuleId::ClassStatus => "class-status",
             RuleId::Annotations => "annotations",
         }
@@ -199,7 +199,7 @@ pub struct ClaimMemory {
     pub grace: Grace,
     /// L12: the VMI deletes already issued.
     pub issued: IssuedVmiDelete,
-    /// Records: since when the claim's record has been missing.
+    /// Allocations: since when the claim's allocation has been missing.
     pub record_missing_since: Option<Instant>,
 }
 

@@ -339,7 +339,7 @@ fn gpu_request_annotations_table() {
 
 #[test]
 fn l1_needs_finalizer_table() {
-    let c = |b: ClaimB| b.build().metadata;
+    let c = |b: ClaimBuilder| b.build().metadata;
     assert!(needs_finalizer(
         &c(claim("t", "a").no_finalizer()),
         CLAIM_FINALIZER

@@ -199,7 +199,7 @@ pub fn vm1_naming(claims: &str) -> Vec<Obj> {
 }
 
 /// A Lost claim `a` on n1 (NotReady), attached to vm1, shaped by `shape`.
-pub fn lost_on_a_failed_node(shape: impl FnOnce(ClaimB) -> ClaimB) -> Vec<Obj> {
+pub fn lost_on_a_failed_node(shape: impl FnOnce(ClaimBuilder) -> ClaimBuilder) -> Vec<Obj> {
     let mut objs = vec![
         class("h200", H200).obj(),
         node("n1").gpus(H200, 8).ready(false).obj(),

@@ -3,9 +3,9 @@
 //! came of it; the actor decides again from there.
 
 use super::super::Env;
-use super::super::scaffold::{IoError, Outcome};
-use crate::api::{CLAIM_FINALIZER, GPUClaim, Kind, Obj, ObjRef, Vmi, is_deleting, rv_number};
-use crate::ports::{Deleted, Preconditions, WriteError};
+use super::super::scaffold::{IoError, Outcome, OwnWrite, write_own};
+use crate::api::{CLAIM_FINALIZER, GPUClaim, Kind, Obj, ObjRef, Vmi, rv_number};
+use crate::ports::{Preconditions, WriteError};
 use crate::rules::{ClaimIntent, LiveVmi, RuleId, pods_left_gate, vmi_holds};
 use std::sync::Arc;
 
@@ -51,55 +51,14 @@ fn claim_ref(c: &GPUClaim) -> ObjRef {
     )
 }
 
-/// The claim as a write left it; gone when deleting with no finalizer left.
-fn written(obj: Obj) -> Result<Outcome<GPUClaim>, IoError> {
-    let Obj::Claim(c) = obj else {
-        return Err(IoError::Unexpected {
-            asked: Kind::Claim,
-            got: obj.kind(),
-        });
-    };
-    let fresh_from = rv_number(&c.metadata);
-    let gone =
-        is_deleting(&c.metadata) && c.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty());
-    Ok(Outcome::Written {
-        object: (!gone).then(|| Arc::new(c)),
-        fresh_from,
-    })
-}
-
-fn gone(c: &GPUClaim) -> Outcome<GPUClaim> {
-    Outcome::Written {
-        object: None,
-        fresh_from: rv_number(&c.metadata) + 1,
-    }
-}
-
-/// A failed claim write: a conflict re-reads the claim, NotFound means gone.
-async fn on_error(env: &Env, c: &GPUClaim, e: WriteError) -> Result<Outcome<GPUClaim>, IoError> {
-    match e {
-        WriteError::Conflict(_) => {
-            let what = claim_ref(c);
-            match env.reader.get(what.clone()).await {
-                Ok(Some(Obj::Claim(live))) => Ok(Outcome::Conflict(Some(Arc::new(live)))),
-                Ok(_) => Ok(Outcome::Conflict(None)),
-                Err(source) => Err(IoError::read(what, source)),
-            }
-        }
-        WriteError::NotFound => Ok(gone(c)),
-        e => Err(e.into()),
-    }
-}
-
+/// A write of the claim through the scaffold's one write path.
 async fn write_claim(
     env: &Env,
     c: &GPUClaim,
-    write: Result<Obj, WriteError>,
+    write: OwnWrite<GPUClaim>,
+    rule: RuleId,
 ) -> Result<Outcome<GPUClaim>, IoError> {
-    match write {
-        Ok(o) => written(o),
-        Err(e) => on_error(env, c, e).await,
-    }
+    write_own(env, claim_ref(c), rv_number(&c.metadata), write, rule).await
 }
 
 /// Carries out one intent.
@@ -118,17 +77,12 @@ pub async fn execute(
                 .finalizers
                 .get_or_insert_default()
                 .push(CLAIM_FINALIZER.to_string());
-            write_claim(&env, c, env.writer.replace(Obj::Claim(new), rule).await).await
+            write_claim(&env, c, OwnWrite::Replace(new), rule).await
         }
         ClaimIntent::WriteStatus(status) => {
             let mut new = GPUClaim::clone(c);
             new.status = Some(status);
-            write_claim(
-                &env,
-                c,
-                env.writer.replace_status(Obj::Claim(new), rule).await,
-            )
-            .await
+            write_claim(&env, c, OwnWrite::ReplaceStatus(new), rule).await
         }
         ClaimIntent::Delete => {
             // The version too: a claim changed since we saw it (say, the
@@ -138,11 +92,7 @@ pub async fn execute(
                 uid: c.metadata.uid.clone(),
                 resource_version: c.metadata.resource_version.clone(),
             };
-            match env.writer.delete(claim_ref(c), pre, rule).await {
-                Ok(Deleted::Gone) => Ok(gone(c)),
-                Ok(Deleted::Deleting(obj)) => written(obj),
-                Err(e) => on_error(&env, c, e).await,
-            }
+            write_claim(&env, c, OwnWrite::Delete(pre), rule).await
         }
         ClaimIntent::Release => return release(&env, c, allocation_uid, rule).await,
         ClaimIntent::DeleteVmi {
@@ -226,11 +176,11 @@ async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) 
     if let Some(f) = new.metadata.finalizers.as_mut() {
         f.retain(|f| f != CLAIM_FINALIZER);
     }
-    let result = write_claim(env, c, env.writer.replace(Obj::Claim(new), rule).await)
+    let result = write_claim(env, c, OwnWrite::Replace(new), rule)
         .await
         .map(|outcome| ClaimIo::Claim {
             // A conflict decides again: the release did not happen.
-            released: matches!(outcome, Outcome::Written { .. }),
+            released: !matches!(outcome, Outcome::Conflict(_)),
             outcome,
         });
     Done {

@@ -217,21 +217,19 @@ impl ClaimActor {
         outcome: &Outcome<GPUClaim>,
         released: bool,
     ) -> DecisionResult {
-        let Outcome::Written { object, .. } = outcome else {
-            tracing::debug!(claim = %self.key, rule = %rule, "conflict: decided again on the live claim");
-            return DecisionResult::Conflict;
+        let object = match outcome {
+            Outcome::Written { object, .. } => Some(object.as_ref()),
+            Outcome::Gone { .. } => None,
+            Outcome::Conflict(_) => {
+                tracing::debug!(claim = %self.key, rule = %rule, "conflict: decided again on the live claim");
+                return DecisionResult::Conflict;
+            }
         };
         if let Some(b) = before {
-            self.publish(events::transition(
-                &self.key,
-                rule,
-                intent,
-                b,
-                object.as_deref(),
-            ));
+            self.publish(events::transition(&self.key, rule, intent, b, object));
         }
-        if rule == RuleId::Records {
-            self.publish_allocation_event(object.as_deref());
+        if rule == RuleId::Allocations {
+            self.publish_allocation_event(object);
         }
         if released {
             DecisionResult::Released
@@ -280,16 +278,16 @@ impl ClaimActor {
     fn publish_allocation_event(&self, claim: Option<&GPUClaim>) {
         let Some(c) = claim else { return };
         let missing =
-            crate::api::condition_is_true(c.conditions(), crate::api::CONDITION_RECORD_MISSING);
+            crate::api::condition_is_true(c.conditions(), crate::api::CONDITION_ALLOCATION_MISSING);
         let (ns, name) = split_key(&self.key);
         let event = Event {
             regarding: ObjRef::new(Kind::Claim, Some(ns), name),
             uid: c.metadata.uid.clone(),
             warning: missing,
             reason: if missing {
-                "RecordMissing"
+                "AllocationMissing"
             } else {
-                "RecordFound"
+                "AllocationFound"
             }
             .into(),
             message: if missing {
@@ -300,9 +298,9 @@ impl ClaimActor {
             } else {
                 "its GPUAllocation record is there again".into()
             },
-            rule: RuleId::Records,
+            rule: RuleId::Allocations,
         };
-        tracing::warn!(claim = %self.key, rule = "records", missing, "{}", event.message);
+        tracing::warn!(claim = %self.key, rule = "allocations", missing, "{}", event.message);
         events::publish(&self.env, event);
     }
 

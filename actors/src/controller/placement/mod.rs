@@ -17,7 +17,6 @@ use super::Env;
 use super::journal::DecisionResult;
 use super::scaffold::{self, IoError, Scaffold, Scaffolded};
 use crate::api::{Kind, ObjRef};
-use crate::ports::WriteError;
 use crate::rules::WaitReason;
 use actix::prelude::*;
 use own_writes::OwnWrites;
@@ -210,8 +209,8 @@ impl Placement {
             return DecisionResult::Error(error.to_string());
         }
         let wait = match &error {
-            IoError::Write(WriteError::Conflict(e)) => {
-                tracing::debug!(?work, error = %e, "placement met a newer object");
+            IoError::Newer { what } => {
+                tracing::debug!(?work, %what, "placement met a newer object");
                 CONFLICT_RETRY
             }
             _ => {
@@ -222,7 +221,7 @@ impl Placement {
         };
         ctx.run_later(wait, move |act, ctx| act.enqueue(work, ctx));
         match error {
-            IoError::Write(WriteError::Conflict(_)) => DecisionResult::Conflict,
+            IoError::Newer { .. } => DecisionResult::Conflict,
             e => DecisionResult::Error(e.to_string()),
         }
     }
@@ -267,24 +266,21 @@ impl Placement {
             let env = self.env.clone();
             let (ns, name) = crate::world::split_key(&k);
             let what = ObjRef::new(Kind::Allocation, Some(ns), name);
-            self.env.activity.begin_io();
-            ctx.spawn(async move { env.reader.get(what).await }.into_actor(self).map(
-                move |live, act, ctx| {
-                    act.env.activity.end_io();
-                    match live {
-                        // Still there: the watch will bring it.
-                        Ok(Some(_)) => {}
-                        Ok(None) => {
-                            act.own.allocations.forget(&k);
-                            act.enqueue(PlacementPoke::Capacity, ctx);
-                        }
-                        Err(error) => {
-                            tracing::warn!(allocation = %k, %error, "cannot tell whether an allocation we wrote still exists; asking again");
-                            ctx.run_later(CONFLICT_RETRY, |act, ctx| act.verify_allocations(ctx));
-                        }
+            let read = async move { env.reader.get(what).await };
+            scaffold::track_io(&self.env.clone(), self, ctx, read, move |act, live, ctx| {
+                match live {
+                    // Still there: the watch will bring it.
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        act.own.allocations.forget(&k);
+                        act.enqueue(PlacementPoke::Capacity, ctx);
                     }
-                },
-            ));
+                    Err(error) => {
+                        tracing::warn!(allocation = %k, %error, "cannot tell whether an allocation we wrote still exists; asking again");
+                        ctx.run_later(CONFLICT_RETRY, |act, ctx| act.verify_allocations(ctx));
+                    }
+                }
+            });
         }
     }
 }

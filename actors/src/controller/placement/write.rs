@@ -4,12 +4,12 @@
 
 use super::super::Env;
 use super::super::journal::Intent;
-use super::super::scaffold::IoError;
+use super::super::scaffold::{IoError, Outcome, OwnWrite, write_own};
 use crate::api::{
     GPUAllocation, GPUAllocationSpec, GPUClaim, GPUClaimStatus, HOSTNAME_LABEL, PodUse,
     SCHEDULING_GATE, rv_number,
 };
-use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions, WriteError};
+use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions};
 use crate::rules::{AllocationWrite, Plan, RuleId};
 use crate::world::key;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ impl Write {
     pub(super) fn rule(&self) -> RuleId {
         match self {
             Write::CreateClaim { .. } => RuleId::G2,
-            Write::DeleteAllocation { .. } => RuleId::Records,
+            Write::DeleteAllocation { .. } => RuleId::Allocations,
             Write::Place(_) => RuleId::G4,
             Write::Wait(_) => RuleId::G5,
             Write::DeleteVmi { .. } => RuleId::G7,
@@ -87,42 +87,80 @@ fn claim_key(c: &GPUClaim) -> String {
     )
 }
 
-pub(super) async fn execute(env: Arc<Env>, write: Write) -> Done {
+/// One of placement's writes through the scaffold's write path: the
+/// object as written (None: gone), or why not; a newer object is
+/// `IoError::Newer`, and the work is looked at again.
+async fn write(
+    env: &Env,
+    what: ObjRef,
+    known: u64,
+    w: OwnWrite<Obj>,
+    rule: RuleId,
+) -> Result<Option<Obj>, IoError> {
+    match write_own(env, what.clone(), known, w, rule).await? {
+        Outcome::Written { object, .. } => Ok(Some(Arc::unwrap_or_clone(object))),
+        Outcome::Gone { .. } => Ok(None),
+        Outcome::Conflict(_) => Err(IoError::Newer { what }),
+    }
+}
+
+/// A claim's status written: its key and version noted in `done`.
+async fn write_status(
+    env: &Env,
+    c: &GPUClaim,
+    status: GPUClaimStatus,
+    rule: RuleId,
+    done: &mut Done,
+) -> Result<(), IoError> {
+    let mut new = GPUClaim::clone(c);
+    new.status = Some(status);
+    let what = Obj::Claim(GPUClaim::clone(c)).obj_ref();
+    let known = rv_number(&c.metadata);
+    if let Some(o) = write(
+        env,
+        what,
+        known,
+        OwnWrite::ReplaceStatus(Obj::Claim(new)),
+        rule,
+    )
+    .await?
+    {
+        done.claims.push((claim_key(c), rv_number(o.meta())));
+    }
+    Ok(())
+}
+
+pub(super) async fn execute(env: Arc<Env>, w: Write) -> Done {
     let mut done = Done::default();
-    let w = &env.writer;
-    match write {
+    if let Err(e) = carry_out(&env, w, &mut done).await {
+        done.error = Some(e);
+    }
+    done
+}
+
+async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> {
+    match w {
         Write::CreateClaim { key, vmi_uid, obj } => {
             tracing::info!(claim = %key, rule = "G2", intent = "create-claim", "writing");
             let what = obj.obj_ref();
-            match w.create(*obj, RuleId::G2).await {
-                Ok(o) => done.created = Some((key, vmi_uid, rv_number(o.meta()))),
-                // AlreadyExists: someone made it, and the cache does not
-                // show it yet; it does once the watch reaches its version.
-                Err(WriteError::Conflict(_)) => match env.reader.get(what.clone()).await {
-                    Ok(Some(o)) => done.created = Some((key, vmi_uid, rv_number(o.meta()))),
-                    Ok(None) => {}
-                    Err(source) => done.error = Some(IoError::read(what, source)),
-                },
-                Err(e) => done.error = Some(e.into()),
+            // AlreadyExists: someone made it, and the cache does not show
+            // it yet; it does once the watch reaches its version.
+            let made = match write_own(env, what, 0, OwnWrite::Create(*obj), RuleId::G2).await? {
+                Outcome::Written { object, .. } | Outcome::Conflict(object) => Some(object),
+                Outcome::Gone { .. } => None,
+            };
+            if let Some(o) = made {
+                done.created = Some((key, vmi_uid, rv_number(o.meta())));
             }
         }
-        Write::DeleteAllocation { key, uid } => delete_allocation(&env, key, uid, &mut done).await,
+        Write::DeleteAllocation { key, uid } => delete_allocation(env, key, uid, done).await?,
         Write::Wait(changes) => {
             for (c, status) in changes {
-                let k = claim_key(&c);
-                tracing::info!(claim = %k, rule = "G5", intent = "waiting", "writing");
-                let mut new = GPUClaim::clone(&c);
-                new.status = Some(status);
-                match w.replace_status(Obj::Claim(new), RuleId::G5).await {
-                    Ok(o) => done.claims.push((k, rv_number(o.meta()))),
-                    Err(e) => {
-                        done.error = Some(e.into());
-                        return done;
-                    }
-                }
+                tracing::info!(claim = %claim_key(&c), rule = "G5", intent = "waiting", "writing");
+                write_status(env, &c, status, RuleId::G5, done).await?;
             }
         }
-        Write::Place(plan) => place(&env, *plan, &mut done).await,
+        Write::Place(plan) => place(env, *plan, done).await?,
         Write::DeleteVmi {
             key,
             uid,
@@ -136,80 +174,68 @@ pub(super) async fn execute(env: Arc<Env>, write: Write) -> Done {
                 uid: Some(uid.clone()),
                 resource_version: Some(resource_version.clone()),
             };
-            match w.delete(what, pre, RuleId::G7).await {
-                Ok(_) => {
-                    super::super::events::publish(&env, event);
-                    done.deleted_vmi = Some((key, uid, resource_version));
-                }
-                // Done too: gone, or not the VMI the cache showed (the next
-                // version is decided on afresh).
-                Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {
-                    done.deleted_vmi = Some((key, uid, resource_version));
-                }
-                Err(e) => done.error = Some(e.into()),
+            let known = resource_version.parse().unwrap_or(0);
+            match write(env, what, known, OwnWrite::Delete(pre), RuleId::G7).await {
+                Ok(_) => super::super::events::publish(env, event),
+                // Done too: not the VMI the cache showed (the next version
+                // is decided on afresh).
+                Err(IoError::Newer { .. }) => {}
+                Err(e) => return Err(e),
             }
+            done.deleted_vmi = Some((key, uid, resource_version));
         }
     }
-    done
+    Ok(())
 }
 
 /// Watches of different kinds are not ordered: the claim can be seen gone
 /// before its allocation, which L8 deleted first. Only an allocation the
 /// server still has is deleted.
-async fn delete_allocation(env: &Env, key: String, uid: String, done: &mut Done) {
+async fn delete_allocation(
+    env: &Env,
+    key: String,
+    uid: String,
+    done: &mut Done,
+) -> Result<(), IoError> {
     let (ns, name) = crate::world::split_key(&key);
     let what = ObjRef::new(Kind::Allocation, Some(ns), name);
-    let live = match env.reader.get(what.clone()).await {
-        Ok(live) => live,
-        Err(source) => {
-            done.error = Some(IoError::read(what, source));
-            return;
-        }
-    };
+    let live = env
+        .reader
+        .get(what.clone())
+        .await
+        .map_err(|source| IoError::read(what.clone(), source))?;
     if live
         .as_ref()
         .is_some_and(|l| l.meta().uid.as_ref() == Some(&uid))
     {
-        tracing::info!(record = %key, rule = "records", intent = "delete-record", "writing");
+        tracing::info!(allocation = %key, rule = "allocations", intent = "delete-allocation", "writing");
         let pre = Preconditions {
             uid: Some(uid.clone()),
             resource_version: None,
         };
-        match env.writer.delete(what, pre, RuleId::Records).await {
-            Ok(_) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {}
-            Err(e) => done.error = Some(e.into()),
+        let known = live.as_ref().map_or(0, |l| rv_number(l.meta()));
+        match write(env, what, known, OwnWrite::Delete(pre), RuleId::Allocations).await {
+            Ok(_) | Err(IoError::Newer { .. }) => {}
+            Err(e) => return Err(e),
         }
     }
     done.deleted_allocation = Some((key, uid));
+    Ok(())
 }
 
 /// G4: allocations, then claim statuses, then each pod pinned and ungated.
-async fn place(env: &Env, plan: Plan, done: &mut Done) {
+async fn place(env: &Env, plan: Plan, done: &mut Done) -> Result<(), IoError> {
     for r in plan.allocations {
-        if let Err(e) = write_allocation(env, &plan.node, r, done).await {
-            done.error = Some(e);
-            return;
-        }
+        write_allocation(env, &plan.node, r, done).await?;
     }
     for (c, status) in plan.statuses {
-        let k = claim_key(&c);
-        tracing::info!(claim = %k, rule = "G4", node = %plan.node, intent = "bind", "writing");
-        let mut new = GPUClaim::clone(&c);
-        new.status = Some(status);
-        match env.writer.replace_status(Obj::Claim(new), RuleId::G4).await {
-            Ok(o) => done.claims.push((k, rv_number(o.meta()))),
-            Err(e) => {
-                done.error = Some(e.into());
-                return;
-            }
-        }
+        tracing::info!(claim = %claim_key(&c), rule = "G4", node = %plan.node, intent = "bind", "writing");
+        write_status(env, &c, status, RuleId::G4, done).await?;
     }
     for pk in plan.pods {
-        if let Err(e) = pin_and_ungate(env, &plan.node, pk, done).await {
-            done.error = Some(e);
-            return;
-        }
+        pin_and_ungate(env, &plan.node, pk, done).await?;
     }
+    Ok(())
 }
 
 async fn write_allocation(
@@ -226,18 +252,23 @@ async fn write_allocation(
         rec.metadata.namespace.as_deref().unwrap_or_default(),
         rec.metadata.name.as_deref().unwrap_or_default(),
     );
-    tracing::info!(claim = %k, rule = "G4", node = %node, intent = "record", "writing");
+    tracing::info!(claim = %k, rule = "G4", node = %node, intent = "allocate", "writing");
     let spec = rec.spec.clone();
-    let written = if create {
-        env.writer.create(Obj::Allocation(rec), RuleId::G4).await
+    let what = Obj::Allocation(rec.clone()).obj_ref();
+    let w = if create {
+        OwnWrite::Create(Obj::Allocation(rec))
     } else {
         // The Lost claim's allocation moves: its cached version, on the new node.
         let Some(mut cur) = env.world.allocation(&k).map(|r| GPUAllocation::clone(&r)) else {
-            return Err(WriteError::Conflict("allocation not cached".into()).into());
+            return Err(IoError::Newer { what });
         };
         cur.spec = spec.clone();
-        env.writer.replace(Obj::Allocation(cur), RuleId::G4).await
-    }?;
+        OwnWrite::Replace(Obj::Allocation(cur))
+    };
+    let written = write(env, what.clone(), 0, w, RuleId::G4).await?;
+    let Some(written) = written else {
+        return Err(IoError::Newer { what });
+    };
     done.allocations.push((k, spec, rv_number(written.meta())));
     Ok(())
 }
@@ -265,7 +296,18 @@ async fn pin_and_ungate(env: &Env, node: &str, pk: String, done: &mut Done) -> R
     }
     tracing::info!(pod = %pk, rule = "G4", node = %node, intent = "pin-and-ungate", "writing");
     let created = pod.metadata.creation_timestamp.clone();
-    let o = env.writer.replace(Obj::Pod(pod), RuleId::G4).await?;
+    let known = rv_number(&pod.metadata);
+    let Some(o) = write(
+        env,
+        what,
+        known,
+        OwnWrite::Replace(Obj::Pod(pod)),
+        RuleId::G4,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
     if let Some(t) = created {
         let waited = env.clock.wall().duration_since(t.0);
         env.telemetry

@@ -13,7 +13,7 @@ const L40S: &str = "nvidia.com/AD102GL_L40S";
 
 /// VMI `vm` (uid u1) whose spec lists `gpus` H200 and whose annotations
 /// name nothing, its template claim of `count`, and its gated pod.
-fn spec_vm(gpus: u32, count: u32, pod: impl Fn(PodB) -> PodB) -> Vec<Obj> {
+fn spec_vm(gpus: u32, count: u32, pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
     vec![
         vmi("t", "vm")
             .uid("u1")
@@ -54,7 +54,7 @@ fn running_vm(node: &str, n: u32, asks: u32) -> Vec<Obj> {
     v
 }
 
-fn sized(name: &str, gpus: u64, memory: &str) -> NodeB {
+fn sized(name: &str, gpus: u64, memory: &str) -> NodeBuilder {
     gpu_node(name, gpus).sized("64", memory, 110)
 }
 

@@ -19,7 +19,7 @@ pub(super) fn world_of(objs: Vec<Obj>) -> World {
 
 /// VMI `vm` (uid u1) asking for a template claim of `n` h200, its claim,
 /// and one gated launcher pod shaped by `pod`.
-pub(super) fn vm_asking(n: u32, pod: impl Fn(PodB) -> PodB) -> Vec<Obj> {
+pub(super) fn vm_asking(n: u32, pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
     vec![
         vmi("t", "vm")
             .uid("u1")
@@ -43,7 +43,7 @@ pub(super) fn vm_naming(claims: &str) -> Vec<Obj> {
     ]
 }
 
-pub(super) fn gpu_node(name: &str, gpus: u64) -> NodeB {
+pub(super) fn gpu_node(name: &str, gpus: u64) -> NodeBuilder {
     node(name).gpus(H200, gpus)
 }
 
@@ -71,8 +71,8 @@ pub(super) fn h200() -> Vec<Obj> {
     vec![class("h200", H200).obj()]
 }
 
-pub(super) fn nodes(ns: Vec<NodeB>) -> Vec<Obj> {
-    ns.into_iter().map(NodeB::obj).collect()
+pub(super) fn nodes(ns: Vec<NodeBuilder>) -> Vec<Obj> {
+    ns.into_iter().map(NodeBuilder::obj).collect()
 }
 
 pub(super) fn same<T>(x: T) -> T {

@@ -1,17 +1,24 @@
 //! What every actor that writes does alike, owned once: one write at a
 //! time (busy, and a decision owed when a change comes meanwhile), a view
-//! of its object no older than its own last write, the live re-read after
-//! a 409, backoff with one retry pending at a time, the decision log and
-//! the change-to-write latency. The claim, class and placement actors keep
-//! only their decisions.
+//! of its object no older than its own last write (`fresh`), the write of
+//! an object and what came of it, the live re-read after a 409 and "gone"
+//! among it (`write`), backoff with one retry pending at a time (a 429's
+//! Retry-After honoured), the decision log and the change-to-write
+//! latency. The claim, class and placement actors keep only their
+//! decisions.
+
+mod fresh;
+mod write;
+
+pub use fresh::{Freshness, KeyedFreshness, Meta};
+pub use write::{Own, OwnWrite, track_io, write_own};
 
 use super::Env;
 use super::journal::{Decision, DecisionLog, DecisionResult, Intent};
-use crate::api::{Kind, ObjRef, rv_number};
+use crate::api::{Kind, ObjRef};
 use crate::ports::{ReadError, WriteError};
 use crate::rules::RuleId;
 use actix::prelude::*;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -30,6 +37,10 @@ pub enum IoError {
     },
     #[error("the API server answered a {} write with a {}", asked.name(), got.name())]
     Unexpected { asked: Kind, got: Kind },
+    /// A write met a newer object (a 409 read again live): the work is
+    /// decided on again, never overwritten.
+    #[error("{what} changed since it was read")]
+    Newer { what: ObjRef },
 }
 
 impl IoError {
@@ -54,6 +65,7 @@ impl IoError {
             IoError::Write(e) => e.metric_label(),
             IoError::Read { .. } => "read",
             IoError::Unexpected { .. } => "unexpected",
+            IoError::Newer { .. } => "conflict",
         }
     }
 }
@@ -61,102 +73,18 @@ impl IoError {
 /// What a write of an actor's own object came to.
 #[derive(Debug)]
 pub enum Outcome<T> {
-    /// It landed: the object as the write left it (None: gone). The cache
-    /// is as fresh as the write once it shows `fresh_from`.
-    Written {
-        object: Option<Arc<T>>,
-        fresh_from: u64,
-    },
-    /// 409: a newer object, read live (None: gone).
-    Conflict(Option<Arc<T>>),
+    /// It landed: the object as the write left it. The cache is as fresh
+    /// as the write once it shows `fresh_from`.
+    Written { object: Arc<T>, fresh_from: u64 },
+    /// The object is gone (the write removed it, or found it gone) as of
+    /// version `after`: a cache that shows a later version is fresher.
+    Gone { after: u64 },
+    /// 409: a newer object, read live.
+    Conflict(Arc<T>),
 }
 
-/// An object that carries metadata (claims, classes).
-pub trait Meta {
-    fn meta(&self) -> &ObjectMeta;
-}
-
-impl Meta for crate::api::GPUClaim {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-}
-
-impl Meta for crate::api::GPUClass {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-}
-
-/// An actor's view of its own object: the cache, unless the cache still
-/// shows a version older than the actor's last write (a watch lags behind
-/// the writes it makes), in which case what that write returned.
-#[derive(Debug)]
-pub struct Freshness<T> {
-    last: Option<(Option<Arc<T>>, u64)>,
-}
-
-impl<T> Default for Freshness<T> {
-    fn default() -> Self {
-        Self { last: None }
-    }
-}
-
-impl<T: Meta> Freshness<T> {
-    pub fn current(&mut self, cached: Option<Arc<T>>) -> Option<Arc<T>> {
-        let Some((own, fresh_from)) = &self.last else {
-            return cached;
-        };
-        match &cached {
-            Some(c) if rv_number(c.meta()) < *fresh_from => own.clone(),
-            _ => {
-                self.last = None;
-                cached
-            }
-        }
-    }
-
-    /// The outcome of a write: what it left, or what a live read after a
-    /// 409 showed, is the view until the cache catches up.
-    pub fn settle(&mut self, outcome: &Outcome<T>) {
-        self.last = Some(match outcome {
-            Outcome::Written { object, fresh_from } => (object.clone(), *fresh_from),
-            Outcome::Conflict(live) => {
-                let fresh_from = live.as_ref().map_or(u64::MAX, |c| rv_number(c.meta()));
-                (live.clone(), fresh_from)
-            }
-        });
-    }
-}
-
-/// Freshness for many objects by key: placement writes the claims and
-/// pods of many sets, and decides on a set only once the cache shows its
-/// own last write of each.
-#[derive(Debug, Default)]
-pub struct KeyedFreshness(std::collections::HashMap<String, u64>);
-
-impl KeyedFreshness {
-    pub fn wrote(&mut self, key: String, resource_version: u64) {
-        self.0.insert(key, resource_version);
-    }
-
-    /// True while the cache shows `key` older than our own write of it.
-    pub fn behind(&mut self, key: &str, cached_rv: Option<u64>) -> bool {
-        match (self.0.get(key), cached_rv) {
-            (Some(ours), Some(rv)) if rv < *ours => true,
-            (Some(_), _) => {
-                self.0.remove(key);
-                false
-            }
-            _ => false,
-        }
-    }
-
-    /// Forgets writes at or below `observed`: the watch has passed them.
-    pub fn prune(&mut self, observed: u64) {
-        self.0.retain(|_, rv| *rv > observed);
-    }
-}
+/// The longest Retry-After honoured: a server asking for more gets this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Exponential backoff for failed I/O: 200ms, doubling to 5 minutes.
 #[derive(Default, Clone, Copy, Debug)]
@@ -303,7 +231,13 @@ pub fn retry_later<A: Scaffolded>(
     if e.is_fenced() {
         return None;
     }
-    let wait = act.scaffold().backoff.next_wait();
+    let mut wait = act.scaffold().backoff.next_wait();
+    // The API server's Retry-After (a 429), when it asks for longer.
+    if let IoError::Write(w) = e
+        && let Some(after) = w.retry_after()
+    {
+        wait = wait.max(after.min(MAX_RETRY_AFTER));
+    }
     retry_in(act, ctx, wait);
     Some(wait)
 }
