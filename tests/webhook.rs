@@ -53,7 +53,7 @@ const H200: &str = "nvidia.com/GH100_H200";
 fn classes() -> World {
     let w = World::new(Config::default());
     w.load(class("h200", H200).obj());
-    w.mark_listed(Kind::Class);
+    w.relisted(Kind::Class, None);
     w
 }
 

@@ -192,16 +192,16 @@ pub fn whole_world_pass(world: &World) -> Duration {
     let now = tokio::time::Instant::now();
     let wall = k8s_openapi::jiff::Timestamp::now();
     let mut steps = 0usize;
-    for c in world.claims.iter() {
+    world.for_each_claim(|c| {
         let mut mem = ClaimMemory::default();
-        let step = decide_claim(&c, world, &cfg, now, wall, &mut mem);
+        let step = decide_claim(c, world, &cfg, now, wall, &mut mem);
         steps += usize::from(std::hint::black_box(step) != gpu_claims_actors::rules::Step::Idle);
-    }
-    for k in world.classes.iter() {
-        let capacity = capacity_of(&k, world);
-        let step = decide_class(&k, world, capacity, 0);
+    });
+    world.for_each_class(|k| {
+        let capacity = capacity_of(k, world);
+        let step = decide_class(k, world, capacity, 0);
         std::hint::black_box(step);
-    }
+    });
     std::hint::black_box(steps);
     start.elapsed()
 }

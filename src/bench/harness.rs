@@ -125,7 +125,7 @@ impl Harness {
 
     /// Waits until the caches hold `claims` claims.
     pub async fn synced(&self, claims: usize) {
-        while self.env.world.claims.len() < claims {
+        while self.env.world.claim_count() < claims {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         self.settle(Duration::from_millis(50)).await;

@@ -120,10 +120,10 @@ impl std::fmt::Debug for ClaimsByPhase {
 impl Collector for ClaimsByPhase {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
-        for c in self.0.claims.iter() {
+        self.0.for_each_claim(|c| {
             let k = (c.spec.class_name.clone(), c.phase().as_str());
             *counts.entry(k).or_default() += 1;
-        }
+        });
         let family = Family::<ClassPhase, Gauge>::default();
         for ((class, phase), n) in counts {
             family

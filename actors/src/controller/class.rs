@@ -191,7 +191,7 @@ impl Scaffolded for ClassActor {
             // Our write says the class is gone; we end once the cache
             // agrees, so that no new actor decides on the stale cached copy
             // (and writes its release again).
-            if self.env.world.classes.contains_key(&self.name) {
+            if self.env.world.has_class(&self.name) {
                 return;
             }
             self.to.stopped.do_send(ActorStopped::Class {

@@ -168,7 +168,7 @@ impl Checker {
         let w = world_of(c);
         for (ns, name) in pinned {
             let pk = key(&ns, &name);
-            let Some(p) = w.pods.get(&pk).map(|p| p.clone()) else {
+            let Some(p) = w.launcher(&pk) else {
                 continue;
             };
             let Some(node) = p.pinned.as_deref().and_then(|n| w.node(n)) else {
@@ -205,9 +205,9 @@ impl Checker {
         let now = Instant::now();
         let w = world_of(c);
         let mut seen = HashMap::new();
-        for e in w.vmis.iter() {
-            let Some(stuck) = crate::rules::unplaceable_pod(e.value(), &w) else {
-                continue;
+        w.for_each_vmi(|_, vmi| {
+            let Some(stuck) = crate::rules::unplaceable_pod(vmi, &w) else {
+                return;
             };
             let since = self
                 .unschedulable_since
@@ -222,7 +222,7 @@ impl Checker {
                 ));
             }
             seen.insert(stuck.pod_uid, since);
-        }
+        });
         self.unschedulable_since = seen;
     }
 
@@ -326,10 +326,8 @@ pub fn progress(c: &MemCluster) -> Vec<String> {
     let fresh = world_of(c);
     let none = crate::rules::WrittenAllocations::default();
     let mut v = Vec::new();
-    for e in fresh.vmis.iter() {
-        if let crate::rules::GateStep::Place(plan) =
-            crate::rules::decide_gate(e.value(), &fresh, &none)
-        {
+    fresh.for_each_vmi(|vmi_key, vmi| {
+        if let crate::rules::GateStep::Place(plan) = crate::rules::decide_gate(vmi, &fresh, &none) {
             // What its claims say now, to tell why the controller waits.
             let says: Vec<String> = plan
                 .statuses
@@ -350,12 +348,12 @@ pub fn progress(c: &MemCluster) -> Vec<String> {
                 .collect();
             v.push(format!(
                 "I6: VMI {} waits at the gate, though a fresh controller would place it on {} ({})",
-                e.key(),
+                vmi_key,
                 plan.node,
                 says.join("; ")
             ));
         }
-    }
+    });
     v.sort();
     v
 }

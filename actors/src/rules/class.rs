@@ -31,11 +31,13 @@ pub fn class_status(c: &GPUClass, w: &World, capacity: u64) -> GPUClassStatus {
 
 /// GPUs of the class's resource on Ready nodes that match its selector.
 pub fn capacity_of(c: &GPUClass, w: &World) -> u64 {
-    w.nodes
-        .iter()
-        .filter(|n| n.ready && n.matches(c.spec.node_selector.as_ref()))
-        .map(|n| n.allocatable(&c.spec.resource_name))
-        .sum()
+    let mut sum = 0;
+    w.for_each_node(|n| {
+        if n.ready && n.matches(c.spec.node_selector.as_ref()) {
+            sum += n.allocatable(&c.spec.resource_name);
+        }
+    });
+    sum
 }
 
 /// L1, then L11 (a deleting class loses its finalizer once no claim of it

@@ -2,37 +2,20 @@
 //! actors, no cluster.
 
 use super::*;
+use crate::api::GpuRequest;
 use crate::api::pod::pinned_node;
-use crate::api::{GpuRequest, LauncherPod};
 use crate::fixtures::*;
 use crate::ports::Obj;
-use crate::world::{World, key};
-use std::sync::Arc;
+use crate::world::World;
 use std::time::Duration;
 
+/// A world of the claims, VMIs and launcher pods among `objs` (the tables
+/// here judge claims; their classes and nodes do not matter).
 fn world_of(objs: Vec<Obj>) -> World {
     let w = World::new(Config::default());
     for o in objs {
-        match o {
-            Obj::Claim(c) => {
-                let k = key(
-                    c.metadata.namespace.as_deref().unwrap(),
-                    c.metadata.name.as_deref().unwrap(),
-                );
-                w.put_claim(&k, Some(Arc::new(c)));
-            }
-            Obj::Vmi(v) => {
-                let k = key(
-                    v.metadata.namespace.as_deref().unwrap(),
-                    v.metadata.name.as_deref().unwrap(),
-                );
-                w.put_vmi(&k, Some(Arc::new(v)));
-            }
-            Obj::Pod(p) => {
-                let lp = LauncherPod::from_pod(&p).unwrap();
-                w.put_pod(&key(&lp.namespace, &lp.name), Some(Arc::new(lp)));
-            }
-            _ => {}
+        if matches!(o, Obj::Claim(_) | Obj::Vmi(_) | Obj::Pod(_)) {
+            w.load(o);
         }
     }
     w

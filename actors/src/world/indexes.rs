@@ -145,7 +145,7 @@ impl World {
     }
 
     /// Stores a claim (None removes it) and keeps the indexes in step.
-    pub fn put_claim(&self, k: &str, new: Option<Arc<GPUClaim>>) -> ClaimChange {
+    pub(super) fn put_claim(&self, k: &str, new: Option<Arc<GPUClaim>>) -> ClaimChange {
         let old = match &new {
             Some(c) => self.claims.insert(k.to_string(), c.clone()),
             None => self.claims.remove(k).map(|(_, c)| c),
@@ -172,7 +172,11 @@ impl World {
         ClaimChange { old, usage_changed }
     }
 
-    pub fn put_class(&self, name: &str, new: Option<Arc<GPUClass>>) -> Option<Arc<GPUClass>> {
+    pub(super) fn put_class(
+        &self,
+        name: &str,
+        new: Option<Arc<GPUClass>>,
+    ) -> Option<Arc<GPUClass>> {
         let old = match &new {
             Some(c) => self.classes.insert(name.to_string(), c.clone()),
             None => self.classes.remove(name).map(|(_, c)| c),
@@ -235,7 +239,7 @@ impl World {
     }
 
     /// Stores a record; returns the old one. Keeps recorded sums per node and resource.
-    pub fn put_allocation(
+    pub(super) fn put_allocation(
         &self,
         k: &str,
         new: Option<Arc<GPUAllocation>>,
@@ -253,7 +257,7 @@ impl World {
         old
     }
 
-    pub fn put_vmi(&self, k: &str, new: Option<Arc<Vmi>>) -> Option<Arc<Vmi>> {
+    pub(super) fn put_vmi(&self, k: &str, new: Option<Arc<Vmi>>) -> Option<Arc<Vmi>> {
         let devices = |v: &Vmi| v.device_request().into_keys().collect::<Vec<_>>();
         let added = new.as_deref().map(devices).unwrap_or_default();
         let old = match new {
@@ -296,7 +300,11 @@ impl World {
             .unwrap_or_default()
     }
 
-    pub fn put_pod(&self, k: &str, new: Option<Arc<LauncherPod>>) -> Option<Arc<LauncherPod>> {
+    pub(super) fn put_pod(
+        &self,
+        k: &str,
+        new: Option<Arc<LauncherPod>>,
+    ) -> Option<Arc<LauncherPod>> {
         let old = match &new {
             Some(p) => self.pods.insert(k.to_string(), p.clone()),
             None => self.pods.remove(k).map(|(_, p)| p),
@@ -311,7 +319,7 @@ impl World {
     }
 
     /// Puts a node; returns the old one and the classes whose capacity moved.
-    pub fn put_node(
+    pub(super) fn put_node(
         &self,
         name: &str,
         new: Option<Arc<NodeFacts>>,

@@ -1,14 +1,20 @@
 //! The world as the watches show it: the cached objects and the indexes
 //! that let a change reach only the actors it concerns.
 //!
-//! Only the supervisor writes it (one writer, so index updates are never
-//! interleaved); actors read it. DashMaps keep reads lock-free across
-//! arbiters.
+//! It changes only through `apply` (and `forget`, for what a relist no
+//! longer shows), which the supervisor calls as watches bring changes: one
+//! writer, one function that stores, indexes, marks the watch's progress
+//! and says what changed. Actors read it; DashMaps keep reads lock-free
+//! across arbiters. Nothing outside this module reaches the maps.
 
+mod apply;
 mod indexes;
 mod pods;
 mod view;
 
+pub use apply::{
+    AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, VmiChange,
+};
 pub use indexes::{ClassUsage, released as indexes_released};
 pub use pods::{NodeUse, vmi_key_of};
 
@@ -35,12 +41,12 @@ pub fn split_key(k: &str) -> (&str, &str) {
 
 #[derive(Default)]
 pub struct World {
-    pub claims: DashMap<String, Arc<GPUClaim>>,
-    pub classes: DashMap<String, Arc<GPUClass>>,
-    pub allocations: DashMap<String, Arc<GPUAllocation>>,
-    pub vmis: DashMap<String, Arc<Vmi>>,
-    pub pods: DashMap<String, Arc<LauncherPod>>,
-    pub nodes: DashMap<String, Arc<NodeFacts>>,
+    claims: DashMap<String, Arc<GPUClaim>>,
+    classes: DashMap<String, Arc<GPUClass>>,
+    allocations: DashMap<String, Arc<GPUAllocation>>,
+    vmis: DashMap<String, Arc<Vmi>>,
+    pods: DashMap<String, Arc<LauncherPod>>,
+    nodes: DashMap<String, Arc<NodeFacts>>,
     /// What each pod bound to a node uses there, by pod key.
     bound: DashMap<String, PodUse>,
     pub(crate) idx: indexes::Indexes,
@@ -83,57 +89,100 @@ impl World {
         self.listed[kind as usize].load(Ordering::Acquire)
     }
 
-    /// The watch of `kind` listed; called after the cache has the list.
-    pub fn mark_listed(&self, kind: Kind) {
+    /// The watch of `kind` listed (as of `list_rv`, when the lister knows
+    /// it: every change up to it is in the cache); called after the cache
+    /// has the list.
+    pub fn relisted(&self, kind: Kind, list_rv: Option<u64>) {
+        if let Some(rv) = list_rv {
+            self.observe_rv(kind, rv);
+        }
         self.listed[kind as usize].store(true, Ordering::Release);
     }
 
-    /// The watch of `kind` brought a change at `rv`; called after the cache has it.
-    pub fn observe_rv(&self, kind: Kind, rv: u64) {
+    /// The watch of `kind` brought a change at `rv` (or listed up to it);
+    /// called after the cache has it.
+    fn observe_rv(&self, kind: Kind, rv: u64) {
         self.observed[kind as usize].fetch_max(rv, Ordering::AcqRel);
     }
 
-    /// Stores an object as a watch brings it, indexes and all; for a world
+    /// Stores an object as a list brings it, indexes and all: a world
     /// built from a list (a fresh controller's view, in the I6 check).
     pub fn load(&self, obj: Obj) {
-        let ns_key = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-            key(
-                m.namespace.as_deref().unwrap_or_default(),
-                m.name.as_deref().unwrap_or_default(),
-            )
-        };
-        let rv = crate::api::rv_number(obj.meta());
-        let kind = obj.kind();
-        match obj {
-            Obj::Claim(c) => {
-                self.put_claim(&ns_key(&c.metadata), Some(Arc::new(c)));
-            }
-            Obj::Class(c) => {
-                let name = c.metadata.name.clone().unwrap_or_default();
-                self.put_class(&name, Some(Arc::new(c)));
-            }
-            Obj::Allocation(r) => {
-                self.put_allocation(&ns_key(&r.metadata), Some(Arc::new(r)));
-            }
-            Obj::Vmi(v) => {
-                self.put_vmi(&ns_key(&v.metadata), Some(Arc::new(v)));
-            }
-            Obj::Pod(p) => {
-                let k = ns_key(&p.metadata);
-                let launcher = LauncherPod::from_pod(&p);
-                let vmi = launcher.as_ref().map(vmi_key_of);
-                self.put_pod_use(&k, PodUse::from_pod(&p), vmi.as_deref());
-                if let Some(lp) = launcher {
-                    self.put_pod(&k, Some(Arc::new(lp)));
-                }
-            }
-            Obj::Node(n) => {
-                if let Some(f) = NodeFacts::from_node(&n) {
-                    self.put_node(&f.name.clone(), Some(Arc::new(f)));
-                }
-            }
+        let _ = self.apply(obj, false);
+    }
+
+    /// How many claims and classes the cache holds.
+    pub fn claim_count(&self) -> usize {
+        self.claims.len()
+    }
+
+    pub fn class_count(&self) -> usize {
+        self.classes.len()
+    }
+
+    pub fn has_claim(&self, k: &str) -> bool {
+        self.claims.contains_key(k)
+    }
+
+    pub fn has_class(&self, name: &str) -> bool {
+        self.classes.contains_key(name)
+    }
+
+    /// The keys the cache holds of `kind`, sorted: the same order on every
+    /// run (`plan` is deterministic). For pods: launchers and every pod
+    /// whose use of a node is kept.
+    pub fn keys(&self, kind: Kind) -> Vec<String> {
+        fn of<T>(m: &DashMap<String, T>) -> Vec<String> {
+            m.iter().map(|e| e.key().clone()).collect()
         }
-        self.observe_rv(kind, rv);
+        let mut keys = match kind {
+            Kind::Claim => of(&self.claims),
+            Kind::Class => of(&self.classes),
+            Kind::Allocation => of(&self.allocations),
+            Kind::Vmi => of(&self.vmis),
+            Kind::Node => of(&self.nodes),
+            Kind::Pod => {
+                let mut k = of(&self.pods);
+                k.extend(self.bound_pod_keys());
+                k
+            }
+        };
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Each node, in no fixed order.
+    pub fn for_each_node(&self, mut f: impl FnMut(&NodeFacts)) {
+        for n in self.nodes.iter() {
+            f(n.value());
+        }
+    }
+
+    /// Each VMI, in no fixed order.
+    pub fn for_each_vmi(&self, mut f: impl FnMut(&str, &Vmi)) {
+        for v in self.vmis.iter() {
+            f(v.key(), v.value());
+        }
+    }
+
+    /// Each claim, in no fixed order.
+    pub fn for_each_claim(&self, mut f: impl FnMut(&GPUClaim)) {
+        for c in self.claims.iter() {
+            f(c.value());
+        }
+    }
+
+    /// Each class, in no fixed order.
+    pub fn for_each_class(&self, mut f: impl FnMut(&GPUClass)) {
+        for c in self.classes.iter() {
+            f(c.value());
+        }
+    }
+
+    /// A launcher pod, by key.
+    pub fn launcher(&self, k: &str) -> Option<Arc<LauncherPod>> {
+        self.pods.get(k).map(|p| p.clone())
     }
 
     pub fn claim(&self, k: &str) -> Option<Arc<GPUClaim>> {

@@ -26,7 +26,12 @@ impl World {
     /// Stores what a pod bound to a node uses (None: it is not, or no
     /// longer, bound or running); `vmi` names the VMI (`ns/name`) of a
     /// launcher pod. Returns the old use.
-    pub fn put_pod_use(&self, k: &str, new: Option<PodUse>, vmi: Option<&str>) -> Option<PodUse> {
+    pub(super) fn put_pod_use(
+        &self,
+        k: &str,
+        new: Option<PodUse>,
+        vmi: Option<&str>,
+    ) -> Option<PodUse> {
         let old = self.bound.remove(k).map(|(_, u)| u);
         if let Some(o) = &old {
             self.shift_node_use(k, o, None, -1);
@@ -126,7 +131,7 @@ impl World {
     }
 
     /// The pods whose use is kept, by key (for a relist).
-    pub fn bound_pod_keys(&self) -> Vec<String> {
+    pub(super) fn bound_pod_keys(&self) -> Vec<String> {
         self.bound.iter().map(|e| e.key().clone()).collect()
     }
 

@@ -266,7 +266,7 @@ impl ClaimActor {
     /// is said once; placement (G5) marks it Waiting with ClassMissing.
     fn report_missing_class(&mut self, claim: &GPUClaim) {
         let class = &claim.spec.class_name;
-        if self.env.world.classes.contains_key(class) {
+        if self.env.world.has_class(class) {
             self.reported_class = None;
         } else if self.reported_class.as_ref() != Some(class) {
             tracing::warn!(claim = %self.key, class = %class, "the claim's GPUClass does not exist");
@@ -343,7 +343,7 @@ impl Scaffolded for ClaimActor {
         let Some(claim) = self.fresh.current(cached) else {
             // Our write says the claim is gone; we end once the cache agrees,
             // so that no new actor decides on the stale cached copy.
-            if self.env.world.claims.contains_key(&self.key) {
+            if self.env.world.has_claim(&self.key) {
                 return self.set_grace_timer(None, ctx);
             }
             return self.stop(ctx);

@@ -5,8 +5,6 @@
 
 mod changes;
 
-use changes::sorted_keys;
-
 use super::Env;
 use super::claim::{ClaimActor, ClaimTrace, GetTrace};
 use super::class::{ClassActor, Released};
@@ -122,8 +120,8 @@ impl Supervisor {
         if now && !self.ready {
             self.ready = true;
             tracing::info!(
-                claims = self.env.world.claims.len(),
-                classes = self.env.world.classes.len(),
+                claims = self.env.world.claim_count(),
+                classes = self.env.world.class_count(),
                 "caches synced and leading; deciding"
             );
             self.change_at = self.env.clock.now();
@@ -156,7 +154,7 @@ impl Supervisor {
                 since: self.change_at,
             });
         }
-        if self.env.world.claims.contains_key(k) {
+        if self.env.world.has_claim(k) {
             let (g, a) = self.spawn(ctx, |g, env, to| ClaimActor::new(k.to_string(), g, env, to));
             a.do_send(Reconcile {
                 since: self.change_at,
@@ -182,7 +180,7 @@ impl Supervisor {
         if let Some((_, a)) = self.classes.get(name) {
             return Some(a.clone());
         }
-        if !self.env.world.classes.contains_key(name) {
+        if !self.env.world.has_class(name) {
             return None;
         }
         let (g, a) = self.spawn(ctx, |g, env, to| {
@@ -216,16 +214,16 @@ impl Supervisor {
     /// order on every run, so `plan` is deterministic.
     fn poke_all(&mut self, ctx: &mut Context<Self>) {
         let w = self.env.world.clone();
-        for v in sorted_keys(&w.vmis) {
+        for v in w.keys(Kind::Vmi) {
             self.place(PlacementPoke::Vmi(v));
         }
-        for r in sorted_keys(&w.allocations) {
+        for r in w.keys(Kind::Allocation) {
             self.place(PlacementPoke::Allocation(r));
         }
-        for k in sorted_keys(&w.claims) {
+        for k in w.keys(Kind::Claim) {
             self.poke_claim(&k, ctx);
         }
-        for c in sorted_keys(&w.classes) {
+        for c in w.keys(Kind::Class) {
             self.poke_class(&c, ctx);
         }
     }
@@ -263,12 +261,7 @@ impl Handler<WorldEvent> for Supervisor {
                 kind,
                 objects,
                 list_rv,
-            } => {
-                self.relisted(kind, objects, ctx);
-                if let Some(rv) = list_rv {
-                    self.env.world.observe_rv(kind, rv);
-                }
-            }
+            } => self.relisted(kind, objects, list_rv, ctx),
             WorldEvent::Unreadable { kind, name, error } => {
                 tracing::warn!(kind = kind.name(), object = %name, %error, "ignoring an object that cannot be read; its cached version stays");
             }
@@ -358,7 +351,7 @@ impl Handler<StatsQuery> for Supervisor {
     type Result = MessageResult<StatsQuery>;
     fn handle(&mut self, _: StatsQuery, _: &mut Context<Self>) -> Self::Result {
         MessageResult(Stats {
-            claims: self.env.world.claims.len(),
+            claims: self.env.world.claim_count(),
             claim_actors: self.claims.len(),
             class_actors: self.classes.len(),
             synced: self.expected.iter().all(|k| self.synced.contains(k)),

@@ -209,19 +209,17 @@ impl Ask<'_> {
     fn best_fit(&self) -> Result<String, (WaitReason, String)> {
         let mut best: Option<(u64, String)> = None;
         let mut unfit: BTreeMap<Unfit, usize> = BTreeMap::new();
-        for n in self.w.nodes.iter() {
-            match self.fit(&n, true) {
-                Ok(left) => {
-                    if best
-                        .as_ref()
-                        .is_none_or(|(l, name)| left < *l || (left == *l && n.name < *name))
-                    {
-                        best = Some((left, n.name.clone()));
-                    }
+        self.w.for_each_node(|n| match self.fit(n, true) {
+            Ok(left) => {
+                if best
+                    .as_ref()
+                    .is_none_or(|(l, name)| left < *l || (left == *l && n.name < *name))
+                {
+                    best = Some((left, n.name.clone()));
                 }
-                Err(u) => *unfit.entry(u).or_default() += 1,
             }
-        }
+            Err(u) => *unfit.entry(u).or_default() += 1,
+        });
         best.map(|(_, n)| n)
             .ok_or_else(|| (WaitReason::NoCapacity, no_node_message(&unfit)))
     }

@@ -1,0 +1,307 @@
+//! The one way the world changes. `apply` stores an object as a watch
+//! brought it (or its deletion), keeps every index in step, marks how far
+//! the watch of its kind has come, and says what changed, in that order
+//! and in one call: no actor can be told of a change before the cache
+//! and the mark show it (I6 depends on it: placement lets go of its own
+//! writes by the mark, and must find them in the cache by then).
+
+use super::{World, key};
+use crate::api::{
+    GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Obj, PodUse, Vmi, is_deleting,
+    rv_number,
+};
+use crate::ports::Kind;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// What one change did to the world: what the supervisor fans out.
+pub enum Change {
+    /// An object without a name, or a heartbeat: nothing any rule reads.
+    Nothing,
+    Claim(ClaimChange),
+    Class(ClassChange),
+    Allocation(AllocationChange),
+    Vmi(VmiChange),
+    Pod(PodChange),
+    Node(NodeChange),
+}
+
+pub struct ClaimChange {
+    pub key: String,
+    /// False when the watch brought the version the cache had.
+    pub new_version: bool,
+    pub old: Option<Arc<GPUClaim>>,
+    pub now: Option<Arc<GPUClaim>>,
+    /// Classes whose usage moved.
+    pub usage_changed: Vec<String>,
+}
+
+pub struct ClassChange {
+    pub name: String,
+    /// Made, removed, or given another budget, resource or nodes.
+    pub spec_changed: bool,
+    /// The resources whose serving classes changed (made, deleted, being
+    /// deleted, another resource): VMIs asking in their spec look again.
+    pub serving_changed: BTreeSet<String>,
+    /// Gone, or serving another resource: its claims' lost sets differ.
+    pub resource_changed: bool,
+}
+
+pub struct AllocationChange {
+    pub key: String,
+    /// GPUs freed: deleted, or moved off a node.
+    pub freed: bool,
+    /// A new allocation of this class, which has a budget.
+    pub budget_used: Option<String>,
+    /// Nodes whose lost set changed for a resource of the allocation.
+    pub lost_changed: Vec<String>,
+}
+
+pub struct VmiChange {
+    pub key: String,
+    /// Its uid, being final or being deleted changed.
+    pub life_changed: bool,
+    /// What it asks for (annotations or spec) changed.
+    pub request_changed: bool,
+}
+
+pub struct PodChange {
+    /// The launcher's facts the rules read changed: these VMIs look again.
+    pub vmis: BTreeSet<String>,
+    /// What the pod uses on a node changed.
+    pub use_changed: bool,
+}
+
+pub struct NodeChange {
+    pub name: String,
+    pub old: Option<Arc<NodeFacts>>,
+    pub now: Option<Arc<NodeFacts>>,
+    /// Classes whose capacity the node moved.
+    pub moved: Vec<String>,
+}
+
+fn namespaced(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+    Some(key(m.namespace.as_deref()?, m.name.as_deref()?))
+}
+
+/// The facts of a launcher the rules decide on.
+fn launcher_facts(p: &LauncherPod) -> impl PartialEq + '_ {
+    (
+        (&p.vmi, p.gated, &p.pinned, &p.node_name, &p.scheduling),
+        (&p.requests, &p.unschedulable, p.terminal),
+    )
+}
+
+impl World {
+    /// Applies a change a watch brought; `deleted` for its deletion.
+    pub fn apply(&self, obj: Obj, deleted: bool) -> Change {
+        let (kind, rv) = (obj.kind(), rv_number(obj.meta()));
+        let change = match obj {
+            Obj::Claim(c) => self.claim_changed(c, deleted),
+            Obj::Class(c) => self.class_changed(c, deleted),
+            Obj::Allocation(r) => self.allocation_changed(r, deleted),
+            Obj::Vmi(v) => self.vmi_changed(v, deleted),
+            Obj::Pod(p) => self.pod_changed(&p, deleted),
+            Obj::Node(n) => self.node_changed(NodeFacts::from_node(&n), deleted),
+        };
+        self.observe_rv(kind, rv);
+        change
+    }
+
+    /// Forgets an object a relist no longer shows (deleted while the
+    /// watch was down).
+    pub fn forget(&self, kind: Kind, k: &str) -> Change {
+        let (ns, name) = super::split_key(k);
+        let mut meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        };
+        if kind.namespaced() {
+            meta.namespace = Some(ns.to_string());
+        }
+        match kind {
+            Kind::Claim => self.claim_changed(
+                GPUClaim {
+                    metadata: meta,
+                    ..Default::default()
+                },
+                true,
+            ),
+            Kind::Class => self.class_changed(
+                GPUClass {
+                    metadata: meta,
+                    ..Default::default()
+                },
+                true,
+            ),
+            Kind::Allocation => match self.allocation(k) {
+                Some(r) => self.allocation_changed(GPUAllocation::clone(&r), true),
+                None => Change::Nothing,
+            },
+            Kind::Vmi => self.vmi_changed(
+                Vmi {
+                    metadata: meta,
+                    ..Default::default()
+                },
+                true,
+            ),
+            Kind::Pod => self.pod_changed(
+                &k8s_openapi::api::core::v1::Pod {
+                    metadata: meta,
+                    ..Default::default()
+                },
+                true,
+            ),
+            Kind::Node => match self.node(k) {
+                Some(n) => self.node_changed(Some(NodeFacts::clone(&n)), true),
+                None => Change::Nothing,
+            },
+        }
+    }
+
+    fn claim_changed(&self, c: GPUClaim, deleted: bool) -> Change {
+        let Some(k) = namespaced(&c.metadata) else {
+            return Change::Nothing;
+        };
+        let rv = c.metadata.resource_version.clone();
+        let put = self.put_claim(&k, (!deleted).then(|| Arc::new(c)));
+        let new_version = deleted
+            || put
+                .old
+                .as_ref()
+                .is_none_or(|o| o.metadata.resource_version != rv);
+        Change::Claim(ClaimChange {
+            now: self.claim(&k),
+            key: k,
+            new_version,
+            old: put.old,
+            usage_changed: put.usage_changed,
+        })
+    }
+
+    fn class_changed(&self, c: GPUClass, deleted: bool) -> Change {
+        let Some(name) = c.metadata.name.clone() else {
+            return Change::Nothing;
+        };
+        let resource = c.spec.resource_name.clone();
+        let old = self.put_class(&name, (!deleted).then(|| Arc::new(c)));
+        let now = self.class(&name);
+        let life = |c: &GPUClass| (c.spec.resource_name.clone(), is_deleting(&c.metadata));
+        let serving_changed = if old.as_deref().map(life) != now.as_deref().map(life) {
+            old.iter()
+                .chain(now.iter())
+                .map(|c| c.spec.resource_name.clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        Change::Class(ClassChange {
+            spec_changed: old.as_ref().map(|o| &o.spec) != now.as_ref().map(|c| &c.spec),
+            resource_changed: deleted
+                || old
+                    .as_ref()
+                    .is_none_or(|o| o.spec.resource_name != resource),
+            serving_changed,
+            name,
+        })
+    }
+
+    fn allocation_changed(&self, r: GPUAllocation, deleted: bool) -> Change {
+        let Some(k) = namespaced(&r.metadata) else {
+            return Change::Nothing;
+        };
+        let old = self.allocation(&k);
+        let places: BTreeSet<(String, String)> = old
+            .iter()
+            .map(|o| &o.spec)
+            .chain(std::iter::once(&r.spec))
+            .map(|s| (s.node_name.clone(), s.resource_name.clone()))
+            .collect();
+        let before: Vec<bool> = places
+            .iter()
+            .map(|(n, res)| self.lost_covers(n, res))
+            .collect();
+        let freed = deleted
+            || old
+                .as_ref()
+                .is_some_and(|o| o.spec.node_name != r.spec.node_name);
+        let budget_used = (!deleted && old.is_none())
+            .then(|| r.spec.class_name.clone())
+            .filter(|c| self.class(c).is_some_and(|c| c.spec.budget.is_some()));
+        self.put_allocation(&k, (!deleted).then(|| Arc::new(r)));
+        let lost_changed = places
+            .iter()
+            .zip(before)
+            .filter(|((n, res), was)| self.lost_covers(n, res) != *was)
+            .map(|((n, _), _)| n.clone())
+            .collect();
+        Change::Allocation(AllocationChange {
+            key: k,
+            freed,
+            budget_used,
+            lost_changed,
+        })
+    }
+
+    fn vmi_changed(&self, v: Vmi, deleted: bool) -> Change {
+        let Some(k) = namespaced(&v.metadata) else {
+            return Change::Nothing;
+        };
+        let life = |v: &Vmi| (v.uid().to_string(), v.is_final(), is_deleting(&v.metadata));
+        let request = |v: &Vmi| (v.gpu_request(), v.device_request());
+        let (new_life, new_request) = (
+            (!deleted).then(|| life(&v)),
+            (!deleted).then(|| request(&v)),
+        );
+        let old = self.put_vmi(&k, (!deleted).then(|| Arc::new(v)));
+        Change::Vmi(VmiChange {
+            life_changed: old.as_deref().map(life) != new_life,
+            request_changed: old.as_deref().map(request) != new_request,
+            key: k,
+        })
+    }
+
+    fn pod_changed(&self, p: &k8s_openapi::api::core::v1::Pod, deleted: bool) -> Change {
+        let Some(k) = namespaced(&p.metadata) else {
+            return Change::Nothing;
+        };
+        let new = (!deleted)
+            .then(|| LauncherPod::from_pod(p).map(Arc::new))
+            .flatten();
+        let vmi = new.as_deref().map(super::vmi_key_of);
+        let using = (!deleted).then(|| PodUse::from_pod(p)).flatten();
+        let was_using = self.put_pod_use(&k, using.clone(), vmi.as_deref());
+        let old = self.put_pod(&k, new.clone());
+        let changed = old.as_deref().map(launcher_facts) != new.as_deref().map(launcher_facts);
+        let vmis = if changed {
+            old.iter()
+                .chain(new.iter())
+                .map(|p| key(&p.namespace, &p.vmi))
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        Change::Pod(PodChange {
+            vmis,
+            use_changed: was_using != using,
+        })
+    }
+
+    fn node_changed(&self, facts: Option<NodeFacts>, deleted: bool) -> Change {
+        let Some(facts) = facts else {
+            return Change::Nothing;
+        };
+        let name = facts.name.clone();
+        let now = (!deleted).then(|| Arc::new(facts));
+        let (old, moved) = self.put_node(&name, now.clone());
+        if old == now {
+            return Change::Nothing; // a heartbeat: nothing any rule reads changed
+        }
+        Change::Node(NodeChange {
+            name,
+            old,
+            now,
+            moved,
+        })
+    }
+}
