@@ -1,8 +1,7 @@
 //! The command line (SPEC section 6).
 
-use crate::{cluster, crd, demo, plan, run};
+use crate::{crd, run};
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -18,34 +17,34 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Runs the controller against the kubeconfig's (or in-cluster) API server.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Prints the CRDs, generated from the Rust types.
     Crd,
     /// Runs the controller on a snapshot, in memory, on a simulated clock.
-    Plan(plan::PlanArgs),
+    #[cfg(feature = "dev")]
+    Plan(crate::dev::plan::PlanArgs),
     /// Shows the controller at work on a small cluster it brings along (no cluster needed).
-    Demo(demo::DemoArgs),
+    #[cfg(feature = "dev")]
+    Demo(crate::dev::demo::DemoArgs),
     /// Runs only the embedded API server and the KubeVirt stand-in, for `run` replicas to be started (and killed) against it.
-    Cluster(cluster::ClusterArgs),
+    #[cfg(feature = "dev")]
+    Cluster(crate::dev::cluster::ClusterArgs),
 }
 
 impl Cli {
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
-            Command::Run(args) => run::run(args),
+            Command::Run(args) => run::run(*args),
             Command::Crd => {
                 print!("{}", crd::all_yaml()?);
                 Ok(())
             }
-            Command::Plan(args) => plan::plan(args),
-            Command::Demo(args) => demo::demo(args),
-            Command::Cluster(args) => cluster::cluster(args),
+            #[cfg(feature = "dev")]
+            Command::Plan(args) => crate::dev::plan::plan(args),
+            #[cfg(feature = "dev")]
+            Command::Demo(args) => crate::dev::demo::demo(args),
+            #[cfg(feature = "dev")]
+            Command::Cluster(args) => crate::dev::cluster::cluster(args),
         }
     }
-}
-
-/// The default config file, when it exists.
-pub fn default_config() -> Option<PathBuf> {
-    let p = PathBuf::from("config/gpu-claims.yaml");
-    p.exists().then_some(p)
 }

@@ -13,12 +13,9 @@
 //!   list that starts each watch has a deadline too.
 
 use crate::leader::wire::FenceSlot;
-use crate::watch::WatchHealth;
+use crate::watch::{WATCH_TIMEOUT, WatchHealth};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The server-side timeout of each watch request.
-pub const WATCH_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 pub struct Clients {

@@ -2,7 +2,7 @@
 //! (an invalid file is refused and the running config stays).
 
 use gpu_claims_actors::Config;
-use gpu_claims_actors::config::InvalidConfig;
+use gpu_claims_actors::config::ParseError as TextError;
 use std::path::Path;
 use tracing_subscriber::EnvFilter;
 
@@ -23,23 +23,18 @@ pub enum ConfigError {
     },
 }
 
-/// What is wrong inside a config text.
+/// What is wrong inside a config text: the core's reading of it, or a log
+/// filter the subscriber would not take.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
-    #[error("{0}")]
-    Yaml(#[from] serde_saphyr::Error),
     #[error(transparent)]
-    Invalid(#[from] InvalidConfig),
+    Text(#[from] gpu_claims_actors::config::ParseError),
     #[error("log.filter {filter:?}: {source}")]
     LogFilter {
         filter: String,
         #[source]
         source: tracing_subscriber::filter::ParseError,
     },
-    /// Nothing but blanks and comments: a ConfigMap emptied by mistake
-    /// must not turn the running config back into the defaults.
-    #[error("the file holds no settings (empty, or only comments); write `{{}}` for the defaults")]
-    Empty,
 }
 
 impl ConfigError {
@@ -47,7 +42,11 @@ impl ConfigError {
     pub fn metric_label(&self) -> &'static str {
         match self {
             ConfigError::Read { .. } => "read",
-            ConfigError::Parse { source, .. } if matches!(**source, ParseError::Yaml(_)) => "yaml",
+            ConfigError::Parse { source, .. }
+                if matches!(**source, ParseError::Text(TextError::Yaml(_))) =>
+            {
+                "yaml"
+            }
             ConfigError::Parse { .. } => "invalid",
         }
     }
@@ -93,22 +92,13 @@ fn from_bytes(
     })
 }
 
-/// Parses and validates config text. A text with no settings at all
-/// (empty, or only comments) is refused: `{}` is the defaults.
+/// Parses and validates config text (`Config::parse`), and its log filter.
 pub fn parse(text: &str) -> Result<Config, ConfigError> {
     let parse = |source: ParseError| ConfigError::Parse {
         path: None,
         source: Box::new(source),
     };
-    let settings = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or_default().trim())
-        .any(|l| !l.is_empty() && l != "---" && l != "...");
-    if !settings {
-        return Err(parse(ParseError::Empty));
-    }
-    let config: Config = crate::yaml::from_str(text).map_err(|e| parse(e.into()))?;
-    config.validate().map_err(|e| parse(e.into()))?;
+    let config = Config::parse(text).map_err(|e| parse(e.into()))?;
     EnvFilter::try_new(&config.log.filter).map_err(|source| {
         parse(ParseError::LogFilter {
             filter: config.log.filter.clone(),
@@ -116,6 +106,12 @@ pub fn parse(text: &str) -> Result<Config, ConfigError> {
         })
     })?;
     Ok(config)
+}
+
+/// The default config file, when it exists.
+pub fn default_path() -> Option<std::path::PathBuf> {
+    let p = std::path::PathBuf::from("config/gpu-claims.yaml");
+    p.exists().then_some(p)
 }
 
 /// The config in force: the file given, else the default file if present, else defaults.

@@ -2,34 +2,20 @@
 //! the same JSON conversion as the in-memory cluster, so both adapters
 //! read and write objects identically.
 
-use crate::http::Metrics;
+use crate::metrics::Metrics;
 use async_trait::async_trait;
 use gpu_claims_actors::api::DecodeError;
-use gpu_claims_actors::api::{GPUAllocation, GPUClaim, GPUClass, Vmi};
 use gpu_claims_actors::ports::{
     Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, Writer,
 };
 use gpu_claims_actors::rules::RuleId;
-use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::core::ApiResource;
 use std::sync::Arc;
 
-/// The API resource of a kind.
-pub fn api_resource(kind: Kind) -> ApiResource {
-    match kind {
-        Kind::Class => ApiResource::erase::<GPUClass>(&()),
-        Kind::Claim => ApiResource::erase::<GPUClaim>(&()),
-        Kind::Allocation => ApiResource::erase::<GPUAllocation>(&()),
-        Kind::Vmi => ApiResource::erase::<Vmi>(&()),
-        Kind::Pod => ApiResource::erase::<Pod>(&()),
-        Kind::Node => ApiResource::erase::<Node>(&()),
-    }
-}
-
+/// The dynamic API of a kind (in `namespace`, when the kind is namespaced).
 pub fn api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
-    let ar = api_resource(kind);
+    let ar = kind.api_resource();
     match namespace {
         Some(ns) if kind.namespaced() => Api::namespaced_with(client.clone(), ns, &ar),
         _ => Api::all_with(client.clone(), &ar),

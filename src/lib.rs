@@ -1,34 +1,28 @@
 //! The operator around the actors: CRDs and CLI, the kube-rs watchers that
-//! feed the supervisor, the kube-backed writer and reader, config loading
-//! and reload, telemetry, HTTP endpoints, and `plan`.
+//! feed the supervisor, the kube-backed writer and reader, leader
+//! election, the gate webhook, config loading and reload, telemetry and
+//! HTTP endpoints; with the `dev` feature (on by default) the commands
+//! that run it in the testbed's worlds (`demo`, `plan`, `cluster`).
 #![forbid(unsafe_code)]
 
-/// The embedded API server (its own crate: it knows nothing of gpu-claims).
-pub use gpu_claims_apiserver as apiserver;
-pub mod bench;
-pub mod chaos;
 pub mod cli;
 pub mod clients;
-pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod crd;
-pub mod demo;
+#[cfg(feature = "dev")]
+pub mod dev;
 pub mod file_read;
 pub mod file_watch;
 pub mod http;
 pub mod kube_ports;
 pub mod leader;
 pub mod metrics;
-pub mod plan;
 pub mod run;
 pub mod serve;
-pub mod snapshot;
-pub mod standin;
 pub mod telemetry;
 pub mod watch;
 pub mod webhook;
-pub mod yaml;
 
 /// The operator's errors: each module's, wrapped where one call can meet
 /// several (`run` reads its config, serves its webhook, talks to the API
@@ -37,8 +31,6 @@ pub mod yaml;
 pub enum Error {
     #[error(transparent)]
     Config(#[from] config::ConfigError),
-    #[error(transparent)]
-    Snapshot(#[from] snapshot::SnapshotError),
     #[error("webhook: {0}")]
     Tls(#[from] webhook::TlsError),
     #[error("kube: {0}")]

@@ -1,6 +1,5 @@
 //! `gpu-claims run`: the controller against a real API server.
 
-use crate::cli::default_config;
 use crate::clients::Clients;
 use crate::config;
 use crate::controller::{Controller, Election, Launch};
@@ -72,10 +71,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let webhook = tls_cert_file
         .zip(tls_key_file)
         .map(|(cert, key)| (webhook_addr, CertFiles { cert, key }));
-    let path = config.or_else(default_config);
+    let path = config.or_else(config::default_path);
     let config = config::initial(path.as_deref())?;
     let logging = Logging::init(&config);
-    let sys = system();
+    let sys = gpu_claims_actors::controller::system();
     sys.block_on(async move {
         let clients = Clients::infer(config.api.request_timeout).await?;
         let election = lease.leader_elect.then(|| Election {
@@ -110,16 +109,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         controller.stop().await;
         Ok(())
-    })
-}
-
-/// An actix System over a multi-thread tokio runtime, as `run` and `demo` use.
-pub fn system() -> actix::SystemRunner {
-    actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime")
     })
 }
 

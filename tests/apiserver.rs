@@ -2,7 +2,7 @@
 //! API servers: what each verb answers, and the semantics kube-runtime
 //! relies on (resourceVersions, 409, 410, bookmarks, finalizers, GC).
 use futures::{StreamExt, TryStreamExt};
-use gpu_claims::apiserver::{self, ApiServer};
+use gpu_claims_apiserver::ApiServer;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{
@@ -17,17 +17,17 @@ use std::time::Duration;
 /// A server with the namespaces the tests write to.
 async fn server() -> (Arc<ApiServer>, kube::Client) {
     let s = ApiServer::start(
-        gpu_claims::crd::cluster_store(),
+        gpu_claims_testbed::crds::cluster_store(),
         "127.0.0.1:0".parse().unwrap(),
         None,
     )
     .await
     .unwrap();
-    let client = gpu_claims::demo::client_for(&apiserver::kubeconfig(&s.url()))
+    let client = gpu_claims_testbed::demo::client_for(&gpu_claims_apiserver::kubeconfig(&s.url()))
         .await
         .unwrap();
     for ns in ["a", "gpu-claims"] {
-        apiserver::namespaces::ensure(&s.store, ns);
+        gpu_claims_apiserver::namespaces::ensure(&s.store, ns);
     }
     (s, client)
 }
@@ -374,14 +374,14 @@ async fn discovery_serves_every_kind_and_unknown_paths_are_404() {
 #[tokio::test]
 async fn injected_faults_answer_writes_and_cut_watches() {
     let (s, c) = server().await;
-    s.set_faults(apiserver::Faults::parse("error=1").unwrap());
+    s.set_faults(gpu_claims_apiserver::Faults::parse("error=1").unwrap());
     let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
     let err = pods
         .create(&PostParams::default(), &pod("x", json!({})))
         .await
         .unwrap_err();
     assert!(matches!(err, kube::Error::Api(s) if s.code == 500));
-    s.set_faults(apiserver::Faults::parse("cut=300ms").unwrap());
+    s.set_faults(gpu_claims_apiserver::Faults::parse("cut=300ms").unwrap());
     pods.create(&PostParams::default(), &pod("x", json!({})))
         .await
         .unwrap();
@@ -401,7 +401,7 @@ async fn injected_faults_answer_writes_and_cut_watches() {
 }
 
 async fn client_as(s: &ApiServer, user: &str) -> kube::Client {
-    gpu_claims::demo::client_for(&s.kubeconfig_for(user))
+    gpu_claims_testbed::demo::client_for(&s.kubeconfig_for(user))
         .await
         .unwrap()
 }
@@ -432,13 +432,13 @@ async fn a_bearer_token_names_the_writer_and_a_token_nobody_was_given_is_401() {
     );
     assert_eq!(
         (w[1].user.as_str(), w[1].kind, w[1].seq),
-        (apiserver::ANONYMOUS, "Pod", 1)
+        (gpu_claims_apiserver::ANONYMOUS, "Pod", 1)
     );
     assert!(w.iter().all(|r| r.applied));
 
-    let forged =
-        apiserver::kubeconfig(&s.url()).replace("  user: {}\n", "  user:\n    token: forged\n");
-    let client = gpu_claims::demo::client_for(&forged).await.unwrap();
+    let forged = gpu_claims_apiserver::kubeconfig(&s.url())
+        .replace("  user: {}\n", "  user:\n    token: forged\n");
+    let client = gpu_claims_testbed::demo::client_for(&forged).await.unwrap();
     let e = Api::<Pod>::namespaced(client, "a")
         .list(&Default::default())
         .await

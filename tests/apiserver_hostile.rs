@@ -5,7 +5,7 @@
 //! and not a panic, headers sent slowly are cut off, bad label selectors
 //! are 400, a watch from the future is 504, a body too large is a 413
 //! Status, and anonymous writes are refused off loopback.
-use gpu_claims::apiserver::{self, ApiServer};
+use gpu_claims_apiserver::ApiServer;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -23,12 +23,12 @@ fn runtime() -> tokio::runtime::Runtime {
 fn server(rt: &tokio::runtime::Runtime, addr: &str) -> Arc<ApiServer> {
     let s = rt
         .block_on(ApiServer::start(
-            gpu_claims::crd::cluster_store(),
+            gpu_claims_testbed::crds::cluster_store(),
             addr.parse().unwrap(),
             None,
         ))
         .unwrap();
-    apiserver::namespaces::ensure(&s.store, "a");
+    gpu_claims_apiserver::namespaces::ensure(&s.store, "a");
     s
 }
 
@@ -85,7 +85,7 @@ fn a_watch_that_never_reads_is_closed_not_queued_without_bound() {
     .unwrap();
     std::thread::sleep(Duration::from_millis(200));
     // Far more than the socket buffers and the watch's buffer hold.
-    let written = 3 * apiserver::store::WATCH_BUFFER;
+    let written = 3 * gpu_claims_apiserver::store::WATCH_BUFFER;
     for i in 0..written {
         s.store
             .create("ConfigMap", configmap(&format!("c{i}"), 2000))
@@ -146,7 +146,7 @@ fn headers_sent_a_byte_at_a_time_are_cut_off() {
     c.set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
     let start = Instant::now();
-    let limit = apiserver::HEADER_READ_TIMEOUT + Duration::from_secs(10);
+    let limit = gpu_claims_apiserver::HEADER_READ_TIMEOUT + Duration::from_secs(10);
     let mut closed = false;
     for b in b"GET /api HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
         .iter()

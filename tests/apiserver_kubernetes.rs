@@ -4,8 +4,8 @@
 //! discovery. Status codes, reasons and causes are upstream's.
 
 use futures::{StreamExt, TryStreamExt};
-use gpu_claims::apiserver::{self, ApiServer};
 use gpu_claims_actors::api::{GPUClaim, GPUClass};
+use gpu_claims_apiserver::ApiServer;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{
@@ -18,14 +18,14 @@ use std::time::Duration;
 
 async fn server() -> (Arc<ApiServer>, kube::Client) {
     let s = ApiServer::start(
-        gpu_claims::crd::cluster_store(),
+        gpu_claims_testbed::crds::cluster_store(),
         "127.0.0.1:0".parse().unwrap(),
         None,
     )
     .await
     .unwrap();
-    apiserver::namespaces::ensure(&s.store, "a");
-    let client = gpu_claims::demo::client_for(&apiserver::kubeconfig(&s.url()))
+    gpu_claims_apiserver::namespaces::ensure(&s.store, "a");
+    let client = gpu_claims_testbed::demo::client_for(&gpu_claims_apiserver::kubeconfig(&s.url()))
         .await
         .unwrap();
     (s, client)
@@ -255,7 +255,7 @@ async fn namespaces_exist_from_the_start_a_missing_one_is_404_and_a_deleted_one_
         .into_iter()
         .filter_map(|n| n.metadata.name)
         .collect();
-    for system in apiserver::namespaces::SYSTEM {
+    for system in gpu_claims_apiserver::namespaces::SYSTEM {
         assert!(names.iter().any(|n| n == system), "{system} in {names:?}");
     }
     // A create into a namespace that does not exist: 404 naming it.
@@ -1003,7 +1003,7 @@ async fn fake_webhook(
 ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     use axum::routing::post;
     use base64::Engine;
-    let cert = gpu_claims::webhook::local::certificate(dir).unwrap();
+    let cert = gpu_claims::dev::webhook::certificate(dir).unwrap();
     let resolver = gpu_claims::webhook::Resolver::new(cert.files).unwrap();
     let listener =
         gpu_claims::webhook::TlsListener::bind("127.0.0.1:0".parse().unwrap(), &resolver)
@@ -1087,7 +1087,7 @@ async fn admission_webhooks_are_called_selected_and_obeyed_as_kube_apiserver_doe
     pods.create(&pp, &pod("deny-unlabelled", json!({})))
         .await
         .unwrap();
-    apiserver::namespaces::ensure(&s.store, "b");
+    gpu_claims_apiserver::namespaces::ensure(&s.store, "b");
     Api::<Pod>::namespaced(c.clone(), "b")
         .create(&pp, &pod("deny-elsewhere", hooked.clone()))
         .await

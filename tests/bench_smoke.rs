@@ -6,7 +6,7 @@
 
 #[test]
 fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
-    let s = gpu_claims::bench::measure(400, 80, || 0);
+    let s = gpu_claims_testbed::bench::measure(400, 80, || 0);
     assert_eq!(s.converged_restart_writes, 0, "I5 on the converged world");
     assert_eq!(s.writes, s.writes_min, "{s:#?}");
     let kinds: Vec<&str> = s.per_kind.iter().map(|k| k.kind).collect();
@@ -36,7 +36,12 @@ fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
 
 #[test]
 fn the_cold_start_converges_over_http_without_a_write() {
-    let c = gpu_claims::bench::cold::measure(300, 1).unwrap();
+    let c = gpu_claims_testbed::bench::cold::measure(
+        300,
+        1,
+        std::sync::Arc::new(gpu_claims::dev::bench::RunController),
+    )
+    .unwrap();
     assert_eq!(c.controller_writes, 0);
     assert!(c.controller_s > 0.0 && c.reflector_s > 0.0);
 }

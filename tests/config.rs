@@ -3,9 +3,9 @@
 use gpu_claims::config::{Reloaded, Reloader, load, parse};
 use gpu_claims_actors::Config;
 use gpu_claims_actors::controller::ConfigChanged;
-use gpu_claims_actors::fixtures::*;
-use gpu_claims_actors::memory::sim::Sim;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
+use gpu_claims_testbed::fixtures::*;
+use gpu_claims_testbed::memory::sim::Sim;
 use std::path::Path;
 use std::time::Duration;
 

@@ -1,29 +1,30 @@
 //! Every API request has a deadline: a server that does not answer in
 //! time costs the caller the deadline, not forever, and the request is
 //! counted in `gpu_claims_api_timeouts`.
-use gpu_claims::apiserver::{self, ApiServer, Faults};
 use gpu_claims::clients::Clients;
 use gpu_claims::kube_ports::KubePorts;
 use gpu_claims::metrics::Metrics;
 use gpu_claims_actors::api::Kind;
-use gpu_claims_actors::fixtures::*;
 use gpu_claims_actors::ports::{ObjRef, ReadError, Reader, WriteError, Writer};
 use gpu_claims_actors::rules::RuleId;
+use gpu_claims_apiserver::{ApiServer, Faults};
+use gpu_claims_testbed::fixtures::*;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
     let server = ApiServer::start(
-        gpu_claims::crd::cluster_store(),
+        gpu_claims_testbed::crds::cluster_store(),
         "127.0.0.1:0".parse().unwrap(),
         None,
     )
     .await
     .unwrap();
     let deadline = Duration::from_millis(200);
-    let clients = Clients::from_kubeconfig(&apiserver::kubeconfig(&server.url()), deadline)
-        .await
-        .unwrap();
+    let clients =
+        Clients::from_kubeconfig(&gpu_claims_apiserver::kubeconfig(&server.url()), deadline)
+            .await
+            .unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut registry, None);
     let ports = KubePorts::new(clients.requests.clone(), metrics, deadline);
@@ -63,13 +64,13 @@ async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_is_not_sent_while_the_fence_is_closed() {
     let server = ApiServer::start(
-        gpu_claims::crd::cluster_store(),
+        gpu_claims_testbed::crds::cluster_store(),
         "127.0.0.1:0".parse().unwrap(),
         None,
     )
     .await
     .unwrap();
-    apiserver::namespaces::ensure(&server.store, "t");
+    gpu_claims_apiserver::namespaces::ensure(&server.store, "t");
     let deadline = Duration::from_secs(5);
     let clients = Clients::from_kubeconfig(&server.kubeconfig_for("replica-1"), deadline)
         .await

@@ -11,7 +11,7 @@ use std::process::Command;
 
 fn docs(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap();
-    gpu_claims::yaml::documents(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    gpu_claims_actors::yaml::documents(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn manifests() -> Vec<Value> {
@@ -243,7 +243,7 @@ fn the_dockerfile_builds_a_static_binary_onto_a_non_root_distroless_image() {
 
 /// The documents a successful render printed.
 fn rendered(out: &std::process::Output) -> Vec<Value> {
-    gpu_claims::yaml::documents(&String::from_utf8_lossy(&out.stdout)).unwrap()
+    gpu_claims_actors::yaml::documents(&String::from_utf8_lossy(&out.stdout)).unwrap()
 }
 
 #[test]

@@ -4,18 +4,18 @@
 mod common;
 
 use common::Cluster;
-use gpu_claims::apiserver::Faults;
-use gpu_claims::demo::story::{self, Ctx};
-use gpu_claims::demo::{self, A, B, H200, Snapshot};
 use gpu_claims_actors::api::is_deleting;
-use gpu_claims_actors::fixtures::{MetaBuilder, claim, class, node};
+use gpu_claims_apiserver::Faults;
+use gpu_claims_testbed::demo::story::{self, Ctx};
+use gpu_claims_testbed::demo::{self, A, B, H200, Snapshot};
+use gpu_claims_testbed::fixtures::{MetaBuilder, claim, class, node};
 use std::time::Duration;
 
 const CONFIG: &str = "attachmentGrace: 2m\nlog: {filter: info, format: json}\n";
 const NOW: Duration = Duration::ZERO;
 const HOLD: Duration = Duration::from_millis(1500);
 
-fn small(c: &gpu_claims_actors::memory::MemCluster) {
+fn small(c: &gpu_claims_testbed::memory::MemCluster) {
     for o in [
         node("n1").gpus(H200, 4).kubelet("32", "256Gi").obj(),
         node("n2").gpus(H200, 4).kubelet("32", "256Gi").obj(),
@@ -158,7 +158,7 @@ fn e2e_a_class_deletion_waits_for_its_claims() {
 #[test]
 fn e2e_an_attachment_grace_change_reaches_the_running_process() {
     // A claim attached to a VMI that never appears: L6 detaches it after the grace.
-    let seed = |c: &gpu_claims_actors::memory::MemCluster| {
+    let seed = |c: &gpu_claims_testbed::memory::MemCluster| {
         small(c);
         for o in claim(A, "ghostly")
             .bound("n1")
@@ -483,7 +483,7 @@ fn e2e_anonymous_debug_is_refused_and_rbac_decides_who_reads_metrics_and_debug()
 
 /// The launcher pods a VMI controls, as stored.
 fn launchers(
-    store: &gpu_claims_actors::memory::store::Store,
+    store: &gpu_claims_testbed::memory::store::Store,
     ns: &str,
     vmi: &str,
 ) -> Vec<serde_json::Value> {
@@ -500,7 +500,7 @@ fn launchers(
 
 /// The message of the FailedCreate Event on a VMI, if there is one.
 fn failed_create(
-    store: &gpu_claims_actors::memory::store::Store,
+    store: &gpu_claims_testbed::memory::store::Store,
     ns: &str,
     vmi: &str,
 ) -> Option<String> {

@@ -5,9 +5,9 @@
 mod common;
 
 use common::Cluster;
-use gpu_claims::demo::{A, H200, Snapshot};
-use gpu_claims::standin::VmSpec;
-use gpu_claims_actors::fixtures::{class, node};
+use gpu_claims_testbed::demo::{A, H200, Snapshot};
+use gpu_claims_testbed::fixtures::{class, node};
+use gpu_claims_testbed::standin::VmSpec;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -15,8 +15,8 @@ const CONFIG: &str = "unschedulableGrace: 2s\nlog: {filter: info, format: json}\
 const NOW: Duration = Duration::ZERO;
 
 /// Two H200 nodes: n1 with little memory, n2 with plenty.
-fn nodes(c: &gpu_claims_actors::memory::MemCluster) {
-    gpu_claims::apiserver::namespaces::ensure(&c.store, A);
+fn nodes(c: &gpu_claims_testbed::memory::MemCluster) {
+    gpu_claims_apiserver::namespaces::ensure(&c.store, A);
     for o in [
         node("n1").gpus(H200, 4).kubelet("32", "64Gi").obj(),
         node("n2").gpus(H200, 4).kubelet("64", "512Gi").obj(),

@@ -95,7 +95,7 @@ fn an_unreachable_api_server_is_told_once_per_backoff_step() {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,
-        gpu_claims::apiserver::kubeconfig(&format!("http://{closed}")),
+        gpu_claims_apiserver::kubeconfig(&format!("http://{closed}")),
     )
     .unwrap();
     let log = dir.path().join("log");

@@ -165,10 +165,10 @@ fn a_second_plan_over_the_converged_cluster_writes_nothing() {
         let config = config
             .map(|c| gpu_claims::config::load(&root.join(c)).unwrap())
             .unwrap_or_default();
-        let objects = gpu_claims::snapshot::load(&root.join(snapshot)).unwrap();
+        let objects = gpu_claims_testbed::snapshot::load(&root.join(snapshot)).unwrap();
         let after = [std::time::Duration::from_secs(120)];
-        let converged = gpu_claims::plan::converged(config.clone(), objects, &after);
-        let (writes, _) = gpu_claims::plan::simulate(config, converged, &after);
+        let converged = gpu_claims_testbed::plan::converged(config.clone(), objects, &after);
+        let (writes, _) = gpu_claims_testbed::plan::simulate(config, converged, &after);
         assert!(writes.is_empty(), "{snapshot}: {writes:?}");
     }
 }
@@ -353,8 +353,9 @@ fn plan_on_the_placement_example_places_moves_and_waits_with_every_reason() {
     assert!(pos("update_status", "vm-a-gpu") < pos("update_pod", "virt-launcher-vm-a"));
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let objects = gpu_claims::snapshot::load(&root.join("config/examples/placement.yaml")).unwrap();
-    let end = gpu_claims::plan::converged(Default::default(), objects, &[]);
+    let objects =
+        gpu_claims_testbed::snapshot::load(&root.join("config/examples/placement.yaml")).unwrap();
+    let end = gpu_claims_testbed::plan::converged(Default::default(), objects, &[]);
     let claim = |name: &str| {
         end.iter()
             .find_map(|o| match o {
@@ -446,8 +447,9 @@ fn plan_on_the_node_example_counts_other_pods_fits_memory_reads_the_spec_and_rec
         (Some("delete"), Some("vm-stuck"), Some("1m"))
     );
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let objects = gpu_claims::snapshot::load(&root.join("config/examples/node.yaml")).unwrap();
-    let end = gpu_claims::plan::converged(Default::default(), objects, &[]);
+    let objects =
+        gpu_claims_testbed::snapshot::load(&root.join("config/examples/node.yaml")).unwrap();
+    let end = gpu_claims_testbed::plan::converged(Default::default(), objects, &[]);
     let waiting = end.iter().find_map(|o| match o {
         gpu_claims_actors::ports::Obj::Claim(c)
             if c.metadata.name.as_deref() == Some("vm-mismatch-gpu") =>

@@ -7,9 +7,9 @@
 mod common;
 
 use common::Cluster;
-use gpu_claims::apiserver::Faults;
-use gpu_claims::demo::story::{self, Ctx};
-use gpu_claims::demo::{self, Snapshot};
+use gpu_claims_apiserver::Faults;
+use gpu_claims_testbed::demo::story::{self, Ctx};
+use gpu_claims_testbed::demo::{self, Snapshot};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -67,7 +67,7 @@ type Grant = (String, String, String, Option<String>);
 /// ClusterRoles are for others).
 fn granted() -> BTreeSet<Grant> {
     let text = std::fs::read_to_string("deploy/manifests/gpu-claims.yaml").unwrap();
-    let docs = gpu_claims::yaml::documents::<Value>(&text).unwrap();
+    let docs = gpu_claims_actors::yaml::documents::<Value>(&text).unwrap();
     let bound: BTreeSet<(String, String)> = docs
         .iter()
         .filter(|d| {
@@ -153,7 +153,7 @@ fn the_rbac_allows_every_request_of_the_controller_and_grants_nothing_unused() {
         .server
         .audit()
         .into_iter()
-        .filter(|a| a.user == gpu_claims::apiserver::ANONYMOUS)
+        .filter(|a| a.user == gpu_claims_apiserver::ANONYMOUS)
     {
         // Discovery is open to every authenticated user (system:discovery).
         if a.resource.starts_with('/') {

@@ -5,7 +5,7 @@
 mod common;
 
 use common::Cluster;
-use gpu_claims::demo::{self, A, B};
+use gpu_claims_testbed::demo::{self, A, B};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

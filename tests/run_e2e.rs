@@ -3,10 +3,9 @@
 //! answer, and a restart on the converged cluster writes nothing (I5).
 mod common;
 use common::{free_port, http_get};
-use gpu_claims::apiserver;
-use gpu_claims_actors::fixtures::*;
-use gpu_claims_actors::memory::MemCluster;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
+use gpu_claims_testbed::fixtures::*;
+use gpu_claims_testbed::memory::MemCluster;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -70,7 +69,7 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
         .enable_all()
         .build()
         .unwrap();
-    let store = gpu_claims::crd::cluster_store();
+    let store = gpu_claims_testbed::crds::cluster_store();
     let cluster = MemCluster::new(store.clone());
     let mut objs = vec![
         class("h200", H200).no_finalizer().obj(),
@@ -117,7 +116,7 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
         cluster.seed(o);
     }
     let (addr, _server) = rt
-        .block_on(apiserver::serve(
+        .block_on(gpu_claims_apiserver::serve(
             store.clone(),
             "127.0.0.1:0".parse().unwrap(),
         ))
@@ -125,7 +124,7 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("kubeconfig"),
-        apiserver::kubeconfig(&format!("http://{addr}")),
+        gpu_claims_apiserver::kubeconfig(&format!("http://{addr}")),
     )
     .unwrap();
     std::fs::write(
@@ -184,7 +183,7 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
         .update(
             "VirtualMachineInstance",
             v,
-            gpu_claims_actors::memory::store::Subresource::Status,
+            gpu_claims_testbed::memory::store::Subresource::Status,
         )
         .unwrap();
     wait_for("L5 on the running claim", || {

@@ -2,8 +2,8 @@
 //! time; `log.filter` and `log.format` reload; actor lines name their claim.
 use gpu_claims::telemetry::{Logging, Sink};
 use gpu_claims_actors::Config;
-use gpu_claims_actors::fixtures::*;
-use gpu_claims_actors::memory::sim::{Sim, run_sim};
+use gpu_claims_testbed::fixtures::*;
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Default)]

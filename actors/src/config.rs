@@ -1,5 +1,6 @@
-//! The configuration file's shape (SPEC section 5). Parsing the YAML and
-//! watching the file belong to the operator; the actors read [`Config`].
+//! The configuration file's shape (SPEC section 5) and its reading from
+//! text ([`Config::parse`]). Reading and watching the file belong to the
+//! operator; the actors read [`Config`].
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -120,7 +121,35 @@ impl Default for Config {
     }
 }
 
+/// Why a config text is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("{0}")]
+    Yaml(#[from] serde_saphyr::Error),
+    #[error(transparent)]
+    Invalid(#[from] InvalidConfig),
+    /// Nothing but blanks and comments: a ConfigMap emptied by mistake
+    /// must not turn the running config back into the defaults.
+    #[error("the file holds no settings (empty, or only comments); write `{{}}` for the defaults")]
+    Empty,
+}
+
 impl Config {
+    /// Parses and validates config text. A text with no settings at all
+    /// (empty, or only comments) is refused: `{}` is the defaults.
+    pub fn parse(text: &str) -> Result<Config, ParseError> {
+        let settings = text
+            .lines()
+            .map(|l| l.split('#').next().unwrap_or_default().trim())
+            .any(|l| !l.is_empty() && l != "---" && l != "...");
+        if !settings {
+            return Err(ParseError::Empty);
+        }
+        let config: Config = crate::yaml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Checks what serde cannot: every traced claim is `namespace/name`.
     /// The log filter is checked by the operator, which owns the subscriber.
     pub fn validate(&self) -> Result<(), InvalidConfig> {

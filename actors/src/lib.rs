@@ -1,7 +1,7 @@
 //! gpu-claims' brain: the lifecycle rules (SPEC section 4) as pure
-//! decisions, the claim, class and supervisor actors that apply them, the
-//! ports through which they reach a cluster, and an in-memory cluster that
-//! implements those ports with the API server's semantics.
+//! decisions, the claim, class and supervisor actors that apply them, and
+//! the ports through which they reach a cluster (the operator implements
+//! them over kube-rs; `gpu-claims-testbed` in memory).
 //!
 //! No HTTP and no `kube::Client` here: everything is testable without a
 //! cluster. The CRD types live here too, because both the rules and the
@@ -11,12 +11,9 @@
 pub mod api;
 pub mod config;
 pub mod controller;
-#[cfg(any(test, feature = "sim"))]
-pub mod fixtures;
-#[cfg(feature = "sim")]
-pub mod memory;
 pub mod ports;
 pub mod rules;
 pub mod world;
+pub mod yaml;
 
 pub use config::Config;

@@ -1,6 +1,6 @@
 //! The ports through which actors reach the cluster: a writer, a live
 //! reader and a clock. Adapters: kube-rs (the operator) and the in-memory
-//! cluster ([`crate::memory`]).
+//! cluster (`gpu-claims-testbed`'s memory).
 
 pub use crate::api::{Kind, Obj, ObjRef};
 use crate::rules::RuleId;
@@ -116,16 +116,6 @@ pub enum ReadError {
     Timeout(std::time::Duration),
     #[error("{0}")]
     Other(String),
-}
-
-impl From<Result<Option<crate::api::Vmi>, ReadError>> for crate::rules::LiveVmi {
-    fn from(live: Result<Option<crate::api::Vmi>, ReadError>) -> Self {
-        match live {
-            Ok(Some(v)) => Self::Found(Box::new(v)),
-            Ok(None) | Err(ReadError::NotServed) => Self::Absent,
-            Err(ReadError::Other(_) | ReadError::Timeout(_)) => Self::Unknown,
-        }
-    }
 }
 
 /// Every write says why: the rule that decided it travels with it into

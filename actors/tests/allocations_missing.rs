@@ -6,8 +6,8 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CONDITION_ALLOCATION_MISSING, condition_is_true};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::fixtures::allocation_of;
 use gpu_claims_actors::ports::Obj;
+use gpu_claims_testbed::fixtures::allocation_of;
 
 fn marked(t: &TestCluster, k: &str) -> bool {
     condition_is_true(

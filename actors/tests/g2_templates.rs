@@ -4,10 +4,10 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{CLASS_ANNOTATION, COUNT_ANNOTATION, vmi_owner};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::fixtures::allocation_of;
 use gpu_claims_actors::ports::{Kind, Obj};
+use gpu_claims_testbed::fixtures::allocation_of;
 
-fn asking(name: &str, uid: &str) -> gpu_claims_actors::fixtures::VmiBuilder {
+fn asking(name: &str, uid: &str) -> gpu_claims_testbed::fixtures::VmiBuilder {
     vmi("t", name)
         .uid(uid)
         .annotate(CLASS_ANNOTATION, "h200")

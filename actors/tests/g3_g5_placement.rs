@@ -8,9 +8,9 @@ use gpu_claims_actors::api::{
     CLAIMS_ANNOTATION, CLASS_ANNOTATION, CONDITION_WAITING, COUNT_ANNOTATION, ClaimPhase, GPUClaim,
 };
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::memory::invariants::Checker;
-use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
+use gpu_claims_testbed::memory::invariants::Checker;
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
 
 fn template(name: &str, uid: &str, count: &str) -> Vec<Obj> {
     gated_vmi(

@@ -14,7 +14,7 @@ fn lost_reason(c: &GPUClaim) -> Option<String> {
         .map(|c| c.reason.clone())
 }
 
-fn bound_on(n: gpu_claims_actors::fixtures::NodeBuilder) -> Vec<Obj> {
+fn bound_on(n: gpu_claims_testbed::fixtures::NodeBuilder) -> Vec<Obj> {
     let mut objs = vec![class("h200", H200).obj(), n.obj()];
     objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
     objs

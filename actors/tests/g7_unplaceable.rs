@@ -6,8 +6,8 @@
 mod common;
 use common::*;
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::fixtures::PodBuilder;
 use gpu_claims_actors::ports::{Kind, Obj};
+use gpu_claims_testbed::fixtures::PodBuilder;
 
 const WHY: &str = "0/1 nodes are available: 1 Insufficient memory.";
 

@@ -5,14 +5,14 @@ use common::*;
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj};
 
-fn stuck(pod: gpu_claims_actors::fixtures::PodBuilder) -> Vec<Obj> {
+fn stuck(pod: gpu_claims_testbed::fixtures::PodBuilder) -> Vec<Obj> {
     let mut objs = lost_on_a_failed_node(|c| c);
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     objs.push(pod.obj());
     objs
 }
 
-fn pod() -> gpu_claims_actors::fixtures::PodBuilder {
+fn pod() -> gpu_claims_testbed::fixtures::PodBuilder {
     launcher("t", "virt-launcher-vm1", "vm1", "u1")
 }
 

@@ -170,7 +170,7 @@ fn l4_bound_claim_of_live_vmi_becomes_attached() {
 }
 
 fn lost_world(
-    node: gpu_claims_actors::fixtures::NodeBuilder,
+    node: gpu_claims_testbed::fixtures::NodeBuilder,
 ) -> Vec<gpu_claims_actors::ports::Obj> {
     let mut objs = vec![class("h200", H200).obj(), node.obj(), running("vm1", "u1")];
     objs.extend(

@@ -10,10 +10,10 @@ use gpu_claims_actors::api::{
     CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, ClaimPhase, vmi_owner,
 };
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::memory::Lag;
-use gpu_claims_actors::memory::invariants::Checker;
-use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
+use gpu_claims_testbed::memory::Lag;
+use gpu_claims_testbed::memory::invariants::Checker;
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
 
 fn pod(t: &TestCluster, name: &str) -> k8s_openapi::api::core::v1::Pod {
     match t.sim.cluster.get(&ObjRef::new(Kind::Pod, Some("t"), name)) {
@@ -145,7 +145,7 @@ fn l8_deletes_the_allocation_the_cache_does_not_show_before_the_finalizer() {
             .update(
                 "VirtualMachineInstance",
                 v,
-                gpu_claims_actors::memory::store::Subresource::Status,
+                gpu_claims_testbed::memory::store::Subresource::Status,
             )
             .unwrap();
         sim.store

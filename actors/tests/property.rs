@@ -4,9 +4,9 @@
 mod common;
 use common::*;
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::memory::invariants::Checker;
-use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::ports::{Kind, Obj};
+use gpu_claims_testbed::memory::invariants::Checker;
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

@@ -6,9 +6,9 @@ use common::*;
 use gpu_claims_actors::api::ClaimPhase;
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::controller::WorldEvent;
-use gpu_claims_actors::memory::invariants::Checker;
-use gpu_claims_actors::memory::sim::{Sim, run_sim};
 use gpu_claims_actors::ports::{Kind, Obj};
+use gpu_claims_testbed::memory::invariants::Checker;
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
 
 /// A world with work of every rule: finalizers to add, VMIs final and
 /// live, a template claim to delete, a claim and a class to release.

@@ -19,13 +19,13 @@ use gpu_claims_actors::api::{
     CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, LauncherPod, NodeFacts, PodUse,
 };
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::memory::Lag;
-use gpu_claims_actors::memory::invariants::{Checker, progress};
-use gpu_claims_actors::memory::sim::{Sim, run_sim};
-use gpu_claims_actors::memory::store::Subresource;
 use gpu_claims_actors::ports::Kind;
 use gpu_claims_actors::ports::Obj;
 use gpu_claims_actors::rules::scheduling::fit::{NodeRoom, fits_request};
+use gpu_claims_testbed::memory::Lag;
+use gpu_claims_testbed::memory::invariants::{Checker, progress};
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
+use gpu_claims_testbed::memory::store::Subresource;
 use k8s_openapi::api::core::v1::Pod;
 
 /// A small deterministic generator (xorshift): the seed is the test case.

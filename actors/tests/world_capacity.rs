@@ -2,10 +2,10 @@
 //! always what counting over every node says (`capacity_of`), whatever the
 //! order of changes: the class actors read it in O(1) on every decision.
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::fixtures::{class, node};
 use gpu_claims_actors::ports::{Kind, Obj};
 use gpu_claims_actors::rules::capacity_of;
 use gpu_claims_actors::world::World;
+use gpu_claims_testbed::fixtures::{class, node};
 use proptest::prelude::*;
 
 const R1: &str = "nvidia.com/a";

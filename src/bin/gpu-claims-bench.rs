@@ -45,5 +45,9 @@ fn main() -> anyhow::Result<()> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    gpu_claims::bench::run(gpu_claims::bench::BenchArgs::parse(), live_bytes)
+    gpu_claims_testbed::bench::run(
+        gpu_claims_testbed::bench::BenchArgs::parse(),
+        live_bytes,
+        std::sync::Arc::new(gpu_claims::dev::bench::RunController),
+    )
 }

@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use gpu_claims::chaos::{self, Launcher, LeaseTimes, Options};
+use gpu_claims_testbed::chaos::{self, Launcher, LeaseTimes, Options};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -75,7 +75,7 @@ fn main() -> ExitCode {
 
 fn chaos_run(args: Args) -> anyhow::Result<bool> {
     let filter =
-        std::env::var("RUST_LOG").unwrap_or_else(|_| "error,gpu_claims::chaos=info".into());
+        std::env::var("RUST_LOG").unwrap_or_else(|_| "error,gpu_claims_testbed::chaos=info".into());
     tracing_subscriber::fmt()
         .with_ansi(false)
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))

@@ -73,7 +73,7 @@ fn kind_of(path: &str) -> Option<Kind> {
     let plural = path.rsplit('/').next()?;
     Kind::ALL
         .into_iter()
-        .find(|k| crate::kube_ports::api_resource(*k).plural == plural)
+        .find(|k| k.api_resource().plural == plural)
 }
 
 /// A layer on the watch client that marks a kind's watch answered when a

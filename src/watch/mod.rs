@@ -20,6 +20,9 @@ mod backoff;
 mod health;
 pub use health::{WatchHealth, WatchState, layer as answers_layer};
 
+/// The server-side timeout of each watch request (timeoutSeconds).
+pub const WATCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Watches one kind until the process ends.
 pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc<WatchHealth>) {
     health.set(kind, |_| {});
@@ -28,7 +31,7 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
     // its node and request.
     let config = watcher::Config::default()
         .any_semantic()
-        .timeout(crate::clients::WATCH_TIMEOUT.as_secs() as u32);
+        .timeout(WATCH_TIMEOUT.as_secs() as u32);
     let stream =
         watcher(api(&client, kind, None), config).backoff(backoff::WatchBackoff::default());
     let mut stream = std::pin::pin!(stream);

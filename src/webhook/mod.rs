@@ -5,7 +5,6 @@
 //! says failurePolicy Fail). Served
 //! over TLS with cert and key files that are reloaded when they change.
 
-pub mod local;
 mod tls;
 
 pub use tls::{CertFiles, Resolver, TlsError, TlsListener, watch_certs};

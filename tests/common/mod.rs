@@ -3,12 +3,11 @@
 //! `gpu-claims run` binary started against it through a kubeconfig.
 #![allow(dead_code)]
 
-use gpu_claims::apiserver::{self, ApiServer};
-use gpu_claims::demo::{Observer, Snapshot};
-use gpu_claims::standin::StandIn;
-use gpu_claims::webhook;
-use gpu_claims_actors::memory::MemCluster;
-use gpu_claims_actors::memory::store::Store;
+use gpu_claims_apiserver::ApiServer;
+use gpu_claims_testbed::demo::{Observer, Snapshot};
+use gpu_claims_testbed::memory::MemCluster;
+use gpu_claims_testbed::memory::store::Store;
+use gpu_claims_testbed::standin::StandIn;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -185,7 +184,7 @@ pub const KUBEVIRT: &str = "system:serviceaccount:kubevirt:kubevirt-controller";
 /// deploy/manifests has them, bound to `user`.
 pub fn grant_readers(store: &Store, user: &str) {
     let text = std::fs::read_to_string("deploy/manifests/gpu-claims.yaml").unwrap();
-    let docs: Vec<serde_json::Value> = gpu_claims::yaml::documents(&text).unwrap();
+    let docs: Vec<serde_json::Value> = gpu_claims_actors::yaml::documents(&text).unwrap();
     for d in docs.iter().filter(|d| {
         d["kind"] == "ClusterRole" && d["metadata"]["name"].as_str().unwrap().ends_with("-reader")
     }) {
@@ -211,11 +210,11 @@ impl Cluster {
             .enable_all()
             .build()
             .unwrap();
-        let store = gpu_claims::crd::cluster_store();
+        let store = gpu_claims_testbed::crds::cluster_store();
         let journal = MemCluster::new(store.clone());
         seed(&journal);
         // The controller's own namespace, as its chart makes it: its Lease.
-        apiserver::namespaces::ensure(&store, "gpu-claims");
+        gpu_claims_apiserver::namespaces::ensure(&store, "gpu-claims");
         let server = rt
             .block_on(ApiServer::start(
                 store.clone(),
@@ -227,10 +226,10 @@ impl Cluster {
         // The gate webhook as the chart wires it: the API server calls
         // each controller's webhook over TLS for GPU launcher pods, which
         // the stand-in creates over HTTP as virt-controller does.
-        let cert = webhook::local::certificate(dir.path()).unwrap();
-        webhook::local::register(&server, &cert.ca_pem);
+        let cert = gpu_claims::dev::webhook::certificate(dir.path()).unwrap();
+        gpu_claims::dev::webhook::register(&server, &cert.ca_pem);
         let kubevirt = rt
-            .block_on(gpu_claims::demo::client_for(
+            .block_on(gpu_claims_testbed::demo::client_for(
                 &server.kubeconfig_for(KUBEVIRT),
             ))
             .unwrap();
@@ -241,7 +240,7 @@ impl Cluster {
         }
         std::fs::write(
             dir.path().join("kubeconfig"),
-            apiserver::kubeconfig(&server.url()),
+            gpu_claims_apiserver::kubeconfig(&server.url()),
         )
         .unwrap();
         write_config(dir.path(), config);
@@ -282,7 +281,7 @@ impl Cluster {
         let log_file = log.clone();
         // Its gate webhook, behind the chart's Service.
         let hook = free_port();
-        webhook::local::add_endpoint(&self.server, hook);
+        gpu_claims::dev::webhook::add_endpoint(&self.server, hook);
         let (cert, key) = (
             self.dir.path().join("tls.crt"),
             self.dir.path().join("tls.key"),

@@ -8,6 +8,7 @@ mod allocation;
 mod claim;
 mod class;
 mod conditions;
+pub mod crds;
 mod names;
 mod node;
 mod object;

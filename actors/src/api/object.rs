@@ -131,6 +131,19 @@ impl Kind {
             Kind::Pod | Kind::Node => "v1",
         }
     }
+
+    /// The kind as kube-rs' dynamic API names it (group, version, plural).
+    pub fn api_resource(self) -> kube::core::ApiResource {
+        use kube::core::ApiResource;
+        match self {
+            Kind::Class => ApiResource::erase::<GPUClass>(&()),
+            Kind::Claim => ApiResource::erase::<GPUClaim>(&()),
+            Kind::Allocation => ApiResource::erase::<GPUAllocation>(&()),
+            Kind::Vmi => ApiResource::erase::<Vmi>(&()),
+            Kind::Pod => ApiResource::erase::<Pod>(&()),
+            Kind::Node => ApiResource::erase::<Node>(&()),
+        }
+    }
 }
 
 /// An object that cannot be read as its kind, and where: the field path

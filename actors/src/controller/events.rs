@@ -98,12 +98,31 @@ pub fn publish(env: &Env, event: Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::claim;
+    use crate::api::{AttachedTo, ClaimPhase, GPUClaimSpec, GPUClaimStatus};
+
+    /// Claim t/a in `phase` on node n1, attached to `vmi`.
+    fn claim(phase: ClaimPhase, vmi: Option<&str>) -> GPUClaim {
+        let mut c = GPUClaim::new(
+            "a",
+            GPUClaimSpec {
+                class_name: "h200".into(),
+                count: 1,
+            },
+        );
+        c.metadata.namespace = Some("t".into());
+        c.status = Some(GPUClaimStatus {
+            phase: Some(phase),
+            node_name: Some("n1".into()),
+            attached_to: vmi.map(|v| AttachedTo { vmi: v.into() }),
+            conditions: vec![],
+        });
+        c
+    }
 
     #[test]
     fn a_phase_change_is_told_with_its_rule_and_a_condition_only_change_is_not() {
-        let before = claim("t", "a").bound("n1").build();
-        let after = claim("t", "a").attached_phase("n1").attached("vm").build();
+        let before = claim(ClaimPhase::Bound, None);
+        let after = claim(ClaimPhase::Attached, Some("vm"));
         let n = transition(
             "t/a",
             RuleId::L4,

@@ -105,3 +105,15 @@ impl Activity {
         self.writes.load(Ordering::Relaxed)
     }
 }
+
+/// An actix System over a multi-thread tokio runtime: the actors on the
+/// system arbiter, the watchers and the HTTP servers as tokio tasks on the
+/// same runtime. What `run`, `demo` and the benchmarks run in.
+pub fn system() -> actix::SystemRunner {
+    actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    })
+}

@@ -202,6 +202,3 @@ pub struct ClaimMemory {
     /// Allocations: since when the claim's allocation has been missing.
     pub record_missing_since: Option<Instant>,
 }
-
-#[cfg(test)]
-mod tests;

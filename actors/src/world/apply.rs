@@ -6,11 +6,11 @@
 //! writes by the mark, and must find them in the cache by then).
 
 use super::{World, key};
+use crate::api::Kind;
 use crate::api::{
     GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Obj, PodUse, Vmi, is_deleting,
     rv_number,
 };
-use crate::ports::Kind;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

@@ -4,14 +4,14 @@
 
 use gpu_claims_actors::api::{GPUClaim, GPUClass};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::memory::Entry;
-use gpu_claims_actors::memory::invariants::Checker;
-use gpu_claims_actors::memory::sim::{Sim, run_sim};
-use gpu_claims_actors::memory::store::Subresource;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef, WriteError};
+use gpu_claims_testbed::memory::Entry;
+use gpu_claims_testbed::memory::invariants::Checker;
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
+use gpu_claims_testbed::memory::store::Subresource;
 use std::time::Duration;
 
-pub use gpu_claims_actors::fixtures::*;
+pub use gpu_claims_testbed::fixtures::*;
 
 pub const H200: &str = "nvidia.com/GH100_H200";
 

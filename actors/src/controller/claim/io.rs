@@ -5,7 +5,7 @@
 use super::super::Env;
 use super::super::scaffold::{IoError, Outcome, OwnWrite, write_own};
 use crate::api::{CLAIM_FINALIZER, GPUClaim, Kind, Obj, ObjRef, Vmi, rv_number};
-use crate::ports::{Preconditions, WriteError};
+use crate::ports::{Preconditions, ReadError, WriteError};
 use crate::rules::{ClaimIntent, LiveVmi, RuleId, pods_left_gate, vmi_holds};
 use std::sync::Arc;
 
@@ -225,12 +225,61 @@ pub async fn release_unless_vmi_holds(
         Some(Obj::Vmi(v)) => Some(v),
         _ => None,
     });
-    match vmi_holds(&claim, &LiveVmi::from(live)) {
+    match vmi_holds(&claim, &live_vmi(live)) {
         Some(true) => Ok(ClaimIo::InUse { poll: true }).into(),
         Some(false) => release(&env, &claim, allocation, RuleId::L8).await,
         None => match read {
             Err(source) => Err(IoError::read(what, source)).into(),
             Ok(_) => Ok(ClaimIo::InUse { poll: true }).into(),
         },
+    }
+}
+
+/// What a live read of the VMI says for L9: a read that failed says
+/// nothing (Unknown), a kind not served is no VMI.
+fn live_vmi(live: Result<Option<crate::api::Vmi>, ReadError>) -> LiveVmi {
+    match live {
+        Ok(Some(v)) => LiveVmi::Found(Box::new(v)),
+        Ok(None) | Err(ReadError::NotServed) => LiveVmi::Absent,
+        Err(ReadError::Other(_) | ReadError::Timeout(_)) => LiveVmi::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// L10: only an answer says whether the VMI is there; a kind the
+    /// server does not serve (no KubeVirt) is no VMI.
+    #[test]
+    fn l10_a_failed_read_says_nothing_and_a_kind_not_served_is_no_vmi() {
+        let vmi = || Vmi {
+            metadata: Default::default(),
+            spec: None,
+            status: None,
+        };
+        type Read = Result<Option<Vmi>, ReadError>;
+        let cases: Vec<(&str, Read, LiveVmi)> = vec![
+            ("found", Ok(Some(vmi())), LiveVmi::Found(Box::new(vmi()))),
+            ("not found", Ok(None), LiveVmi::Absent),
+            (
+                "kind not served",
+                Err(ReadError::NotServed),
+                LiveVmi::Absent,
+            ),
+            (
+                "another error",
+                Err(ReadError::Other("x".into())),
+                LiveVmi::Unknown,
+            ),
+            (
+                "no answer",
+                Err(ReadError::Timeout(std::time::Duration::from_secs(1))),
+                LiveVmi::Unknown,
+            ),
+        ];
+        for (what, live, want) in cases {
+            assert_eq!(live_vmi(live), want, "{what}");
+        }
     }
 }

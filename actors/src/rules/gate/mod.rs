@@ -234,8 +234,3 @@ fn needs(unplaced: &[&Member]) -> BTreeMap<String, u64> {
     }
     need
 }
-
-#[cfg(test)]
-mod node_tests;
-#[cfg(test)]
-mod tests;

@@ -1,0 +1,507 @@
+//! G3-G5 as a table: one row per Waiting reason and per filter, on the
+//! pure decision (no actors, no cluster).
+
+mod node;
+
+use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, Obj};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::rules::*;
+use gpu_claims_actors::world::World;
+use gpu_claims_testbed::fixtures::*;
+
+pub const H200: &str = "nvidia.com/GH100_H200";
+
+pub fn world_of(objs: Vec<Obj>) -> World {
+    let w = World::new(Config::default());
+    for o in objs {
+        w.load(o);
+    }
+    w
+}
+
+/// VMI `vm` (uid u1) asking for a template claim of `n` h200, its claim,
+/// and one gated launcher pod shaped by `pod`.
+pub fn vm_asking(n: u32, pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
+    vec![
+        vmi("t", "vm")
+            .uid("u1")
+            .phase("Scheduling")
+            .annotate(CLASS_ANNOTATION, "h200")
+            .annotate(COUNT_ANNOTATION, &n.to_string())
+            .obj(),
+        claim("t", "vm-gpu").count(n).template_of("vm", "u1").obj(),
+        pod(launcher("t", "virt-launcher-vm", "vm", "u1").gated()).obj(),
+    ]
+}
+
+/// VMI `vm` (uid u1) naming `claims`, with one gated launcher pod.
+pub fn vm_naming(claims: &str) -> Vec<Obj> {
+    vec![
+        vmi("t", "vm")
+            .uid("u1")
+            .annotate(CLAIMS_ANNOTATION, claims)
+            .obj(),
+        launcher("t", "p", "vm", "u1").gated().obj(),
+    ]
+}
+
+pub fn gpu_node(name: &str, gpus: u64) -> NodeBuilder {
+    node(name).gpus(H200, gpus)
+}
+
+#[derive(Debug)]
+pub enum Want {
+    Place(&'static str),
+    Wait(WaitReason, &'static str),
+}
+
+pub struct Row {
+    pub case: &'static str,
+    pub objs: Vec<Obj>,
+    pub want: Want,
+}
+
+pub fn row(case: &'static str, objs: Vec<Vec<Obj>>, want: Want) -> Row {
+    Row {
+        case,
+        objs: objs.into_iter().flatten().collect(),
+        want,
+    }
+}
+
+pub fn h200() -> Vec<Obj> {
+    vec![class("h200", H200).obj()]
+}
+
+pub fn nodes(ns: Vec<NodeBuilder>) -> Vec<Obj> {
+    ns.into_iter().map(NodeBuilder::obj).collect()
+}
+
+pub fn same<T>(x: T) -> T {
+    x
+}
+
+#[test]
+fn g3_g5_gate_decisions_table() {
+    use WaitReason::*;
+    use Want::*;
+    let rows = vec![
+        row(
+            "best fit: the node left with the fewest free GPUs",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8), gpu_node("n2", 2)]),
+                vm_asking(2, same),
+            ],
+            Place("n2"),
+        ),
+        row(
+            "ties by node name",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("b", 4), gpu_node("a", 4)]),
+                vm_asking(1, same),
+            ],
+            Place("a"),
+        ),
+        row(
+            "G5 ClaimMissing: a named claim does not exist",
+            vec![h200(), nodes(vec![gpu_node("n1", 8)]), vm_naming("a")],
+            Wait(ClaimMissing, "claim a does not exist"),
+        ),
+        row(
+            "L2 at the gate: the template claim of an earlier VMI of the same name is not this VMI's",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8)]),
+                vec![
+                    vmi("t", "vm")
+                        .uid("u2")
+                        .annotate(CLASS_ANNOTATION, "h200")
+                        .obj(),
+                    claim("t", "vm-gpu").template_of("vm", "u1").obj(),
+                    launcher("t", "p", "vm", "u2").gated().obj(),
+                ],
+            ],
+            Wait(ClaimMissing, "belongs to an earlier VMI named vm"),
+        ),
+        row(
+            "G5 ClaimInUse: a claim owned by another VMI",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8)]),
+                vm_naming("other-gpu"),
+                vec![claim("t", "other-gpu").template_of("other", "u9").obj()],
+            ],
+            Wait(ClaimInUse, "belongs to VMI other"),
+        ),
+        row(
+            "G5 ClaimInUse: a claim attached to another live VMI",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8)]),
+                vm_naming("a"),
+                vec![
+                    vmi("t", "other").uid("u9").phase("Running").obj(),
+                    claim("t", "a").bound("n1").attached("other").obj(),
+                ],
+            ],
+            Wait(ClaimInUse, "attached to VMI other"),
+        ),
+        row(
+            "G5 ClaimDeleting",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8)]),
+                vm_naming("a"),
+                vec![claim("t", "a").deleting().obj()],
+            ],
+            Wait(ClaimDeleting, "claim a is being deleted"),
+        ),
+        row(
+            "G5 ClassMissing",
+            vec![nodes(vec![gpu_node("n1", 8)]), vm_asking(1, same)],
+            Wait(ClassMissing, "GPUClass h200 does not exist"),
+        ),
+        row(
+            "G5 SplitNodes",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8), gpu_node("n2", 8)]),
+                claim("t", "a").bound("n1").with_allocation(H200),
+                claim("t", "b").bound("n2").with_allocation(H200),
+                vm_naming("a,b"),
+            ],
+            Wait(SplitNodes, "on 2 nodes"),
+        ),
+        row(
+            "G4 PinnedElsewhere: held on n1, the pod pinned to n2",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8), gpu_node("n2", 8)]),
+                claim("t", "a").bound("n1").with_allocation(H200),
+                vec![
+                    vmi("t", "vm")
+                        .uid("u1")
+                        .annotate(CLAIMS_ANNOTATION, "a")
+                        .obj(),
+                    launcher("t", "p", "vm", "u1").gated().pinned("n2").obj(),
+                ],
+            ],
+            Wait(
+                PinnedElsewhere,
+                "its claims hold GPUs on n1, where its pods cannot run: node not matching",
+            ),
+        ),
+        row(
+            "G3 PinnedElsewhere: the held node has a taint the pod does not tolerate",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8).taint(
+                    "maintenance",
+                    "",
+                    "NoSchedule",
+                )]),
+                claim("t", "a").bound("n1").with_allocation(H200),
+                vm_naming("a"),
+            ],
+            Wait(PinnedElsewhere, "node with a taint not tolerated"),
+        ),
+        row(
+            "G3 the held node is used when it passes",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 8), gpu_node("n2", 1)]),
+                claim("t", "a").bound("n1").with_allocation(H200),
+                vm_naming("a"),
+            ],
+            Place("n1"),
+        ),
+        row(
+            "G5 OverBudget",
+            vec![
+                vec![class("h200", H200).budget(2).obj()],
+                nodes(vec![gpu_node("n1", 8)]),
+                vm_asking(3, same),
+            ],
+            Wait(OverBudget, "no room in its budget of 2 GPUs for 3 more"),
+        ),
+        row(
+            "G5 NoCapacity: no node with room",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("n1", 2), gpu_node("n2", 1)]),
+                vm_asking(4, same),
+            ],
+            Wait(NoCapacity, "no node fits the set: 2 nodes without room"),
+        ),
+        row(
+            "G5 NoCapacity: no nodes at all",
+            vec![h200(), vm_asking(1, same)],
+            Wait(NoCapacity, "there are no nodes"),
+        ),
+        row(
+            "filter Ready: a NotReady node is skipped",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("a", 8).ready(false), gpu_node("b", 8)]),
+                vm_asking(1, same),
+            ],
+            Place("b"),
+        ),
+        row(
+            "filter NodeUnschedulable: a cordoned node is skipped",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("a", 1).cordoned(), gpu_node("b", 8)]),
+                vm_asking(1, same),
+            ],
+            Place("b"),
+        ),
+        row(
+            "filter NodeUnschedulable: a pod that tolerates the cordon may go there",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("a", 1).cordoned(), gpu_node("b", 8)]),
+                vm_asking(1, |p| {
+                    p.tolerates(
+                        "node.kubernetes.io/unschedulable",
+                        "Exists",
+                        "",
+                        "NoSchedule",
+                    )
+                }),
+            ],
+            Place("a"),
+        ),
+        row(
+            "filter TaintToleration: a NoSchedule taint the pod does not tolerate",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 1).taint("gpu", "h200", "NoSchedule"),
+                    gpu_node("b", 8),
+                ]),
+                vm_asking(1, same),
+            ],
+            Place("b"),
+        ),
+        row(
+            "filter TaintToleration: a NoExecute taint too",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 1).taint("gpu", "", "NoExecute"),
+                    gpu_node("b", 8),
+                ]),
+                vm_asking(1, same),
+            ],
+            Place("b"),
+        ),
+        row(
+            "filter TaintToleration: a tolerated taint (GPU nodes, tolerated by VM pods)",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 1).taint("nvidia.com/gpu", "", "NoSchedule"),
+                    gpu_node("b", 8),
+                ]),
+                vm_asking(1, |p| {
+                    p.tolerates("nvidia.com/gpu", "Exists", "", "NoSchedule")
+                }),
+            ],
+            Place("a"),
+        ),
+        row(
+            "filter TaintToleration: PreferNoSchedule only scores",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 1).taint("gpu", "", "PreferNoSchedule"),
+                    gpu_node("b", 8),
+                ]),
+                vm_asking(1, same),
+            ],
+            Place("a"),
+        ),
+        row(
+            "filter NodeAffinity: the pod's nodeSelector",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("a", 1), gpu_node("b", 8).label("zone", "z1")]),
+                vm_asking(1, |p| p.node_selector("zone", "z1")),
+            ],
+            Place("b"),
+        ),
+        row(
+            "filter NodeAffinity: required affinity, terms ORed",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 1).label("zone", "z3"),
+                    gpu_node("b", 8).label("zone", "z2"),
+                ]),
+                vm_asking(1, |p| {
+                    p.required_affinity(vec![
+                        vec![req("zone", "In", &["z1"])],
+                        vec![req("zone", "In", &["z2"])],
+                    ])
+                }),
+            ],
+            Place("b"),
+        ),
+        row(
+            "filter NodeAffinity: a pod pinned to a node is placed there when it fits",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("a", 1), gpu_node("b", 8)]),
+                vm_asking(1, |p| p.pinned("b")),
+            ],
+            Place("b"),
+        ),
+        row(
+            "filter NodeAffinity: a pod pinned to a node without room waits, saying so",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("a", 8), gpu_node("b", 1)]),
+                vm_asking(2, |p| p.pinned("b")),
+            ],
+            Wait(
+                NoCapacity,
+                "1 node not matching the pods' node selector or affinity, 1 node without room",
+            ),
+        ),
+        row(
+            "filter: the class's nodeSelector",
+            vec![
+                vec![class("h200", H200).selector("pool", "gpu").obj()],
+                nodes(vec![
+                    gpu_node("a", 1),
+                    gpu_node("b", 8).label("pool", "gpu"),
+                ]),
+                vm_asking(1, same),
+            ],
+            Place("b"),
+        ),
+        row(
+            "G3 devices lost: a node whose devices-lost taint covers the resource is never chosen",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 1)
+                        .lost_taint(H200)
+                        .taint("tolerated", "", "NoSchedule"),
+                    gpu_node("b", 8),
+                ]),
+                vm_asking(1, |p| p.tolerates("", "Exists", "", "")),
+            ],
+            Place("b"),
+        ),
+        row(
+            "G3 devices lost: not even for the Lost claim whose allocation is there (the tightest fit)",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("a", 8).lost_taint(H200), gpu_node("b", 8)]),
+                claim("t", "a").lost("a").with_allocation(H200),
+                vec![
+                    vmi("t", "vm")
+                        .uid("u1")
+                        .annotate(CLAIMS_ANNOTATION, "a")
+                        .obj(),
+                    launcher("t", "p", "vm", "u1")
+                        .gated()
+                        .tolerates("", "Exists", "", "")
+                        .obj(),
+                ],
+            ],
+            Place("b"),
+        ),
+        row(
+            "G3 a migration pair must both fit: one pod's selector excludes a",
+            vec![
+                h200(),
+                nodes(vec![gpu_node("a", 1), gpu_node("b", 8).label("zone", "z1")]),
+                vm_asking(1, same),
+                vec![
+                    launcher("t", "virt-launcher-vm-target", "vm", "u1")
+                        .gated()
+                        .node_selector("zone", "z1")
+                        .obj(),
+                ],
+            ],
+            Place("b"),
+        ),
+        row(
+            "G5 NoCapacity says which filter removed how many nodes",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 8).cordoned(),
+                    gpu_node("b", 8).cordoned(),
+                    gpu_node("c", 8).taint("x", "", "NoSchedule"),
+                    gpu_node("d", 1),
+                    gpu_node("e", 8).lost_taint(""),
+                ]),
+                vm_asking(2, same),
+            ],
+            Wait(
+                NoCapacity,
+                "no node fits the set: 2 nodes cordoned, 2 nodes with a taint not tolerated, 1 node without room",
+            ),
+        ),
+    ];
+    check_rows(rows);
+}
+
+/// Runs each row's decision and compares it with what the row wants.
+pub fn check_rows(rows: Vec<Row>) {
+    use Want::*;
+    let written = WrittenAllocations::default();
+    for r in rows {
+        let w = world_of(r.objs);
+        let v = w.vmi("t/vm").expect("the row's VMI");
+        match (decide_gate(&v, &w, &written), &r.want) {
+            (GateStep::Place(plan), Place(node)) => assert_eq!(plan.node, *node, "{}", r.case),
+            (
+                GateStep::Wait {
+                    reason, message, ..
+                },
+                Wait(want, text),
+            ) => {
+                assert_eq!(reason, *want, "{}: {message}", r.case);
+                assert!(
+                    message.contains(text),
+                    "{}: {message:?} lacks {text:?}",
+                    r.case
+                );
+            }
+            (got, want) => panic!("{}: got {got:?}, want {want:?}", r.case),
+        }
+    }
+}
+
+/// L2 at the gate: the earlier VMI's claim is not marked Waiting either;
+/// it is L3's to delete.
+#[test]
+fn l2_an_earlier_vmis_claim_is_not_marked_waiting() {
+    let w = world_of(
+        [
+            h200(),
+            nodes(vec![gpu_node("n1", 8)]),
+            vec![
+                vmi("t", "vm")
+                    .uid("u2")
+                    .annotate(CLASS_ANNOTATION, "h200")
+                    .obj(),
+                claim("t", "vm-gpu").template_of("vm", "u1").obj(),
+                launcher("t", "p", "vm", "u2").gated().obj(),
+            ],
+        ]
+        .concat(),
+    );
+    let v = w.vmi("t/vm").unwrap();
+    match decide_gate(&v, &w, &WrittenAllocations::default()) {
+        GateStep::Wait { claims, .. } => assert!(claims.is_empty(), "{claims:?}"),
+        other => panic!("{other:?}"),
+    }
+}

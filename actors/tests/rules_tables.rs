@@ -1,0 +1,338 @@
+//! Tables of cases for the pure decisions: the least powerful tests, no
+//! actors, no cluster.
+
+use gpu_claims_actors::api::pod::pinned_node;
+use gpu_claims_actors::api::{CLAIM_FINALIZER, GPUClaim, GpuRequest, Obj};
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::rules::*;
+use gpu_claims_actors::world::World;
+use gpu_claims_testbed::fixtures::*;
+use std::time::Duration;
+
+/// A world of the claims, VMIs and launcher pods among `objs` (the tables
+/// here judge claims; their classes and nodes do not matter).
+fn world_of(objs: Vec<Obj>) -> World {
+    let w = World::new(Config::default());
+    for o in objs {
+        if matches!(o, Obj::Claim(_) | Obj::Vmi(_) | Obj::Pod(_)) {
+            w.load(o);
+        }
+    }
+    w
+}
+
+/// L9: the in-cache answer for each branch of the seed's usedByVMI.
+#[test]
+fn l9_used_by_vmi_table() {
+    let t0 = tokio::time::Instant::now();
+    let grace = Duration::from_secs(120);
+    let live = || vmi("t", "vm").uid("u").obj();
+    let cases: Vec<(&str, GPUClaim, Vec<Obj>, Duration, Used)> = vec![
+        (
+            "no attachment",
+            claim("t", "c").bound("n").build(),
+            vec![],
+            Duration::ZERO,
+            Used::No,
+        ),
+        (
+            "fresh attachment, within grace",
+            claim("t", "c").bound("n").attached("vm").build(),
+            vec![],
+            Duration::ZERO,
+            Used::Yes,
+        ),
+        (
+            "fresh attachment, grace over",
+            claim("t", "c").bound("n").attached("vm").build(),
+            vec![],
+            grace,
+            Used::No,
+        ),
+        (
+            "absent VMI, claim Attached",
+            claim("t", "c").attached_phase("n").attached("vm").build(),
+            vec![],
+            Duration::ZERO,
+            Used::No,
+        ),
+        (
+            "absent VMI, claim VMI-owned",
+            claim("t", "c")
+                .bound("n")
+                .attached("vm")
+                .owned_by("vm", "u")
+                .build(),
+            vec![],
+            Duration::ZERO,
+            Used::No,
+        ),
+        (
+            "final VMI",
+            claim("t", "c").bound("n").attached("vm").build(),
+            vec![vmi("t", "vm").uid("u").phase("Failed").obj()],
+            Duration::ZERO,
+            Used::No,
+        ),
+        (
+            "live VMI, no launcher pods",
+            claim("t", "c").bound("n").attached("vm").build(),
+            vec![live()],
+            Duration::ZERO,
+            Used::Yes,
+        ),
+        (
+            "live VMI, an ungated pod",
+            claim("t", "c").bound("n").attached("vm").build(),
+            vec![
+                live(),
+                launcher("t", "p1", "vm", "u").gated().obj(),
+                launcher("t", "p2", "vm", "u").pinned("n").obj(),
+            ],
+            Duration::ZERO,
+            Used::Yes,
+        ),
+        (
+            "live VMI, every pod gated: read live",
+            claim("t", "c").bound("n").attached("vm").build(),
+            vec![live(), launcher("t", "p1", "vm", "u").gated().obj()],
+            Duration::ZERO,
+            Used::ReadPods {
+                namespace: "t".into(),
+                names: vec!["p1".into()],
+            },
+        ),
+        (
+            "VMI of another UID than the owner",
+            claim("t", "c")
+                .bound("n")
+                .attached("vm")
+                .owned_by("vm", "other")
+                .build(),
+            vec![live()],
+            Duration::ZERO,
+            Used::No,
+        ),
+    ];
+    for (what, c, objs, elapsed, want) in cases {
+        let w = world_of(objs);
+        let mut g = Grace::default();
+        g.since("vm", t0);
+        assert_eq!(
+            used_by_vmi(&c, &w, &Config::default(), t0 + elapsed, &mut g),
+            want,
+            "{what}"
+        );
+    }
+}
+
+/// L10: the answer after the live read (what a failed read means is the
+/// claim actor's `live_vmi`, tested there).
+#[test]
+fn l10_vmi_holds_table() {
+    let c = claim("t", "c")
+        .bound("n")
+        .attached("vm")
+        .owned_by("vm", "u")
+        .build();
+    let v =
+        |uid: &str, phase: &str| LiveVmi::Found(Box::new(vmi("t", "vm").uid(uid).phase(phase).0));
+    let cases: Vec<(&str, LiveVmi, Option<bool>)> = vec![
+        (
+            "not found, or the kind not served",
+            LiveVmi::Absent,
+            Some(false),
+        ),
+        ("a read that failed", LiveVmi::Unknown, None),
+        ("owner UID differs", v("other", "Running"), Some(false)),
+        ("final", v("u", "Succeeded"), Some(false)),
+        ("live", v("u", "Running"), Some(true)),
+        ("unknown is not final", v("u", "Unknown"), Some(true)),
+    ];
+    for (what, live, want) in cases {
+        assert_eq!(vmi_holds(&c, &live), want, "{what}");
+    }
+}
+
+#[test]
+fn pinned_node_table() {
+    use k8s_openapi::api::core::v1::{
+        Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    };
+    let term = |values: &[&str]| NodeSelectorTerm {
+        match_expressions: Some(vec![NodeSelectorRequirement {
+            key: gpu_claims_actors::api::HOSTNAME_LABEL.into(),
+            operator: "In".into(),
+            values: Some(values.iter().map(|s| s.to_string()).collect()),
+        }]),
+        match_fields: None,
+    };
+    let with_terms = |terms: Vec<NodeSelectorTerm>| {
+        let mut p = launcher("t", "p", "vm", "u").0;
+        p.spec.as_mut().unwrap().affinity = Some(Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                    node_selector_terms: terms,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        p
+    };
+    assert_eq!(
+        pinned_node(&launcher("t", "p", "vm", "u").pinned("n1").0),
+        Some("n1".into()),
+        "nodeSelector"
+    );
+    assert_eq!(
+        pinned_node(&launcher("t", "p", "vm", "u").0),
+        None,
+        "nothing"
+    );
+    assert_eq!(
+        pinned_node(&with_terms(vec![term(&["n1"]), term(&["n1"])])),
+        Some("n1".into()),
+        "every term pins n1"
+    );
+    assert_eq!(
+        pinned_node(&with_terms(vec![term(&["n1"]), term(&["n2"])])),
+        None,
+        "terms disagree"
+    );
+    assert_eq!(
+        pinned_node(&with_terms(vec![term(&["n1", "n2"])])),
+        None,
+        "two values do not pin"
+    );
+}
+
+/// SPEC §1, the VMI annotations: spaces and empty entries ignored, a name
+/// listed twice counted once; a bad name, class or count is refused with
+/// what is wrong (placement says it in a Warning Event on the VMI).
+#[test]
+fn gpu_request_annotations_table() {
+    use gpu_claims_actors::api::{
+        CLAIMS_ANNOTATION as CLAIMS, CLASS_ANNOTATION as CLASS, COUNT_ANNOTATION as COUNT,
+        RequestError,
+    };
+    let req = |pairs: &[(&str, &str)]| {
+        let mut v = vmi("t", "vm");
+        for (k, val) in pairs {
+            v = v.annotate(k, val);
+        }
+        v.0.gpu_request()
+    };
+    let claims = |names: &[&str]| {
+        Ok(GpuRequest {
+            claims: names.iter().map(|n| n.to_string()).collect(),
+            class: None,
+        })
+    };
+    let class = |c: &str, n: u32| {
+        Ok(GpuRequest {
+            claims: vec![],
+            class: Some((c.into(), n)),
+        })
+    };
+    let bad_name = |n: &str| Err(RequestError::ClaimName { name: n.into() });
+    let bad_count = |n: &str| Err(RequestError::Count { count: n.into() });
+    type Case<'a> = (
+        &'a str,
+        Vec<(&'a str, &'a str)>,
+        Result<GpuRequest, RequestError>,
+    );
+    let cases: Vec<Case> = vec![
+        ("no annotations", vec![], Ok(GpuRequest::default())),
+        (
+            "two names, one twice, spaces",
+            vec![(CLAIMS, "a, b,a")],
+            claims(&["a", "b"]),
+        ),
+        ("a trailing comma", vec![(CLAIMS, "a,")], claims(&["a"])),
+        ("a leading comma", vec![(CLAIMS, ",a")], claims(&["a"])),
+        (
+            "an empty entry between",
+            vec![(CLAIMS, "a,,b")],
+            claims(&["a", "b"]),
+        ),
+        (
+            "only commas and spaces",
+            vec![(CLAIMS, " , ,")],
+            claims(&[]),
+        ),
+        (
+            "a name that is not an object name",
+            vec![(CLAIMS, "a,Bad_Name")],
+            bad_name("Bad_Name"),
+        ),
+        (
+            "a class, count 1 by default",
+            vec![(CLASS, "h200")],
+            class("h200", 1),
+        ),
+        (
+            "a class and a count",
+            vec![(CLASS, "h200"), (COUNT, "4")],
+            class("h200", 4),
+        ),
+        (
+            "a count with spaces",
+            vec![(CLASS, "h200"), (COUNT, " 2 ")],
+            class("h200", 2),
+        ),
+        (
+            "count 0",
+            vec![(CLASS, "h200"), (COUNT, "0")],
+            bad_count("0"),
+        ),
+        (
+            "count -1",
+            vec![(CLASS, "h200"), (COUNT, "-1")],
+            bad_count("-1"),
+        ),
+        (
+            "count in words",
+            vec![(CLASS, "h200"), (COUNT, "two")],
+            bad_count("two"),
+        ),
+        (
+            "count 1.5",
+            vec![(CLASS, "h200"), (COUNT, "1.5")],
+            bad_count("1.5"),
+        ),
+        (
+            "an empty class",
+            vec![(CLASS, " ")],
+            Err(RequestError::ClassName { class: "".into() }),
+        ),
+        (
+            "a class that is not a name",
+            vec![(CLASS, "H 200")],
+            Err(RequestError::ClassName {
+                class: "H 200".into(),
+            }),
+        ),
+    ];
+    for (case, pairs, want) in cases {
+        assert_eq!(req(&pairs), want, "{case}");
+    }
+    assert_eq!(
+        RequestError::Count { count: "0".into() }.to_string(),
+        "gpu.cozystack.io/count \"0\" is not a positive whole number"
+    );
+}
+
+#[test]
+fn l1_needs_finalizer_table() {
+    let c = |b: ClaimBuilder| b.build().metadata;
+    assert!(needs_finalizer(
+        &c(claim("t", "a").no_finalizer()),
+        CLAIM_FINALIZER
+    ));
+    assert!(!needs_finalizer(&c(claim("t", "a")), CLAIM_FINALIZER));
+    assert!(!needs_finalizer(
+        &c(claim("t", "a").no_finalizer().deleting()),
+        CLAIM_FINALIZER
+    ));
+}

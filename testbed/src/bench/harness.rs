@@ -1,0 +1,141 @@
+//! The controller's actors over the in-memory cluster, on the real clock,
+//! with a writer that stamps every write and telemetry that keeps every
+//! change-to-write latency: what the benchmark measures with.
+
+use crate::memory::store::Store;
+use crate::memory::{MemCluster, feed};
+use async_trait::async_trait;
+use gpu_claims_actors::controller::{Env, Leading, Ports, Supervisor};
+use gpu_claims_actors::ports::{
+    Guarded, ObjRef, Telemetry, TokioClock, WriteError, WriteGuard, WriteOp,
+};
+use gpu_claims_actors::rules::RuleId;
+use gpu_claims_actors::world::World;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Every write, stamped when the actor issued it.
+#[derive(Default)]
+pub struct Stamps {
+    pub writes: Mutex<Vec<(Instant, &'static str, String)>>,
+    /// Change-to-write latencies as the actors report them.
+    pub latencies: Mutex<Vec<Duration>>,
+}
+
+/// Stamps every write when the actor issues it.
+struct Stamping(Arc<Stamps>);
+
+#[async_trait]
+impl WriteGuard for Stamping {
+    async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<Option<Instant>, WriteError> {
+        self.0
+            .writes
+            .lock()
+            .unwrap()
+            .push((Instant::now(), op.as_str(), what.to_string()));
+        Ok(None)
+    }
+}
+
+struct Latencies(Arc<Stamps>);
+
+impl Telemetry for Latencies {
+    fn change_to_write(&self, took: Duration, _rule: RuleId) {
+        self.0.latencies.lock().unwrap().push(took);
+    }
+}
+
+/// The actor system under test.
+pub struct Harness {
+    pub store: Arc<Store>,
+    pub cluster: Arc<MemCluster>,
+    pub env: Arc<Env>,
+    pub stamps: Arc<Stamps>,
+    pub supervisor: actix::Addr<Supervisor>,
+}
+
+impl Harness {
+    /// Starts the supervisor as a standby over `store` (caches fill, no
+    /// decisions); `lead` then lets it decide. Must run inside an actix System.
+    pub fn start(store: Arc<Store>) -> Self {
+        use actix::Actor;
+        let cluster = MemCluster::new(store.clone());
+        let stamps = Arc::new(Stamps::default());
+        let config = gpu_claims_actors::config::Config::default();
+        let world = Arc::new(World::new(config.clone()));
+        let ports = Ports {
+            writer: Arc::new(Guarded {
+                inner: cluster.clone(),
+                guard: Stamping(stamps.clone()),
+            }),
+            reader: cluster.clone(),
+            clock: Arc::new(TokioClock::real()),
+            events: cluster.clone(),
+            telemetry: Arc::new(Latencies(stamps.clone())),
+        };
+        let env = Env::new(world, ports);
+        let supervisor = Supervisor::new(env.clone()).standby().start();
+        feed(
+            store.clone(),
+            Supervisor::watched_kinds(&config),
+            supervisor.clone(),
+            crate::memory::Lag::default(),
+        );
+        Self {
+            store,
+            cluster,
+            env,
+            stamps,
+            supervisor,
+        }
+    }
+
+    pub fn lead(&self) {
+        self.supervisor.do_send(Leading(true));
+    }
+
+    /// Waits until the actors have been idle for `quiet` (no I/O under way,
+    /// no message handled) with every change of the store delivered to the
+    /// cache: on a loaded machine the watch can trail by more than `quiet`,
+    /// and a change's writes must not be counted as the next one's.
+    pub async fn settle(&self, quiet: Duration) {
+        let mut last = (self.env.activity.ticks(), Instant::now());
+        loop {
+            tokio::time::sleep(Duration::from_micros(500)).await;
+            let t = self.env.activity.ticks();
+            if t != last.0 || self.env.activity.in_flight() != 0 || !self.delivered() {
+                last = (t, Instant::now());
+            } else if last.1.elapsed() >= quiet {
+                return;
+            }
+        }
+    }
+
+    /// Whether the cache has every change the store made.
+    fn delivered(&self) -> bool {
+        let w = &self.env.world;
+        let seen = gpu_claims_actors::api::Kind::ALL
+            .iter()
+            .map(|k| w.observed_rv(*k))
+            .max()
+            .unwrap_or(0);
+        seen >= self.store.resource_version()
+    }
+
+    /// Waits until the caches hold `claims` claims.
+    pub async fn synced(&self, claims: usize) {
+        while self.env.world.claim_count() < claims {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.settle(Duration::from_millis(50)).await;
+    }
+
+    pub fn writes(&self) -> usize {
+        self.stamps.writes.lock().unwrap().len()
+    }
+
+    pub fn latencies(&self) -> usize {
+        self.stamps.latencies.lock().unwrap().len()
+    }
+}

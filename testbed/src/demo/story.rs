@@ -1,0 +1,196 @@
+//! The demo's story: VMs start, one over budget waits, a node fails and
+//! returns, VMs stop, a claim and a class are deleted while still held.
+//! Each step acts on the cluster as a tenant, KubeVirt or the kubelet
+//! would, then names what the controller must have done for it to end.
+
+use super::view::Snapshot;
+use crate::memory::store::Store;
+use crate::standin::{StandIn, VmSpec};
+use gpu_claims_actors::api::{CLASS_ANNOTATION, CONDITION_WAITING, COUNT_ANNOTATION, is_deleting};
+use std::time::Duration;
+
+pub const A: &str = "tenant-a";
+pub const B: &str = "tenant-b";
+pub const H200: &str = "nvidia.com/GH100_H200";
+pub const L40S: &str = "nvidia.com/AD102GL_L40S";
+/// Nodes with GPUs that placement must skip (G3): the scheduler would not
+/// run the launcher pods there.
+pub const CORDONED: &str = "gpu-node-0";
+pub const TAINTED: &str = "gpu-node-4";
+/// The platform team's namespace, and its CUDA job outside gpu-claims.
+pub const OPS: &str = "ml-ops";
+pub const CUDA_JOB: &str = "cuda-smoke-test";
+
+pub struct Ctx<'a> {
+    pub standin: &'a StandIn,
+    pub store: &'a Store,
+    pub now: &'a Snapshot,
+}
+
+pub struct Step {
+    pub title: &'static str,
+    /// The rules this step shows at work.
+    pub rules: &'static str,
+    pub act: fn(&Ctx),
+    /// The step is over when this holds (and the cluster is quiet).
+    pub until: fn(&Snapshot) -> bool,
+    /// How long `until` must keep holding: for a step whose point is that
+    /// the controller waits.
+    pub hold: Duration,
+}
+
+fn waiting(s: &Snapshot, ns: &str, name: &str) -> bool {
+    s.claim(ns, name).is_some_and(|c| {
+        c.conditions()
+            .iter()
+            .any(|x| x.type_ == CONDITION_WAITING && x.status == "True")
+    })
+}
+
+/// The node a claim is placed on.
+fn node_of(s: &Snapshot, ns: &str, name: &str) -> String {
+    s.claim(ns, name)
+        .and_then(|c| c.node_name())
+        .unwrap_or_default()
+        .to_string()
+}
+
+pub fn steps() -> Vec<Step> {
+    let now = Duration::ZERO;
+    vec![
+        Step {
+            title: "Tenants start three VMs: vm-train (3 x h200) goes to gpu-node-1, where the CUDA job left exactly 3; \
+                    vm-infer (2 x h200, 384Gi) to gpu-node-2, the only node with the memory; vm-render (claim shared-l40s)",
+            rules: "G1 G2 G3 G4 L1 L4",
+            act: |c| {
+                c.standin.start_vm(A, "vm-train", "h200", 3);
+                let infer = VmSpec::sized(16, "384Gi")
+                    .annotate(CLASS_ANNOTATION, "h200")
+                    .annotate(COUNT_ANNOTATION, "2")
+                    .gpus(H200, 2);
+                c.standin.create_vmi(A, "vm-infer", &infer);
+                c.standin
+                    .start_vm_with_claims(B, "vm-render", &["shared-l40s"]);
+            },
+            until: |s| {
+                s.phase(A, "vm-train-gpu") == "Attached"
+                    && s.phase(A, "vm-infer-gpu") == "Attached"
+                    && s.phase(B, "shared-l40s") == "Attached"
+                    && node_of(s, A, "vm-train-gpu") == "gpu-node-1"
+                    && node_of(s, A, "vm-infer-gpu") == "gpu-node-2"
+            },
+            hold: now,
+        },
+        Step {
+            title: "vm-notebook asks for an L40S in its spec alone, as Cozystack's vm-instance writes it: \
+                    its pod is gated, and it gets a template claim of the class that serves it",
+            rules: "G1 G2 G3 G4",
+            act: |c| {
+                let notebook = VmSpec::sized(4, "16Gi").gpus(L40S, 1);
+                c.standin.create_vmi(B, "vm-notebook", &notebook);
+            },
+            until: |s| s.phase(B, "vm-notebook-gpu") == "Attached",
+            hold: now,
+        },
+        Step {
+            title: "vm-burst asks for 2 more h200: the class budget of 6 is spent, so its pod waits at the gate",
+            rules: "G5 OverBudget",
+            act: |c| c.standin.start_vm(B, "vm-burst", "h200", 2),
+            until: |s| s.phase(B, "vm-burst-gpu") == "Pending" && waiting(s, B, "vm-burst-gpu"),
+            hold: now,
+        },
+        Step {
+            title: "The node under vm-train goes NotReady: its claim is Lost, and still counts against the budget",
+            rules: "G6 L11",
+            act: |c| {
+                let n = node_of(c.now, A, "vm-train-gpu");
+                c.standin.set_node_ready(&n, false);
+            },
+            until: |s| {
+                s.phase(A, "vm-train-gpu") == "Lost" && s.phase(B, "vm-burst-gpu") == "Pending"
+            },
+            hold: now,
+        },
+        Step {
+            title: "The node is Ready again: the Lost claim of the live VM is Attached again, and loses its Lost condition",
+            rules: "L4",
+            act: |c| {
+                let n = node_of(c.now, A, "vm-train-gpu");
+                c.standin.set_node_ready(&n, true);
+            },
+            until: |s| {
+                s.phase(A, "vm-train-gpu") == "Attached"
+                    && s.claim(A, "vm-train-gpu")
+                        .is_some_and(|c| c.conditions().iter().all(|x| x.type_ != "Lost"))
+            },
+            hold: now,
+        },
+        Step {
+            title: "vm-render stops: its claim is detached and stays Bound, its GPUs kept for the next VM",
+            rules: "L5 L7",
+            act: |c| c.standin.stop_vm(B, "vm-render"),
+            until: |s| {
+                s.phase(B, "shared-l40s") == "Bound"
+                    && s.claim(B, "shared-l40s")
+                        .is_some_and(|c| c.attached_vmi_name().is_none())
+            },
+            hold: now,
+        },
+        Step {
+            title: "vm-notebook stops: the template claim made from its spec goes with it",
+            rules: "L5 L7 L8",
+            act: |c| c.standin.stop_vm(B, "vm-notebook"),
+            until: |s| s.phase(B, "vm-notebook-gpu") == "gone",
+            hold: now,
+        },
+        Step {
+            // Stopped, not deleted: the controller deletes the template
+            // claim (L5, L7) rather than the garbage collector, so the
+            // story (and the RBAC test that plays it) takes one path.
+            title: "vm-infer stops: its template claim is deleted with the VM's end, freeing budget for vm-burst",
+            rules: "L5 L7 L8 G3 G4",
+            act: |c| c.standin.stop_vm(A, "vm-infer"),
+            until: |s| {
+                s.phase(A, "vm-infer-gpu") == "gone" && s.phase(B, "vm-burst-gpu") == "Attached"
+            },
+            hold: now,
+        },
+        Step {
+            title: "The tenant deletes vm-train's claim while the VM runs: the claim waits, still Attached",
+            rules: "L9",
+            act: |c| {
+                let _ = c.store.delete("GPUClaim", A, "vm-train-gpu", None, None);
+            },
+            until: |s| {
+                s.claim(A, "vm-train-gpu")
+                    .is_some_and(|c| is_deleting(&c.metadata) && c.phase().as_str() == "Attached")
+            },
+            hold: Duration::from_millis(1500),
+        },
+        Step {
+            title: "vm-train stops: nothing holds its claim any more, so it is released",
+            rules: "L5 L8",
+            act: |c| c.standin.stop_vm(A, "vm-train"),
+            until: |s| s.phase(A, "vm-train-gpu") == "gone",
+            hold: now,
+        },
+        Step {
+            title: "The platform deletes class l40s while claim shared-l40s holds GPUs of it: the class waits",
+            rules: "L11",
+            act: |c| {
+                let _ = c.store.delete("GPUClass", "", "l40s", None, None);
+            },
+            until: |s| s.class("l40s").is_some_and(|k| is_deleting(&k.metadata)),
+            hold: Duration::from_millis(1500),
+        },
+        Step {
+            title: "The tenant deletes shared-l40s: the claim is released, then the class",
+            rules: "L8 L11",
+            act: |c| {
+                let _ = c.store.delete("GPUClaim", B, "shared-l40s", None, None);
+            },
+            until: |s| s.phase(B, "shared-l40s") == "gone" && s.class("l40s").is_none(),
+            hold: now,
+        },
+    ]
+}

@@ -1,0 +1,126 @@
+//! What the demo prints after each step: the claims, one row each, and
+//! the classes' budgets.
+
+use crate::memory::store::Store;
+use gpu_claims_actors::api::{GPUClaim, GPUClass, is_deleting};
+use gpu_claims_actors::ports::{Kind, Obj};
+use std::fmt::Write as _;
+
+/// The claims and classes as the store holds them now.
+pub struct Snapshot {
+    pub claims: Vec<GPUClaim>,
+    pub classes: Vec<GPUClass>,
+}
+
+impl Snapshot {
+    pub fn take(store: &Store) -> Self {
+        let typed = |kind: Kind| {
+            store
+                .list(kind.name())
+                .0
+                .into_iter()
+                .filter_map(move |v| gpu_claims_actors::api::from_json(kind, v).ok())
+        };
+        Self {
+            claims: typed(Kind::Claim)
+                .filter_map(|o| if let Obj::Claim(c) = o { Some(c) } else { None })
+                .collect(),
+            classes: typed(Kind::Class)
+                .filter_map(|o| if let Obj::Class(c) = o { Some(c) } else { None })
+                .collect(),
+        }
+    }
+
+    pub fn claim(&self, ns: &str, name: &str) -> Option<&GPUClaim> {
+        self.claims.iter().find(|c| {
+            c.metadata.namespace.as_deref() == Some(ns) && c.metadata.name.as_deref() == Some(name)
+        })
+    }
+
+    pub fn class(&self, name: &str) -> Option<&GPUClass> {
+        self.classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+    }
+
+    /// The claim's phase, "gone" when it does not exist.
+    pub fn phase(&self, ns: &str, name: &str) -> &'static str {
+        self.claim(ns, name).map_or("gone", |c| c.phase().as_str())
+    }
+}
+
+fn note(c: &GPUClaim) -> String {
+    let mut notes: Vec<String> = c
+        .conditions()
+        .iter()
+        .filter(|x| x.status == "True")
+        .map(|x| format!("{}: {}", x.type_, x.reason))
+        .collect();
+    if is_deleting(&c.metadata) {
+        notes.insert(0, "deleting".into());
+    }
+    notes.join(", ")
+}
+
+/// The table of claims and the line per class.
+pub fn render(s: &Snapshot) -> String {
+    let mut rows = vec![[
+        "CLAIM".to_string(),
+        "CLASS".into(),
+        "GPUS".into(),
+        "PHASE".into(),
+        "NODE".into(),
+        "VMI".into(),
+        "NOTE".into(),
+    ]];
+    for c in &s.claims {
+        let dash = |v: Option<&str>| v.unwrap_or("-").to_string();
+        rows.push([
+            format!(
+                "{}/{}",
+                c.metadata.namespace.as_deref().unwrap_or_default(),
+                c.metadata.name.as_deref().unwrap_or_default()
+            ),
+            c.spec.class_name.clone(),
+            c.spec.count.to_string(),
+            c.phase().as_str().to_string(),
+            dash(c.node_name()),
+            dash(c.attached_vmi_name()),
+            note(c),
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    if s.claims.is_empty() {
+        out.push_str("    (no claims)\n");
+    } else {
+        for r in &rows {
+            let line: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:w$}"))
+                .collect();
+            let _ = writeln!(out, "    {}", line.join("  ").trim_end());
+        }
+    }
+    for k in &s.classes {
+        let st = k.status.as_ref();
+        let _ = writeln!(
+            out,
+            "    class {}: {} budget {}, capacity {}, allocated {}{}",
+            k.metadata.name.as_deref().unwrap_or_default(),
+            k.spec.resource_name,
+            k.spec.budget.map_or("none".into(), |b| b.to_string()),
+            st.and_then(|s| s.capacity).unwrap_or(0),
+            st.and_then(|s| s.allocated).unwrap_or(0),
+            if is_deleting(&k.metadata) {
+                " (deleting)"
+            } else {
+                ""
+            },
+        );
+    }
+    out
+}

@@ -1,0 +1,290 @@
+//! The ports over the in-memory store: typed objects in, JSON stored,
+//! every write journaled.
+
+use super::journal::{Entry, Journal, StatusFields};
+use super::store::{Store, StoreError, Subresource, Written};
+use async_trait::async_trait;
+use gpu_claims_actors::api::{GPUClaim, true_condition_types};
+use gpu_claims_actors::ports::{
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, Writer, status,
+};
+use gpu_claims_actors::rules::RuleId;
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::time::Instant;
+
+/// Faults a test sets: the next writes fail with these errors, and the
+/// VMI kind can be made unserved (a cluster without KubeVirt).
+#[derive(Default, Debug)]
+pub struct WriteFaults {
+    /// Each write takes the next entry: Some fails it, None lets it through.
+    pub fail_writes: VecDeque<Option<WriteError>>,
+    pub vmis_not_served: bool,
+    pub fail_reads: Option<String>,
+}
+
+pub struct MemCluster {
+    pub store: Arc<Store>,
+    /// Events published, in order (not writes: `plan` does not print them).
+    events: Mutex<Vec<gpu_claims_actors::ports::Event>>,
+    journal: Mutex<Journal>,
+    faults: Mutex<WriteFaults>,
+    started: Instant,
+    /// Over HTTP, journal only this user's writes (the controller's): a
+    /// user playing with `demo --serve` is no write the checks judge.
+    journal_user: Mutex<Option<String>>,
+}
+
+fn write_error(e: StoreError) -> WriteError {
+    match e {
+        StoreError::NotFound(_) => WriteError::NotFound,
+        StoreError::AlreadyExists(m) => WriteError::Conflict(status(409, "AlreadyExists", m)),
+        StoreError::Conflict(m) => WriteError::Conflict(status(409, "Conflict", m)),
+        StoreError::Invalid(m) => WriteError::Invalid(status(422, "Invalid", m)),
+    }
+}
+
+fn status_fields(v: &Value) -> Option<StatusFields> {
+    let c: GPUClaim = serde_json::from_value(v.clone()).ok()?;
+    Some(StatusFields {
+        phase: c
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .map(|p| p.as_str().to_string()),
+        node_name: c.node_name().map(str::to_string),
+        attached_to: c.attached_vmi_name().map(str::to_string),
+        conditions: true_condition_types(c.conditions()),
+    })
+}
+
+impl MemCluster {
+    pub fn new(store: Arc<Store>) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            events: Mutex::default(),
+            journal: Mutex::default(),
+            faults: Mutex::default(),
+            started: Instant::now(),
+            journal_user: Mutex::default(),
+        })
+    }
+
+    /// Journals only `user`'s writes over HTTP from now on.
+    pub fn journal_only(&self, user: &str) {
+        *self.journal_user.lock().unwrap_or_else(|e| e.into_inner()) = Some(user.into());
+    }
+
+    /// Whether a write over HTTP by `user` goes into the journal.
+    pub fn journals(&self, user: &str) -> bool {
+        self.journal_user
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_deref()
+            .is_none_or(|u| u == user)
+    }
+
+    pub fn journal(&self) -> MutexGuard<'_, Journal> {
+        self.journal.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn events(&self) -> Vec<gpu_claims_actors::ports::Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn faults(&self) -> MutexGuard<'_, WriteFaults> {
+        self.faults.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts an object as it is, at time 0 (a snapshot, or a test's world).
+    pub fn seed(&self, obj: &Obj) -> Obj {
+        let kind = obj.kind();
+        gpu_claims_actors::api::from_json(
+            kind,
+            self.store
+                .seed(kind.name(), gpu_claims_actors::api::to_json(obj)),
+        )
+        .unwrap_or_else(|_| obj.clone())
+    }
+
+    /// Reads one object as typed.
+    pub fn get(&self, what: &ObjRef) -> Option<Obj> {
+        let v = self.store.get(
+            what.kind.name(),
+            what.namespace.as_deref().unwrap_or_default(),
+            &what.name,
+        )?;
+        gpu_claims_actors::api::from_json(what.kind, v).ok()
+    }
+
+    fn injected(&self) -> Option<WriteError> {
+        self.faults().fail_writes.pop_front().flatten()
+    }
+
+    fn journal_write(
+        &self,
+        op: &'static str,
+        what: &ObjRef,
+        rule: RuleId,
+        result: &Result<Written, StoreError>,
+    ) {
+        let elapsed = Instant::now().duration_since(self.started);
+        let invalid = matches!(result, Err(StoreError::Invalid(_)));
+        let (changed, error, status) = match result {
+            Ok(w) => (
+                w.changed,
+                None,
+                (op == "update_status" && what.kind == Kind::Claim)
+                    .then(|| status_fields(&w.object))
+                    .flatten(),
+            ),
+            Err(e) => (false, Some(e.to_string()), None),
+        };
+        self.journal().entries.push(Entry {
+            at: humantime::format_duration(std::time::Duration::from_millis(
+                elapsed.as_millis() as u64
+            ))
+            .to_string(),
+            elapsed,
+            op,
+            kind: what.kind.name(),
+            namespace: what.namespace.clone(),
+            name: what.name.clone(),
+            rule: rule.as_str(),
+            status,
+            changed,
+            error,
+            invalid,
+        });
+    }
+
+    fn typed(&self, kind: Kind, w: Written) -> Result<Obj, WriteError> {
+        gpu_claims_actors::api::from_json(kind, w.object)
+            .map_err(|e| WriteError::Failed(e.to_string()))
+    }
+}
+
+/// The op a main-resource update is, for the journal.
+fn update_op(kind: Kind, before: Option<&Value>, after: &Value) -> &'static str {
+    if kind == Kind::Pod {
+        return "update_pod";
+    }
+    let fins = |v: &Value| {
+        v["metadata"]["finalizers"]
+            .as_array()
+            .map(|a| a.len())
+            .unwrap_or(0)
+    };
+    match before.map(fins) {
+        Some(b) if fins(after) > b => "add_finalizer",
+        Some(b) if fins(after) < b => "remove_finalizer",
+        _ => "update",
+    }
+}
+
+#[async_trait]
+impl Writer for MemCluster {
+    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        if let Some(e) = self.injected() {
+            return Err(e);
+        }
+        let what = obj.obj_ref();
+        let r = self
+            .store
+            .create(what.kind.name(), gpu_claims_actors::api::to_json(&obj));
+        self.journal_write("create", &what, rule, &r);
+        self.typed(what.kind, r.map_err(write_error)?)
+    }
+
+    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        if let Some(e) = self.injected() {
+            return Err(e);
+        }
+        let what = obj.obj_ref();
+        let before = self.store.get(
+            what.kind.name(),
+            what.namespace.as_deref().unwrap_or_default(),
+            &what.name,
+        );
+        let v = gpu_claims_actors::api::to_json(&obj);
+        let op = update_op(what.kind, before.as_ref(), &v);
+        let r = self.store.update(what.kind.name(), v, Subresource::Main);
+        self.journal_write(op, &what, rule, &r);
+        self.typed(what.kind, r.map_err(write_error)?)
+    }
+
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+        if let Some(e) = self.injected() {
+            return Err(e);
+        }
+        let what = obj.obj_ref();
+        let r = self.store.update(
+            what.kind.name(),
+            gpu_claims_actors::api::to_json(&obj),
+            Subresource::Status,
+        );
+        self.journal_write("update_status", &what, rule, &r);
+        self.typed(what.kind, r.map_err(write_error)?)
+    }
+
+    async fn delete(
+        &self,
+        what: ObjRef,
+        pre: Preconditions,
+        rule: RuleId,
+    ) -> Result<Deleted, WriteError> {
+        if let Some(e) = self.injected() {
+            return Err(e);
+        }
+        let ns = what.namespace.as_deref().unwrap_or_default();
+        let r = self.store.delete(
+            what.kind.name(),
+            ns,
+            &what.name,
+            pre.uid.as_deref(),
+            pre.resource_version.as_deref(),
+        );
+        self.journal_write("delete", &what, rule, &r);
+        let w = r.map_err(write_error)?;
+        if w.removed {
+            return Ok(Deleted::Gone);
+        }
+        Ok(Deleted::Deleting(self.typed(what.kind, w)?))
+    }
+}
+
+#[async_trait]
+impl Reader for MemCluster {
+    async fn get(&self, what: ObjRef) -> Result<Option<Obj>, ReadError> {
+        {
+            let f = self.faults();
+            if what.kind == Kind::Vmi && f.vmis_not_served {
+                return Err(ReadError::NotServed);
+            }
+            if let Some(e) = &f.fail_reads {
+                return Err(ReadError::Other(e.clone()));
+            }
+        }
+        let ns = what.namespace.as_deref().unwrap_or_default();
+        match self.store.get(what.kind.name(), ns, &what.name) {
+            None => Ok(None),
+            Some(v) => gpu_claims_actors::api::from_json(what.kind, v)
+                .map(Some)
+                .map_err(|e| ReadError::Other(e.to_string())),
+        }
+    }
+}
+
+#[async_trait]
+impl gpu_claims_actors::ports::Recorder for MemCluster {
+    async fn publish(&self, event: gpu_claims_actors::ports::Event) {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event);
+    }
+}

@@ -1,0 +1,137 @@
+//! Feeds the in-memory cluster's changes to a supervisor as watch events:
+//! a list of each kind first, then every change in order, optionally late
+//! by a fixed lag (a watch that trails our own writes).
+
+use super::store::{EventType, Store};
+use actix::Addr;
+use gpu_claims_actors::api::from_json as from_value;
+use gpu_claims_actors::controller::{Supervisor, WorldEvent};
+use gpu_claims_actors::ports::{Kind, Obj};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How late each kind's watch trails the store's changes. Kinds lag
+/// independently: the watches of two kinds are not ordered with each other.
+#[derive(Clone, Debug, Default)]
+pub struct Lag {
+    /// Every kind, unless `kinds` names it.
+    pub all: Option<Duration>,
+    pub kinds: Vec<(Kind, Duration)>,
+}
+
+impl Lag {
+    /// Only the watch of `kind` trails, by `d`.
+    pub fn of(kind: Kind, d: Duration) -> Self {
+        Lag {
+            all: None,
+            kinds: vec![(kind, d)],
+        }
+    }
+
+    fn for_kind(&self, kind: Kind) -> Option<Duration> {
+        self.kinds
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, d)| *d)
+            .or(self.all)
+    }
+}
+
+impl From<Option<Duration>> for Lag {
+    fn from(all: Option<Duration>) -> Self {
+        Lag {
+            all,
+            kinds: Vec::new(),
+        }
+    }
+}
+
+/// Starts the feed on the current tokio runtime.
+pub fn feed(
+    store: Arc<Store>,
+    kinds: Vec<Kind>,
+    to: Addr<Supervisor>,
+    lag: Lag,
+) -> tokio::task::JoinHandle<()> {
+    // Subscribe before listing, so no change falls between the two.
+    let (mut rx, _) = store.watch();
+    let mut listed_at = 0;
+    for kind in &kinds {
+        let (objs, rv) = store.list(kind.name());
+        listed_at = listed_at.max(rv);
+        let objects: Vec<Obj> = objs
+            .into_iter()
+            .filter_map(|v| typed(*kind, v, &to))
+            .collect();
+        to.do_send(WorldEvent::Relisted {
+            kind: *kind,
+            objects,
+            list_rv: Some(rv),
+        });
+    }
+    // Each kind's events are stamped on arrival and delivered by its own
+    // task `lag` later, in order.
+    let mut lanes = std::collections::HashMap::new();
+    let mut tasks = Vec::new();
+    for kind in kinds {
+        let (tx, mut delayed) = tokio::sync::mpsc::unbounded_channel();
+        lanes.insert(kind, tx);
+        let (to, lag) = (to.clone(), lag.for_kind(kind));
+        tasks.push(tokio::spawn(async move {
+            while let Some((at, ev)) = delayed.recv().await {
+                if let Some(lag) = lag {
+                    tokio::time::sleep_until(at + lag).await;
+                }
+                deliver(kind, ev, &to);
+            }
+        }));
+    }
+    // Aborting the feed (a process killed) stops every lane with it.
+    let lanes_guard = AbortOnDrop(tasks);
+    tokio::spawn(async move {
+        let _lanes = lanes_guard;
+        while let Some(ev) = rx.recv().await {
+            let lane = Kind::from_name(&ev.kind).and_then(|k| lanes.get(&k));
+            if let Some(tx) = lane.filter(|_| ev.resource_version > listed_at)
+                && tx.send((tokio::time::Instant::now(), ev)).is_err()
+            {
+                break;
+            }
+        }
+    })
+}
+
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+fn deliver(kind: Kind, ev: super::store::StoreEvent, to: &Addr<Supervisor>) {
+    let Some(obj) = typed(kind, ev.object, to) else {
+        return;
+    };
+    to.do_send(match ev.type_ {
+        EventType::Deleted => WorldEvent::Delete(obj),
+        EventType::Added | EventType::Modified => WorldEvent::Apply(obj),
+    });
+}
+
+fn typed(kind: Kind, v: serde_json::Value, to: &Addr<Supervisor>) -> Option<Obj> {
+    let name = format!(
+        "{}/{}",
+        v["metadata"]["namespace"].as_str().unwrap_or_default(),
+        v["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    match from_value(kind, v) {
+        Ok(o) => Some(o),
+        Err(error) => {
+            to.do_send(WorldEvent::Unreadable { kind, name, error });
+            None
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! The invariants I1-I6 of SPEC section 7, checked against the in-memory
+//! cluster. Tests call [`Checker::check`] (I1-I5) after every step, and
+//! [`progress`] (I6) once the controller has settled.
+
+use super::cluster::MemCluster;
+use gpu_claims_actors::api::from_json as from_value;
+use gpu_claims_actors::api::{
+    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, LauncherPod, Vmi, has_finalizer,
+};
+use gpu_claims_actors::ports::{Kind, Obj};
+use gpu_claims_actors::rules::scheduling::fit::{NodeRoom, fits_request};
+use gpu_claims_actors::world::{World, key};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Remembers the previous step, so that releases (I3) and new records
+/// (I1, I2) can be judged at the moment they happened, and since when
+/// each pinned pod has been Unschedulable (I7).
+pub struct Checker {
+    prev_claims: HashMap<String, GPUClaim>,
+    journal_pos: usize,
+    /// I7: pod uid to when this checker first saw it pinned and Unschedulable.
+    unschedulable_since: HashMap<String, Instant>,
+    /// I7's bound: `unschedulableGrace` plus a settle.
+    unschedulable_limit: Duration,
+}
+
+/// What I7 allows past `unschedulableGrace`: the controller's settle (a
+/// decision, a delete answered, the watch bringing it back).
+pub const I7_SETTLE: Duration = Duration::from_secs(5);
+
+impl Default for Checker {
+    fn default() -> Self {
+        Self::with_unschedulable_grace(
+            gpu_claims_actors::config::Config::default().unschedulable_grace,
+        )
+    }
+}
+
+fn all<T>(c: &MemCluster, kind: Kind, f: impl Fn(Obj) -> Option<T>) -> Vec<T> {
+    c.store
+        .list(kind.name())
+        .0
+        .into_iter()
+        .filter_map(|v| from_value(kind, v).ok())
+        .filter_map(f)
+        .collect()
+}
+
+fn ns_key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    key(
+        m.namespace.as_deref().unwrap_or_default(),
+        m.name.as_deref().unwrap_or_default(),
+    )
+}
+
+impl Checker {
+    /// A checker for a controller whose `unschedulableGrace` is `grace`.
+    pub fn with_unschedulable_grace(grace: Duration) -> Self {
+        Self {
+            prev_claims: HashMap::new(),
+            journal_pos: 0,
+            unschedulable_since: HashMap::new(),
+            unschedulable_limit: grace + I7_SETTLE,
+        }
+    }
+
+    /// The violations since the last check; empty when all hold.
+    pub fn check(&mut self, c: &MemCluster) -> Vec<String> {
+        let claims: HashMap<String, GPUClaim> = all(c, Kind::Claim, |o| {
+            if let Obj::Claim(x) = o { Some(x) } else { None }
+        })
+        .into_iter()
+        .map(|x| (ns_key(&x.metadata), x))
+        .collect();
+        let records = all(c, Kind::Allocation, |o| {
+            if let Obj::Allocation(x) = o {
+                Some(x)
+            } else {
+                None
+            }
+        });
+        let mut v = Vec::new();
+        self.new_allocations(c, &records, &mut v);
+        self.releases(c, &claims, &mut v);
+        allocations_match(&claims, &records, &mut v);
+        self.pins(c, &mut v);
+        self.unschedulable(c, &mut v);
+        let journal = c.journal();
+        // I5: a write since the last check that succeeded but changed nothing.
+        for e in journal.entries[self.journal_pos..]
+            .iter()
+            .filter(|e| !e.changed && e.error.is_none())
+        {
+            v.push(format!(
+                "I5: {} {} {:?}/{} changed nothing",
+                e.op, e.kind, e.namespace, e.name
+            ));
+        }
+        self.journal_pos = journal.entries.len();
+        drop(journal);
+        self.prev_claims = claims;
+        v
+    }
+
+    /// I1 and I2, for records created (or moved) since the last check:
+    /// per node and resource, recorded GPUs plus what bound pods use
+    /// beyond records within allocatable; per class, within its budget.
+    fn new_allocations(&self, c: &MemCluster, records: &[GPUAllocation], v: &mut Vec<String>) {
+        let placed: Vec<String> = c.journal().entries[self.journal_pos..]
+            .iter()
+            .filter(|e| {
+                (e.op == "create" || e.op == "update") && e.kind == "GPUAllocation" && e.changed
+            })
+            .map(|e| e.name.clone())
+            .collect();
+        if placed.is_empty() {
+            return;
+        }
+        let w = world_of(c);
+        let classes = all(c, Kind::Class, |o| {
+            if let Obj::Class(x) = o { Some(x) } else { None }
+        });
+        let mut per_class: HashMap<&str, u64> = HashMap::new();
+        for r in records {
+            *per_class.entry(&r.spec.class_name).or_default() += u64::from(r.spec.count);
+        }
+        for r in records
+            .iter()
+            .filter(|r| placed.iter().any(|n| Some(n) == r.metadata.name.as_ref()))
+        {
+            let (node, res) = (&r.spec.node_name, &r.spec.resource_name);
+            let alloc = w.node(node).map_or(0, |n| n.allocatable(res));
+            let recorded = w.allocated_on(node, res);
+            let beyond = w.used_beyond_allocations(node, res);
+            if recorded + beyond > alloc {
+                v.push(format!(
+                    "I1: node {node} has {recorded} {res} recorded and {beyond} used by pods beyond records, {alloc} allocatable"
+                ));
+            }
+            let budget = classes
+                .iter()
+                .find(|x: &&GPUClass| x.metadata.name.as_deref() == Some(&r.spec.class_name))
+                .and_then(|x| x.spec.budget);
+            if let Some(b) = budget {
+                let used = per_class[r.spec.class_name.as_str()];
+                if used > u64::from(b) {
+                    v.push(format!(
+                        "I2: class {} has {used} recorded, budget {b}",
+                        r.spec.class_name
+                    ));
+                }
+            }
+        }
+    }
+
+    /// I7, at placement: a pod pinned since the last check fits its node
+    /// as NodeResourcesFit decides (its GPUs are I1's), next to the pods
+    /// bound there.
+    fn pins(&self, c: &MemCluster, v: &mut Vec<String>) {
+        let pinned: Vec<(String, String)> = c.journal().entries[self.journal_pos..]
+            .iter()
+            .filter(|e| e.op == "update_pod" && e.rule == "G4" && e.changed)
+            .map(|e| (e.namespace.clone().unwrap_or_default(), e.name.clone()))
+            .collect();
+        if pinned.is_empty() {
+            return;
+        }
+        let w = world_of(c);
+        for (ns, name) in pinned {
+            let pk = key(&ns, &name);
+            let Some(p) = w.launcher(&pk) else {
+                continue;
+            };
+            let Some(node) = p.pinned.as_deref().and_then(|n| w.node(n)) else {
+                continue;
+            };
+            // Once bound, its own request is among the node's: not twice.
+            let own = w.pod_use(&pk).filter(|u| *u.node == node.name);
+            let requested = |r: &str| {
+                w.pods_requested(&node.name, r)
+                    .saturating_sub(own.as_ref().map_or(0, |u| u.requests.get(r)))
+            };
+            let room = NodeRoom {
+                allocatable: &node.allocatable,
+                requested: &requested,
+                pods: w.pods_on(&node.name) - u64::from(own.is_some()),
+            };
+            let gpus = |r: &str| w.serves(r);
+            let short = fits_request(&p.requests, room, &gpus);
+            if !short.is_empty() {
+                let why: Vec<String> = short.iter().map(|i| i.reason()).collect();
+                v.push(format!(
+                    "I7: pod {pk} pinned to {} where it does not fit: {}",
+                    node.name,
+                    why.join(", ")
+                ));
+            }
+        }
+    }
+
+    /// I7, over time: no launcher pod that G7 would judge (pinned, out of
+    /// the gate, Unschedulable, its VMI live with no pod gated or
+    /// scheduled) stays so longer than `unschedulableGrace` plus a settle.
+    fn unschedulable(&mut self, c: &MemCluster, v: &mut Vec<String>) {
+        let now = Instant::now();
+        let w = world_of(c);
+        let mut seen = HashMap::new();
+        w.for_each_vmi(|_, vmi| {
+            let Some(stuck) = gpu_claims_actors::rules::unplaceable_pod(vmi, &w) else {
+                return;
+            };
+            let since = self
+                .unschedulable_since
+                .get(&stuck.pod_uid)
+                .copied()
+                .unwrap_or(now);
+            let stuck_for = now.duration_since(since);
+            if stuck_for > self.unschedulable_limit {
+                v.push(format!(
+                    "I7: pod {} pinned to {} has been Unschedulable for {stuck_for:?}, past {:?}",
+                    stuck.pod, stuck.node, self.unschedulable_limit
+                ));
+            }
+            seen.insert(stuck.pod_uid, since);
+        });
+        self.unschedulable_since = seen;
+    }
+
+    /// I3: no claim released while a live attached VMI's pods may hold its GPUs.
+    fn releases(&self, c: &MemCluster, now: &HashMap<String, GPUClaim>, v: &mut Vec<String>) {
+        for (k, before) in &self.prev_claims {
+            let released = now.get(k).is_none_or(|x| {
+                x.metadata.uid != before.metadata.uid
+                    || !has_finalizer(&x.metadata, CLAIM_FINALIZER)
+            });
+            if !released || !has_finalizer(&before.metadata, CLAIM_FINALIZER) {
+                continue;
+            }
+            let Some(vmi_name) = before.attached_vmi_name() else {
+                continue;
+            };
+            let ns = before.metadata.namespace.as_deref().unwrap_or_default();
+            let vmi = c.get(&gpu_claims_actors::ports::ObjRef::new(
+                Kind::Vmi,
+                Some(ns),
+                vmi_name,
+            ));
+            let Some(Obj::Vmi(vmi)) = vmi else { continue };
+            if vmi.is_final()
+                || gpu_claims_actors::api::vmi_owner(&before.metadata)
+                    .is_some_and(|(_, u)| u != vmi.uid())
+            {
+                continue;
+            }
+            if launchers_may_hold(c, &vmi) {
+                v.push(format!(
+                    "I3: claim {k} released while VMI {vmi_name} lives with an ungated launcher"
+                ));
+            }
+        }
+    }
+}
+
+fn launchers_may_hold(c: &MemCluster, vmi: &Vmi) -> bool {
+    let pods = all(c, Kind::Pod, |o| {
+        if let Obj::Pod(p) = o {
+            LauncherPod::from_pod(&p)
+        } else {
+            None
+        }
+    });
+    let name = vmi.metadata.name.as_deref().unwrap_or_default();
+    let ns = vmi.metadata.namespace.as_deref().unwrap_or_default();
+    let mine: Vec<_> = pods
+        .iter()
+        .filter(|p| p.vmi == name && p.namespace == ns)
+        .collect();
+    // Only a pod past the gate can have reached a GPU.
+    mine.iter().any(|p| !p.gated)
+}
+
+/// I4: every Bound, Attached or Lost claim has its record; every record its
+/// claim. A claim being deleted is exempt: L8 deletes its record before its
+/// finalizer, so a release cut short leaves it without one (and unused).
+fn allocations_match(
+    claims: &HashMap<String, GPUClaim>,
+    records: &[GPUAllocation],
+    v: &mut Vec<String>,
+) {
+    let by_key: HashMap<String, &GPUAllocation> =
+        records.iter().map(|r| (ns_key(&r.metadata), r)).collect();
+    for (k, c) in claims {
+        if c.phase().counts_against_budget()
+            && !gpu_claims_actors::api::is_deleting(&c.metadata)
+            && by_key
+                .get(k)
+                .is_none_or(|r| Some(&r.spec.claim_uid) != c.metadata.uid.as_ref())
+        {
+            v.push(format!(
+                "I4: claim {k} is {} without its record",
+                c.phase().as_str()
+            ));
+        }
+    }
+    for (k, r) in &by_key {
+        if claims
+            .get(k)
+            .is_none_or(|c| c.metadata.uid.as_ref() != Some(&r.spec.claim_uid))
+        {
+            v.push(format!("I4: record {k} has no claim"));
+        }
+    }
+}
+
+/// The world as a freshly started controller would list it.
+fn world_of(c: &MemCluster) -> World {
+    let fresh = World::new(gpu_claims_actors::config::Config::default());
+    for kind in Kind::ALL {
+        for o in all(c, kind, Some) {
+            fresh.load(o);
+        }
+    }
+    fresh
+}
+
+/// I6 on a settled cluster: the sets that wait at the gate though a freshly
+/// started controller, knowing nothing but the objects, would place them
+/// now. Empty when the controller remembers nothing that outlived what it
+/// was about.
+pub fn progress(c: &MemCluster) -> Vec<String> {
+    let fresh = world_of(c);
+    let none = gpu_claims_actors::rules::WrittenAllocations::default();
+    let mut v = Vec::new();
+    fresh.for_each_vmi(|vmi_key, vmi| {
+        if let gpu_claims_actors::rules::GateStep::Place(plan) =
+            gpu_claims_actors::rules::decide_gate(vmi, &fresh, &none)
+        {
+            // What its claims say now, to tell why the controller waits.
+            let says: Vec<String> = plan
+                .statuses
+                .iter()
+                .map(|(c, _)| {
+                    let waiting = c
+                        .conditions()
+                        .iter()
+                        .find(|x| x.type_ == gpu_claims_actors::api::CONDITION_WAITING)
+                        .map(|x| format!("{}: {}", x.reason, x.message));
+                    format!(
+                        "{} {} {:?}",
+                        c.metadata.name.as_deref().unwrap_or_default(),
+                        c.phase().as_str(),
+                        waiting
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "I6: VMI {} waits at the gate, though a fresh controller would place it on {} ({})",
+                vmi_key,
+                plan.node,
+                says.join("; ")
+            ));
+        }
+    });
+    v.sort();
+    v
+}

@@ -1,0 +1,141 @@
+//! `gpu-claims plan`'s simulation: the same supervisor and actors as
+//! `run`, against an in-memory cluster on a simulated clock. What it
+//! prints is a contract other tools parse (SPEC section 6).
+
+use crate::memory::Entry;
+use crate::memory::sim::{Sim, run_sim};
+use crate::memory::store::EventType;
+use gpu_claims_actors::api::{GPUClaim, is_deleting, pod::is_gated, true_condition_types};
+use gpu_claims_actors::ports::{Kind, Obj};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One object's state, as `--output state` prints it.
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct State {
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub exists: bool,
+    pub deleting: bool,
+    pub finalizers: Vec<String>,
+    pub phase: Option<String>,
+    pub node_name: Option<String>,
+    pub attached_to: Option<String>,
+    pub conditions: Option<Vec<String>>,
+    pub gated: Option<bool>,
+}
+
+/// Runs the controller on `objects`, settling at 0 and after each step.
+pub fn simulate(
+    config: gpu_claims_actors::Config,
+    objects: Vec<Obj>,
+    after: &[Duration],
+) -> (Vec<Entry>, Vec<State>) {
+    run_sim(|| async move {
+        let sim = Sim::start(config, &objects, None);
+        let (mut changes, _) = sim.store.watch();
+        let mut seen: BTreeMap<(Kind, String, String), Value> = BTreeMap::new();
+        for kind in Kind::ALL {
+            for v in sim.store.list(kind.name()).0 {
+                seen.insert(state_key(kind, &v), v);
+            }
+        }
+        sim.settle().await;
+        for d in after {
+            sim.advance(*d).await;
+        }
+        while let Ok(ev) = changes.try_recv() {
+            let Some(kind) = Kind::from_name(&ev.kind) else {
+                continue;
+            };
+            let mut v = ev.object;
+            if ev.type_ == EventType::Deleted {
+                v["gone"] = true.into();
+            }
+            seen.insert(state_key(kind, &v), v);
+        }
+        let writes = sim.cluster.journal().effective().cloned().collect();
+        (
+            writes,
+            seen.into_iter()
+                .filter_map(|((k, _, _), v)| state(k, v))
+                .collect(),
+        )
+    })
+}
+
+/// The cluster's objects after settling: a snapshot of the converged world.
+pub fn converged(
+    config: gpu_claims_actors::Config,
+    objects: Vec<Obj>,
+    after: &[Duration],
+) -> Vec<Obj> {
+    run_sim(|| async move {
+        let sim = Sim::start(config, &objects, None);
+        sim.settle().await;
+        for d in after {
+            sim.advance(*d).await;
+        }
+        Kind::ALL
+            .iter()
+            .flat_map(|k| {
+                sim.store
+                    .list(k.name())
+                    .0
+                    .into_iter()
+                    .filter_map(move |v| gpu_claims_actors::api::from_json(*k, v).ok())
+            })
+            .collect()
+    })
+}
+
+fn state_key(kind: Kind, v: &Value) -> (Kind, String, String) {
+    let m = &v["metadata"];
+    (
+        kind,
+        m["namespace"].as_str().unwrap_or_default().into(),
+        m["name"].as_str().unwrap_or_default().into(),
+    )
+}
+
+fn state(kind: Kind, v: Value) -> Option<State> {
+    let exists = v.get("gone").is_none();
+    let obj = gpu_claims_actors::api::from_json(kind, v).ok()?;
+    let m = obj.meta();
+    let claim: Option<&GPUClaim> = if let Obj::Claim(c) = &obj {
+        Some(c)
+    } else {
+        None
+    };
+    let conditions = match &obj {
+        Obj::Claim(c) => Some(true_condition_types(c.conditions())),
+        Obj::Class(c) => Some(
+            c.status
+                .as_ref()
+                .map(|s| true_condition_types(&s.conditions))
+                .unwrap_or_default(),
+        ),
+        _ => None,
+    };
+    Some(State {
+        kind: kind.name(),
+        namespace: m.namespace.clone(),
+        name: m.name.clone().unwrap_or_default(),
+        exists,
+        deleting: is_deleting(m),
+        finalizers: m.finalizers.clone().unwrap_or_default(),
+        phase: claim.map(|c| c.phase().as_str().to_string()),
+        node_name: claim.and_then(|c| c.node_name().map(str::to_string)),
+        attached_to: claim.and_then(|c| c.attached_vmi_name().map(str::to_string)),
+        conditions,
+        gated: if let Obj::Pod(p) = &obj {
+            Some(is_gated(p))
+        } else {
+            None
+        },
+    })
+}

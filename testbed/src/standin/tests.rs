@@ -1,0 +1,155 @@
+//! The stand-in as KubeVirt, the scheduler and the kubelet behave, on a
+//! store without an API server (the stand-in gates GPU pods itself).
+
+use super::*;
+use crate::fixtures::{class, node};
+use gpu_claims_actors::api::pod::{is_gated, unschedulable_message};
+use gpu_claims_actors::api::resources::pod_requests;
+use gpu_claims_actors::api::to_json;
+use k8s_openapi::api::core::v1::Pod;
+
+const H200: &str = "nvidia.com/GH100_H200";
+
+fn cluster() -> (Arc<Store>, Arc<StandIn>) {
+    let store = crate::crds::cluster_store();
+    store.seed("GPUClass", to_json(&class("h200", H200).obj()));
+    store.seed(
+        "Node",
+        to_json(&node("n1").gpus(H200, 2).kubelet("16", "64Gi").obj()),
+    );
+    let s = StandIn::new(store.clone());
+    (store, s)
+}
+
+fn launcher(store: &Store, vm: &str) -> Value {
+    store
+        .list("Pod")
+        .0
+        .into_iter()
+        .find(|p| m(p, "generateName") == format!("virt-launcher-{vm}-"))
+        .expect("the launcher pod")
+}
+
+fn typed(p: &Value) -> Pod {
+    serde_json::from_value(p.clone()).unwrap()
+}
+
+fn ungate(store: &Store, pod: &Value) {
+    let mut p = pod.clone();
+    p["spec"]["schedulingGates"] = Value::Null;
+    p["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "n1"});
+    store.update("Pod", p, Subresource::Main).unwrap();
+}
+
+#[test]
+fn a_launcher_pod_carries_its_vmis_annotations_and_a_gpu_one_is_gated() {
+    let (store, s) = cluster();
+    s.start_vm("t", "gpu", "h200", 2);
+    s.create_vmi("t", "plain", &VmSpec::default().annotate("team", "web"));
+    s.create_vmi("t", "spec-only", &VmSpec::sized(4, "16Gi").gpus(H200, 1));
+    s.reconcile();
+    let gpu = launcher(&store, "gpu");
+    assert_eq!(gpu["metadata"]["annotations"][CLASS_ANNOTATION], "h200");
+    assert!(is_gated(&typed(&gpu)));
+    let plain = launcher(&store, "plain");
+    assert_eq!(plain["metadata"]["annotations"]["team"], "web");
+    assert!(!is_gated(&typed(&plain)));
+    assert!(
+        is_gated(&typed(&launcher(&store, "spec-only"))),
+        "a VM asking in its spec alone"
+    );
+}
+
+#[test]
+fn a_launcher_pod_requests_what_virt_controller_renders_for_the_vms_spec() {
+    let (store, s) = cluster();
+    s.start_vm("t", "vm", "h200", 2);
+    s.reconcile();
+    let p = typed(&launcher(&store, "vm"));
+    let r = pod_requests(p.spec.as_ref().unwrap());
+    assert_eq!(r.get(H200), 2, "one per gpus[] entry");
+    assert_eq!(
+        r.get("cpu"),
+        100 + 5,
+        "one vCPU at a tenth, and the console sidecar"
+    );
+    assert!(r.get("memory") > 1 << 30, "guest memory and its overhead");
+    assert_eq!(r.get("devices.kubevirt.io/kvm"), 1);
+}
+
+#[test]
+fn the_scheduler_refuses_a_pinned_pod_without_room_in_upstreams_words_and_binds_it_once_there_is() {
+    let (store, s) = cluster();
+    s.create_vmi("t", "vm", &VmSpec::sized(1, "48Gi").gpus(H200, 1));
+    s.reconcile();
+    s.run_pod("ml", "db", Some("n1"), &[("memory", "20Gi")]);
+    ungate(&store, &launcher(&store, "vm"));
+    s.reconcile();
+    let p = typed(&launcher(&store, "vm"));
+    let why = unschedulable_message(&p).expect("Unschedulable");
+    assert!(
+        why.starts_with("0/1 nodes are available: 1 Insufficient memory."),
+        "{why}"
+    );
+    assert!(p.spec.unwrap().node_name.is_none());
+    store.delete("Pod", "ml", "db", None, None).unwrap();
+    // Bind, run, and the VMI follows: a pass each.
+    for _ in 0..3 {
+        s.reconcile();
+    }
+    let p = launcher(&store, "vm");
+    assert_eq!(p["spec"]["nodeName"], "n1");
+    assert_eq!(phase(&p), "Running");
+    let vmi = store.get(VMI, "t", "vm").unwrap();
+    assert_eq!(phase(&vmi), "Running");
+}
+
+#[test]
+fn the_kubelet_rejects_a_pod_whose_devices_another_pod_took_and_the_vmi_fails() {
+    let (store, s) = cluster();
+    s.create_vmi("t", "vm", &VmSpec::sized(1, "1Gi").gpus(H200, 2));
+    s.reconcile();
+    let mut p = launcher(&store, "vm");
+    // Bound by hand past the scheduler, as a stale view would.
+    p["spec"]["schedulingGates"] = Value::Null;
+    p["spec"]["nodeName"] = "n1".into();
+    store.update("Pod", p, Subresource::Main).unwrap();
+    s.run_pod("ml", "cuda", Some("n1"), &[(H200, "1")]);
+    s.reconcile();
+    s.reconcile();
+    let p = launcher(&store, "vm");
+    assert_eq!(phase(&p), "Failed");
+    assert_eq!(p["status"]["reason"], "UnexpectedAdmissionError");
+    assert!(
+        p["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Requested: 2, Available: 1"),
+        "{p}"
+    );
+    assert_eq!(phase(&store.get(VMI, "t", "vm").unwrap()), "Failed");
+}
+
+#[test]
+fn a_running_vm_gets_its_vmi_again_when_it_is_deleted_and_a_halted_one_stops() {
+    let (store, s) = cluster();
+    s.run_vm("t", "vm", &VmSpec::default());
+    let first = store
+        .get(VMI, "t", "vm")
+        .expect("the VM controller made a VMI");
+    assert_eq!(
+        first["metadata"]["ownerReferences"][0]["kind"],
+        "VirtualMachine"
+    );
+    store.delete(VMI, "t", "vm", None, None).unwrap();
+    s.reconcile();
+    let second = store.get(VMI, "t", "vm").expect("made again");
+    assert_ne!(m(&first, "uid"), m(&second, "uid"));
+    s.halt_vm("t", "vm");
+    assert_eq!(phase(&store.get(VMI, "t", "vm").unwrap()), "Succeeded");
+    s.reconcile();
+    assert!(
+        store.get(VMI, "t", "vm").is_some(),
+        "halted: not made again"
+    );
+}

@@ -1,0 +1,170 @@
+//! VMs as the stand-in makes them: a VMI's spec as Cozystack's
+//! vm-instance writes it (cores, `resources.requests.memory`, one
+//! `gpus[]` entry per GPU with its `deviceName`), and KubeVirt's VM
+//! controller: a VirtualMachine whose runStrategy is Always keeps a VMI
+//! made from its template, made again when it is deleted or has ended
+//! (what brings a VM back after G7 or L12 deleted its VMI); Halted shuts
+//! its VMI down.
+
+use crate::memory::store::{Store, Subresource};
+use gpu_claims_actors::api::VMI_API_VERSION;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+pub const VM: &str = "VirtualMachine";
+const VMI: &str = "VirtualMachineInstance";
+
+/// What a VM is: its size, GPUs (device name and how many) and annotations.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmSpec {
+    pub cpus: u32,
+    pub memory: String,
+    pub gpus: Vec<(String, u32)>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Default for VmSpec {
+    fn default() -> Self {
+        Self::sized(1, "1Gi")
+    }
+}
+
+impl VmSpec {
+    pub fn sized(cpus: u32, memory: &str) -> Self {
+        Self {
+            cpus,
+            memory: memory.into(),
+            gpus: Vec::new(),
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    /// `n` GPUs of `device` in its spec.
+    pub fn gpus(mut self, device: &str, n: u32) -> Self {
+        if n > 0 {
+            self.gpus.push((device.into(), n));
+        }
+        self
+    }
+
+    pub fn annotate(mut self, k: &str, v: &str) -> Self {
+        self.annotations.insert(k.into(), v.into());
+        self
+    }
+
+    /// The VMI's `spec`, as vm-instance renders it.
+    pub fn spec(&self) -> Value {
+        let mut gpus = Vec::new();
+        for (device, n) in &self.gpus {
+            for _ in 0..*n {
+                gpus.push(json!({"name": format!("gpu{}", gpus.len() + 1), "deviceName": device}));
+            }
+        }
+        json!({"domain": {
+            "cpu": {"cores": self.cpus, "sockets": 1, "threads": 1},
+            "resources": {"requests": {"memory": self.memory}},
+            "devices": {"gpus": gpus},
+        }})
+    }
+
+    fn metadata(&self) -> Value {
+        json!({"annotations": self.annotations})
+    }
+}
+
+fn m<'a>(v: &'a Value, f: &str) -> &'a str {
+    v["metadata"][f].as_str().unwrap_or_default()
+}
+
+/// A VMI of `spec`, owned by `owner` (a VirtualMachine) when there is one.
+pub fn vmi_of(ns: &str, name: &str, template: &Value, owner: Option<&Value>) -> Value {
+    let mut meta: Map<String, Value> = template["metadata"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    meta.insert("namespace".into(), ns.into());
+    meta.insert("name".into(), name.into());
+    if let Some(vm) = owner {
+        meta.insert(
+            "ownerReferences".into(),
+            json!([{"apiVersion": VMI_API_VERSION, "kind": VM, "name": name,
+                "uid": m(vm, "uid"), "controller": true, "blockOwnerDeletion": true}]),
+        );
+    }
+    json!({
+        "apiVersion": VMI_API_VERSION, "kind": VMI,
+        "metadata": meta,
+        "spec": template["spec"],
+    })
+}
+
+/// The template a VirtualMachine is made with.
+pub fn vm_of(ns: &str, name: &str, spec: &VmSpec) -> Value {
+    json!({
+        "apiVersion": VMI_API_VERSION, "kind": VM,
+        "metadata": {"namespace": ns, "name": name},
+        "spec": {"runStrategy": "Always",
+            "template": {"metadata": spec.metadata(), "spec": spec.spec()}},
+    })
+}
+
+fn run_strategy(vm: &Value) -> &str {
+    match vm["spec"]["runStrategy"].as_str() {
+        Some(s) => s,
+        None if vm["spec"]["running"] == true => "Always",
+        None => "Halted",
+    }
+}
+
+fn is_final(v: &Value) -> bool {
+    matches!(v["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+}
+
+fn owned_by(v: &Value, vm: &Value) -> bool {
+    v["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|r| r["uid"] == vm["metadata"]["uid"]))
+}
+
+/// One pass of the VM controller; returns whether it wrote.
+pub fn reconcile(store: &Store) -> bool {
+    let mut wrote = false;
+    for vm in store.list(VM).0 {
+        if !m(&vm, "deletionTimestamp").is_empty() {
+            continue;
+        }
+        let (ns, name) = (m(&vm, "namespace"), m(&vm, "name"));
+        let vmi = store.get(VMI, ns, name);
+        match (run_strategy(&vm), vmi) {
+            ("Always", None) => {
+                let v = vmi_of(ns, name, &vm["spec"]["template"], Some(&vm));
+                if let Ok(w) = store.create(VMI, v) {
+                    let mut o = w.object;
+                    o["status"] = json!({"phase": "Pending"});
+                    let _ = store.update(VMI, o, Subresource::Status);
+                    wrote = true;
+                }
+            }
+            // Always restarts a VM whose VMI ended: the old one goes first.
+            ("Always", Some(v)) if is_final(&v) && owned_by(&v, &vm) => {
+                wrote |= m(&v, "deletionTimestamp").is_empty()
+                    && store.delete(VMI, ns, name, None, None).is_ok();
+            }
+            ("Halted", Some(v)) if !is_final(&v) && owned_by(&v, &vm) => {
+                let mut o = v;
+                o["status"]["phase"] = "Succeeded".into();
+                wrote |= store.update(VMI, o, Subresource::Status).is_ok();
+            }
+            _ => {}
+        }
+    }
+    wrote
+}
+
+/// Sets a VirtualMachine's runStrategy.
+pub fn set_run_strategy(store: &Store, ns: &str, name: &str, strategy: &str) {
+    if let Some(mut vm) = store.get(VM, ns, name) {
+        vm["spec"]["runStrategy"] = strategy.into();
+        let _ = store.update(VM, vm, Subresource::Main);
+    }
+}
