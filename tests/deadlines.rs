@@ -13,13 +13,11 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
-    let server = ApiServer::start(
-        gpu_claims_testbed::crds::cluster_store(),
-        "127.0.0.1:0".parse().unwrap(),
-        None,
-    )
-    .await
-    .unwrap();
+    let server = ApiServer::builder()
+        .store(gpu_claims_testbed::crds::cluster_store())
+        .start()
+        .await
+        .unwrap();
     let deadline = Duration::from_millis(200);
     let clients =
         Clients::from_kubeconfig(&gpu_claims_apiserver::kubeconfig(&server.url()), deadline)
@@ -63,13 +61,11 @@ async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
 /// the fence at the wire. Reads go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_is_not_sent_while_the_fence_is_closed() {
-    let server = ApiServer::start(
-        gpu_claims_testbed::crds::cluster_store(),
-        "127.0.0.1:0".parse().unwrap(),
-        None,
-    )
-    .await
-    .unwrap();
+    let server = ApiServer::builder()
+        .store(gpu_claims_testbed::crds::cluster_store())
+        .start()
+        .await
+        .unwrap();
     gpu_claims_apiserver::namespaces::ensure(&server.store, "t");
     let deadline = Duration::from_secs(5);
     let clients = Clients::from_kubeconfig(&server.kubeconfig_for("replica-1"), deadline)

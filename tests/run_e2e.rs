@@ -115,12 +115,14 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
     for o in &objs {
         cluster.seed(o);
     }
-    let (addr, _server) = rt
-        .block_on(gpu_claims_apiserver::serve(
-            store.clone(),
-            "127.0.0.1:0".parse().unwrap(),
-        ))
+    let server = rt
+        .block_on(
+            gpu_claims_apiserver::ApiServer::builder()
+                .store(store.clone())
+                .start(),
+        )
         .unwrap();
+    let addr = server.addr();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("kubeconfig"),

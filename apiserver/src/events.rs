@@ -82,7 +82,7 @@ pub fn stored_field(r: &Resource, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::BUILTIN;
+    use crate::resources::BUILTIN;
     use serde_json::json;
 
     fn events_api() -> &'static Resource {

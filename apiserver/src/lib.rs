@@ -1,26 +1,7 @@
-//! An embedded Kubernetes API server over an in-memory store: the REST
-//! protocol that kube-rs, kubectl, helm and the Python client speak, for
-//! the built-in kinds a controller and a chart use and for the custom
-//! resources of every CustomResourceDefinition stored in it (created over
-//! the API, or installed before it starts with [`install_crd`]), so that
-//! a controller is tried over HTTP without a cluster. It knows nothing of
-//! any controller: its kinds come from the CRDs it stores.
-//!
-//! ```no_run
-//! # async fn example(crd: serde_json::Value) -> std::io::Result<()> {
-//! let store = gpu_claims_apiserver::new_store();
-//! gpu_claims_apiserver::install_crd(&store, crd);
-//! let server = gpu_claims_apiserver::ApiServer::start(store, "127.0.0.1:0".parse().unwrap(), None).await?;
-//! // A kubeconfig for kube::Config::from_custom_kubeconfig, kubectl or helm.
-//! let kubeconfig = gpu_claims_apiserver::kubeconfig(&server.url());
-//! # Ok(()) }
-//! ```
-//!
-//! The storage semantics are the store's (`store/`), which gpu-claims'
-//! in-memory simulation shares: nothing about resourceVersions,
-//! finalizers or the status subresource is written twice.
+#![doc = include_str!("../README.md")]
 
-pub mod admission;
+mod admission;
+mod builder;
 mod crds;
 mod discovery;
 mod events;
@@ -28,30 +9,32 @@ pub mod faults;
 mod gc;
 mod handlers;
 mod identity;
-pub mod managed;
+mod managed;
 pub mod namespaces;
 mod openapi;
 mod openapi_v2;
-pub mod patch;
+mod patch;
 pub mod pods;
-pub mod rbac;
+mod rbac;
 mod resources;
 mod reviews;
 mod schema;
-pub mod select;
+mod select;
 pub mod store;
 mod strategic;
 mod table;
 mod typed;
-pub mod validate;
+mod validate;
 mod watch;
-pub mod yaml;
+mod yaml;
 
+pub use admission::conditions_hold;
+pub use builder::{Builder, CrdError, Handle, StartError, install_crd};
 pub use faults::Faults;
 pub use identity::{ANONYMOUS, WriteRecord};
-pub use resources::{
-    BUILTIN, Custom, Registry, Resource, Served, Target, custom_of, kinds_without_generation,
-    status_kinds,
+pub use resources::Served;
+pub(crate) use resources::{
+    Custom, Registry, Resource, Target, kinds_without_generation, status_kinds,
 };
 
 use crate::store::Store;
@@ -103,6 +86,10 @@ pub struct ApiServer {
     /// Bumped on restart: every watch stream of the old process ends.
     epoch: tokio::sync::watch::Sender<u64>,
     serving: Mutex<Option<JoinHandle<()>>>,
+    /// Garbage collection, CRD establishment, namespace finalization.
+    controllers: Mutex<Vec<JoinHandle<()>>>,
+    /// Shut down: a restart does not serve again.
+    stopped: std::sync::atomic::AtomicBool,
     started: tokio::time::Instant,
     /// Every kind of request served, as RBAC would judge it.
     audit: Mutex<std::collections::BTreeSet<Access>>,
@@ -190,18 +177,6 @@ fn served_path(path: &str) -> bool {
         || (path.starts_with("/api/") || path.starts_with("/apis/")) && path.len() <= 256
 }
 
-/// Stores a CustomResourceDefinition (JSON) before the server starts, as
-/// `kubectl apply` of it would: it is served once the server runs, and
-/// objects written straight to the store meet its status subresource.
-pub fn install_crd(store: &Store, crd: Value) {
-    if let Ok(c) = serde_json::from_value(crd.clone())
-        && let Some(served) = custom_of(&c)
-    {
-        store.set_status_subresource(served.resource.store_kind, served.resource.status);
-    }
-    store.seed("CustomResourceDefinition", crd);
-}
-
 /// A store with the API server's status subresources and the real wall clock.
 pub fn new_store() -> Arc<Store> {
     let wall = Arc::new(k8s_openapi::jiff::Timestamp::now);
@@ -209,13 +184,17 @@ pub fn new_store() -> Arc<Store> {
 }
 
 impl ApiServer {
-    /// Serves `store` on `addr` (port 0 picks one) with its garbage collector.
-    pub async fn start(
+    /// What a server starts with: its CRDs, namespaces, store, address.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Serves `store` on `listener` with its controllers.
+    fn serve_listener(
         store: Arc<Store>,
-        addr: SocketAddr,
+        listener: tokio::net::TcpListener,
         journal: Option<Arc<dyn WriteJournal>>,
     ) -> std::io::Result<Arc<Self>> {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
         let server = Arc::new(Self {
             addr: listener.local_addr()?,
             store: store.clone(),
@@ -224,6 +203,8 @@ impl ApiServer {
             journal,
             epoch: tokio::sync::watch::channel(0).0,
             serving: Mutex::default(),
+            controllers: Mutex::default(),
+            stopped: std::sync::atomic::AtomicBool::new(false),
             started: tokio::time::Instant::now(),
             audit: Mutex::default(),
             identities: identity::Identities::default(),
@@ -233,11 +214,39 @@ impl ApiServer {
         });
         namespaces::adopt(&store);
         crds::accept_stored(&store);
-        tokio::spawn(gc::collect(store.clone()));
-        tokio::spawn(crds::control(store.clone()));
-        tokio::spawn(namespaces::control(store));
+        *server.controllers.lock().unwrap_or_else(|e| e.into_inner()) = vec![
+            tokio::spawn(gc::collect(store.clone())),
+            tokio::spawn(crds::control(store.clone())),
+            tokio::spawn(namespaces::control(store)),
+        ];
         server.serve_on(listener);
         Ok(server)
+    }
+
+    /// Stops serving for good: the listener, every connection and watch,
+    /// and the controllers. The store stays readable.
+    pub fn shutdown(&self) {
+        use std::sync::atomic::Ordering;
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.epoch.send_modify(|e| *e += 1);
+        let serving = self
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(task) = serving {
+            task.abort();
+        }
+        for task in self
+            .controllers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
     }
 
     fn serve_on(self: &Arc<Self>, listener: tokio::net::TcpListener) {
@@ -318,6 +327,9 @@ impl ApiServer {
     /// an empty watch cache: clients that rewatch from an old
     /// resourceVersion get `410 Gone` and must relist.
     pub async fn restart(self: &Arc<Self>, down: Duration) -> std::io::Result<()> {
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::other("the server was shut down"));
+        }
         self.epoch.send_modify(|e| *e += 1);
         let task = self
             .serving
@@ -337,15 +349,6 @@ impl ApiServer {
         self.serve_on(listener);
         Ok(())
     }
-}
-
-/// Serves a fresh server over `store` on `addr`; returns the bound address.
-pub async fn serve(
-    store: Arc<Store>,
-    addr: SocketAddr,
-) -> std::io::Result<(SocketAddr, Arc<ApiServer>)> {
-    let s = ApiServer::start(store, addr, None).await?;
-    Ok((s.addr(), s))
 }
 
 /// A kubeconfig for a server at `url`, without auth.

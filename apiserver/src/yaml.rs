@@ -14,9 +14,3 @@ fn options() -> serde_saphyr::Options {
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
     serde_saphyr::from_str_with_options(text, options())
 }
-
-/// Every document of a multi-document text (a document may start on its
-/// `---` line); empty ones are skipped.
-pub fn documents<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, serde_saphyr::Error> {
-    serde_saphyr::from_multiple_with_options(text, options())
-}

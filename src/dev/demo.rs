@@ -77,9 +77,12 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         let store = gpu_claims_testbed::crds::cluster_store();
         let cluster = MemCluster::new(store.clone());
         seed(&cluster);
-        let server = ApiServer::start(store.clone(), args.api_addr, Some(cluster.clone()))
-            .await
-            .with_context(|| format!("listen on {}", args.api_addr))?;
+        let server = ApiServer::builder()
+            .store(store.clone())
+            .addr(args.api_addr)
+            .journal(cluster.clone())
+            .start()
+            .await?;
         server.set_faults(faults.clone());
         let kubeconfig = gpu_claims_apiserver::kubeconfig(&server.url());
         // A kubeconfig the user did not ask for goes with the demo, however it ends.

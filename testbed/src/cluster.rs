@@ -7,7 +7,7 @@
 use crate::memory::MemCluster;
 use crate::memory::store::Store;
 use crate::standin::StandIn;
-use gpu_claims_apiserver::ApiServer;
+use gpu_claims_apiserver::{ApiServer, Handle, StartError};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,18 +17,27 @@ use std::sync::Arc;
 pub struct LocalCluster {
     pub store: Arc<Store>,
     pub journal: Arc<MemCluster>,
-    pub server: Arc<ApiServer>,
+    /// The server, up as long as the cluster is.
+    pub server: Handle,
     pub standin: Arc<StandIn>,
 }
 
 impl LocalCluster {
     /// Starts the server on `addr` and the stand-in, seeded by `seed`;
     /// inside a tokio runtime.
-    pub async fn start(addr: SocketAddr, seed: impl FnOnce(&MemCluster)) -> std::io::Result<Self> {
+    pub async fn start(
+        addr: SocketAddr,
+        seed: impl FnOnce(&MemCluster),
+    ) -> Result<Self, StartError> {
         let store = crate::crds::cluster_store();
         let journal = MemCluster::new(store.clone());
         seed(&journal);
-        let server = ApiServer::start(store.clone(), addr, Some(journal.clone())).await?;
+        let server = ApiServer::builder()
+            .store(store.clone())
+            .addr(addr)
+            .journal(journal.clone())
+            .start()
+            .await?;
         let standin = StandIn::new(store.clone());
         standin.spawn();
         Ok(Self {

@@ -49,7 +49,8 @@ pub fn install(store: &Store) {
     crds.push(kubevirt_vmi());
     crds.push(kubevirt_vm());
     for crd in crds {
-        gpu_claims_apiserver::install_crd(store, crd);
+        gpu_claims_apiserver::install_crd(store, crd)
+            .expect("gpu-claims' and KubeVirt's CRDs install");
     }
 }
 

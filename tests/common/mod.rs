@@ -3,7 +3,7 @@
 //! `gpu-claims run` binary started against it through a kubeconfig.
 #![allow(dead_code)]
 
-use gpu_claims_apiserver::ApiServer;
+use gpu_claims_apiserver::{ApiServer, Handle};
 use gpu_claims_testbed::demo::{Observer, Snapshot};
 use gpu_claims_testbed::memory::MemCluster;
 use gpu_claims_testbed::memory::store::Store;
@@ -166,7 +166,7 @@ pub struct Cluster {
     pub rt: tokio::runtime::Runtime,
     pub store: Arc<Store>,
     pub journal: Arc<MemCluster>,
-    pub server: Arc<ApiServer>,
+    pub server: Handle,
     pub standin: Arc<StandIn>,
     pub observer: Observer,
     pub dir: tempfile::TempDir,
@@ -213,14 +213,15 @@ impl Cluster {
         let store = gpu_claims_testbed::crds::cluster_store();
         let journal = MemCluster::new(store.clone());
         seed(&journal);
-        // The controller's own namespace, as its chart makes it: its Lease.
-        gpu_claims_apiserver::namespaces::ensure(&store, "gpu-claims");
         let server = rt
-            .block_on(ApiServer::start(
-                store.clone(),
-                "127.0.0.1:0".parse().unwrap(),
-                Some(journal.clone()),
-            ))
+            .block_on(
+                ApiServer::builder()
+                    .store(store.clone())
+                    // The controller's own namespace, as its chart makes it: its Lease.
+                    .namespace("gpu-claims")
+                    .journal(journal.clone())
+                    .start(),
+            )
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
         // The gate webhook as the chart wires it: the API server calls

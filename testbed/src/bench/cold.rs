@@ -110,12 +110,13 @@ pub fn measure(
         .enable_all()
         .build()?;
     let journal = MemCluster::new(store.clone());
-    gpu_claims_apiserver::namespaces::ensure(&store, "gpu-claims");
-    let server = rt.block_on(ApiServer::start(
-        store,
-        "127.0.0.1:0".parse()?,
-        Some(journal.clone()),
-    ))?;
+    let server = rt.block_on(
+        ApiServer::builder()
+            .store(store)
+            .namespace("gpu-claims")
+            .journal(journal.clone())
+            .start(),
+    )?;
     let kubeconfig = gpu_claims_apiserver::kubeconfig(&server.url());
     let (mut ctl, mut refl) = (Vec::new(), Vec::new());
     for run in 0..runs {

@@ -2,7 +2,9 @@
 //! API servers: what each verb answers, and the semantics kube-runtime
 //! relies on (resourceVersions, 409, 410, bookmarks, finalizers, GC).
 use futures::{StreamExt, TryStreamExt};
-use gpu_claims_apiserver::ApiServer;
+mod common;
+
+use gpu_claims_apiserver::Handle;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{
@@ -11,24 +13,12 @@ use kube::api::{
 };
 use kube::core::DynamicObject;
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A server with the namespaces the tests write to.
-async fn server() -> (Arc<ApiServer>, kube::Client) {
-    let s = ApiServer::start(
-        gpu_claims_testbed::crds::cluster_store(),
-        "127.0.0.1:0".parse().unwrap(),
-        None,
-    )
-    .await
-    .unwrap();
-    let client = gpu_claims_testbed::demo::client_for(&gpu_claims_apiserver::kubeconfig(&s.url()))
-        .await
-        .unwrap();
-    for ns in ["a", "gpu-claims"] {
-        gpu_claims_apiserver::namespaces::ensure(&s.store, ns);
-    }
+async fn server() -> (Handle, kube::Client) {
+    let s = common::builder(&["a", "gpu-claims"]).start().await.unwrap();
+    let client = s.client();
     (s, client)
 }
 
@@ -400,10 +390,8 @@ async fn injected_faults_answer_writes_and_cut_watches() {
     assert_eq!(events.len(), 1);
 }
 
-async fn client_as(s: &ApiServer, user: &str) -> kube::Client {
-    gpu_claims_testbed::demo::client_for(&s.kubeconfig_for(user))
-        .await
-        .unwrap()
+async fn client_as(s: &Handle, user: &str) -> kube::Client {
+    s.client_as(user).await.unwrap()
 }
 
 #[tokio::test]
@@ -438,7 +426,7 @@ async fn a_bearer_token_names_the_writer_and_a_token_nobody_was_given_is_401() {
 
     let forged = gpu_claims_apiserver::kubeconfig(&s.url())
         .replace("  user: {}\n", "  user:\n    token: forged\n");
-    let client = gpu_claims_testbed::demo::client_for(&forged).await.unwrap();
+    let client = client_from(&forged).await;
     let e = Api::<Pod>::namespaced(client, "a")
         .list(&Default::default())
         .await
@@ -485,4 +473,13 @@ async fn a_user_cut_off_gets_no_answer_its_writes_are_never_applied_and_its_watc
     assert!(pods.get_opt("lost").await.unwrap().is_none());
     let names: Vec<String> = s.writes().into_iter().map(|w| w.name).collect();
     assert_eq!(names, ["before", "after"]);
+}
+
+/// A client from a kubeconfig, as kube-rs reads one.
+async fn client_from(kubeconfig: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
 }

@@ -4,36 +4,16 @@
 //! discovery. Status codes, reasons and causes are upstream's.
 
 use futures::{StreamExt, TryStreamExt};
-use gpu_claims_actors::api::{GPUClaim, GPUClass};
-use gpu_claims_apiserver::ApiServer;
+mod common;
+
+use common::{GPUClaim, GPUClass, fake_webhook, from, refusal, server, until};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
-use kube::core::Status;
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::Duration;
-
-async fn server() -> (Arc<ApiServer>, kube::Client) {
-    let s = ApiServer::start(
-        gpu_claims_testbed::crds::cluster_store(),
-        "127.0.0.1:0".parse().unwrap(),
-        None,
-    )
-    .await
-    .unwrap();
-    gpu_claims_apiserver::namespaces::ensure(&s.store, "a");
-    let client = gpu_claims_testbed::demo::client_for(&gpu_claims_apiserver::kubeconfig(&s.url()))
-        .await
-        .unwrap();
-    (s, client)
-}
-
-fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
-    serde_json::from_value(v).unwrap()
-}
 
 fn pod(name: &str, labels: Value) -> Pod {
     from(json!({
@@ -44,27 +24,6 @@ fn pod(name: &str, labels: Value) -> Pod {
 
 fn class(name: &str) -> GPUClass {
     from(json!({"metadata": {"name": name}, "spec": {"resourceName": "nvidia.com/H200"}}))
-}
-
-/// The API error a request ended in (code, reason, message).
-fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<Status> {
-    match r {
-        Err(kube::Error::Api(s)) => s,
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-}
-
-/// Waits (on a condition, polling) until `done` holds; fails after 10 s.
-async fn until<F, Fut>(what: &str, mut done: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]
@@ -994,54 +953,6 @@ async fn token_and_access_reviews_are_answered_from_the_tokens_and_the_stored_rb
     );
 }
 
-/// A webhook over TLS behind Service gpu-claims/gpu-claims, answering by
-/// the pod's name: `deny-*` refused (403), `slow-*` after 3 s, `patch-*`
-/// with a label added, anything else allowed; it counts its calls.
-async fn fake_webhook(
-    s: &ApiServer,
-    dir: &std::path::Path,
-) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
-    use axum::routing::post;
-    use base64::Engine;
-    let cert = gpu_claims::dev::webhook::certificate(dir).unwrap();
-    let resolver = gpu_claims::webhook::Resolver::new(cert.files).unwrap();
-    let listener =
-        gpu_claims::webhook::TlsListener::bind("127.0.0.1:0".parse().unwrap(), &resolver)
-            .await
-            .unwrap();
-    let addr = axum::serve::Listener::local_addr(&listener).unwrap();
-    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = calls.clone();
-    let app = axum::Router::new().route(
-        "/mutate",
-        post(move |axum::Json(review): axum::Json<Value>| {
-            let counted = counted.clone();
-            async move {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let req = &review["request"];
-                let name = req["object"]["metadata"]["name"].as_str().unwrap_or_default();
-                let uid = req["uid"].clone();
-                let response = if name.starts_with("deny-") {
-                    json!({"uid": uid, "allowed": false, "status": {"code": 403, "message": "not this one"}})
-                } else if name.starts_with("patch-") {
-                    let p = json!([{"op": "add", "path": "/metadata/labels", "value": {"patched": "yes"}}]);
-                    json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
-                        "patch": base64::engine::general_purpose::STANDARD.encode(p.to_string())})
-                } else {
-                    if name.starts_with("slow-") {
-                        tokio::time::sleep(Duration::from_secs(3)).await;
-                    }
-                    json!({"uid": uid, "allowed": true})
-                };
-                axum::Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
-            }
-        }),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    s.add_service_endpoint("gpu-claims", "gpu-claims", 443, addr);
-    (cert.ca_pem, calls)
-}
-
 fn webhook_config(name: &str, ca_pem: &str, extra: Value) -> Value {
     use base64::Engine;
     let mut hook = json!({
@@ -1062,8 +973,7 @@ fn webhook_config(name: &str, ca_pem: &str, extra: Value) -> Value {
 async fn admission_webhooks_are_called_selected_and_obeyed_as_kube_apiserver_does() {
     use std::sync::atomic::Ordering::SeqCst;
     let (s, c) = server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let (ca, calls) = fake_webhook(&s, dir.path()).await;
+    let (ca, calls) = fake_webhook(&s).await;
     let configs: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> =
         Api::all(c.clone());
     let pp = PostParams::default();

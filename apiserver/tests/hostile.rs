@@ -5,11 +5,12 @@
 //! and not a panic, headers sent slowly are cut off, bad label selectors
 //! are 400, a watch from the future is 504, a body too large is a 413
 //! Status, and anonymous writes are refused off loopback.
-use gpu_claims_apiserver::ApiServer;
+mod common;
+
+use gpu_claims_apiserver::Handle;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -20,16 +21,9 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn server(rt: &tokio::runtime::Runtime, addr: &str) -> Arc<ApiServer> {
-    let s = rt
-        .block_on(ApiServer::start(
-            gpu_claims_testbed::crds::cluster_store(),
-            addr.parse().unwrap(),
-            None,
-        ))
-        .unwrap();
-    gpu_claims_apiserver::namespaces::ensure(&s.store, "a");
-    s
+fn server(rt: &tokio::runtime::Runtime, addr: &str) -> Handle {
+    rt.block_on(common::builder(&["a"]).addr(addr.parse().unwrap()).start())
+        .unwrap()
 }
 
 /// One raw HTTP/1.1 request: the status and the body (to EOF, within 10 s).
