@@ -251,9 +251,7 @@ impl ApiServer {
 
     fn serve_on(self: &Arc<Self>, listener: tokio::net::TcpListener) {
         let mut epoch = self.epoch.subscribe();
-        let app = Router::new()
-            .fallback(handlers::handle)
-            .with_state(self.clone());
+        let app = handlers::router(self.clone());
         let task = tokio::spawn(async move {
             let stop = async move {
                 let _ = epoch.changed().await;

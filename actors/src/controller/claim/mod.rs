@@ -4,19 +4,20 @@
 //! the log's bookkeeping are the scaffold's.
 
 mod io;
+mod tell;
+mod trace;
+
+pub use trace::{ClaimTrace, GetTrace};
 
 use super::Env;
 use super::events;
-use super::journal::{Decision, DecisionResult, Intent};
-use super::messages::{ActorStopped, ClaimReleased, Reconcile, ToSupervisor};
+use super::journal::{DecisionResult, Intent};
+use super::messages::{ActorStopped, Reconcile, ToSupervisor};
 use super::scaffold::{self, Freshness, IoError, Outcome, Scaffold, Scaffolded};
-use crate::api::{ClaimPhase, GPUClaim, Kind, ObjRef};
-use crate::ports::Event;
+use crate::api::GPUClaim;
 use crate::rules::{ClaimIntent, ClaimMemory, RuleId, Step, Used, decide_claim};
-use crate::world::split_key;
 use actix::prelude::*;
 use io::{ClaimIo, Done};
-use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -41,21 +42,6 @@ pub struct ClaimActor {
     /// The claim the I/O under way was decided on: its Event compares.
     writing: Option<Arc<GPUClaim>>,
 }
-
-/// What `/debug/claims/<ns>/<name>` shows.
-#[derive(Clone, Debug, Serialize)]
-pub struct ClaimTrace {
-    pub claim: String,
-    pub phase: Option<&'static str>,
-    pub busy: bool,
-    /// Seconds until L6's grace runs out, when it is counting.
-    pub grace_left_s: Option<f64>,
-    pub decisions: Vec<Decision>,
-}
-
-#[derive(Message)]
-#[rtype(result = "ClaimTrace")]
-pub struct GetTrace;
 
 /// Logs a line for this claim, with its key; at TRACE only for traced claims.
 macro_rules! claim_trace {
@@ -262,66 +248,6 @@ impl ClaimActor {
         DecisionResult::Error(e.to_string())
     }
 
-    /// Bad input gets a clear answer: a claim of a class that does not exist
-    /// is said once; placement (G5) marks it Waiting with ClassMissing.
-    fn report_missing_class(&mut self, claim: &GPUClaim) {
-        let class = &claim.spec.class_name;
-        if self.env.world.has_class(class) {
-            self.reported_class = None;
-        } else if self.reported_class.as_ref() != Some(class) {
-            tracing::warn!(claim = %self.key, class = %class, "the claim's GPUClass does not exist");
-            self.reported_class = Some(class.clone());
-        }
-    }
-
-    /// The Event that goes with an AllocationMissing mark set or cleared.
-    fn publish_allocation_event(&self, claim: Option<&GPUClaim>) {
-        let Some(c) = claim else { return };
-        let missing =
-            crate::api::condition_is_true(c.conditions(), crate::api::CONDITION_ALLOCATION_MISSING);
-        let (ns, name) = split_key(&self.key);
-        let event = Event {
-            regarding: ObjRef::new(Kind::Claim, Some(ns), name),
-            uid: c.metadata.uid.clone(),
-            warning: missing,
-            reason: if missing {
-                "AllocationMissing"
-            } else {
-                "AllocationFound"
-            }
-            .into(),
-            message: if missing {
-                format!(
-                    "holds GPUs on {} without a GPUAllocation record; it is not placed elsewhere",
-                    c.node_name().unwrap_or_default()
-                )
-            } else {
-                "its GPUAllocation record is there again".into()
-            },
-            rule: RuleId::Allocations,
-        };
-        tracing::warn!(claim = %self.key, rule = "allocations", missing, "{}", event.message);
-        events::publish(&self.env, event);
-    }
-
-    /// Publishes an Event, best effort, without holding the actor up.
-    fn publish(&self, event: Option<Event>) {
-        if let Some(event) = event {
-            events::publish(&self.env, event);
-        }
-    }
-
-    fn tell_released(&self) {
-        let Some(claim) = self.env.world.claim(&self.key) else {
-            return;
-        };
-        self.to.released.do_send(ClaimReleased {
-            class: claim.spec.class_name.clone(),
-            key: self.key.clone(),
-            uid: claim.metadata.uid.clone().unwrap_or_default(),
-        });
-    }
-
     /// The claim is gone and nothing is pending: the actor ends.
     fn stop(&mut self, ctx: &mut Context<Self>) {
         claim_trace!(self, "claim gone; actor stops");
@@ -392,27 +318,6 @@ impl Handler<Reconcile> for ClaimActor {
     fn handle(&mut self, r: Reconcile, ctx: &mut Context<Self>) {
         self.scaffold.changed(r.since);
         scaffold::reconcile(self, ctx);
-    }
-}
-
-impl Handler<GetTrace> for ClaimActor {
-    type Result = MessageResult<GetTrace>;
-    fn handle(&mut self, _: GetTrace, _: &mut Context<Self>) -> Self::Result {
-        let claim = self.env.world.claim(&self.key);
-        let now = self.env.clock.now();
-        let cfg = self.env.world.config();
-        let grace_left_s = self.mem.grace.pending().map(|(_, since)| {
-            (*since + cfg.attachment_grace)
-                .saturating_duration_since(now)
-                .as_secs_f64()
-        });
-        MessageResult(ClaimTrace {
-            claim: self.key.clone(),
-            phase: claim.map(|c| c.phase()).map(ClaimPhase::as_str),
-            busy: self.scaffold.busy(),
-            grace_left_s,
-            decisions: self.scaffold.decisions(),
-        })
     }
 }
 

@@ -1,0 +1,72 @@
+//! What a claim's actor tells beside its writes: a missing class (once),
+//! the Event of an AllocationMissing mark, its class on release.
+
+use super::ClaimActor;
+use crate::api::{GPUClaim, Kind, ObjRef};
+use crate::controller::events;
+use crate::controller::messages::ClaimReleased;
+use crate::ports::Event;
+use crate::rules::RuleId;
+use crate::world::split_key;
+
+impl ClaimActor {
+    /// Bad input gets a clear answer: a claim of a class that does not exist
+    /// is said once; placement (G5) marks it Waiting with ClassMissing.
+    pub(super) fn report_missing_class(&mut self, claim: &GPUClaim) {
+        let class = &claim.spec.class_name;
+        if self.env.world.has_class(class) {
+            self.reported_class = None;
+        } else if self.reported_class.as_ref() != Some(class) {
+            tracing::warn!(claim = %self.key, class = %class, "the claim's GPUClass does not exist");
+            self.reported_class = Some(class.clone());
+        }
+    }
+
+    /// The Event that goes with an AllocationMissing mark set or cleared.
+    pub(super) fn publish_allocation_event(&self, claim: Option<&GPUClaim>) {
+        let Some(c) = claim else { return };
+        let missing =
+            crate::api::condition_is_true(c.conditions(), crate::api::CONDITION_ALLOCATION_MISSING);
+        let (ns, name) = split_key(&self.key);
+        let event = Event {
+            regarding: ObjRef::new(Kind::Claim, Some(ns), name),
+            uid: c.metadata.uid.clone(),
+            warning: missing,
+            reason: if missing {
+                "AllocationMissing"
+            } else {
+                "AllocationFound"
+            }
+            .into(),
+            message: if missing {
+                format!(
+                    "holds GPUs on {} without a GPUAllocation record; it is not placed elsewhere",
+                    c.node_name().unwrap_or_default()
+                )
+            } else {
+                "its GPUAllocation record is there again".into()
+            },
+            rule: RuleId::Allocations,
+        };
+        tracing::warn!(claim = %self.key, rule = "allocations", missing, "{}", event.message);
+        events::publish(&self.env, event);
+    }
+
+    /// Publishes an Event, best effort, without holding the actor up.
+    pub(super) fn publish(&self, event: Option<Event>) {
+        if let Some(event) = event {
+            events::publish(&self.env, event);
+        }
+    }
+
+    pub(super) fn tell_released(&self) {
+        let Some(claim) = self.env.world.claim(&self.key) else {
+            return;
+        };
+        self.to.released.do_send(ClaimReleased {
+            class: claim.spec.class_name.clone(),
+            key: self.key.clone(),
+            uid: claim.metadata.uid.clone().unwrap_or_default(),
+        });
+    }
+}

@@ -1,0 +1,66 @@
+//! What the supervisor is told (world changes, a new config, leadership)
+//! and asked (a claim's trace, its counts, whether it has settled).
+
+use super::super::claim::ClaimTrace;
+use crate::config::Config;
+use crate::ports::{Kind, Obj};
+use actix::prelude::*;
+
+/// A change a watch saw.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub enum WorldEvent {
+    Apply(Obj),
+    Delete(Obj),
+    /// A watch listed (or relisted) a kind: these are all its objects now,
+    /// as of `list_rv` when the lister knows it (the watch of that kind has
+    /// then passed every change up to it).
+    Relisted {
+        kind: Kind,
+        objects: Vec<Obj>,
+        list_rv: Option<u64>,
+    },
+    /// An object that could not be read; the cached version (if any) stays.
+    Unreadable {
+        kind: Kind,
+        name: String,
+        error: crate::api::DecodeError,
+    },
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConfigChanged(pub Config);
+
+#[derive(Message)]
+#[rtype(result = "Option<ClaimTrace>")]
+pub struct GetClaimTrace(pub String);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    pub claims: usize,
+    pub claim_actors: usize,
+    pub class_actors: usize,
+    pub synced: bool,
+    /// Whether this process leads (always, without leader election).
+    pub leading: bool,
+}
+
+/// Leader election's verdict: only a leader decides and writes; a standby
+/// keeps its caches warm so that it can take over at once.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Leading(pub bool);
+
+#[derive(Message)]
+#[rtype(result = "Stats")]
+pub struct StatsQuery;
+
+/// Whether this process leads and its actors have settled: each has
+/// handled everything sent to it (twice over, so that what an actor sent
+/// itself while handling is handled too) and no I/O is in flight. Work
+/// that waits on a timer (a backoff, a grace period) is not counted. What
+/// a test waits on where it would otherwise sleep.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Settled;

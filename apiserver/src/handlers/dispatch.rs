@@ -1,0 +1,255 @@
+//! A request to a resource, after the caller's layer: discovery and
+//! OpenAPI documents, then the checks a write meets before any handler
+//! (anonymous writes off loopback, `dryRun`, injected faults, binary
+//! bodies), the reviews, admission of a create, a watch from the future,
+//! the write order, and the verb.
+
+use super::caller::Caller;
+use super::{LoggedWrite, Q, Req, ok};
+use crate::faults::Injected;
+use crate::store::Apply;
+use crate::{ApiServer, Target, status, watch};
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::Response;
+use std::sync::Arc;
+
+/// What a check answers instead of going on.
+type Refused = Box<Response>;
+
+pub(super) async fn resource(
+    State(s): State<Arc<ApiServer>>,
+    Extension(caller): Extension<Caller>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    Query(q): Query<Q>,
+    body: Bytes,
+) -> Response {
+    let path = uri.path();
+    if method == Method::GET
+        && let Some(v) = crate::discovery::answer(&caller.served, path)
+            .or_else(|| crate::openapi::answer(&caller.served, path))
+    {
+        return ok(StatusCode::OK, v);
+    }
+    let Some(t) = caller.target.clone() else {
+        let msg = "the server could not find the requested resource";
+        return status(404, "NotFound", msg, None, "");
+    };
+    match serve(&s, &caller, &t, &method, path, &headers, &q, &body).await {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+fn is_write(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
+fn is_watch(q: &Q) -> bool {
+    matches!(q.get("watch").map(String::as_str), Some("true" | "1"))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    s: &Arc<ApiServer>,
+    caller: &Caller,
+    t: &Target,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    q: &Q,
+    body: &[u8],
+) -> Result<Response, Response> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or_default();
+    let how = if is_write(method) {
+        anonymous_on_loopback(s, &caller.user, method).map_err(|r| *r)?;
+        let how = dry_run(q, true, t).map_err(|r| *r)?;
+        inject(s, &caller.user, t, method).map_err(|r| *r)?;
+        binary_body(content_type, t).map_err(|r| *r)?;
+        how
+    } else {
+        dry_run(q, false, t).map_err(|r| *r)?
+    };
+    if t.resource.review {
+        return Ok(match (method, &t.name) {
+            (&Method::POST, None) => crate::reviews::answer(s, t, body),
+            (m, name) => not_allowed(m, path, name.as_deref(), t),
+        });
+    }
+    let table = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("as=Table"));
+    let manager = crate::managed::manager_of(
+        q.get("fieldManager").map(String::as_str),
+        &caller.user_agent,
+    );
+    let req = Req {
+        s,
+        t,
+        q,
+        user: &caller.user,
+        manager: &manager,
+        served: &caller.served,
+        how,
+    };
+    // A create passes the namespace's lifecycle and the mutating webhooks
+    // first, outside the write order (a webhook takes its time).
+    let created = match (method, &t.name) {
+        (&Method::POST, None) => Some(req.admitted(body).await.map_err(|r| *r)?),
+        _ => None,
+    };
+    // A watch from a version the store has not reached waits for it a
+    // little, then is answered 504, as kube-apiserver answers.
+    let watching = *method == Method::GET && t.name.is_none() && is_watch(q);
+    let from = q.get("resourceVersion").and_then(|r| r.parse::<u64>().ok());
+    if let Some(rv) = from.filter(|rv| watching && *rv > s.store.resource_version()) {
+        watch::reach(s, rv, t.resource.plural).await?;
+    }
+    // Writes are applied and logged one at a time, so that the log's
+    // order is the order in which they took effect.
+    let _in_order =
+        is_write(method).then(|| s.write_order.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(match (method, t.name.as_deref()) {
+        (&Method::GET, None) if watching => {
+            watch::watch(s.clone(), t.clone(), q.clone(), table, &caller.user)
+        }
+        (&Method::GET, None) => req.list(table),
+        (&Method::GET, Some(n)) => req.get(n, table),
+        (&Method::POST, None) => match created {
+            Some(obj) => req.create(obj, false),
+            None => status(
+                500,
+                "InternalError",
+                "a create without its object",
+                None,
+                "",
+            ),
+        },
+        (&Method::PUT, Some(n)) => req.update(n, body),
+        (&Method::PATCH, Some(n)) => req.patch(n, content_type, body),
+        (&Method::DELETE, Some(n)) => req.delete(n, body),
+        (&Method::DELETE, None) if !t.status => req.delete_collection(body),
+        (m, name) => not_allowed(m, path, name, t),
+    })
+}
+
+/// Anonymous writes are a convenience on loopback only: bound to any
+/// other address, anyone who can reach the port could write anything.
+fn anonymous_on_loopback(s: &ApiServer, user: &str, method: &Method) -> Result<(), Refused> {
+    if user != crate::ANONYMOUS || s.addr().ip().is_loopback() {
+        return Ok(());
+    }
+    let msg = format!(
+        "forbidden: User \"{}\" cannot {} on a server not bound to loopback; use a kubeconfig with a token",
+        crate::ANONYMOUS,
+        method.as_str().to_lowercase()
+    );
+    Err(Box::new(status(403, "Forbidden", &msg, None, "")))
+}
+
+/// `dryRun`: absent, or `All` on a write.
+fn dry_run(q: &Q, write: bool, t: &Target) -> Result<Apply, Refused> {
+    match q.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(Apply::Commit),
+        Some("All") if write => Ok(Apply::DryRun),
+        Some(v) => {
+            let msg = format!("dryRun: Unsupported value: {v:?}: supported values: \"All\"");
+            Err(Box::new(status(
+                422,
+                "Invalid",
+                &msg,
+                t.name.as_deref(),
+                t.resource.plural,
+            )))
+        }
+    }
+}
+
+/// A fault injected into a write, logged as a refused write. A 409 to a
+/// create means AlreadyExists on a real server, never a stale version, so
+/// injected conflicts go to updates and patches only.
+fn inject(s: &ApiServer, user: &str, t: &Target, method: &Method) -> Result<(), Refused> {
+    let Some(f) = s
+        .faults()
+        .roll(s.dice.next())
+        .filter(|f| *f != Injected::Conflict || matches!(*method, Method::PUT | Method::PATCH))
+    else {
+        return Ok(());
+    };
+    let plural = t.resource.plural;
+    s.log_write(LoggedWrite {
+        user,
+        target: t,
+        op: match *method {
+            Method::POST => "create",
+            Method::DELETE => "delete",
+            _ => "update",
+        },
+        name: t.name.clone().unwrap_or_default(),
+        applied: false,
+        changed: false,
+        holder: None,
+        error: Some(format!("injected {f:?}")),
+        invalid: false,
+    });
+    Err(Box::new(match f {
+        Injected::Conflict => status(
+            409,
+            "Conflict",
+            "injected: the object has been modified; please apply your changes to the latest version and try again",
+            t.name.as_deref(),
+            plural,
+        ),
+        Injected::Throttle => {
+            let mut r = status(
+                429,
+                "TooManyRequests",
+                "injected: too many requests",
+                None,
+                plural,
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, 1.into());
+            r
+        }
+        Injected::ServerError => status(
+            500,
+            "InternalError",
+            "injected: etcd timed out",
+            None,
+            plural,
+        ),
+    }))
+}
+
+/// Protobuf (and CBOR) bodies are refused with 415, so that a client that
+/// can falls back to JSON, as it does with a server that lacks them.
+fn binary_body(content_type: &str, t: &Target) -> Result<(), Refused> {
+    if !(content_type.contains("protobuf") || content_type.contains("cbor")) {
+        return Ok(());
+    }
+    let msg = format!(
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {content_type})"
+    );
+    Err(Box::new(status(
+        415,
+        "UnsupportedMediaType",
+        &msg,
+        t.name.as_deref(),
+        t.resource.plural,
+    )))
+}
+
+pub(super) fn not_allowed(m: &Method, path: &str, name: Option<&str>, t: &Target) -> Response {
+    let msg = format!("{m} is not supported on {path}");
+    status(405, "MethodNotAllowed", &msg, name, t.resource.plural)
+}

@@ -1,0 +1,164 @@
+//! What a written object goes through before the store, in
+//! kube-apiserver's order: the part this request may not write taken from
+//! the stored object, metadata validated, the CRD's schema applied
+//! (pruning, defaults, validation and CEL rules), a built-in kind decoded
+//! by its type, unknown fields handled as `fieldValidation` says, and the
+//! field manager's managedFields recorded.
+
+use super::{LoggedWrite, Req};
+use crate::store::Apply;
+use crate::{managed, schema, status, typed, validate};
+use axum::response::Response;
+use serde_json::Value;
+
+/// How a write's unknown fields are handled (`fieldValidation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FieldValidation {
+    Ignore,
+    Warn,
+    Strict,
+}
+
+/// What a refused write answers.
+type Refused = Box<Response>;
+
+impl Req<'_> {
+    /// Prepares `obj` for the store, or refuses it (400 for a body that
+    /// cannot be decoded or strict unknown fields, 422 for an invalid
+    /// one). The warnings to send with the answer. `applied`: a
+    /// server-side apply, which records its own managedFields.
+    pub(super) fn prepare(
+        &self,
+        name: &str,
+        obj: &mut Value,
+        applied: bool,
+    ) -> Result<Vec<String>, Refused> {
+        let mode = self.field_validation(name)?;
+        let old = self.s.store.get(self.store_kind(), self.ns(), name);
+        self.keep_what_it_may_not_write(old.as_ref(), obj);
+        let mut causes = validate::metadata(&self.t.resource, obj);
+        let crd_schema = self
+            .served
+            .custom(self.t.resource.kind)
+            .and_then(|c| c.schema.as_ref());
+        let sent = crd_schema.is_some().then(|| obj.clone());
+        causes.extend(schema::admit(crd_schema, obj, old.as_ref()));
+        let mut unknown = Vec::new();
+        if let Some(sent) = &sent {
+            schema::dropped(sent, obj, "", &mut unknown);
+        }
+        unknown.extend(self.decode_built_in(name, obj)?);
+        if mode == FieldValidation::Strict && !unknown.is_empty() {
+            let fields: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect();
+            let why = format!("strict decoding error: {}", fields.join(", "));
+            return Err(Box::new(self.cannot_handle(name, &why)));
+        }
+        if !causes.is_empty() {
+            return Err(Box::new(self.refuse_invalid(name, old.is_some(), &causes)));
+        }
+        if !applied {
+            let sub = if self.t.status { "status" } else { "" };
+            let api = self.t.resource.api_version();
+            managed::record_update(old.as_ref(), obj, self.manager, sub, &api);
+        }
+        Ok(match mode {
+            FieldValidation::Warn => unknown
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect(),
+            _ => Vec::new(),
+        })
+    }
+
+    /// `fieldValidation`: Warn unless the query says otherwise.
+    fn field_validation(&self, name: &str) -> Result<FieldValidation, Refused> {
+        match self.q.get("fieldValidation").map(String::as_str) {
+            None | Some("" | "Warn") => Ok(FieldValidation::Warn),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some(v) => {
+                let msg = format!(
+                    "fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+                );
+                Err(Box::new(status(
+                    400,
+                    "BadRequest",
+                    &msg,
+                    Some(name),
+                    self.plural(),
+                )))
+            }
+        }
+    }
+
+    /// A kind with a status subresource: a write to the main resource
+    /// keeps the stored status, a write to `/status` keeps everything else.
+    fn keep_what_it_may_not_write(&self, old: Option<&Value>, obj: &mut Value) {
+        if !self.t.resource.status {
+            return;
+        }
+        let set_status = |obj: &mut Value, status: Option<Value>| match status {
+            Some(st) => obj["status"] = st,
+            None => {
+                obj.as_object_mut().map(|m| m.remove("status"));
+            }
+        };
+        if !self.t.status {
+            set_status(obj, old.and_then(|o| o.get("status")).cloned());
+        } else if let Some(o) = old {
+            let status = obj.get("status").cloned();
+            let meta = obj["metadata"].clone();
+            *obj = o.clone();
+            obj["metadata"] = meta;
+            set_status(obj, status);
+        }
+    }
+
+    /// A built-in kind, decoded by its type: what the type lacks is
+    /// dropped and answered as unknown fields; a body it cannot decode is
+    /// refused.
+    fn decode_built_in(&self, name: &str, obj: &mut Value) -> Result<Vec<String>, Refused> {
+        match typed::check(self.store_kind(), obj) {
+            typed::Decoded::Untyped => Ok(Vec::new()),
+            typed::Decoded::Invalid(why) => Err(Box::new(self.cannot_handle(name, &why))),
+            typed::Decoded::Unknown(fields) => {
+                for f in &fields {
+                    schema::remove_path(obj, f);
+                }
+                Ok(fields)
+            }
+        }
+    }
+
+    /// A 422 with its causes, logged as a refused write (not a dry run's).
+    fn refuse_invalid(&self, name: &str, exists: bool, causes: &[validate::Cause]) -> Response {
+        if self.how == Apply::Commit {
+            let what: Vec<String> = causes.iter().map(|c| c.field.clone()).collect();
+            self.s.log_write(LoggedWrite {
+                user: self.user,
+                target: self.t,
+                op: if exists { "update" } else { "create" },
+                name: name.to_string(),
+                applied: false,
+                changed: false,
+                holder: None,
+                error: Some(format!("invalid: {}", what.join(", "))),
+                invalid: true,
+            });
+        }
+        validate::invalid(&self.t.resource, name, causes)
+    }
+
+    /// A body the decoder refuses, as kube-apiserver words it (400).
+    pub(super) fn cannot_handle(&self, name: &str, why: &str) -> Response {
+        let r = &self.t.resource;
+        let msg = format!(
+            "{} in version {:?} cannot be handled as a {}: {why}",
+            r.kind, r.version, r.kind
+        );
+        status(400, "BadRequest", &msg, Some(name), self.plural())
+    }
+}

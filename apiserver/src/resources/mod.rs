@@ -1,0 +1,75 @@
+//! The resources the embedded API server serves, and how their paths
+//! read: the built-in kinds (`BUILTIN`), and the custom resources of the
+//! CustomResourceDefinitions stored in it, as kube-apiserver serves a CRD
+//! once it is created (`Registry`).
+
+mod builtin;
+mod custom;
+mod served;
+
+pub use builtin::{BUILTIN, kinds_without_generation, status_kinds};
+pub use custom::{Custom, custom_of};
+pub use served::{Registry, Served, Target};
+
+/// One served resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resource {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    /// The kind's key in the store: the kind (core and events.k8s.io
+    /// Events share one store, as in Kubernetes).
+    pub store_kind: &'static str,
+    pub namespaced: bool,
+    /// Served with a status subresource.
+    pub status: bool,
+    pub short_names: &'static [&'static str],
+    /// Groups `kubectl get <category>` expands to (`all`).
+    pub categories: &'static [&'static str],
+    /// Objects carry `metadata.generation` (custom resources and pods; not
+    /// nodes, namespaces, events or leases).
+    pub generation: bool,
+    /// A review (TokenReview, SubjectAccessReview): only created, answered
+    /// with its status filled in, and never stored.
+    pub review: bool,
+    /// Served from a CustomResourceDefinition.
+    pub custom: bool,
+}
+
+impl Resource {
+    /// Served from a CustomResourceDefinition, not built in.
+    pub fn is_custom(&self) -> bool {
+        self.custom
+    }
+
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// enums, bounds and CEL rules).
+/// What a server with some real CRDs installed serves (unit tests: the
+/// ones in this repository's deploy/crds, structural CRDs with defaults,
+#[cfg(test)]
+pub fn served_for_tests() -> Served {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let texts = [
+        include_str!("../../tests/crds/gpuclasses.yaml"),
+        include_str!("../../tests/crds/gpuclaims.yaml"),
+        include_str!("../../tests/crds/gpuallocations.yaml"),
+    ];
+    let crds: Vec<CustomResourceDefinition> = texts
+        .iter()
+        .map(|t| crate::yaml::from_str(t).expect("a CRD"))
+        .collect();
+    Served {
+        custom: crds.iter().filter_map(custom_of).collect(),
+        ..Default::default()
+    }
+}

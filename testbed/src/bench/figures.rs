@@ -1,0 +1,124 @@
+//! The benchmark's figures, as JSON (`--json`) and as the table on stdout.
+
+use super::cold;
+use serde::Serialize;
+
+#[derive(Serialize, Debug, Clone)]
+pub struct SizeFigures {
+    pub claims: usize,
+    pub change_p50_us: f64,
+    pub change_p99_us: f64,
+    /// From the change written to the store, through the watch feed and
+    /// the supervisor, to the first write it caused.
+    pub end_to_end_p50_us: f64,
+    pub end_to_end_p99_us: f64,
+    pub baseline_p50_us: f64,
+    pub baseline_p99_us: f64,
+    pub baseline_passes: usize,
+    pub speedup_p99: f64,
+    pub actor_bytes_per_claim: f64,
+    pub rss_bytes_per_claim: f64,
+    pub process_rss_bytes_per_claim: f64,
+    /// Claims a rack's nodes hold, and the median time from a rack going
+    /// NotReady (or Ready) to the last write it caused.
+    pub rack_claims: usize,
+    pub rack_p50_ms: f64,
+    pub storm_vmis: usize,
+    pub storm_ms: f64,
+    pub writes: usize,
+    pub writes_min: usize,
+    pub changes: usize,
+    pub converged_restart_writes: usize,
+    /// The controller's bytes per pod outside gpu-claims (what its cache
+    /// keeps of one: its node and request), beyond the API's object.
+    pub foreign_pod_bytes: f64,
+    pub foreign_pods: usize,
+    /// A node's NotReady: the p99 over every write it caused (its claims
+    /// Lost, the classes' capacity), not only the first.
+    pub node_change_all_writes_p99_us: f64,
+    pub per_kind: Vec<KindFigures>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct KindFigures {
+    pub kind: &'static str,
+    pub changes: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Over every write the changes of this kind caused, not only the first.
+    pub all_writes_p99_us: f64,
+    /// From the store write, through the watch feed, to the first write.
+    pub end_to_end_p50_us: f64,
+    pub end_to_end_p99_us: f64,
+    pub writes: usize,
+    pub writes_min: usize,
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct Figures {
+    pub sizes: Vec<SizeFigures>,
+    pub cold_start: Option<cold::ColdFigures>,
+}
+
+/// The table on stdout.
+pub fn print(f: &Figures) {
+    println!(
+        "{:>8} {:>9} {:>9} {:>10} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>13} {:>14}",
+        "claims",
+        "p50 us",
+        "p99 us",
+        "e2e p99",
+        "base p99",
+        "speedup",
+        "actor B",
+        "ctl RSS B",
+        "storm ms",
+        "rack ms",
+        "writes",
+        "restart writes"
+    );
+    for s in &f.sizes {
+        println!(
+            "{:>8} {:>9.1} {:>9.1} {:>10.1} {:>10.0} {:>10.0}x {:>9.0} {:>9.0} {:>9.1} {:>9.1} {:>6}/{:<6} {:>14}",
+            s.claims,
+            s.change_p50_us,
+            s.change_p99_us,
+            s.end_to_end_p99_us,
+            s.baseline_p99_us,
+            s.speedup_p99,
+            s.actor_bytes_per_claim,
+            s.rss_bytes_per_claim,
+            s.storm_ms,
+            s.rack_p50_ms,
+            s.writes,
+            s.writes_min,
+            s.converged_restart_writes
+        );
+        for k in &s.per_kind {
+            println!(
+                "{:>8}   {:<20} {:>5} changes  first write p50 {:>8.1} us  p99 {:>8.1} us  every write p99 {:>9.1} us  e2e p50 {:>8.1} us  writes {}/{}",
+                "",
+                k.kind,
+                k.changes,
+                k.p50_us,
+                k.p99_us,
+                k.all_writes_p99_us,
+                k.end_to_end_p50_us,
+                k.writes,
+                k.writes_min
+            );
+        }
+    }
+    for s in &f.sizes {
+        println!(
+            "{:>8} claims: {} pods outside gpu-claims, {:.0} B each in the controller's cache",
+            s.claims, s.foreign_pods, s.foreign_pod_bytes
+        );
+    }
+    if let Some(c) = &f.cold_start {
+        println!(
+            "cold start over HTTP, {} claims: controller {:.2} s, bare reflector {:.2} s, ratio {:.2} (medians of {}; controller writes on the converged world: {})",
+            c.claims, c.controller_s, c.reflector_s, c.ratio, c.runs, c.controller_writes
+        );
+    }
+}
