@@ -18,8 +18,7 @@ fn g3_a_node_whose_allocatable_is_not_a_whole_number_of_devices_serves_none() {
             .insert(H200.into(), Quantity(bad.into()));
         let mut objs = vec![class("h200", H200).obj(), n.obj(), claim("t", "a").obj()];
         objs.extend(vm1_naming("a"));
-        with_world(Config::default(), objs, |mut t| async move {
-            t.settle().await;
+        settled(Config::default(), objs, |t| {
             let c = t.claim("t/a").unwrap();
             assert_eq!(c.phase(), ClaimPhase::Pending, "{bad}: not placed");
             let waiting = c

@@ -58,15 +58,14 @@ fn waiting_reason(c: &GPUClaim) -> Option<String> {
 fn g2_a_vmi_asking_only_in_its_spec_gets_the_template_claim_of_the_class_serving_it_and_runs() {
     let mut objs = world(spec_vm(H200, 3));
     objs.push(class("l40s", L40S).obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/vm1-gpu").expect("G2: the template claim");
         assert!(c.is_template());
         assert_eq!((c.spec.class_name.as_str(), c.spec.count), ("h200", 3));
         assert_eq!(c.phase(), ClaimPhase::Attached);
         assert_eq!(c.node_name(), Some("n1"));
-        assert!(!pod_gated(&t), "G4: pinned and out of the gate");
-        assert!(warnings_on_vm1(&t).is_empty());
+        assert!(!pod_gated(t), "G4: pinned and out of the gate");
+        assert!(warnings_on_vm1(t).is_empty());
     });
 }
 
@@ -74,11 +73,10 @@ fn g2_a_vmi_asking_only_in_its_spec_gets_the_template_claim_of_the_class_serving
 fn g2_a_spec_request_two_classes_serve_makes_no_claim_and_says_so() {
     let mut objs = world(spec_vm(H200, 1));
     objs.push(class("h200-spot", H200).obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(t.claim("t/vm1-gpu").is_none());
-        assert!(pod_gated(&t), "its pod stays at the gate");
-        let w = warnings_on_vm1(&t);
+        assert!(pod_gated(t), "its pod stays at the gate");
+        let w = warnings_on_vm1(t);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("InvalidGPURequest"), "{w:?}");
         assert!(w[0].contains("h200, h200-spot all serve"), "{w:?}");
@@ -99,10 +97,9 @@ fn g2_a_spec_request_of_two_gpu_resources_makes_no_claim_and_says_so() {
             .obj(),
     ]);
     objs.push(class("l40s", L40S).obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(t.claim("t/vm1-gpu").is_none());
-        let w = warnings_on_vm1(&t);
+        let w = warnings_on_vm1(t);
         assert!(
             w.iter().any(|m| m.contains("several GPU resources")),
             "{w:?}"
@@ -119,10 +116,9 @@ fn g2_a_spec_request_whose_only_class_is_being_deleted_makes_no_claim_and_says_s
     .into_iter()
     .chain(spec_vm(H200, 1))
     .collect();
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(t.claim("t/vm1-gpu").is_none());
-        let w = warnings_on_vm1(&t);
+        let w = warnings_on_vm1(t);
         assert!(
             w.iter()
                 .any(|m| m.contains("no GPUClass that is not being deleted")),
@@ -151,10 +147,9 @@ fn g2_a_class_made_later_gives_a_vmi_asking_in_its_spec_its_claim() {
 #[test]
 fn g2_devices_no_class_serves_ask_for_nothing() {
     let objs = world(spec_vm("mellanox.com/cx7", 1));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(t.claim("t/vm1-gpu").is_none());
-        assert!(warnings_on_vm1(&t).is_empty(), "not gpu-claims' business");
+        assert!(warnings_on_vm1(t).is_empty(), "not gpu-claims' business");
     });
 }
 
@@ -309,8 +304,7 @@ fn g3_a_memory_heavy_vm_is_placed_where_its_memory_fits() {
             .requests(&[(H200, "2"), ("cpu", "6400m"), ("memory", "513Gi")])
             .obj(),
     ];
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/vm1-gpu").unwrap();
         assert_eq!(c.node_name(), Some("big"), "not the tightest GPU fit");
     });

@@ -23,11 +23,10 @@ fn creates(t: &TestCluster) -> usize {
 
 #[test]
 fn g2_a_live_vmi_asking_for_a_class_gets_its_template_claim() {
-    with_world(
+    settled(
         Config::default(),
         world([asking("vm1", "u1").phase("Pending").obj()]),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             let c = t.claim("t/vm1-gpu").expect("the template claim");
             assert!(c.is_template());
             assert_eq!((c.spec.class_name.as_str(), c.spec.count), ("h200", 2));
@@ -47,11 +46,10 @@ fn g2_a_live_vmi_asking_for_a_class_gets_its_template_claim() {
 
 #[test]
 fn g2_a_final_vmi_gets_no_template_claim() {
-    with_world(
+    settled(
         Config::default(),
         world([asking("vm1", "u1").phase("Succeeded").obj()]),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert!(t.claim("t/vm1-gpu").is_none());
         },
     );
@@ -59,11 +57,10 @@ fn g2_a_final_vmi_gets_no_template_claim() {
 
 #[test]
 fn g2_a_vmi_asking_for_no_class_gets_no_template_claim() {
-    with_world(
+    settled(
         Config::default(),
         world([vmi("t", "vm1").uid("u1").obj()]),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert!(t.claim("t/vm1-gpu").is_none());
         },
     );
@@ -75,11 +72,10 @@ fn g2_an_unreadable_request_creates_nothing_and_the_rest_goes_on() {
         .uid("u1")
         .annotate(CLASS_ANNOTATION, "h200")
         .annotate(COUNT_ANNOTATION, "two");
-    with_world(
+    settled(
         Config::default(),
         world([bad.obj(), asking("vm2", "u2").obj()]),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert!(t.claim("t/vm1-gpu").is_none());
             assert!(t.claim("t/vm2-gpu").is_some());
         },
@@ -122,11 +118,10 @@ fn g2_a_restart_creates_no_second_claim() {
 #[test]
 fn g2_the_leftover_of_an_earlier_vmi_is_replaced_once_gone() {
     let old = claim("t", "vm1-gpu").template_of("vm1", "u-old").count(2);
-    with_world(
+    settled(
         Config::default(),
         world([old.obj(), asking("vm1", "u-new").obj()]),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             let w = t.writes();
             let del = w
                 .iter()
@@ -191,11 +186,10 @@ fn records_whose_claim_is_gone_or_another_are_deleted() {
 
 #[test]
 fn records_of_their_claims_stay() {
-    with_world(
+    settled(
         Config::default(),
         world(claim("t", "a").bound("n1").with_allocation(H200)),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert!(t.exists(Kind::Allocation, Some("t"), "a"));
         },
     );

@@ -51,8 +51,7 @@ fn g3_a_gated_vmi_gets_its_set_placed_on_the_best_fit() {
             .with_allocation(H200),
     );
     objs.extend(template("vm1", "u1", "2"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/vm1-gpu").unwrap();
         assert_eq!(c.node_name(), Some("n2"));
         assert_eq!(c.attached_vmi_name(), Some("vm1"));
@@ -61,10 +60,10 @@ fn g3_a_gated_vmi_gets_its_set_placed_on_the_best_fit() {
             ClaimPhase::Attached,
             "Bound by G4, then Attached by L4 while the VMI lives"
         );
-        let p = pod(&t, "virt-launcher-vm1");
+        let p = pod(t, "virt-launcher-vm1");
         assert!(!is_gated(&p));
         assert_eq!(pinned_node(&p).as_deref(), Some("n2"));
-        let w = writes_about(&mut t, "vm1");
+        let w = writes_about(t, "vm1");
         assert_eq!(
             w,
             [
@@ -82,8 +81,7 @@ fn g3_a_gated_vmi_gets_its_set_placed_on_the_best_fit() {
 fn g3_ties_go_to_the_first_node_by_name() {
     let mut objs = nodes(&[("n2", 8), ("n1", 8)]);
     objs.extend(template("vm1", "u1", "1"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/vm1-gpu").unwrap().node_name(), Some("n1"));
     });
 }
@@ -94,12 +92,11 @@ fn g3_claims_already_bound_decide_the_node() {
     objs.extend(claim("t", "a").bound("n2").with_allocation(H200));
     objs.push(claim("t", "b").obj());
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n2"));
         assert_eq!(t.claim("t/b").unwrap().node_name(), Some("n2"));
         assert_eq!(
-            pinned_node(&pod(&t, "virt-launcher-vm1")).as_deref(),
+            pinned_node(&pod(t, "virt-launcher-vm1")).as_deref(),
             Some("n2")
         );
     });
@@ -118,8 +115,7 @@ fn g3_nodes_not_ready_or_not_serving_the_class_are_passed_over() {
     objs.push(node("n2").gpus(H200, 8).obj());
     objs.push(node("n3").gpus(H200, 8).label("pool", "gpu").obj());
     objs.extend(template("vm1", "u1", "1"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/vm1-gpu").unwrap().node_name(), Some("n3"));
     });
 }
@@ -135,8 +131,7 @@ fn g3_a_vmi_with_a_pod_past_the_gate_is_not_placed_again() {
             .obj(),
     );
     objs.push(launcher("t", "virt-launcher-vm1", "vm1", "u1").obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
     });
 }
@@ -216,11 +211,10 @@ fn g5_the_deleting_claim_itself_is_not_marked_waiting() {
         .push("example.com/hold".into());
     objs.push(held.obj());
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "b")]));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/b").unwrap();
         assert_eq!(waiting(&c), None);
-        assert!(is_gated(&pod(&t, "virt-launcher-vm1")));
+        assert!(is_gated(&pod(t, "virt-launcher-vm1")));
     });
 }
 
@@ -366,8 +360,7 @@ fn g6_a_lost_unattached_claim_moves_at_the_gate_with_its_record() {
     ];
     objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!(
             (c.phase(), c.node_name()),
@@ -458,10 +451,9 @@ fn g3_a_bound_claim_on_a_failed_node_holds_no_node_and_moves() {
     ];
     objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
     objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(
-            pinned_node(&pod(&t, "virt-launcher-vm1")).as_deref(),
+            pinned_node(&pod(t, "virt-launcher-vm1")).as_deref(),
             Some("n2")
         );
         assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n2"));
@@ -483,8 +475,7 @@ fn g4_writes_every_record_then_every_status_then_the_pods() {
             .gated()
             .obj(),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let g4: Vec<String> = t
             .writes()
             .into_iter()
@@ -505,7 +496,7 @@ fn g4_writes_every_record_then_every_status_then_the_pods() {
         );
         for p in ["virt-launcher-vm1", "virt-launcher-vm1-migration"] {
             assert_eq!(
-                pinned_node(&pod(&t, p)).as_deref(),
+                pinned_node(&pod(t, p)).as_deref(),
                 Some("n1"),
                 "both launcher pods pinned ({p})"
             );

@@ -22,11 +22,10 @@ fn bound_on(n: gpu_claims_testbed::fixtures::NodeBuilder) -> Vec<Obj> {
 
 #[test]
 fn g6_claim_on_a_not_ready_node_becomes_lost() {
-    with_world(
+    settled(
         Config::default(),
         bound_on(node("n1").gpus(H200, 8).ready(false)),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             let c = t.claim("t/a").unwrap();
             assert_eq!(c.phase(), ClaimPhase::Lost);
             assert_eq!(lost_reason(&c).as_deref(), Some("NodeNotReady"));
@@ -62,11 +61,10 @@ fn g6_claim_on_a_deleted_node_becomes_lost() {
 
 #[test]
 fn g6_devices_lost_taint_makes_claims_of_its_resource_lost() {
-    with_world(
+    settled(
         Config::default(),
         bound_on(node("n1").gpus(H200, 8).lost_taint(H200)),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert_eq!(
                 lost_reason(&t.claim("t/a").unwrap()).as_deref(),
                 Some("DevicesLost")
@@ -139,8 +137,7 @@ fn g6_lost_claim_stays_lost_while_its_node_is_still_not_back() {
         node("n1").gpus(H200, 8).lost_taint("").obj(),
     ];
     objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
         assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
     });
@@ -149,19 +146,17 @@ fn g6_lost_claim_stays_lost_while_its_node_is_still_not_back() {
 #[test]
 fn g6_pending_claims_are_never_lost() {
     let objs = vec![class("h200", H200).obj(), claim("t", "a").obj()];
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
     });
 }
 
 #[test]
 fn g6_does_not_run_with_integration_off() {
-    with_world(
+    settled(
         off(),
         bound_on(node("n1").gpus(H200, 8).ready(false)),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
         },
     );

@@ -30,8 +30,7 @@ fn a_vmi_naming_twenty_thousand_claims_is_refused_with_a_warning_and_the_rest_go
     let mut objs = world(naming("hostile", "vm", &names.join(",")));
     objs.push(claim("quiet", "a").obj());
     objs.extend(naming("quiet", "vm", "a"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let told: Vec<String> = t
             .sim
             .cluster
@@ -64,8 +63,7 @@ fn a_tenant_flooding_placement_gets_one_decision_per_round_and_another_is_placed
     }
     objs.push(claim("quiet", "a").obj());
     objs.extend(naming("quiet", "vm", "a"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let journal = t.all_entries();
         let placed = journal
             .iter()

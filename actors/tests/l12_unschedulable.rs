@@ -41,11 +41,10 @@ fn l12_unscheduled_vmi_pinned_to_a_lost_node_is_deleted() {
 
 #[test]
 fn l12_a_scheduled_pod_keeps_its_vmi() {
-    with_world(
+    settled(
         Config::default(),
         stuck(pod().pinned("n1").scheduled("n1")),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
         },
     );
@@ -53,26 +52,16 @@ fn l12_a_scheduled_pod_keeps_its_vmi() {
 
 #[test]
 fn l12_a_gated_pod_keeps_its_vmi() {
-    with_world(
-        Config::default(),
-        stuck(pod().gated()),
-        |mut t| async move {
-            t.settle().await;
-            assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
-        },
-    );
+    settled(Config::default(), stuck(pod().gated()), |t| {
+        assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
+    });
 }
 
 #[test]
 fn l12_a_pod_pinned_elsewhere_keeps_its_vmi() {
-    with_world(
-        Config::default(),
-        stuck(pod().pinned("n2")),
-        |mut t| async move {
-            t.settle().await;
-            assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
-        },
-    );
+    settled(Config::default(), stuck(pod().pinned("n2")), |t| {
+        assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
+    });
 }
 
 #[test]
@@ -85,8 +74,7 @@ fn l12_a_bound_claim_keeps_its_vmi() {
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     objs.push(pod().pinned("n1").obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
     });
 }
@@ -135,8 +123,7 @@ fn l12_a_vmi_changed_since_the_cache_saw_it_is_not_deleted() {
 
 #[test]
 fn l12_does_not_run_with_integration_off() {
-    with_world(off(), stuck(pod().pinned("n1")), |mut t| async move {
-        t.settle().await;
+    settled(off(), stuck(pod().pinned("n1")), |t| {
         assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
     });
 }

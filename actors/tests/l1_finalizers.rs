@@ -5,11 +5,10 @@ use gpu_claims_actors::config::Config;
 
 #[test]
 fn l1_claim_without_finalizer_gets_it() {
-    with_world(
+    settled(
         Config::default(),
         world([claim("t", "a").no_finalizer().obj()]),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert_eq!(
                 t.writes(),
                 [
@@ -46,11 +45,10 @@ fn l1_class_without_finalizer_gets_it() {
 
 #[test]
 fn l1_deleting_claim_gets_no_finalizer() {
-    with_world(
+    settled(
         Config::default(),
         world([claim("t", "a").no_finalizer().deleting().obj()]),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
         },
     );
@@ -64,15 +62,10 @@ fn l1_deleting_class_gets_no_finalizer() {
 
 #[test]
 fn l1_finalizer_is_added_with_integration_off() {
-    with_world(
-        off(),
-        world([claim("t", "a").no_finalizer().obj()]),
-        |mut t| async move {
-            t.settle().await;
-            assert!(
-                t.writes()
-                    .contains(&"add_finalizer GPUClaim a L1".to_string())
-            );
-        },
-    );
+    settled(off(), world([claim("t", "a").no_finalizer().obj()]), |t| {
+        assert!(
+            t.writes()
+                .contains(&"add_finalizer GPUClaim a L1".to_string())
+        );
+    });
 }

@@ -22,8 +22,7 @@ fn l2_later_vmi_of_same_name_is_not_the_claims() {
             .with_allocation(H200),
     );
     objs.push(running("vm1", "u2"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!(c.attached_vmi_name(), None);
         assert_eq!(c.phase(), ClaimPhase::Bound);
@@ -44,8 +43,7 @@ fn l2_vmi_with_the_owner_uid_is_the_claims() {
             .with_allocation(H200),
     );
     objs.push(running("vm1", "u1"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
     });
 }
@@ -54,11 +52,10 @@ fn l2_vmi_with_the_owner_uid_is_the_claims() {
 
 #[test]
 fn l3_template_claim_of_gone_vmi_is_deleted() {
-    with_world(
+    settled(
         Config::default(),
         world([claim("t", "vm1-gpu").template_of("vm1", "u1").obj()]),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             assert!(
                 t.writes()
                     .contains(&"delete GPUClaim vm1-gpu L3".to_string())
@@ -74,8 +71,7 @@ fn l3_template_claim_of_final_vmi_is_deleted() {
         claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
         vmi("t", "vm1").uid("u1").phase("Failed").obj(),
     ]);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
     });
 }
@@ -86,8 +82,7 @@ fn l3_template_claim_of_vmi_with_other_uid_is_deleted() {
         claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
         running("vm1", "u2"),
     ]);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
     });
 }
@@ -96,8 +91,7 @@ fn l3_template_claim_of_vmi_with_other_uid_is_deleted() {
 fn l3_template_claim_without_vmi_owner_is_deleted() {
     let mut c = claim("t", "orphan-gpu").template_of("vm1", "u1");
     c.0.metadata.owner_references = None;
-    with_world(Config::default(), world([c.obj()]), |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), world([c.obj()]), |t| {
         assert!(
             t.writes()
                 .contains(&"delete GPUClaim orphan-gpu L3".to_string())
@@ -111,8 +105,7 @@ fn l3_template_claim_of_live_vmi_stays() {
         claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
         running("vm1", "u1"),
     ]);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
         assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
     });
@@ -120,15 +113,10 @@ fn l3_template_claim_of_live_vmi_stays() {
 
 #[test]
 fn l3_unattached_claim_that_is_not_a_template_stays() {
-    with_world(
-        Config::default(),
-        world([claim("t", "a").obj()]),
-        |mut t| async move {
-            t.settle().await;
-            assert!(t.exists(Kind::Claim, Some("t"), "a"));
-            assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
-        },
-    );
+    settled(Config::default(), world([claim("t", "a").obj()]), |t| {
+        assert!(t.exists(Kind::Claim, Some("t"), "a"));
+        assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
+    });
 }
 
 #[test]
@@ -140,8 +128,7 @@ fn l3_deleting_template_claim_is_not_deleted_again() {
         .as_mut()
         .unwrap()
         .push("example.com/hold".into());
-    with_world(Config::default(), world([c.obj()]), |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), world([c.obj()]), |t| {
         let w = t.writes();
         assert!(!w.iter().any(|w| w.starts_with("delete GPUClaim")), "{w:?}");
         assert!(w.contains(&"remove_finalizer GPUClaim vm1-gpu L8".to_string()));
@@ -159,8 +146,7 @@ fn l4_bound_claim_of_live_vmi_becomes_attached() {
             .with_allocation(H200),
     );
     objs.push(running("vm1", "u1"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(
             t.writes()
                 .contains(&"update_status GPUClaim a L4".to_string())
@@ -184,11 +170,10 @@ fn lost_world(
 
 #[test]
 fn l4_lost_claim_becomes_attached_when_its_node_is_back_and_loses_its_lost_condition() {
-    with_world(
+    settled(
         Config::default(),
         lost_world(node("n1").gpus(H200, 8)),
-        |mut t| async move {
-            t.settle().await;
+        |t| {
             let c = t.claim("t/a").unwrap();
             assert_eq!(c.phase(), ClaimPhase::Attached);
             // SPEC L4: Lost=True is shown only while the phase is Lost.
@@ -221,45 +206,35 @@ fn l4_lost_claim_stays_lost_while_its_node_is_gone() {
         .into_iter()
         .filter(|o| o.kind() != Kind::Node)
         .collect();
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
     });
 }
 
 #[test]
 fn l4_lost_claim_stays_lost_while_a_devices_lost_taint_covers_its_resource() {
-    with_world(
-        Config::default(),
-        lost_world(node("n1").gpus(H200, 8).lost_taint(H200)),
-        |mut t| async move {
-            t.settle().await;
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
-        },
+    assert_eq!(
+        settled_phase(lost_world(node("n1").gpus(H200, 8).lost_taint(H200)), "t/a"),
+        ClaimPhase::Lost
     );
 }
 
 #[test]
 fn l4_lost_claim_stays_lost_while_an_empty_devices_lost_taint_covers_all() {
-    with_world(
-        Config::default(),
-        lost_world(node("n1").gpus(H200, 8).lost_taint("")),
-        |mut t| async move {
-            t.settle().await;
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
-        },
+    assert_eq!(
+        settled_phase(lost_world(node("n1").gpus(H200, 8).lost_taint("")), "t/a"),
+        ClaimPhase::Lost
     );
 }
 
 #[test]
 fn l4_taint_of_another_resource_does_not_hold_a_lost_claim() {
-    with_world(
-        Config::default(),
-        lost_world(node("n1").gpus(H200, 8).lost_taint("nvidia.com/A100")),
-        |mut t| async move {
-            t.settle().await;
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
-        },
+    assert_eq!(
+        settled_phase(
+            lost_world(node("n1").gpus(H200, 8).lost_taint("nvidia.com/A100")),
+            "t/a"
+        ),
+        ClaimPhase::Attached
     );
 }
 
@@ -282,8 +257,7 @@ fn l4_lost_claim_stays_lost_while_allocatable_is_below_recorded() {
 #[test]
 fn l4_pending_claim_of_live_vmi_is_left_to_placement() {
     let objs = world([claim("t", "a").attached("vm1").obj(), running("vm1", "u1")]);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
         assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
     });
@@ -298,8 +272,7 @@ fn l4_attached_claim_of_live_vmi_gets_no_write() {
             .with_allocation(H200),
     );
     objs.push(running("vm1", "u1"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
     });
 }
@@ -338,8 +311,7 @@ fn l5_unknown_vmi_phase_is_not_final() {
             .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Unknown").obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
     });
 }
@@ -370,8 +342,7 @@ fn l5_vmi_owned_claim_whose_vmi_is_gone_is_detached_at_once() {
             .owned_by("vm1", "u1")
             .with_allocation(H200),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
     });
 }
@@ -386,8 +357,7 @@ fn l5_template_claim_of_final_vmi_is_deleted() {
             .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let w = t.writes();
         assert_eq!(
             &w[..3],
@@ -510,8 +480,7 @@ fn l6_attachments_are_left_alone_with_integration_off() {
 fn l7_detach_keeps_the_lost_condition_of_a_lost_claim() {
     let mut objs = lost_on_a_failed_node(|c| c.waiting("NoCapacity"));
     objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!((c.phase(), c.attached_vmi_name()), (ClaimPhase::Lost, None));
         assert!(condition_is_true(c.conditions(), CONDITION_LOST));
@@ -532,8 +501,7 @@ fn l7_detach_removes_the_waiting_condition() {
             .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!(
             (c.phase(), c.attached_vmi_name()),
@@ -552,8 +520,7 @@ fn l7_detach_of_an_attached_claim_makes_it_bound() {
             .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
     });
 }

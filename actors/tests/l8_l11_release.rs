@@ -15,8 +15,7 @@ fn released(t: &TestCluster, ns_name: &str) -> bool {
 #[test]
 fn l8_release_deletes_the_record_then_removes_the_finalizer() {
     let objs = world(claim("t", "a").bound("n1").deleting().with_allocation(H200));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let w = t.writes();
         assert_eq!(
             &w[..2],
@@ -25,7 +24,7 @@ fn l8_release_deletes_the_record_then_removes_the_finalizer() {
                 "remove_finalizer GPUClaim a L8"
             ]
         );
-        assert!(released(&t, "t/a"));
+        assert!(released(t, "t/a"));
         assert!(!t.exists(Kind::Allocation, Some("t"), "a"));
     });
 }
@@ -116,12 +115,11 @@ fn l8_conflict_on_finalizer_removal_rereads_and_releases() {
 
 #[test]
 fn l9_unattached_claim_is_not_used() {
-    with_world(
+    settled(
         Config::default(),
         world(claim("t", "a").bound("n1").deleting().with_allocation(H200)),
-        |mut t| async move {
-            t.settle().await;
-            assert!(released(&t, "t/a"));
+        |t| {
+            assert!(released(t, "t/a"));
         },
     );
 }
@@ -153,9 +151,8 @@ fn l9_absent_vmi_of_attached_claim_does_not_hold() {
             .deleting()
             .with_allocation(H200),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert!(released(&t, "t/a"));
+    settled(Config::default(), objs, |t| {
+        assert!(released(t, "t/a"));
     });
 }
 
@@ -169,9 +166,8 @@ fn l9_final_vmi_does_not_hold() {
             .with_allocation(H200),
     );
     objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert!(released(&t, "t/a"));
+    settled(Config::default(), objs, |t| {
+        assert!(released(t, "t/a"));
     });
 }
 
@@ -211,9 +207,8 @@ fn l9_live_vmi_with_an_ungated_launcher_holds() {
             .scheduled("n1")
             .obj(),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert!(!released(&t, "t/a"));
+    settled(Config::default(), objs, |t| {
+        assert!(!released(t, "t/a"));
     });
 }
 
@@ -232,9 +227,8 @@ fn l9_launchers_all_gated_live_too_do_not_hold() {
             .gated()
             .obj(),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert!(released(&t, "t/a"));
+    settled(Config::default(), objs, |t| {
+        assert!(released(t, "t/a"));
     });
 }
 
@@ -332,9 +326,8 @@ fn l10_world(v: Option<Obj>) -> Vec<Obj> {
 
 #[test]
 fn l10_vmi_not_found_does_not_hold() {
-    with_world(off(), l10_world(None), |mut t| async move {
-        t.settle().await;
-        assert!(released(&t, "t/a"));
+    settled(off(), l10_world(None), |t| {
+        assert!(released(t, "t/a"));
     });
 }
 
@@ -365,24 +358,22 @@ fn l10_read_error_retries_later() {
 
 #[test]
 fn l10_vmi_of_another_uid_does_not_hold() {
-    with_world(
+    settled(
         off(),
         l10_world(Some(vmi("t", "vm1").uid("u2").obj())),
-        |mut t| async move {
-            t.settle().await;
-            assert!(released(&t, "t/a"));
+        |t| {
+            assert!(released(t, "t/a"));
         },
     );
 }
 
 #[test]
 fn l10_final_vmi_does_not_hold() {
-    with_world(
+    settled(
         off(),
         l10_world(Some(vmi("t", "vm1").uid("u1").phase("Failed").obj())),
-        |mut t| async move {
-            t.settle().await;
-            assert!(released(&t, "t/a"));
+        |t| {
+            assert!(released(t, "t/a"));
         },
     );
 }
@@ -434,8 +425,7 @@ fn l11_class_waits_for_a_bound_claim() {
 fn l11_a_lost_claim_holds_its_class() {
     let mut objs = vec![class("h200", H200).deleting().obj()];
     objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(t.class("h200").is_some());
     });
 }
@@ -468,8 +458,7 @@ fn l11_claims_of_another_class_do_not_hold() {
             .bound("n1")
             .with_allocation("nvidia.com/A100"),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         assert!(t.class("h200").is_none());
     });
 }

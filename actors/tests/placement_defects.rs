@@ -45,8 +45,7 @@ fn lost_there(pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
 fn g3_a_node_that_lost_its_devices_is_never_chosen_even_for_the_claim_lost_there() {
     // The pod tolerates every taint, so only the lost-set filter keeps n1 out.
     let objs = lost_there(|p| p.tolerates("", "Exists", "", ""));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!(
             c.node_name(),
@@ -55,7 +54,7 @@ fn g3_a_node_that_lost_its_devices_is_never_chosen_even_for_the_claim_lost_there
         );
         assert_eq!(c.phase(), ClaimPhase::Attached);
         assert_eq!(
-            pinned_node(&pod(&t, "virt-launcher-vm1")).as_deref(),
+            pinned_node(&pod(t, "virt-launcher-vm1")).as_deref(),
             Some("n2")
         );
         let r = t
@@ -93,8 +92,7 @@ fn l2_a_recreated_vmi_never_runs_on_the_earlier_vmis_template_claim() {
             .bound("n1")
             .with_allocation(H200),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    settled(Config::default(), objs, |t| {
         let c = t.claim("t/vm1-gpu").expect("this VMI's own template claim");
         assert_eq!(
             vmi_owner(&c.metadata).map(|(_, uid)| uid),
@@ -102,10 +100,10 @@ fn l2_a_recreated_vmi_never_runs_on_the_earlier_vmis_template_claim() {
             "the earlier VMI's claim went (L3) and G2 made this one's"
         );
         assert_eq!(c.phase(), ClaimPhase::Attached, "and it was placed");
-        let p = pod(&t, "virt-launcher-vm1-new");
+        let p = pod(t, "virt-launcher-vm1-new");
         assert!(!is_gated(&p));
         assert_eq!(pinned_node(&p).as_deref(), c.node_name());
-        let placed = writes_about(&mut t, "update_status GPUClaim vm1-gpu G4");
+        let placed = writes_about(t, "update_status GPUClaim vm1-gpu G4");
         assert_eq!(
             placed.len(),
             1,
@@ -196,10 +194,9 @@ fn annotations_empty_entries_and_spaces_are_ignored_and_a_name_twice_counts_once
             .into_iter()
             .filter(|n| claims.contains(n))
             .collect();
-        with_world(Config::default(), asking(claims), |mut t| async move {
-            t.settle().await;
+        settled(Config::default(), asking(claims), |t| {
             assert!(
-                !is_gated(&pod(&t, "virt-launcher-vm1")),
+                !is_gated(&pod(t, "virt-launcher-vm1")),
                 "{claims:?}: placed, not gated forever"
             );
             for n in &want {

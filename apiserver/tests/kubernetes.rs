@@ -1320,3 +1320,99 @@ async fn built_in_objects_decode_by_their_types_and_unknown_fields_follow_field_
     );
     assert_eq!(e.code, 400);
 }
+
+/// apimachinery's errors, as every verb answers them: AlreadyExists,
+/// NotFound (GET and DELETE alike) and Conflict name the resource
+/// (group-qualified outside the core group) and the object, with details
+/// {name, group, kind}.
+#[tokio::test]
+async fn errors_name_the_resource_and_object_as_apimachinery_does() {
+    let (_s, c) = server().await;
+    let pp = PostParams::default();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    pods.create(&pp, &pod("p", json!({}))).await.unwrap();
+    let e = refusal(pods.create(&pp, &pod("p", json!({}))).await);
+    assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(e.message, "pods \"p\" already exists");
+    let d = e.details.as_ref().unwrap();
+    assert_eq!(
+        (d.name.as_str(), d.group.as_str(), d.kind.as_str()),
+        ("p", "", "pods")
+    );
+    let e = refusal(pods.delete("gone", &DeleteParams::default()).await);
+    assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"));
+    assert_eq!(e.message, "pods \"gone\" not found");
+    assert_eq!(e.details.as_ref().unwrap().name, "gone");
+
+    let claims: Api<GPUClaim> = Api::namespaced(c, "a");
+    let claim: GPUClaim =
+        from(json!({"metadata": {"name": "c"}, "spec": {"className": "h200", "count": 1}}));
+    let made = claims.create(&pp, &claim).await.unwrap();
+    let e = refusal(claims.create(&pp, &claim).await);
+    assert_eq!(e.message, "gpuclaims.gpu.cozystack.io \"c\" already exists");
+    let d = e.details.as_ref().unwrap();
+    assert_eq!(
+        (d.name.as_str(), d.group.as_str(), d.kind.as_str()),
+        ("c", "gpu.cozystack.io", "gpuclaims")
+    );
+    let e = refusal(claims.get("nope").await);
+    assert_eq!(e.message, "gpuclaims.gpu.cozystack.io \"nope\" not found");
+    assert_eq!(e.details.as_ref().unwrap().group, "gpu.cozystack.io");
+    // A stale resourceVersion: 409 Conflict in kube-apiserver's words.
+    let mut newer = made.clone();
+    newer.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+    claims.replace("c", &pp, &newer).await.unwrap();
+    let mut stale = made;
+    stale.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+    let e = refusal(claims.replace("c", &pp, &stale).await);
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        e.message,
+        "Operation cannot be fulfilled on gpuclaims.gpu.cozystack.io \"c\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+}
+
+/// A delete answers the deleted object for the kinds whose storage sets
+/// ReturnDeletedObject (pods, services, service accounts) and a Status
+/// of Success for the others (a ConfigMap).
+#[tokio::test]
+async fn a_delete_answers_the_object_where_upstream_storage_returns_it() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+    let (_s, c) = server().await;
+    let pp = PostParams::default();
+    let dp = DeleteParams::default();
+    let services: Api<Service> = Api::namespaced(c.clone(), "a");
+    services
+        .create(
+            &pp,
+            &from(json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})),
+        )
+        .await
+        .unwrap();
+    let deleted = services.delete("s", &dp).await.unwrap();
+    assert_eq!(
+        deleted.left().and_then(|s| s.metadata.name).as_deref(),
+        Some("s")
+    );
+    let accounts: Api<ServiceAccount> = Api::namespaced(c.clone(), "a");
+    accounts
+        .create(&pp, &from(json!({"metadata": {"name": "sa"}})))
+        .await
+        .unwrap();
+    assert!(accounts.delete("sa", &dp).await.unwrap().is_left());
+    let maps: Api<ConfigMap> = Api::namespaced(c, "a");
+    maps.create(&pp, &from(json!({"metadata": {"name": "m"}})))
+        .await
+        .unwrap();
+    let status = maps
+        .delete("m", &dp)
+        .await
+        .unwrap()
+        .right()
+        .expect("a Status");
+    assert_eq!(
+        status.status,
+        Some(kube::core::response::StatusSummary::Success)
+    );
+    assert_eq!(status.details.unwrap().name, "m");
+}

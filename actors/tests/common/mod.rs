@@ -2,7 +2,7 @@
 //! the invariants I1-I5 checked after every step.
 #![allow(dead_code)]
 
-use gpu_claims_actors::api::{GPUClaim, GPUClass};
+use gpu_claims_actors::api::{ClaimPhase, GPUClaim, GPUClass};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef, WriteError};
 use gpu_claims_testbed::memory::Entry;
@@ -41,14 +41,34 @@ where
 /// Settles a cluster of `objects` (default config), checks I1-I5, and
 /// returns the controller's effective writes.
 pub fn settled_writes(objects: Vec<Obj>) -> Vec<String> {
+    settled(Config::default(), objects, |t| t.writes())
+}
+
+/// Settles a cluster of `objects` under `config`, checks I1-I5, and
+/// hands it to `look`, which asserts what the test shows of it.
+pub fn settled<T>(
+    config: Config,
+    objects: Vec<Obj>,
+    look: impl FnOnce(&mut TestCluster) -> T,
+) -> T {
     run_sim(|| async move {
         let mut t = TestCluster {
-            sim: Sim::start(Config::default(), &objects, None),
+            sim: Sim::start(config, &objects, None),
             checker: Checker::default(),
             seen: 0,
         };
         t.settle().await;
-        t.writes()
+        look(&mut t)
+    })
+}
+
+/// The phase claim `key` settles in, in a world of `objects` (default
+/// config; I1-I5 checked).
+pub fn settled_phase(objects: Vec<Obj>, key: &str) -> ClaimPhase {
+    settled(Config::default(), objects, |t| {
+        t.claim(key)
+            .unwrap_or_else(|| panic!("{key} exists"))
+            .phase()
     })
 }
 

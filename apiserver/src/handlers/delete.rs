@@ -44,16 +44,16 @@ impl Req<'_> {
             Err(r) => return *r,
         };
         match self.delete_one(n, &opts, how) {
-            // Pods answer with the object deleted, as the API server's pod
-            // storage does (ReturnDeletedObject); other kinds with a Status.
-            Ok(w) if w.removed && self.t.resource.kind != "Pod" => ok(
+            // The kinds whose storage sets ReturnDeletedObject answer with
+            // the object deleted; other kinds with a Status.
+            Ok(w) if w.removed && !returns_deleted_object(self.t.resource.kind) => ok(
                 StatusCode::OK,
                 json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {"name": n, "group": self.t.resource.group, "kind": self.plural(),
                 "uid": w.object["metadata"]["uid"]}}),
             ),
             Ok(w) => ok(StatusCode::OK, self.served(w.object)),
-            Err(e) => store_error(&e, Some(n), self.plural()),
+            Err(e) => store_error(&e, &self.t.resource, n),
         }
     }
 
@@ -148,7 +148,7 @@ impl Req<'_> {
                 Ok(w) => items.push(self.served(w.object)),
                 // Gone meanwhile: as the API server, not an error.
                 Err(StoreError::NotFound(_)) => {}
-                Err(e) => return store_error(&e, Some(&name), self.plural()),
+                Err(e) => return store_error(&e, &self.t.resource, &name),
             }
         }
         ok(
@@ -161,4 +161,15 @@ impl Req<'_> {
             }),
         )
     }
+}
+
+/// The served kinds whose storage in kube-apiserver sets
+/// `ReturnDeletedObject: true` (`pkg/registry/core/{pod,service,
+/// serviceaccount}/storage`), and CustomResourceDefinitions, whose delete
+/// answers the CRD itself (upstream: Terminating on its cleanup finalizer).
+fn returns_deleted_object(kind: &str) -> bool {
+    matches!(
+        kind,
+        "Pod" | "Service" | "ServiceAccount" | "CustomResourceDefinition"
+    )
 }

@@ -19,7 +19,7 @@ pub(crate) use log::LoggedWrite;
 use req::Req;
 
 use crate::store::StoreError;
-use crate::{ApiServer, status};
+use crate::{ApiServer, Resource};
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -73,14 +73,25 @@ pub(super) fn ok(code: StatusCode, v: Value) -> Response {
     (code, axum::Json(v)).into_response()
 }
 
-pub(super) fn store_error(e: &StoreError, name: Option<&str>, plural: &str) -> Response {
-    let (code, reason) = match e {
-        StoreError::NotFound(_) => (404, "NotFound"),
-        StoreError::AlreadyExists(_) => (409, "AlreadyExists"),
-        StoreError::Conflict(_) => (409, "Conflict"),
-        StoreError::Invalid(_) => (422, "Invalid"),
+pub(super) fn store_error(e: &StoreError, r: &Resource, name: &str) -> Response {
+    // apimachinery's errors (NewNotFound, NewAlreadyExists, NewConflict):
+    // the resource as group-qualified plural, the name quoted.
+    let qualified = r.qualified();
+    let (code, reason, message) = match e {
+        StoreError::NotFound(_) => (404, "NotFound", format!("{qualified} {name:?} not found")),
+        StoreError::AlreadyExists(_) => (
+            409,
+            "AlreadyExists",
+            format!("{qualified} {name:?} already exists"),
+        ),
+        StoreError::Conflict(why) => (
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {qualified} {name:?}: {why}"),
+        ),
+        StoreError::Invalid(_) => (422, "Invalid", e.to_string()),
     };
-    status(code, reason, &e.to_string(), name, plural)
+    crate::object_status(code, reason, &message, name, r)
 }
 
 pub(super) fn meta_str<'a>(v: &'a Value, f: &str) -> &'a str {

@@ -64,7 +64,7 @@ impl Req<'_> {
         self.journal("create", "", &r);
         match r {
             Ok(w) => warned(ok(StatusCode::CREATED, self.served(w.object)), &warnings),
-            Err(e) => store_error(&e, None, self.plural()),
+            Err(e) => store_error(&e, &self.t.resource, &name),
         }
     }
 
@@ -117,7 +117,7 @@ impl Req<'_> {
         self.journal(op, n, &r);
         match r {
             Ok(w) => warned(ok(StatusCode::OK, self.served(w.object)), &warnings),
-            Err(e) => store_error(&e, Some(n), self.plural()),
+            Err(e) => store_error(&e, &self.t.resource, n),
         }
     }
 
@@ -213,7 +213,7 @@ impl Req<'_> {
             self.journal(op, n, &r);
             return match r {
                 Ok(w) => warned(ok(StatusCode::OK, self.served(w.object)), &warnings),
-                Err(e) => store_error(&e, Some(n), self.plural()),
+                Err(e) => store_error(&e, &self.t.resource, n),
             };
         }
         status(

@@ -44,6 +44,16 @@ impl Resource {
         self.custom
     }
 
+    /// The resource as apimachinery names it in messages: the plural,
+    /// group-qualified outside the core group (`gpuclaims.gpu.cozystack.io`).
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.to_string()

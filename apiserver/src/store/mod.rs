@@ -48,12 +48,18 @@ pub struct StoreEvent {
     pub resource_version: u64,
 }
 
+/// Why an update with a stale resourceVersion is refused, in
+/// kube-apiserver's words (`registry/generic/registry/store.go`).
+pub const MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum StoreError {
     #[error("{0} not found")]
     NotFound(String),
     #[error("{0} already exists")]
     AlreadyExists(String),
+    /// Why (the object's name is the caller's: the answer words both).
     #[error("conflict: {0}")]
     Conflict(String),
     #[error("invalid: {0}")]

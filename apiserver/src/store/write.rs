@@ -4,8 +4,8 @@
 //! nothing is stored, versioned or published.
 
 use super::{
-    EventType, Inner, Key, Store, StoreError, Subresource, Written, finalizers, meta, meta_str,
-    set_meta, strip_nulls, uid,
+    EventType, Inner, Key, MODIFIED, Store, StoreError, Subresource, Written, finalizers, meta,
+    meta_str, set_meta, strip_nulls, uid,
 };
 use serde_json::{Value, json};
 
@@ -115,13 +115,13 @@ impl Store {
         };
         let rv = meta_str(&obj, "resourceVersion");
         if !rv.is_empty() && rv != meta_str(&old, "resourceVersion") {
-            return Err(StoreError::Conflict(format!(
-                "{what}: the object has been modified; please apply your changes to the latest version and try again"
-            )));
+            return Err(StoreError::Conflict(MODIFIED.into()));
         }
         let uid = meta_str(&obj, "uid");
         if !uid.is_empty() && uid != meta_str(&old, "uid") {
-            return Err(StoreError::Conflict(format!("{what}: uid mismatch")));
+            return Err(StoreError::Conflict(
+                "the UID of the object does not match".into(),
+            ));
         }
         let new = match sub {
             Subresource::Status => {
@@ -234,11 +234,12 @@ impl Store {
         how: Apply,
     ) -> Result<Written, StoreError> {
         let mut g = self.lock();
-        let (k, what, old) = existing(&g, kind, ns, name, uid)?;
+        let (k, _, old) = existing(&g, kind, ns, name, uid)?;
         if rv.is_some_and(|r| r != meta_str(&old, "resourceVersion")) {
-            return Err(StoreError::Conflict(format!(
-                "{what}: precondition failed: resourceVersion in precondition does not match the object"
-            )));
+            return Err(StoreError::Conflict(
+                "Precondition failed: resourceVersion in precondition does not match the object"
+                    .into(),
+            ));
         }
         if !finalizers(&old).is_empty() {
             // Held by finalizers: marked deleting, no grace.
@@ -378,9 +379,9 @@ fn existing(
         return Err(StoreError::NotFound(what));
     };
     if uid.is_some_and(|u| u != meta_str(&old, "uid")) {
-        return Err(StoreError::Conflict(format!(
-            "{what}: precondition failed: UID in precondition does not match the object"
-        )));
+        return Err(StoreError::Conflict(
+            "Precondition failed: UID in precondition does not match the object".into(),
+        ));
     }
     Ok((k, what, old))
 }
