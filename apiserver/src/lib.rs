@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod admission;
+mod bootstrap;
 mod builder;
 mod crds;
 mod discovery;
@@ -213,11 +214,15 @@ impl ApiServer {
             registry: Registry::default(),
         });
         namespaces::adopt(&store);
+        bootstrap::kubernetes_service(&store, server.addr);
+        let (accounts, _) = store.watch();
+        bootstrap::default_accounts(&store);
         crds::accept_stored(&store);
         *server.controllers.lock().unwrap_or_else(|e| e.into_inner()) = vec![
             tokio::spawn(gc::collect(store.clone())),
             tokio::spawn(crds::control(store.clone())),
-            tokio::spawn(namespaces::control(store)),
+            tokio::spawn(namespaces::control(store.clone())),
+            tokio::spawn(bootstrap::service_accounts(store, accounts)),
         ];
         server.serve_on(listener);
         Ok(server)

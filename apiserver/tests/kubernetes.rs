@@ -1416,3 +1416,75 @@ async fn a_delete_answers_the_object_where_upstream_storage_returns_it() {
     );
     assert_eq!(status.details.unwrap().name, "m");
 }
+
+/// The objects a cluster starts with: the `kubernetes` Service and
+/// Endpoints in `default`, naming the server, and a `default`
+/// ServiceAccount in every active namespace, made again when deleted and
+/// not holding up a namespace's deletion.
+#[tokio::test]
+async fn a_cluster_starts_with_its_kubernetes_service_and_default_service_accounts() {
+    use k8s_openapi::api::core::v1::{Endpoints, Service, ServiceAccount};
+    let (s, c) = server().await;
+    let svc = Api::<Service>::namespaced(c.clone(), "default")
+        .get("kubernetes")
+        .await
+        .unwrap();
+    let port = &svc.spec.unwrap().ports.unwrap()[0];
+    assert_eq!((port.name.as_deref(), port.port), (Some("https"), 443));
+    let ep = Api::<Endpoints>::namespaced(c.clone(), "default")
+        .get("kubernetes")
+        .await
+        .unwrap();
+    let subset = &ep.subsets.unwrap()[0];
+    assert_eq!(
+        subset.ports.as_ref().unwrap()[0].port,
+        i32::from(s.addr().port())
+    );
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "fresh"}})),
+        )
+        .await
+        .unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(c.clone(), "fresh");
+    until("fresh has its default ServiceAccount", || {
+        let accounts = accounts.clone();
+        async move { accounts.get_opt("default").await.unwrap().is_some() }
+    })
+    .await;
+    let first = accounts.get("default").await.unwrap().metadata.uid;
+    accounts
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("the default ServiceAccount is made again", || {
+        let accounts = accounts.clone();
+        let first = first.clone();
+        async move {
+            accounts
+                .get_opt("default")
+                .await
+                .unwrap()
+                .is_some_and(|a| a.metadata.uid != first)
+        }
+    })
+    .await;
+    namespaces
+        .delete("fresh", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("the namespace is gone, its account with it", || {
+        let namespaces = namespaces.clone();
+        async move { namespaces.get_opt("fresh").await.unwrap().is_none() }
+    })
+    .await;
+    assert!(
+        Api::<ServiceAccount>::namespaced(c, "a")
+            .get_opt("default")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
