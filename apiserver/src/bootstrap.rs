@@ -6,10 +6,9 @@
 //! and a `default` ServiceAccount in every active namespace, made again
 //! if deleted (`pkg/controller/serviceaccount`).
 
-use crate::store::{EventType, Store};
+use crate::store::{EventType, Store, StoreEvent};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// Stores the `kubernetes` Service and Endpoints for a server at `addr`,
 /// unless they are there.
@@ -71,27 +70,20 @@ pub(crate) fn default_accounts(store: &Store) {
     }
 }
 
-/// The service account controller: every active namespace has its
-/// `default` ServiceAccount whenever one is made or its account deleted.
-/// Subscribed before the server serves (`rx`), so that no change is missed.
-pub(crate) async fn service_accounts(
-    store: Arc<Store>,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::store::StoreEvent>,
-) {
-    while let Some(ev) = rx.recv().await {
-        let ns = match (ev.kind.as_str(), ev.type_) {
-            ("Namespace", EventType::Added | EventType::Modified) => {
-                ev.object["metadata"]["name"].as_str()
-            }
-            ("ServiceAccount", EventType::Deleted)
-                if ev.object["metadata"]["name"] == "default" =>
-            {
-                ev.object["metadata"]["namespace"].as_str()
-            }
-            _ => None,
-        };
-        if let Some(ns) = ns {
-            ensure_default_account(&store, ns);
+/// The service account controller's part of a change: a namespace made
+/// (or changed) gets its `default` ServiceAccount, and one deleted from
+/// an active namespace is made again.
+pub(crate) fn keep_default_account(store: &Store, ev: &StoreEvent) {
+    let ns = match (ev.kind.as_str(), ev.type_) {
+        ("Namespace", EventType::Added | EventType::Modified) => {
+            ev.object["metadata"]["name"].as_str()
         }
+        ("ServiceAccount", EventType::Deleted) if ev.object["metadata"]["name"] == "default" => {
+            ev.object["metadata"]["namespace"].as_str()
+        }
+        _ => None,
+    };
+    if let Some(ns) = ns {
+        ensure_default_account(store, ns);
     }
 }

@@ -215,14 +215,13 @@ impl ApiServer {
         });
         namespaces::adopt(&store);
         bootstrap::kubernetes_service(&store, server.addr);
-        let (accounts, _) = store.watch();
+        let (changes, _) = store.watch();
         bootstrap::default_accounts(&store);
         crds::accept_stored(&store);
         *server.controllers.lock().unwrap_or_else(|e| e.into_inner()) = vec![
             tokio::spawn(gc::collect(store.clone())),
             tokio::spawn(crds::control(store.clone())),
-            tokio::spawn(namespaces::control(store.clone())),
-            tokio::spawn(bootstrap::service_accounts(store, accounts)),
+            tokio::spawn(namespaces::control(store, changes)),
         ];
         server.serve_on(listener);
         Ok(server)

@@ -50,10 +50,9 @@ pub(super) async fn prelude(State(s): State<Arc<ApiServer>>, req: Request, next:
         .to_string();
     let served = s.served();
     let target = served.parse(parts.uri.path()).map(Arc::new);
-    let watch = parts
-        .uri
-        .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    // Read as the handlers read the query, so both agree on what a watch is.
+    let watch = axum::extract::Query::<super::Q>::try_from_uri(&parts.uri)
+        .is_ok_and(|q| super::is_watch(&q));
     s.audit_request(access(
         &parts.method,
         parts.uri.path(),

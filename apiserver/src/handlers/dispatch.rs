@@ -5,7 +5,7 @@
 //! the write order, and the verb.
 
 use super::caller::Caller;
-use super::{LoggedWrite, Q, Req, ok};
+use super::{LoggedWrite, Q, Req, is_watch, ok};
 use crate::faults::Injected;
 use crate::store::Apply;
 use crate::{ApiServer, Target, status, watch};
@@ -49,10 +49,6 @@ fn is_write(method: &Method) -> bool {
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     )
-}
-
-fn is_watch(q: &Q) -> bool {
-    matches!(q.get("watch").map(String::as_str), Some("true" | "1"))
 }
 
 #[allow(clippy::too_many_arguments)]

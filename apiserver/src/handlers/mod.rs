@@ -73,12 +73,23 @@ pub(super) fn ok(code: StatusCode, v: Value) -> Response {
     (code, axum::Json(v)).into_response()
 }
 
+/// `watch=true` (or `1`) in a list's query.
+pub(super) fn is_watch(q: &Q) -> bool {
+    matches!(q.get("watch").map(String::as_str), Some("true" | "1"))
+}
+
+/// 404 for one object of `r`, as apimachinery's NewNotFound words it.
+pub(super) fn not_found(r: &Resource, name: &str) -> Response {
+    let msg = format!("{} {name:?} not found", r.qualified());
+    crate::object_status(404, "NotFound", &msg, name, r)
+}
+
 pub(super) fn store_error(e: &StoreError, r: &Resource, name: &str) -> Response {
     // apimachinery's errors (NewNotFound, NewAlreadyExists, NewConflict):
     // the resource as group-qualified plural, the name quoted.
     let qualified = r.qualified();
     let (code, reason, message) = match e {
-        StoreError::NotFound(_) => (404, "NotFound", format!("{qualified} {name:?} not found")),
+        StoreError::NotFound(_) => return not_found(r, name),
         StoreError::AlreadyExists(_) => (
             409,
             "AlreadyExists",

@@ -58,8 +58,7 @@ impl Req<'_> {
     }
 
     pub(super) fn not_found(&self, n: &str) -> Response {
-        let msg = format!("{} {n:?} not found", self.t.resource.qualified());
-        crate::object_status(404, "NotFound", &msg, n, &self.t.resource)
+        super::not_found(&self.t.resource, n)
     }
 
     /// The body as an object of this resource, its namespace checked.
