@@ -4,7 +4,7 @@
 //! settle without the invariant check.
 mod common;
 use common::*;
-use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CONDITION_ALLOCATION_MISSING, condition_is_true};
+use gpu_claims_actors::api::{CONDITION_ALLOCATION_MISSING, condition_is_true};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::Obj;
 use gpu_claims_testbed::fixtures::allocation_of;
@@ -62,13 +62,10 @@ fn records_a_record_that_trails_its_claim_within_the_grace_is_not_reported() {
 
 #[test]
 fn records_pending_and_deleting_claims_are_not_reported() {
-    let mut held = claim("t", "b").bound("n1").deleting();
-    held.0
-        .metadata
-        .finalizers
-        .as_mut()
-        .unwrap()
-        .push("example.com/hold".into());
+    let held = claim("t", "b")
+        .bound("n1")
+        .deleting()
+        .finalizer("example.com/hold");
     let objs = world([
         claim("t", "a").obj(),
         held.attached("vm-running").obj(),
@@ -90,18 +87,7 @@ fn records_a_claim_without_its_record_is_never_placed_elsewhere() {
         node("n2").gpus(H200, 8).obj(),
     ];
     objs.push(claim("t", "a").bound("n2").obj());
-    objs.push(
-        vmi("t", "vm1")
-            .uid("u1")
-            .phase("Scheduling")
-            .annotate(CLAIMS_ANNOTATION, "a")
-            .obj(),
-    );
-    objs.push(
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .gated()
-            .obj(),
-    );
+    objs.extend(vm1_naming("a"));
     with_world(Config::default(), objs, |t| async move {
         t.sim.settle().await;
         t.sim.advance(secs(30)).await;

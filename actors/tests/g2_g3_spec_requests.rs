@@ -221,7 +221,7 @@ fn g3_a_set_matching_the_spec_again_is_placed() {
         );
         t.settle().await;
         for c in ["t/a", "t/b"] {
-            assert_eq!(t.claim(c).unwrap().phase(), ClaimPhase::Attached, "{c}");
+            assert_eq!(t.phase(c), ClaimPhase::Attached, "{c}");
         }
         assert!(!pod_gated(&t));
     });
@@ -261,7 +261,7 @@ fn g3_room_a_pod_outside_gpu_claims_frees_lets_a_waiting_set_be_placed() {
                 .obj(),
         );
         t.settle().await;
-        assert_eq!(t.claim("t/vm1-gpu").unwrap().phase(), ClaimPhase::Attached);
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
         assert!(!pod_gated(&t));
     });
 }
@@ -281,10 +281,10 @@ fn g3_a_pod_outside_gpu_claims_deleted_frees_its_room_too() {
     .collect();
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        assert_eq!(t.claim("t/vm1-gpu").unwrap().phase(), ClaimPhase::Pending);
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Pending);
         t.user_delete(Kind::Pod, Some("ml"), "cuda-job");
         t.settle().await;
-        assert_eq!(t.claim("t/vm1-gpu").unwrap().phase(), ClaimPhase::Attached);
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
     });
 }
 

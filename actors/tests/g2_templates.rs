@@ -57,13 +57,9 @@ fn g2_a_final_vmi_gets_no_template_claim() {
 
 #[test]
 fn g2_a_vmi_asking_for_no_class_gets_no_template_claim() {
-    settled(
-        Config::default(),
-        world([vmi("t", "vm1").uid("u1").obj()]),
-        |t| {
-            assert!(t.claim("t/vm1-gpu").is_none());
-        },
-    );
+    settled(Config::default(), world([live_vmi("vm1", "u1")]), |t| {
+        assert!(t.claim("t/vm1-gpu").is_none());
+    });
 }
 
 #[test]
@@ -84,35 +80,29 @@ fn g2_an_unreadable_request_creates_nothing_and_the_rest_goes_on() {
 
 #[test]
 fn g2_never_creates_a_duplicate_with_a_lagging_watch() {
-    with_lagging_world(
-        secs(3),
-        world([asking("vm1", "u1").phase("Pending").obj()]),
-        |mut t| async move {
-            t.sim.settle().await;
-            // The VMI moves on while the watch has not shown the claim.
-            t.user_update(asking("vm1", "u1").phase("Scheduling").obj());
-            t.advance(secs(10)).await;
-            assert_eq!(creates(&t), 1);
-            assert!(
-                t.all_entries().iter().all(|e| e.error.is_none()),
-                "no create met AlreadyExists"
-            );
-        },
-    );
+    let objs = world([asking("vm1", "u1").phase("Pending").obj()]);
+    with_lagging_world(secs(3), objs, |mut t| async move {
+        t.sim.settle().await;
+        // The VMI moves on while the watch has not shown the claim.
+        t.user_update(asking("vm1", "u1").phase("Scheduling").obj());
+        t.advance(secs(10)).await;
+        assert_eq!(creates(&t), 1);
+        assert!(
+            t.all_entries().iter().all(|e| e.error.is_none()),
+            "no create met AlreadyExists"
+        );
+    });
 }
 
 #[test]
 fn g2_a_restart_creates_no_second_claim() {
-    with_world(
-        Config::default(),
-        world([asking("vm1", "u1").obj()]),
-        |mut t| async move {
-            t.settle().await;
-            t.sim.restart();
-            t.settle().await;
-            assert_eq!(creates(&t), 1);
-        },
-    );
+    let objs = world([asking("vm1", "u1").obj()]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.sim.restart();
+        t.settle().await;
+        assert_eq!(creates(&t), 1);
+    });
 }
 
 #[test]
@@ -140,20 +130,17 @@ fn g2_the_leftover_of_an_earlier_vmi_is_replaced_once_gone() {
 
 #[test]
 fn g2_a_template_claim_deleted_while_its_vmi_lives_is_made_again() {
-    with_world(
-        Config::default(),
-        world([asking("vm1", "u1").obj()]),
-        |mut t| async move {
-            t.settle().await;
-            t.user_delete(Kind::Claim, Some("t"), "vm1-gpu");
-            t.settle().await;
-            assert!(
-                t.claim("t/vm1-gpu")
-                    .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
-            );
-            assert_eq!(creates(&t), 2);
-        },
-    );
+    let objs = world([asking("vm1", "u1").obj()]);
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.user_delete(Kind::Claim, Some("t"), "vm1-gpu");
+        t.settle().await;
+        assert!(
+            t.claim("t/vm1-gpu")
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+        );
+        assert_eq!(creates(&t), 2);
+    });
 }
 
 #[test]

@@ -91,7 +91,7 @@ fn g3_claims_already_bound_decide_the_node() {
     let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
     objs.extend(claim("t", "a").bound("n2").with_allocation(H200));
     objs.push(claim("t", "b").obj());
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
+    objs.extend(vm1_naming("a,b"));
     settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n2"));
         assert_eq!(t.claim("t/b").unwrap().node_name(), Some("n2"));
@@ -132,7 +132,7 @@ fn g3_a_vmi_with_a_pod_past_the_gate_is_not_placed_again() {
     );
     objs.push(launcher("t", "virt-launcher-vm1", "vm1", "u1").obj());
     settled(Config::default(), objs, |t| {
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Pending);
     });
 }
 
@@ -154,10 +154,7 @@ fn waits_with(objs: Vec<Obj>, claim_key: &str, reason: &str) {
             ) || c.phase() != ClaimPhase::Pending
         );
         // Settled: a restart writes nothing more.
-        t.writes();
-        t.sim.restart();
-        t.settle().await;
-        assert_eq!(t.writes(), Vec::<String>::new());
+        t.restart_writes_nothing().await;
     });
 }
 
@@ -165,7 +162,7 @@ fn waits_with(objs: Vec<Obj>, claim_key: &str, reason: &str) {
 fn g5_a_missing_claim_makes_the_set_wait() {
     let mut objs = nodes(&[("n1", 8)]);
     objs.push(claim("t", "a").obj());
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,nope")]));
+    objs.extend(vm1_naming("a,nope"));
     waits_with(objs, "t/a", "ClaimMissing");
 }
 
@@ -173,27 +170,10 @@ fn g5_a_missing_claim_makes_the_set_wait() {
 fn g5_a_deleting_claim_makes_the_set_wait() {
     let mut objs = nodes(&[("n1", 8)]);
     objs.push(claim("t", "a").obj());
-    let mut held = claim("t", "b").deleting();
-    held.0
-        .metadata
-        .finalizers
-        .as_mut()
-        .unwrap()
-        .push("example.com/hold".into());
+    let mut held = claim("t", "b").deleting().finalizer("example.com/hold");
     held.0.status = None;
     objs.push(held.attached("vm1").obj());
-    objs.push(
-        vmi("t", "vm1")
-            .uid("u1")
-            .phase("Scheduling")
-            .annotate(CLAIMS_ANNOTATION, "a,b")
-            .obj(),
-    );
-    objs.push(
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .gated()
-            .obj(),
-    );
+    objs.extend(vm1_naming("a,b"));
     waits_with(objs, "t/a", "ClaimDeleting");
 }
 
@@ -202,15 +182,9 @@ fn g5_the_deleting_claim_itself_is_not_marked_waiting() {
     // A set of one claim, deleted while its launcher waits at the gate:
     // L8 releases it, and G5 writes nothing to it on the way.
     let mut objs = nodes(&[("n1", 8)]);
-    let mut held = claim("t", "b").deleting();
-    held.0
-        .metadata
-        .finalizers
-        .as_mut()
-        .unwrap()
-        .push("example.com/hold".into());
+    let held = claim("t", "b").deleting().finalizer("example.com/hold");
     objs.push(held.obj());
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "b")]));
+    objs.extend(vm1_naming("b"));
     settled(Config::default(), objs, |t| {
         let c = t.claim("t/b").unwrap();
         assert_eq!(waiting(&c), None);
@@ -222,21 +196,16 @@ fn g5_the_deleting_claim_itself_is_not_marked_waiting() {
 fn g5_a_missing_class_makes_the_set_wait() {
     let mut objs = nodes(&[("n1", 8)]);
     objs.push(claim("t", "a").class("nope").obj());
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    objs.extend(vm1_naming("a"));
     waits_with(objs, "t/a", "ClassMissing");
 }
 
 #[test]
 fn g5_a_claim_in_use_by_another_live_vmi_makes_the_set_wait() {
     let mut objs = nodes(&[("n1", 8)]);
-    objs.extend(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm0")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm0").uid("u0").obj());
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    objs.extend(attached_to("vm0").with_allocation(H200));
+    objs.push(live_vmi("vm0", "u0"));
+    objs.extend(vm1_naming("a"));
     waits_with(objs, "t/a", "ClaimInUse");
 }
 
@@ -245,7 +214,7 @@ fn g5_claims_on_two_nodes_make_the_set_wait() {
     let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
     objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
     objs.extend(claim("t", "b").bound("n2").with_allocation(H200));
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
+    objs.extend(vm1_naming("a,b"));
     waits_with(objs, "t/a", "SplitNodes");
 }
 
@@ -255,19 +224,7 @@ fn g5_a_pod_pinned_to_a_node_that_cannot_take_the_set_waits_for_capacity() {
     // candidate is left (NoCapacity, saying the pod's selector removed n1).
     let mut objs = nodes(&[("n1", 8)]);
     objs.push(claim("t", "a").obj());
-    objs.push(
-        vmi("t", "vm1")
-            .uid("u1")
-            .phase("Scheduling")
-            .annotate(CLAIMS_ANNOTATION, "a")
-            .obj(),
-    );
-    objs.push(
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .gated()
-            .pinned("n9")
-            .obj(),
-    );
+    objs.extend(vm1_naming_and("a", |p| p.pinned("n9")));
     waits_with(objs, "t/a", "NoCapacity");
 }
 
@@ -275,19 +232,7 @@ fn g5_a_pod_pinned_to_a_node_that_cannot_take_the_set_waits_for_capacity() {
 fn g4_a_pod_pinned_elsewhere_than_the_held_node_makes_the_set_wait() {
     let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
     objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
-    objs.push(
-        vmi("t", "vm1")
-            .uid("u1")
-            .phase("Scheduling")
-            .annotate(CLAIMS_ANNOTATION, "a")
-            .obj(),
-    );
-    objs.push(
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .gated()
-            .pinned("n2")
-            .obj(),
-    );
+    objs.extend(vm1_naming_and("a", |p| p.pinned("n2")));
     waits_with(objs, "t/a", "PinnedElsewhere");
 }
 
@@ -301,7 +246,7 @@ fn g5_no_room_makes_the_set_wait_until_gpus_are_freed() {
             .with_allocation(H200),
     );
     objs.push(claim("t", "a").obj());
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    objs.extend(vm1_naming("a"));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert_eq!(
@@ -324,7 +269,7 @@ fn g5_over_budget_makes_the_set_wait_until_the_budget_is_raised() {
     ];
     objs.extend(claim("o", "other").bound("n1").with_allocation(H200));
     objs.push(claim("t", "a").obj());
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    objs.extend(vm1_naming("a"));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert_eq!(
@@ -342,7 +287,7 @@ fn g5_over_budget_makes_the_set_wait_until_the_budget_is_raised() {
 #[test]
 fn g5_a_missing_claim_created_later_lets_the_set_be_placed() {
     let mut objs = nodes(&[("n1", 8)]);
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    objs.extend(vm1_naming("a"));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.user_create(claim("t", "a").obj());
@@ -359,7 +304,7 @@ fn g6_a_lost_unattached_claim_moves_at_the_gate_with_its_record() {
         node("n2").gpus(H200, 8).obj(),
     ];
     objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    objs.extend(vm1_naming("a"));
     settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!(
@@ -398,7 +343,7 @@ fn a_placement_cut_between_any_two_writes_resumes_without_a_second_record() {
         let mut objs = nodes(&[("n1", 4), ("n2", 4)]);
         objs.push(claim("t", "a").obj());
         objs.push(claim("t", "b").count(2).obj());
-        objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
+        objs.extend(vm1_naming("a,b"));
         objs
     };
     let total = run_sim(|| async {
@@ -450,7 +395,7 @@ fn g3_a_bound_claim_on_a_failed_node_holds_no_node_and_moves() {
         node("n2").gpus(H200, 8).obj(),
     ];
     objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a")]));
+    objs.extend(vm1_naming("a"));
     settled(Config::default(), objs, |t| {
         assert_eq!(
             pinned_node(&pod(t, "virt-launcher-vm1")).as_deref(),
@@ -469,7 +414,7 @@ fn g4_writes_every_record_then_every_status_then_the_pods() {
     let mut objs = nodes(&[("n1", 8)]);
     objs.push(claim("t", "a").obj());
     objs.push(claim("t", "b").count(2).obj());
-    objs.extend(gated_vmi("vm1", "u1", &[(CLAIMS_ANNOTATION, "a,b")]));
+    objs.extend(vm1_naming("a,b"));
     objs.push(
         launcher("t", "virt-launcher-vm1-migration", "vm1", "u1")
             .gated()

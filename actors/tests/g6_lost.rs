@@ -43,20 +43,17 @@ fn g6_claim_on_a_not_ready_node_becomes_lost() {
 
 #[test]
 fn g6_claim_on_a_deleted_node_becomes_lost() {
-    with_world(
-        Config::default(),
-        bound_on(node("n1").gpus(H200, 8)),
-        |mut t| async move {
-            t.settle().await;
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
-            t.user_delete(Kind::Node, None, "n1");
-            t.settle().await;
-            assert_eq!(
-                lost_reason(&t.claim("t/a").unwrap()).as_deref(),
-                Some("NodeDeleted")
-            );
-        },
-    );
+    let objs = bound_on(node("n1").gpus(H200, 8));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.phase("t/a"), ClaimPhase::Bound);
+        t.user_delete(Kind::Node, None, "n1");
+        t.settle().await;
+        assert_eq!(
+            lost_reason(&t.claim("t/a").unwrap()).as_deref(),
+            Some("NodeDeleted")
+        );
+    });
 }
 
 #[test]
@@ -75,19 +72,16 @@ fn g6_devices_lost_taint_makes_claims_of_its_resource_lost() {
 
 #[test]
 fn g6_allocatable_below_recorded_makes_claims_lost() {
-    with_world(
-        Config::default(),
-        bound_on(node("n1").gpus(H200, 8)),
-        |mut t| async move {
-            t.settle().await;
-            t.user_update(node("n1").gpus(H200, 0).obj());
-            t.settle().await;
-            assert_eq!(
-                lost_reason(&t.claim("t/a").unwrap()).as_deref(),
-                Some("DevicesLost")
-            );
-        },
-    );
+    let objs = bound_on(node("n1").gpus(H200, 8));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.user_update(node("n1").gpus(H200, 0).obj());
+        t.settle().await;
+        assert_eq!(
+            lost_reason(&t.claim("t/a").unwrap()).as_deref(),
+            Some("DevicesLost")
+        );
+    });
 }
 
 #[test]
@@ -95,39 +89,31 @@ fn g6_attached_claim_becomes_lost_and_comes_back_attached_through_l4() {
     let mut objs = vec![
         class("h200", H200).obj(),
         node("n1").gpus(H200, 8).obj(),
-        vmi("t", "vm1").uid("u1").obj(),
+        live_vmi("vm1", "u1"),
     ];
-    objs.extend(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
+    objs.extend(attached_to("vm1").with_allocation(H200));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.user_update(node("n1").gpus(H200, 8).ready(false).obj());
         t.settle().await;
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Lost);
         t.user_update(node("n1").gpus(H200, 8).obj());
         t.settle().await;
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
     });
 }
 
 #[test]
 fn g6_unattached_lost_claim_is_bound_again_when_its_node_is_back() {
-    with_world(
-        Config::default(),
-        bound_on(node("n1").gpus(H200, 8).ready(false)),
-        |mut t| async move {
-            t.settle().await;
-            t.user_update(node("n1").gpus(H200, 8).obj());
-            t.settle().await;
-            let c = t.claim("t/a").unwrap();
-            assert_eq!(c.phase(), ClaimPhase::Bound);
-            assert_eq!(lost_reason(&c), None, "no longer lost");
-        },
-    );
+    let objs = bound_on(node("n1").gpus(H200, 8).ready(false));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.user_update(node("n1").gpus(H200, 8).obj());
+        t.settle().await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(c.phase(), ClaimPhase::Bound);
+        assert_eq!(lost_reason(&c), None, "no longer lost");
+    });
 }
 
 #[test]
@@ -138,7 +124,7 @@ fn g6_lost_claim_stays_lost_while_its_node_is_still_not_back() {
     ];
     objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
     settled(Config::default(), objs, |t| {
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Lost);
         assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
     });
 }
@@ -147,7 +133,7 @@ fn g6_lost_claim_stays_lost_while_its_node_is_still_not_back() {
 fn g6_pending_claims_are_never_lost() {
     let objs = vec![class("h200", H200).obj(), claim("t", "a").obj()];
     settled(Config::default(), objs, |t| {
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Pending);
     });
 }
 
@@ -157,7 +143,7 @@ fn g6_does_not_run_with_integration_off() {
         off(),
         bound_on(node("n1").gpus(H200, 8).ready(false)),
         |t| {
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
+            assert_eq!(t.phase("t/a"), ClaimPhase::Bound);
         },
     );
 }

@@ -13,18 +13,13 @@ const WHY: &str = "0/1 nodes are available: 1 Insufficient memory.";
 
 /// vm1 placed on n1 (claim a Bound there), its pod shaped by `pod`.
 fn placed(pod: impl FnOnce(PodBuilder) -> PodBuilder) -> Vec<Obj> {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(
-        vmi("t", "vm1")
+    let mut objs = holding(
+        bound_to("vm1"),
+        [vmi("t", "vm1")
             .uid("u1")
             .phase("Scheduling")
             .annotate(gpu_claims_actors::api::CLAIMS_ANNOTATION, "a")
-            .obj(),
+            .obj()],
     );
     objs.push(pod(launcher("t", "virt-launcher-vm1", "vm1", "u1")).obj());
     objs
@@ -121,6 +116,14 @@ fn g7_the_grace_starts_afresh_when_the_pod_comes_back_to_that_state() {
     });
 }
 
+fn no_vmi_deleted_in_five_minutes(objs: Vec<Obj>) {
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        t.advance(secs(300)).await;
+        assert!(vmi_deletes(&t).is_empty());
+    });
+}
+
 #[test]
 fn g7_never_deletes_a_vmi_whose_pod_is_gated() {
     // A set that waits (its second claim does not exist) keeps its pod gated.
@@ -132,11 +135,7 @@ fn g7_never_deletes_a_vmi_whose_pod_is_gated() {
             .annotate(gpu_claims_actors::api::CLAIMS_ANNOTATION, "a,missing")
             .obj(),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        t.advance(secs(300)).await;
-        assert!(vmi_deletes(&t).is_empty());
-    });
+    no_vmi_deleted_in_five_minutes(objs);
 }
 
 #[test]
@@ -148,21 +147,13 @@ fn g7_never_deletes_a_running_vm_whose_migration_target_cannot_be_placed() {
             .unschedulable(WHY)
             .obj(),
     );
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        t.advance(secs(300)).await;
-        assert!(vmi_deletes(&t).is_empty());
-    });
+    no_vmi_deleted_in_five_minutes(objs);
 }
 
 #[test]
 fn g7_an_unpinned_pending_pod_is_not_ours_to_judge() {
     let unpinned = |p: PodBuilder| p.unschedulable(WHY);
-    with_world(Config::default(), placed(unpinned), |mut t| async move {
-        t.settle().await;
-        t.advance(secs(300)).await;
-        assert!(vmi_deletes(&t).is_empty());
-    });
+    no_vmi_deleted_in_five_minutes(placed(unpinned));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use gpu_claims_actors::ports::{Kind, Obj};
 
 fn stuck(pod: gpu_claims_testbed::fixtures::PodBuilder) -> Vec<Obj> {
     let mut objs = lost_on_a_failed_node(|c| c);
-    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
+    objs.push(vm1_in("Scheduling"));
     objs.push(pod.obj());
     objs
 }
@@ -18,25 +18,22 @@ fn pod() -> gpu_claims_testbed::fixtures::PodBuilder {
 
 #[test]
 fn l12_unscheduled_vmi_pinned_to_a_lost_node_is_deleted() {
-    with_world(
-        Config::default(),
-        stuck(pod().pinned("n1")),
-        |mut t| async move {
-            t.settle().await;
-            let e = t
-                .all_entries()
-                .into_iter()
-                .find(|e| e.kind == "VirtualMachineInstance")
-                .expect("a VMI delete");
-            assert_eq!((e.op, e.rule), ("delete", "L12"));
-            assert!(!t.exists(Kind::Vmi, Some("t"), "vm1"));
-            // Gone: a Lost claim that no VMI owns keeps the attachment through
-            // L6's grace (the seed), then is detached and can move.
-            assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), Some("vm1"));
-            t.advance(secs(120)).await;
-            assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
-        },
-    );
+    let objs = stuck(pod().pinned("n1"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let e = t
+            .all_entries()
+            .into_iter()
+            .find(|e| e.kind == "VirtualMachineInstance")
+            .expect("a VMI delete");
+        assert_eq!((e.op, e.rule), ("delete", "L12"));
+        assert!(!t.exists(Kind::Vmi, Some("t"), "vm1"));
+        // Gone: a Lost claim that no VMI owns keeps the attachment through
+        // L6's grace (the seed), then is detached and can move.
+        assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), Some("vm1"));
+        t.advance(secs(120)).await;
+        assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
+    });
 }
 
 #[test]
@@ -66,13 +63,7 @@ fn l12_a_pod_pinned_elsewhere_keeps_its_vmi() {
 
 #[test]
 fn l12_a_bound_claim_keeps_its_vmi() {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
+    let mut objs = holding(bound_to("vm1"), [vm1_in("Scheduling")]);
     objs.push(pod().pinned("n1").obj());
     settled(Config::default(), objs, |t| {
         assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));

@@ -5,23 +5,15 @@ use gpu_claims_actors::api::{CONDITION_LOST, CONDITION_WAITING, ClaimPhase, cond
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, WriteError};
 
-fn running(name: &str, uid: &str) -> gpu_claims_actors::ports::Obj {
-    vmi("t", name).uid(uid).obj()
-}
-
 // ---- L2: the attached VMI
 
 #[test]
 fn l2_later_vmi_of_same_name_is_not_the_claims() {
     // Owned by vm1 of uid u1; a new vm1 (u2) runs: not the claim's VMI, so L5 detaches.
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .owned_by("vm1", "u1")
-            .with_allocation(H200),
+    let objs = holding(
+        bound_to("vm1").owned_by("vm1", "u1"),
+        [live_vmi("vm1", "u2")],
     );
-    objs.push(running("vm1", "u2"));
     settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!(c.attached_vmi_name(), None);
@@ -35,80 +27,59 @@ fn l2_later_vmi_of_same_name_is_not_the_claims() {
 
 #[test]
 fn l2_vmi_with_the_owner_uid_is_the_claims() {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .owned_by("vm1", "u1")
-            .with_allocation(H200),
+    let objs = holding(
+        bound_to("vm1").owned_by("vm1", "u1"),
+        [live_vmi("vm1", "u1")],
     );
-    objs.push(running("vm1", "u1"));
     settled(Config::default(), objs, |t| {
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
     });
 }
 
 // ---- L3: unattached template claims
 
 #[test]
-fn l3_template_claim_of_gone_vmi_is_deleted() {
-    settled(
-        Config::default(),
-        world([claim("t", "vm1-gpu").template_of("vm1", "u1").obj()]),
-        |t| {
-            assert!(
-                t.writes()
-                    .contains(&"delete GPUClaim vm1-gpu L3".to_string())
+fn l3_a_template_claim_goes_unless_its_vmi_lives() {
+    let template = || claim("t", "vm1-gpu").template_of("vm1", "u1");
+    let mut orphan = template();
+    orphan.0.metadata.owner_references = None;
+    let rows = [
+        ("its VMI is gone", vec![template().obj()], true),
+        (
+            "its VMI is final",
+            vec![template().obj(), vm1_in("Failed")],
+            true,
+        ),
+        (
+            "its VMI's name has another uid",
+            vec![template().obj(), live_vmi("vm1", "u2")],
+            true,
+        ),
+        ("it has no VMI owner", vec![orphan.obj()], true),
+        (
+            "its VMI lives",
+            vec![template().obj(), live_vmi("vm1", "u1")],
+            false,
+        ),
+    ];
+    for (case, objs, deleted) in rows {
+        settled(Config::default(), world(objs), |t| {
+            let w = t.writes();
+            let delete = "delete GPUClaim vm1-gpu L3".to_string();
+            assert_eq!(w.contains(&delete), deleted, "L3, {case}: {w:?}");
+            assert_eq!(
+                t.exists(Kind::Claim, Some("t"), "vm1-gpu"),
+                !deleted,
+                "L3, {case}"
             );
-            assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
-        },
-    );
-}
-
-#[test]
-fn l3_template_claim_of_final_vmi_is_deleted() {
-    let objs = world([
-        claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
-        vmi("t", "vm1").uid("u1").phase("Failed").obj(),
-    ]);
-    settled(Config::default(), objs, |t| {
-        assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
-    });
-}
-
-#[test]
-fn l3_template_claim_of_vmi_with_other_uid_is_deleted() {
-    let objs = world([
-        claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
-        running("vm1", "u2"),
-    ]);
-    settled(Config::default(), objs, |t| {
-        assert!(!t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
-    });
-}
-
-#[test]
-fn l3_template_claim_without_vmi_owner_is_deleted() {
-    let mut c = claim("t", "orphan-gpu").template_of("vm1", "u1");
-    c.0.metadata.owner_references = None;
-    settled(Config::default(), world([c.obj()]), |t| {
-        assert!(
-            t.writes()
-                .contains(&"delete GPUClaim orphan-gpu L3".to_string())
-        );
-    });
-}
-
-#[test]
-fn l3_template_claim_of_live_vmi_stays() {
-    let objs = world([
-        claim("t", "vm1-gpu").template_of("vm1", "u1").obj(),
-        running("vm1", "u1"),
-    ]);
-    settled(Config::default(), objs, |t| {
-        assert!(t.exists(Kind::Claim, Some("t"), "vm1-gpu"));
-        assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
-    });
+            if !deleted {
+                assert!(
+                    !w.iter().any(|w| w.contains("GPUClaim")),
+                    "L3, {case}: {w:?}"
+                );
+            }
+        });
+    }
 }
 
 #[test]
@@ -122,12 +93,10 @@ fn l3_unattached_claim_that_is_not_a_template_stays() {
 #[test]
 fn l3_deleting_template_claim_is_not_deleted_again() {
     // Held by another finalizer, so it stays deleting after ours is released.
-    let mut c = claim("t", "vm1-gpu").template_of("vm1", "u1").deleting();
-    c.0.metadata
-        .finalizers
-        .as_mut()
-        .unwrap()
-        .push("example.com/hold".into());
+    let c = claim("t", "vm1-gpu")
+        .template_of("vm1", "u1")
+        .deleting()
+        .finalizer("example.com/hold");
     settled(Config::default(), world([c.obj()]), |t| {
         let w = t.writes();
         assert!(!w.iter().any(|w| w.starts_with("delete GPUClaim")), "{w:?}");
@@ -139,26 +108,20 @@ fn l3_deleting_template_claim_is_not_deleted_again() {
 
 #[test]
 fn l4_bound_claim_of_live_vmi_becomes_attached() {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(running("vm1", "u1"));
+    let objs = holding(bound_to("vm1"), [live_vmi("vm1", "u1")]);
     settled(Config::default(), objs, |t| {
         assert!(
             t.writes()
                 .contains(&"update_status GPUClaim a L4".to_string())
         );
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
     });
 }
 
 fn lost_world(
     node: gpu_claims_testbed::fixtures::NodeBuilder,
 ) -> Vec<gpu_claims_actors::ports::Obj> {
-    let mut objs = vec![class("h200", H200).obj(), node.obj(), running("vm1", "u1")];
+    let mut objs = vec![class("h200", H200).obj(), node.obj(), live_vmi("vm1", "u1")];
     objs.extend(
         claim("t", "a")
             .lost("n1")
@@ -185,19 +148,16 @@ fn l4_lost_claim_becomes_attached_when_its_node_is_back_and_loses_its_lost_condi
 
 #[test]
 fn l4_lost_claim_stays_lost_while_its_node_is_not_ready() {
-    with_world(
-        Config::default(),
-        lost_world(node("n1").gpus(H200, 8).ready(false)),
-        |mut t| async move {
-            t.settle().await;
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
-            assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
-            // The node comes back: the claim follows.
-            t.user_update(node("n1").gpus(H200, 8).obj());
-            t.settle().await;
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
-        },
-    );
+    let objs = lost_world(node("n1").gpus(H200, 8).ready(false));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.phase("t/a"), ClaimPhase::Lost);
+        assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
+        // The node comes back: the claim follows.
+        t.user_update(node("n1").gpus(H200, 8).obj());
+        t.settle().await;
+        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+    });
 }
 
 #[test]
@@ -207,7 +167,7 @@ fn l4_lost_claim_stays_lost_while_its_node_is_gone() {
         .filter(|o| o.kind() != Kind::Node)
         .collect();
     settled(Config::default(), objs, |t| {
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Lost);
     });
 }
 
@@ -240,38 +200,29 @@ fn l4_taint_of_another_resource_does_not_hold_a_lost_claim() {
 
 #[test]
 fn l4_lost_claim_stays_lost_while_allocatable_is_below_recorded() {
-    with_world(
-        Config::default(),
-        lost_world(node("n1").gpus(H200, 0)),
-        |mut t| async move {
-            t.settle().await;
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Lost);
-            // The devices come back.
-            t.user_update(node("n1").gpus(H200, 8).obj());
-            t.settle().await;
-            assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
-        },
-    );
+    let objs = lost_world(node("n1").gpus(H200, 0));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.phase("t/a"), ClaimPhase::Lost);
+        // The devices come back.
+        t.user_update(node("n1").gpus(H200, 8).obj());
+        t.settle().await;
+        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+    });
 }
 
 #[test]
 fn l4_pending_claim_of_live_vmi_is_left_to_placement() {
-    let objs = world([claim("t", "a").attached("vm1").obj(), running("vm1", "u1")]);
+    let objs = world([claim("t", "a").attached("vm1").obj(), live_vmi("vm1", "u1")]);
     settled(Config::default(), objs, |t| {
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Pending);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Pending);
         assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
     });
 }
 
 #[test]
 fn l4_attached_claim_of_live_vmi_gets_no_write() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(running("vm1", "u1"));
+    let objs = holding(attached_to("vm1"), [live_vmi("vm1", "u1")]);
     settled(Config::default(), objs, |t| {
         assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
     });
@@ -281,17 +232,11 @@ fn l4_attached_claim_of_live_vmi_gets_no_write() {
 
 #[test]
 fn l5_claim_of_final_vmi_is_detached_to_bound() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(running("vm1", "u1"));
+    let objs = holding(attached_to("vm1"), [live_vmi("vm1", "u1")]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.writes();
-        t.user_update(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+        t.user_update(vm1_in("Succeeded"));
         t.settle().await;
         assert_eq!(t.writes(), ["update_status GPUClaim a L5"]);
         let c = t.claim("t/a").unwrap();
@@ -304,26 +249,15 @@ fn l5_claim_of_final_vmi_is_detached_to_bound() {
 
 #[test]
 fn l5_unknown_vmi_phase_is_not_final() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Unknown").obj());
+    let objs = holding(attached_to("vm1"), [vm1_in("Unknown")]);
     settled(Config::default(), objs, |t| {
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Attached);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
     });
 }
 
 #[test]
 fn l5_attached_claim_whose_vmi_is_gone_is_detached_at_once() {
-    let objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
+    let objs = holding(attached_to("vm1"), []);
     assert_eq!(
         settled_writes(objs),
         [
@@ -335,13 +269,7 @@ fn l5_attached_claim_whose_vmi_is_gone_is_detached_at_once() {
 
 #[test]
 fn l5_vmi_owned_claim_whose_vmi_is_gone_is_detached_at_once() {
-    let objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .owned_by("vm1", "u1")
-            .with_allocation(H200),
-    );
+    let objs = holding(bound_to("vm1").owned_by("vm1", "u1"), []);
     settled(Config::default(), objs, |t| {
         assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
     });
@@ -349,14 +277,13 @@ fn l5_vmi_owned_claim_whose_vmi_is_gone_is_detached_at_once() {
 
 #[test]
 fn l5_template_claim_of_final_vmi_is_deleted() {
-    let mut objs = world(
+    let objs = holding(
         claim("t", "vm1-gpu")
             .template_of("vm1", "u1")
             .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
+            .attached("vm1"),
+        [vm1_in("Failed")],
     );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
     settled(Config::default(), objs, |t| {
         let w = t.writes();
         assert_eq!(
@@ -375,35 +302,22 @@ fn l5_template_claim_of_final_vmi_is_deleted() {
 
 #[test]
 fn l6_attachment_to_vmi_that_never_appeared_is_detached_after_grace() {
-    let objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm-x")
-            .with_allocation(H200),
-    );
+    let objs = holding(bound_to("vm-x"), []);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        t.writes();
-        t.advance(secs(119)).await;
-        assert_eq!(t.writes(), Vec::<String>::new(), "nothing within the grace");
-        t.advance(secs(1)).await;
-        assert_eq!(t.writes(), ["update_status GPUClaim a L6"]);
+        t.writes_only_after(secs(120), &["update_status GPUClaim a L6"])
+            .await;
         assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
     });
 }
 
 #[test]
 fn l6_vmi_appearing_within_grace_keeps_the_attachment() {
-    let objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
+    let objs = holding(bound_to("vm1"), []);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.advance(secs(60)).await;
-        t.user_create(running("vm1", "u1"));
+        t.user_create(live_vmi("vm1", "u1"));
         t.settle().await;
         t.advance(secs(120)).await;
         let c = t.claim("t/a").unwrap();
@@ -421,28 +335,20 @@ fn l6_grace_starts_afresh_when_the_attachment_comes_back() {
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.advance(secs(60)).await;
-        t.user_create(running("vm1", "u1"));
+        t.user_create(live_vmi("vm1", "u1"));
         t.settle().await;
         t.advance(secs(30)).await;
         t.user_delete(Kind::Vmi, Some("t"), "vm1");
         t.settle().await;
-        t.writes();
         // 120s after the first sight has passed, but not 120s since it came back.
-        t.advance(secs(119)).await;
-        assert_eq!(t.writes(), Vec::<String>::new());
-        t.advance(secs(1)).await;
-        assert_eq!(t.writes(), ["update_status GPUClaim a L6"]);
+        t.writes_only_after(secs(120), &["update_status GPUClaim a L6"])
+            .await;
     });
 }
 
 #[test]
 fn l6_a_shorter_grace_from_reload_reaches_the_pending_timer() {
-    let objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm-x")
-            .with_allocation(H200),
-    );
+    let objs = holding(bound_to("vm-x"), []);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.advance(secs(30)).await;
@@ -451,22 +357,14 @@ fn l6_a_shorter_grace_from_reload_reaches_the_pending_timer() {
             ..Config::default()
         });
         t.settle().await;
-        t.writes();
-        t.advance(secs(29)).await;
-        assert_eq!(t.writes(), Vec::<String>::new());
-        t.advance(secs(1)).await;
-        assert_eq!(t.writes(), ["update_status GPUClaim a L6"]);
+        t.writes_only_after(secs(30), &["update_status GPUClaim a L6"])
+            .await;
     });
 }
 
 #[test]
 fn l6_attachments_are_left_alone_with_integration_off() {
-    let objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm-x")
-            .with_allocation(H200),
-    );
+    let objs = holding(bound_to("vm-x"), []);
     with_world(off(), objs, |mut t| async move {
         t.settle().await;
         t.advance(secs(600)).await;
@@ -479,7 +377,7 @@ fn l6_attachments_are_left_alone_with_integration_off() {
 #[test]
 fn l7_detach_keeps_the_lost_condition_of_a_lost_claim() {
     let mut objs = lost_on_a_failed_node(|c| c.waiting("NoCapacity"));
-    objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+    objs.push(vm1_in("Succeeded"));
     settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!((c.phase(), c.attached_vmi_name()), (ClaimPhase::Lost, None));
@@ -493,14 +391,7 @@ fn l7_detach_keeps_the_lost_condition_of_a_lost_claim() {
 
 #[test]
 fn l7_detach_removes_the_waiting_condition() {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .waiting("NoCapacity")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+    let objs = holding(bound_to("vm1").waiting("NoCapacity"), [vm1_in("Succeeded")]);
     settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!(
@@ -513,15 +404,9 @@ fn l7_detach_removes_the_waiting_condition() {
 
 #[test]
 fn l7_detach_of_an_attached_claim_makes_it_bound() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
+    let objs = holding(attached_to("vm1"), [vm1_in("Failed")]);
     settled(Config::default(), objs, |t| {
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Bound);
     });
 }
 
@@ -530,20 +415,19 @@ fn l5_a_template_claim_delete_that_meets_a_newer_claim_is_decided_again() {
     // The delete carries the version it decided on: a claim changed since
     // (say, deleted by the garbage collector with its VMI) answers 409 and
     // is decided again, never deleted twice.
-    let mut objs = world(
+    let objs = holding(
         claim("t", "vm1-gpu")
             .template_of("vm1", "u1")
             .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
+            .attached("vm1"),
+        [live_vmi("vm1", "u1")],
     );
-    objs.push(vmi("t", "vm1").uid("u1").obj());
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.writes();
         // The VMI fails; the first write, L5's delete, meets a 409.
         t.fail_writes([Some(WriteError::conflict("newer"))]);
-        t.user_update(vmi("t", "vm1").uid("u1").phase("Failed").obj());
+        t.user_update(vm1_in("Failed"));
         t.settle().await;
         let deletes: Vec<_> = t
             .all_entries()

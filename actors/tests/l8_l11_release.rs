@@ -6,15 +6,11 @@ use gpu_claims_actors::config::Config;
 use gpu_claims_actors::controller::WorldEvent;
 use gpu_claims_actors::ports::{Kind, Obj, WriteError};
 
-fn released(t: &TestCluster, ns_name: &str) -> bool {
-    t.claim(ns_name).is_none()
-}
-
 // ---- L8: release order, and a failed finalizer removal
 
 #[test]
 fn l8_release_deletes_the_record_then_removes_the_finalizer() {
-    let objs = world(claim("t", "a").bound("n1").deleting().with_allocation(H200));
+    let objs = holding(claim("t", "a").bound("n1").deleting(), []);
     settled(Config::default(), objs, |t| {
         let w = t.writes();
         assert_eq!(
@@ -24,7 +20,7 @@ fn l8_release_deletes_the_record_then_removes_the_finalizer() {
                 "remove_finalizer GPUClaim a L8"
             ]
         );
-        assert!(released(t, "t/a"));
+        assert!(released(t));
         assert!(!t.exists(Kind::Allocation, Some("t"), "a"));
     });
 }
@@ -42,11 +38,7 @@ fn l8_claim_without_record_just_loses_its_finalizer() {
 
 #[test]
 fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
-    let mut objs = vec![
-        class("h200", H200).deleting().obj(),
-        node("n1").gpus(H200, 8).obj(),
-    ];
-    objs.extend(claim("t", "a").bound("n1").deleting().with_allocation(H200));
+    let objs = deleting_class_and(claim("t", "a").bound("n1").deleting());
     with_world(Config::default(), objs, |mut t| async move {
         // The record delete passes; then the API server fails for a while.
         let down = Some(WriteError::Refused(gpu_claims_actors::ports::status(
@@ -75,11 +67,7 @@ fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
 
 #[test]
 fn l8_not_found_on_finalizer_removal_counts_as_released() {
-    let mut objs = vec![
-        class("h200", H200).deleting().obj(),
-        node("n1").gpus(H200, 8).obj(),
-    ];
-    objs.extend(claim("t", "a").bound("n1").deleting().with_allocation(H200));
+    let objs = deleting_class_and(claim("t", "a").bound("n1").deleting());
     with_world(Config::default(), objs, |mut t| async move {
         t.fail_writes([None, Some(WriteError::NotFound)]);
         t.settle().await;
@@ -93,11 +81,11 @@ fn l8_not_found_on_finalizer_removal_counts_as_released() {
 
 #[test]
 fn l8_conflict_on_finalizer_removal_rereads_and_releases() {
-    let objs = world(claim("t", "a").bound("n1").deleting().with_allocation(H200));
+    let objs = holding(claim("t", "a").bound("n1").deleting(), []);
     with_world(Config::default(), objs, |mut t| async move {
         t.fail_writes([None, Some(WriteError::conflict("newer"))]);
         t.settle().await;
-        assert!(released(&t, "t/a"));
+        assert!(released(&t));
         assert!(
             t.sim.world().claim("t/a").is_none(),
             "the watch showed the deletion"
@@ -111,142 +99,117 @@ fn l8_conflict_on_finalizer_removal_rereads_and_releases() {
     });
 }
 
-// ---- L9: used by a VMI (integration on)
+// ---- L9 and L10: who holds a deleting claim
+
+/// A deleting claim, a world around it, and whether it settles released.
+struct Held {
+    case: &'static str,
+    config: Config,
+    objs: Vec<Obj>,
+    released: bool,
+}
+
+fn l9(case: &'static str, c: ClaimBuilder, more: Vec<Obj>, released: bool) -> Held {
+    let objs = holding(c.deleting(), more);
+    let config = Config::default();
+    Held {
+        case,
+        config,
+        objs,
+        released,
+    }
+}
+
+fn l10(case: &'static str, v: Option<Obj>, released: bool) -> Held {
+    let objs = l10_world(v);
+    Held {
+        case,
+        config: off(),
+        objs,
+        released,
+    }
+}
 
 #[test]
-fn l9_unattached_claim_is_not_used() {
-    settled(
-        Config::default(),
-        world(claim("t", "a").bound("n1").deleting().with_allocation(H200)),
-        |t| {
-            assert!(released(t, "t/a"));
-        },
-    );
+fn l9_l10_a_deleting_claim_is_held_only_by_a_vmi_that_may_have_its_gpus() {
+    let pinned = launcher("t", "virt-launcher-vm1", "vm1", "u1").pinned("n1");
+    let gated = launcher("t", "virt-launcher-vm1", "vm1", "u1").gated();
+    let rows = [
+        l9(
+            "L9 an unattached claim is not used",
+            claim("t", "a").bound("n1"),
+            vec![],
+            true,
+        ),
+        l9(
+            "L9 the absent VMI of an Attached claim",
+            attached_to("vm1"),
+            vec![],
+            true,
+        ),
+        l9(
+            "L9 a final VMI",
+            attached_to("vm1"),
+            vec![vm1_in("Succeeded")],
+            true,
+        ),
+        l9(
+            "L9 a live VMI with an ungated launcher holds",
+            attached_to("vm1"),
+            vec![live_vmi("vm1", "u1"), pinned.scheduled("n1").obj()],
+            false,
+        ),
+        l9(
+            "L9 a VMI whose launchers are all gated, live too, does not hold",
+            bound_to("vm1"),
+            vec![vm1_in("Scheduling"), gated.obj()],
+            true,
+        ),
+        l10("L10 the VMI is not found", None, true),
+        l10(
+            "L10 a VMI of another uid",
+            Some(live_vmi("vm1", "u2")),
+            true,
+        ),
+        l10("L10 a final VMI", Some(vm1_in("Failed")), true),
+    ];
+    for row in rows {
+        settled(row.config, row.objs, |t| {
+            assert_eq!(released(t), row.released, "{}", row.case);
+        });
+    }
 }
 
 #[test]
 fn l9_fresh_attachment_holds_the_claim_within_grace() {
-    let objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm-x")
-            .deleting()
-            .with_allocation(H200),
-    );
+    let objs = holding(bound_to("vm-x").deleting(), []);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.advance(secs(119)).await;
-        assert!(!released(&t, "t/a"), "the VMI may be starting with the GPU");
+        assert!(!released(&t), "the VMI may be starting with the GPU");
         t.advance(secs(1)).await;
-        assert!(released(&t, "t/a"));
-    });
-}
-
-#[test]
-fn l9_absent_vmi_of_attached_claim_does_not_hold() {
-    let objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .deleting()
-            .with_allocation(H200),
-    );
-    settled(Config::default(), objs, |t| {
-        assert!(released(t, "t/a"));
-    });
-}
-
-#[test]
-fn l9_final_vmi_does_not_hold() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .deleting()
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
-    settled(Config::default(), objs, |t| {
-        assert!(released(t, "t/a"));
+        assert!(released(&t));
     });
 }
 
 #[test]
 fn l9_live_vmi_without_launcher_pods_holds() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .deleting()
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").obj());
+    let objs = holding(attached_to("vm1").deleting(), [live_vmi("vm1", "u1")]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        assert!(!released(&t, "t/a"));
+        assert!(!released(&t));
         // The VM stops: now it goes.
-        t.user_update(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+        t.user_update(vm1_in("Succeeded"));
         t.settle().await;
-        assert!(released(&t, "t/a"));
-    });
-}
-
-#[test]
-fn l9_live_vmi_with_an_ungated_launcher_holds() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .deleting()
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").obj());
-    objs.push(
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .pinned("n1")
-            .scheduled("n1")
-            .obj(),
-    );
-    settled(Config::default(), objs, |t| {
-        assert!(!released(t, "t/a"));
-    });
-}
-
-#[test]
-fn l9_launchers_all_gated_live_too_do_not_hold() {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .deleting()
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
-    objs.push(
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .gated()
-            .obj(),
-    );
-    settled(Config::default(), objs, |t| {
-        assert!(released(t, "t/a"));
+        assert!(released(&t));
     });
 }
 
 #[test]
 fn l9_a_launcher_that_left_the_gate_live_holds_though_the_cache_shows_it_gated() {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
     let gated = launcher("t", "virt-launcher-vm1", "vm1", "u1").gated();
-    objs.push(
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .pinned("n1")
-            .obj(),
-    );
+    let pinned = launcher("t", "virt-launcher-vm1", "vm1", "u1").pinned("n1");
+    let objs = holding(bound_to("vm1"), [vm1_in("Scheduling"), pinned.obj()]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         // A stale cache: it shows the pod still gated.
@@ -255,7 +218,7 @@ fn l9_a_launcher_that_left_the_gate_live_holds_though_the_cache_shows_it_gated()
         t.user_delete(Kind::Claim, Some("t"), "a");
         t.settle().await;
         assert!(
-            !released(&t, "t/a"),
+            !released(&t),
             "the live pod left the gate: it may hold the GPU"
         );
     });
@@ -263,85 +226,49 @@ fn l9_a_launcher_that_left_the_gate_live_holds_though_the_cache_shows_it_gated()
 
 #[test]
 fn l9_a_cached_launcher_not_found_live_is_skipped() {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .deleting()
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
+    let objs = holding(bound_to("vm1").deleting(), [vm1_in("Scheduling")]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         // The claim is held only by grace-free logic: give the cache a gated pod the server lacks.
         t.sim.supervisor().do_send(WorldEvent::Apply(
             launcher("t", "ghost", "vm1", "u1").gated().obj(),
         ));
-        t.user_update(vmi("t", "vm1").uid("u1").phase("Pending").obj());
+        t.user_update(vm1_in("Pending"));
         t.settle().await;
-        assert!(released(&t, "t/a"));
+        assert!(released(&t));
     });
 }
 
 #[test]
 fn l9_a_failed_live_read_retries_later() {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Scheduling").obj());
-    objs.push(
-        launcher("t", "virt-launcher-vm1", "vm1", "u1")
-            .gated()
-            .obj(),
-    );
+    let gated = launcher("t", "virt-launcher-vm1", "vm1", "u1").gated();
+    let objs = holding(bound_to("vm1"), [vm1_in("Scheduling"), gated.obj()]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.sim.cluster.faults().fail_reads = Some("connection reset".into());
         t.user_delete(Kind::Claim, Some("t"), "a");
         t.settle().await;
-        assert!(!released(&t, "t/a"));
+        assert!(!released(&t));
         t.sim.cluster.faults().fail_reads = None;
         t.advance(secs(1)).await;
-        assert!(released(&t, "t/a"));
+        assert!(released(&t));
     });
 }
 
 // ---- L10: used by a VMI, integration off (the VMI read live)
 
 fn l10_world(v: Option<Obj>) -> Vec<Obj> {
-    let mut objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm1")
-            .owned_by("vm1", "u1")
-            .deleting()
-            .with_allocation(H200),
-    );
-    objs.extend(v);
-    objs
-}
-
-#[test]
-fn l10_vmi_not_found_does_not_hold() {
-    settled(off(), l10_world(None), |t| {
-        assert!(released(t, "t/a"));
-    });
+    holding(bound_to("vm1").owned_by("vm1", "u1").deleting(), v)
 }
 
 #[test]
 fn l10_vmi_kind_not_served_does_not_hold() {
-    with_world(
-        off(),
-        l10_world(Some(vmi("t", "vm1").uid("u1").obj())),
-        |mut t| async move {
-            t.sim.cluster.faults().vmis_not_served = true;
-            t.settle().await;
-            assert!(released(&t, "t/a"));
-        },
-    );
+    let objs = l10_world(Some(live_vmi("vm1", "u1")));
+    with_world(off(), objs, |mut t| async move {
+        t.sim.cluster.faults().vmis_not_served = true;
+        t.settle().await;
+        assert!(released(&t));
+    });
 }
 
 #[test]
@@ -349,48 +276,23 @@ fn l10_read_error_retries_later() {
     with_world(off(), l10_world(None), |mut t| async move {
         t.sim.cluster.faults().fail_reads = Some("timeout".into());
         t.settle().await;
-        assert!(!released(&t, "t/a"));
+        assert!(!released(&t));
         t.sim.cluster.faults().fail_reads = None;
         t.advance(secs(1)).await;
-        assert!(released(&t, "t/a"));
+        assert!(released(&t));
     });
 }
 
 #[test]
-fn l10_vmi_of_another_uid_does_not_hold() {
-    settled(
-        off(),
-        l10_world(Some(vmi("t", "vm1").uid("u2").obj())),
-        |t| {
-            assert!(released(t, "t/a"));
-        },
-    );
-}
-
-#[test]
-fn l10_final_vmi_does_not_hold() {
-    settled(
-        off(),
-        l10_world(Some(vmi("t", "vm1").uid("u1").phase("Failed").obj())),
-        |t| {
-            assert!(released(t, "t/a"));
-        },
-    );
-}
-
-#[test]
 fn l10_live_vmi_holds_until_a_poll_sees_it_final() {
-    with_world(
-        off(),
-        l10_world(Some(vmi("t", "vm1").uid("u1").obj())),
-        |mut t| async move {
-            t.settle().await;
-            assert!(!released(&t, "t/a"));
-            t.user_update(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
-            t.advance(secs(30)).await;
-            assert!(released(&t, "t/a"));
-        },
-    );
+    let objs = l10_world(Some(live_vmi("vm1", "u1")));
+    with_world(off(), objs, |mut t| async move {
+        t.settle().await;
+        assert!(!released(&t));
+        t.user_update(vm1_in("Succeeded"));
+        t.advance(secs(30)).await;
+        assert!(released(&t));
+    });
 }
 
 // ---- L11: class release
@@ -407,11 +309,7 @@ fn l11_class_is_released_once_no_claim_holds() {
 
 #[test]
 fn l11_class_waits_for_a_bound_claim() {
-    let mut objs = vec![
-        class("h200", H200).deleting().obj(),
-        node("n1").gpus(H200, 8).obj(),
-    ];
-    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
+    let objs = deleting_class_and(claim("t", "a").bound("n1"));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert!(t.class("h200").is_some());
@@ -432,11 +330,7 @@ fn l11_a_lost_claim_holds_its_class() {
 
 #[test]
 fn l11_claims_released_in_the_same_round_count_as_gone_before_the_watch_shows_it() {
-    let mut objs = vec![
-        class("h200", H200).deleting().obj(),
-        node("n1").gpus(H200, 8).obj(),
-    ];
-    objs.extend(claim("t", "a").bound("n1").deleting().with_allocation(H200));
+    let objs = deleting_class_and(claim("t", "a").bound("n1").deleting());
     with_lagging_world(secs(5), objs, |mut t| async move {
         t.sim.settle().await;
         // The watch has not shown the release yet, and the class goes all the same.

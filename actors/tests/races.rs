@@ -82,10 +82,7 @@ fn effective_writes(sim: &Sim) -> usize {
 fn i5_converged_world_gets_no_writes_on_restart() {
     with_world(Config::default(), busy_world(), |mut t| async move {
         t.settle().await;
-        t.writes();
-        t.sim.restart();
-        t.settle().await;
-        assert_eq!(t.writes(), Vec::<String>::new());
+        t.restart_writes_nothing().await;
     });
 }
 
@@ -143,19 +140,13 @@ fn a_lagging_watch_causes_no_duplicate_write() {
 
 #[test]
 fn a_write_that_meets_a_newer_object_is_decided_again_never_overwrites() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").obj());
+    let objs = holding(attached_to("vm1"), [live_vmi("vm1", "u1")]);
     with_lagging_world(secs(2), objs, |mut t| async move {
         t.advance(secs(5)).await;
         t.writes();
         // The VM stops, and at the same moment a user labels the claim; the
         // controller's cache shows neither for 2s.
-        t.user_update(vmi("t", "vm1").uid("u1").phase("Succeeded").obj());
+        t.user_update(vm1_in("Succeeded"));
         let mut labelled = t.claim("t/a").unwrap();
         labelled
             .metadata
@@ -179,19 +170,13 @@ fn a_write_that_meets_a_newer_object_is_decided_again_never_overwrites() {
 
 #[test]
 fn a_write_answered_409_rereads_and_writes_once_more() {
-    let mut objs = world(
-        claim("t", "a")
-            .attached_phase("n1")
-            .attached("vm1")
-            .with_allocation(H200),
-    );
-    objs.push(vmi("t", "vm1").uid("u1").phase("Failed").obj());
+    let objs = holding(attached_to("vm1"), [vm1_in("Failed")]);
     with_world(Config::default(), objs, |mut t| async move {
         t.fail_writes([Some(gpu_claims_actors::ports::WriteError::conflict(
             "stale",
         ))]);
         t.settle().await;
-        assert_eq!(t.claim("t/a").unwrap().phase(), ClaimPhase::Bound);
+        assert_eq!(t.phase("t/a"), ClaimPhase::Bound);
     });
 }
 
@@ -232,12 +217,7 @@ fn a_process_killed_between_any_two_writes_resumes_to_the_same_end() {
 
 #[test]
 fn the_grace_of_l6_starts_afresh_after_a_restart() {
-    let objs = world(
-        claim("t", "a")
-            .bound("n1")
-            .attached("vm-x")
-            .with_allocation(H200),
-    );
+    let objs = holding(bound_to("vm-x"), []);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.advance(secs(100)).await;
@@ -256,38 +236,32 @@ fn the_grace_of_l6_starts_afresh_after_a_restart() {
 
 #[test]
 fn an_unreadable_object_is_reported_and_the_rest_goes_on() {
-    with_world(
-        Config::default(),
-        world([claim("t", "a").no_finalizer().obj()]),
-        |mut t| async move {
-            let mut bad = serde_json::json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
+    let objs = world([claim("t", "a").no_finalizer().obj()]);
+    with_world(Config::default(), objs, |mut t| async move {
+        let mut bad = serde_json::json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
             "metadata": {"namespace": "t", "name": "bad"}, "spec": {"className": "h200", "count": "two"}});
-            bad["metadata"]["uid"] = "u-bad".into();
-            t.sim.store.seed("GPUClaim", bad);
-            t.settle().await;
-            assert!(
-                t.writes()
-                    .contains(&"add_finalizer GPUClaim a L1".to_string())
-            );
-            assert!(t.sim.world().claim("t/bad").is_none());
-        },
-    );
+        bad["metadata"]["uid"] = "u-bad".into();
+        t.sim.store.seed("GPUClaim", bad);
+        t.settle().await;
+        assert!(
+            t.writes()
+                .contains(&"add_finalizer GPUClaim a L1".to_string())
+        );
+        assert!(t.sim.world().claim("t/bad").is_none());
+    });
 }
 
 #[test]
 fn actors_stop_when_their_claims_are_gone() {
-    with_world(
-        Config::default(),
-        world(claim("t", "a").bound("n1").deleting().with_allocation(H200)),
-        |mut t| async move {
-            t.settle().await;
-            let stats = t
-                .sim
-                .supervisor()
-                .send(gpu_claims_actors::controller::StatsQuery)
-                .await
-                .unwrap();
-            assert_eq!((stats.claims, stats.claim_actors), (0, 0));
-        },
-    );
+    let objs = world(claim("t", "a").bound("n1").deleting().with_allocation(H200));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let stats = t
+            .sim
+            .supervisor()
+            .send(gpu_claims_actors::controller::StatsQuery)
+            .await
+            .unwrap();
+        assert_eq!((stats.claims, stats.claim_actors), (0, 0));
+    });
 }

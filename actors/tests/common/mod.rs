@@ -114,6 +114,32 @@ impl TestCluster {
         assert!(v.is_empty(), "invariants violated: {v:#?}");
     }
 
+    /// I5: a restart of the settled controller writes nothing.
+    pub async fn restart_writes_nothing(&mut self) {
+        self.writes();
+        self.sim.restart();
+        self.settle().await;
+        assert_eq!(
+            self.writes(),
+            Vec::<String>::new(),
+            "I5: a restart writes nothing"
+        );
+    }
+
+    /// Nothing is written until `after` has passed from now (to the
+    /// second); then exactly `want`.
+    pub async fn writes_only_after(&mut self, after: Duration, want: &[&str]) {
+        self.writes();
+        self.advance(after - secs(1)).await;
+        assert_eq!(
+            self.writes(),
+            Vec::<String>::new(),
+            "nothing before {after:?}"
+        );
+        self.advance(secs(1)).await;
+        assert_eq!(self.writes(), want, "at {after:?}");
+    }
+
     pub async fn advance(&mut self, d: Duration) {
         self.sim.advance(d).await;
         self.check();
@@ -129,6 +155,13 @@ impl TestCluster {
             Some(Obj::Claim(c)) => Some(c),
             _ => None,
         }
+    }
+
+    /// The phase of claim `ns_name`, which must exist.
+    pub fn phase(&self, ns_name: &str) -> ClaimPhase {
+        self.claim(ns_name)
+            .unwrap_or_else(|| panic!("{ns_name} exists"))
+            .phase()
     }
 
     pub fn class(&self, name: &str) -> Option<GPUClass> {
@@ -211,11 +244,21 @@ pub fn gated_vmi(name: &str, uid: &str, annotations: &[(&str, &str)]) -> Vec<Obj
 
 /// VMI vm1 (u1) naming `claims`, at the gate.
 pub fn vm1_naming(claims: &str) -> Vec<Obj> {
-    gated_vmi(
-        "vm1",
-        "u1",
-        &[(gpu_claims_actors::api::CLAIMS_ANNOTATION, claims)],
-    )
+    vm1_naming_and(claims, |pod| pod)
+}
+
+/// VMI vm1 (u1, Scheduling) naming `claims`, and its launcher pod at the
+/// gate shaped by `pod`.
+pub fn vm1_naming_and(claims: &str, pod: impl FnOnce(PodBuilder) -> PodBuilder) -> Vec<Obj> {
+    let annotation = gpu_claims_actors::api::CLAIMS_ANNOTATION;
+    vec![
+        vmi("t", "vm1")
+            .uid("u1")
+            .phase("Scheduling")
+            .annotate(annotation, claims)
+            .obj(),
+        pod(launcher("t", "virt-launcher-vm1", "vm1", "u1").gated()).obj(),
+    ]
 }
 
 /// A Lost claim `a` on n1 (NotReady), attached to vm1, shaped by `shape`.
@@ -234,6 +277,48 @@ pub fn writes_about(t: &mut TestCluster, needle: &str) -> Vec<String> {
         .into_iter()
         .filter(|w| w.contains(needle))
         .collect()
+}
+
+/// Claim `t/a` Bound on n1, naming `vmi` as the VMI it is attached to.
+pub fn bound_to(vmi: &str) -> ClaimBuilder {
+    claim("t", "a").bound("n1").attached(vmi)
+}
+
+/// Claim `t/a` Attached on n1 to `vmi`.
+pub fn attached_to(vmi: &str) -> ClaimBuilder {
+    claim("t", "a").attached_phase("n1").attached(vmi)
+}
+
+/// The class, n1 with 8 GPUs, claim `c` with its allocation, and `more`.
+pub fn holding(c: ClaimBuilder, more: impl IntoIterator<Item = Obj>) -> Vec<Obj> {
+    let mut objs = world(c.with_allocation(H200));
+    objs.extend(more);
+    objs
+}
+
+/// Class h200 deleting, n1 with 8 GPUs, and claim `c` with its allocation.
+pub fn deleting_class_and(c: ClaimBuilder) -> Vec<Obj> {
+    let mut objs = vec![
+        class("h200", H200).deleting().obj(),
+        node("n1").gpus(H200, 8).obj(),
+    ];
+    objs.extend(c.with_allocation(H200));
+    objs
+}
+
+/// VMI `t/<name>` of `uid`, running.
+pub fn live_vmi(name: &str, uid: &str) -> Obj {
+    vmi("t", name).uid(uid).obj()
+}
+
+/// VMI `t/vm1` of u1 in `phase`.
+pub fn vm1_in(phase: &str) -> Obj {
+    vmi("t", "vm1").uid("u1").phase(phase).obj()
+}
+
+/// Whether claim `t/a` is gone.
+pub fn released(t: &TestCluster) -> bool {
+    t.claim("t/a").is_none()
 }
 
 pub fn secs(s: u64) -> Duration {

@@ -45,6 +45,27 @@ pub fn vm_naming(claims: &str) -> Vec<Obj> {
     ]
 }
 
+/// VMI `vm` (u2) asking for its template claim, where the claim of that
+/// name belongs to an earlier VMI `vm` (u1); and the new one's gated pod.
+fn vm_after_an_earlier_one() -> Vec<Obj> {
+    vec![
+        vmi("t", "vm")
+            .uid("u2")
+            .annotate(CLASS_ANNOTATION, "h200")
+            .obj(),
+        claim("t", "vm-gpu").template_of("vm", "u1").obj(),
+        launcher("t", "p", "vm", "u2").gated().obj(),
+    ]
+}
+
+/// Claim `a` bound on `node`, attached to the running VMI `other`.
+pub fn claim_a_of_running_vm_other(node: &str) -> Vec<Obj> {
+    vec![
+        vmi("t", "other").uid("u9").phase("Running").obj(),
+        claim("t", "a").bound(node).attached("other").obj(),
+    ]
+}
+
 pub fn gpu_node(name: &str, gpus: u64) -> NodeBuilder {
     node(name).gpus(H200, gpus)
 }
@@ -73,6 +94,12 @@ pub fn h200() -> Vec<Obj> {
     vec![class("h200", H200).obj()]
 }
 
+/// Class h200 and nodes of `(name, GPUs)`.
+pub fn h200_nodes(ns: &[(&str, u64)]) -> Vec<Obj> {
+    let nodes = ns.iter().map(|(name, gpus)| gpu_node(name, *gpus).obj());
+    h200().into_iter().chain(nodes).collect()
+}
+
 pub fn nodes(ns: Vec<NodeBuilder>) -> Vec<Obj> {
     ns.into_iter().map(NodeBuilder::obj).collect()
 }
@@ -88,48 +115,28 @@ fn g3_g5_gate_decisions_table() {
     let rows = vec![
         row(
             "best fit: the node left with the fewest free GPUs",
-            vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8), gpu_node("n2", 2)]),
-                vm_asking(2, same),
-            ],
+            vec![h200_nodes(&[("n1", 8), ("n2", 2)]), vm_asking(2, same)],
             Place("n2"),
         ),
         row(
             "ties by node name",
-            vec![
-                h200(),
-                nodes(vec![gpu_node("b", 4), gpu_node("a", 4)]),
-                vm_asking(1, same),
-            ],
+            vec![h200_nodes(&[("b", 4), ("a", 4)]), vm_asking(1, same)],
             Place("a"),
         ),
         row(
             "G5 ClaimMissing: a named claim does not exist",
-            vec![h200(), nodes(vec![gpu_node("n1", 8)]), vm_naming("a")],
+            vec![h200_nodes(&[("n1", 8)]), vm_naming("a")],
             Wait(ClaimMissing, "claim a does not exist"),
         ),
         row(
             "L2 at the gate: the template claim of an earlier VMI of the same name is not this VMI's",
-            vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8)]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u2")
-                        .annotate(CLASS_ANNOTATION, "h200")
-                        .obj(),
-                    claim("t", "vm-gpu").template_of("vm", "u1").obj(),
-                    launcher("t", "p", "vm", "u2").gated().obj(),
-                ],
-            ],
+            vec![h200_nodes(&[("n1", 8)]), vm_after_an_earlier_one()],
             Wait(ClaimMissing, "belongs to an earlier VMI named vm"),
         ),
         row(
             "G5 ClaimInUse: a claim owned by another VMI",
             vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8)]),
+                h200_nodes(&[("n1", 8)]),
                 vm_naming("other-gpu"),
                 vec![claim("t", "other-gpu").template_of("other", "u9").obj()],
             ],
@@ -138,21 +145,16 @@ fn g3_g5_gate_decisions_table() {
         row(
             "G5 ClaimInUse: a claim attached to another live VMI",
             vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8)]),
+                h200_nodes(&[("n1", 8)]),
                 vm_naming("a"),
-                vec![
-                    vmi("t", "other").uid("u9").phase("Running").obj(),
-                    claim("t", "a").bound("n1").attached("other").obj(),
-                ],
+                claim_a_of_running_vm_other("n1"),
             ],
             Wait(ClaimInUse, "attached to VMI other"),
         ),
         row(
             "G5 ClaimDeleting",
             vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8)]),
+                h200_nodes(&[("n1", 8)]),
                 vm_naming("a"),
                 vec![claim("t", "a").deleting().obj()],
             ],
@@ -166,8 +168,7 @@ fn g3_g5_gate_decisions_table() {
         row(
             "G5 SplitNodes",
             vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8), gpu_node("n2", 8)]),
+                h200_nodes(&[("n1", 8), ("n2", 8)]),
                 claim("t", "a").bound("n1").with_allocation(H200),
                 claim("t", "b").bound("n2").with_allocation(H200),
                 vm_naming("a,b"),
@@ -177,8 +178,7 @@ fn g3_g5_gate_decisions_table() {
         row(
             "G4 PinnedElsewhere: held on n1, the pod pinned to n2",
             vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8), gpu_node("n2", 8)]),
+                h200_nodes(&[("n1", 8), ("n2", 8)]),
                 claim("t", "a").bound("n1").with_allocation(H200),
                 vec![
                     vmi("t", "vm")
@@ -210,8 +210,7 @@ fn g3_g5_gate_decisions_table() {
         row(
             "G3 the held node is used when it passes",
             vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 8), gpu_node("n2", 1)]),
+                h200_nodes(&[("n1", 8), ("n2", 1)]),
                 claim("t", "a").bound("n1").with_allocation(H200),
                 vm_naming("a"),
             ],
@@ -228,11 +227,7 @@ fn g3_g5_gate_decisions_table() {
         ),
         row(
             "G5 NoCapacity: no node with room",
-            vec![
-                h200(),
-                nodes(vec![gpu_node("n1", 2), gpu_node("n2", 1)]),
-                vm_asking(4, same),
-            ],
+            vec![h200_nodes(&[("n1", 2), ("n2", 1)]), vm_asking(4, same)],
             Wait(NoCapacity, "no node fits the set: 2 nodes without room"),
         ),
         row(
@@ -353,8 +348,7 @@ fn g3_g5_gate_decisions_table() {
         row(
             "filter NodeAffinity: a pod pinned to a node is placed there when it fits",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 1), gpu_node("b", 8)]),
+                h200_nodes(&[("a", 1), ("b", 8)]),
                 vm_asking(1, |p| p.pinned("b")),
             ],
             Place("b"),
@@ -362,8 +356,7 @@ fn g3_g5_gate_decisions_table() {
         row(
             "filter NodeAffinity: a pod pinned to a node without room waits, saying so",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 8), gpu_node("b", 1)]),
+                h200_nodes(&[("a", 8), ("b", 1)]),
                 vm_asking(2, |p| p.pinned("b")),
             ],
             Wait(
@@ -484,21 +477,7 @@ pub fn check_rows(rows: Vec<Row>) {
 /// it is L3's to delete.
 #[test]
 fn l2_an_earlier_vmis_claim_is_not_marked_waiting() {
-    let w = world_of(
-        [
-            h200(),
-            nodes(vec![gpu_node("n1", 8)]),
-            vec![
-                vmi("t", "vm")
-                    .uid("u2")
-                    .annotate(CLASS_ANNOTATION, "h200")
-                    .obj(),
-                claim("t", "vm-gpu").template_of("vm", "u1").obj(),
-                launcher("t", "p", "vm", "u2").gated().obj(),
-            ],
-        ]
-        .concat(),
-    );
+    let w = world_of([h200_nodes(&[("n1", 8)]), vm_after_an_earlier_one()].concat());
     let v = w.vmi("t/vm").unwrap();
     match decide_gate(&v, &w, &WrittenAllocations::default()) {
         GateStep::Wait { claims, .. } => assert!(claims.is_empty(), "{claims:?}"),

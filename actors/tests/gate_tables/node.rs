@@ -27,7 +27,11 @@ fn spec_vm(gpus: u32, count: u32, pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec
 
 /// A pod outside gpu-claims running on `node` with these requests.
 fn foreign(name: &str, node: &str, requests: &[(&str, &str)]) -> Vec<Obj> {
-    vec![pod("other", name).scheduled(node).requests(requests).obj()]
+    vec![foreign_pod(name, node, requests).obj()]
+}
+
+fn foreign_pod(name: &str, node: &str, requests: &[(&str, &str)]) -> PodBuilder {
+    pod("other", name).scheduled(node).requests(requests)
 }
 
 /// Another VM, running on `node` with claim `c` (count `n`) placed there,
@@ -60,18 +64,13 @@ fn g2_g3_g5_as_the_node_really_is_table() {
     let rows = vec![
         row(
             "G2/G3: a VMI that asks only in its spec is placed by its template claim",
-            vec![
-                h200(),
-                nodes(vec![gpu_node("a", 8), gpu_node("b", 2)]),
-                spec_vm(2, 2, same),
-            ],
+            vec![h200_nodes(&[("a", 8), ("b", 2)]), spec_vm(2, 2, same)],
             Place("b"),
         ),
         row(
             "G3 RequestMismatch: the spec requests 4, the template claim holds 2",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 8)]),
+                h200_nodes(&[("a", 8)]),
                 vec![
                     vmi("t", "vm")
                         .uid("u1")
@@ -113,8 +112,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
         row(
             "G3: devices no class serves (a NIC passed through) are not gpu-claims' to count",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 8)]),
+                h200_nodes(&[("a", 8)]),
                 vec![
                     vmi("t", "vm")
                         .uid("u1")
@@ -147,8 +145,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
         row(
             "G5 order: RequestMismatch comes before ClaimInUse",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 8)]),
+                h200_nodes(&[("a", 8)]),
                 vec![
                     vmi("t", "vm")
                         .uid("u1")
@@ -156,17 +153,15 @@ fn g2_g3_g5_as_the_node_really_is_table() {
                         .gpus(H200, 2)
                         .obj(),
                     launcher("t", "p", "vm", "u1").gated().obj(),
-                    vmi("t", "other").uid("u9").phase("Running").obj(),
-                    claim("t", "a").bound("a").attached("other").obj(),
                 ],
+                claim_a_of_running_vm_other("a"),
             ],
             Wait(RequestMismatch, "its spec requests 2"),
         ),
         row(
             "G3 capacity: GPUs a pod outside gpu-claims uses are not promised again",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 2), gpu_node("b", 8)]),
+                h200_nodes(&[("a", 2), ("b", 8)]),
                 foreign("cuda-test", "a", &[(H200, "1")]),
                 vm_asking(2, same),
             ],
@@ -175,12 +170,9 @@ fn g2_g3_g5_as_the_node_really_is_table() {
         row(
             "G3 capacity: a finished pod uses nothing",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 2), gpu_node("b", 8)]),
+                h200_nodes(&[("a", 2), ("b", 8)]),
                 vec![
-                    pod("other", "done")
-                        .scheduled("a")
-                        .requests(&[(H200, "2")])
+                    foreign_pod("done", "a", &[(H200, "2")])
                         .phase("Succeeded")
                         .obj(),
                 ],
@@ -191,8 +183,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
         row(
             "G3 capacity: a running VM's launcher is covered by its allocations, not counted twice",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 4), gpu_node("b", 8)]),
+                h200_nodes(&[("a", 4), ("b", 8)]),
                 running_vm("a", 2, 2),
                 vm_asking(2, same),
             ],
@@ -201,8 +192,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
         row(
             "G3 capacity: what a launcher requests beyond its claims counts in full",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 4), gpu_node("b", 8)]),
+                h200_nodes(&[("a", 4), ("b", 8)]),
                 running_vm("a", 2, 4),
                 vm_asking(1, same),
             ],
@@ -211,8 +201,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
         row(
             "G5 NoCapacity: other pods' GPUs leave no room, and the message names the resource",
             vec![
-                h200(),
-                nodes(vec![gpu_node("a", 2)]),
+                h200_nodes(&[("a", 2)]),
                 foreign("cuda-test", "a", &[(H200, "2")]),
                 vm_asking(1, same),
             ],
