@@ -33,3 +33,24 @@ fn claim_crd_validates_count_and_keeps_class_and_count_immutable() {
         );
     }
 }
+
+#[test]
+fn quota_crd_bounds_its_limits_and_shows_used_and_total() {
+    let (_, crd) = gpu_claims::crd::all()
+        .into_iter()
+        .find(|(f, _)| *f == "gpuquotas.yaml")
+        .expect("the GPUQuota CRD");
+    assert_eq!(crd.spec.scope, "Namespaced");
+    let v = serde_json::to_value(&crd.spec.versions[0]).unwrap();
+    let spec = &v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    assert_eq!(spec["hard"]["additionalProperties"]["minimum"], 0.0);
+    assert_eq!(spec["total"]["minimum"], 0.0);
+    let columns: Vec<&str> = v["additionalPrinterColumns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Used", "Total", "Age"]);
+    assert!(v["subresources"]["status"].is_object());
+}

@@ -538,3 +538,46 @@ fn plan_after_a_year_ends() {
     .unwrap();
     assert!(last["at"].as_str().is_some(), "{last}");
 }
+
+#[test]
+fn plan_on_the_quota_example_places_within_the_quota_and_waits_over_it() {
+    let (ok, writes, err) = plan(&["--snapshot", "config/examples/quota.yaml"]);
+    assert!(ok, "{err}");
+    let placed = |claim: &str| {
+        writes
+            .iter()
+            .any(|w| w["op"] == "create" && w["kind"] == "GPUAllocation" && w["name"] == claim)
+    };
+    assert!(placed("vm-x-gpu") && !placed("vm-y-gpu"), "{writes:?}");
+    assert!(
+        writes
+            .iter()
+            .any(|w| w["kind"] == "GPUQuota" && w["rule"] == "Q2"),
+        "Q2 keeps the quota's status: {writes:?}"
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let objects =
+        gpu_claims_testbed::snapshot::load(&root.join("config/examples/quota.yaml")).unwrap();
+    let end = gpu_claims_testbed::plan::converged(Default::default(), objects, &[]);
+    let mut why = None;
+    let mut used_total = None;
+    for o in &end {
+        match o {
+            gpu_claims_actors::ports::Obj::Claim(c)
+                if c.metadata.name.as_deref() == Some("vm-y-gpu") =>
+            {
+                why = c
+                    .conditions()
+                    .iter()
+                    .find(|c| c.type_ == "Waiting")
+                    .map(|c| c.reason.clone());
+            }
+            gpu_claims_actors::ports::Obj::Quota(q) => {
+                used_total = q.status.as_ref().and_then(|s| s.used_total);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(why.as_deref(), Some("OverQuota"));
+    assert_eq!(used_total, Some(2));
+}

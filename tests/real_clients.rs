@@ -95,6 +95,48 @@ impl Kubectl {
     }
 }
 
+#[test]
+fn kubectl_shows_a_tenants_gpu_quota_with_its_columns_and_explains_it() {
+    if !common::available(
+        "kubectl",
+        Command::new("kubectl").args(["version", "--client"]),
+    ) {
+        return;
+    }
+    let (mut c, _ctl) = started();
+    let k = Kubectl(c.dir.path().join("kubeconfig"));
+    // Q2: the controller writes what the tenant holds (nothing yet).
+    c.settle(
+        "Q2 on the demo's quota",
+        |s| {
+            s.quota(A, "gpus")
+                .is_some_and(|q| q.status.as_ref().is_some_and(|st| st.used_total == Some(0)))
+        },
+        Duration::ZERO,
+    );
+    let table = k.run(&["get", "gpuquotas", "-n", A]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "USED", "TOTAL", "AGE"], "{table}");
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[..3], ["gpus", "0", "8"], "{table}");
+    if kubectl_minor() >= 27 {
+        let explained = k.run(&["explain", "gpuquotas.spec"]);
+        assert!(
+            explained.contains("hard") && explained.contains("total"),
+            "{explained}"
+        );
+    }
+}
+
 const CLAIM_YAML: &str = "apiVersion: gpu.cozystack.io/v1alpha1
 kind: GPUClaim
 metadata:
@@ -370,7 +412,7 @@ fn kubectl_applies_validated_diffs_waits_and_serves_a_crd_it_creates() {
 
     // The project's CRDs, as the README says to install them.
     let applied = k.run(&["apply", "-f", "deploy/crds/"]);
-    assert_eq!(applied.lines().count(), 3, "{applied}");
+    assert_eq!(applied.lines().count(), 4, "{applied}");
     k.run(&[
         "wait",
         "--for=condition=Established",

@@ -10,7 +10,9 @@
 //! pods request them and their GPUs (some VMs ask only in their spec),
 //! pods outside gpu-claims come and go on the nodes with GPUs and memory,
 //! and the scheduler binds a pinned pod only where it fits, else marks it
-//! Unschedulable (G7 then recovers its VM). I1-I7 hold throughout.
+//! Unschedulable (G7 then recovers its VM). In two seeds of three the
+//! tenant has GPUQuotas, which the platform raises, lowers, deletes and
+//! makes again as VMs come and go (Q1, Q2). I1-I8 hold throughout.
 //! 1000 seeds.
 mod common;
 use common::*;
@@ -299,6 +301,41 @@ struct Seen {
     released: usize,
     recovered: usize,
     progress_checks: usize,
+    /// Steps that ended with a set waiting OverQuota.
+    over_quota: usize,
+}
+
+/// The platform sets the tenant's quota (per class, sometimes a total
+/// too), or deletes it.
+fn set_quota(sim: &Sim, rng: &mut Rng) {
+    if rng.below(4) == 0 {
+        let _ = sim.store.delete("GPUQuota", "t", "q", None, None);
+        return;
+    }
+    let mut q = quota("t", "q").hard("h200", 2 + rng.below(6) as u32);
+    if rng.below(2) == 0 {
+        q = q.total(3 + rng.below(6) as u32);
+    }
+    let v = gpu_claims_actors::api::to_json(&q.obj());
+    if sim.store.get("GPUQuota", "t", "q").is_some() {
+        let mut v = v;
+        v["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        let _ = sim.store.update("GPUQuota", v, Subresource::Main);
+    } else {
+        sim.store.seed("GPUQuota", v);
+    }
+}
+
+/// Whether some claim says its set waits OverQuota.
+fn waits_over_quota(sim: &Sim) -> bool {
+    sim.store.list("GPUClaim").0.iter().any(|c| {
+        c["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|x| x["reason"] == "OverQuota"))
+    })
 }
 
 fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
@@ -317,6 +354,11 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
             .count(claim_count(i) as u32)
             .obj()
     }));
+    // Two seeds of three start with a quota for the tenant.
+    if !seed.is_multiple_of(3) {
+        objs.push(quota("t", "q").hard("h200", 4).total(6).obj());
+    }
+    let quotas = !seed.is_multiple_of(3);
     run_sim(|| async move {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         // The allocations watch trails by 300ms in half the seeds.
@@ -355,12 +397,14 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                             tainted: rng.below(3) == 0,
                         },
                     ),
+                    5 if quotas && rng.below(3) == 0 => set_quota(&sim, &mut rng),
                     5 => foreign_pod(&sim, &mut rng),
                     _ => sim.die_after(rng.below(4) as i64),
                 }
             }
             sim.settle().await;
             v.extend(checker.check(&sim.cluster));
+            seen.over_quota += usize::from(waits_over_quota(&sim));
             // Now and then the watches catch up and retries fire: the
             // controller has settled, and nothing it remembers may keep a
             // set waiting that a fresh controller would place (I6).
@@ -482,7 +526,8 @@ fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge()
             && seen.lost > 0
             && seen.released > 0
             && seen.recovered > 0
-            && seen.progress_checks > 0,
+            && seen.progress_checks > 0
+            && seen.over_quota > 0,
         "{seen:?}"
     );
 }

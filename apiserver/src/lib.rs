@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod admission;
+mod aggregation;
 mod bootstrap;
 mod builder;
 mod crds;
@@ -217,6 +218,7 @@ impl ApiServer {
         bootstrap::kubernetes_service(&store, server.addr);
         let (changes, _) = store.watch();
         bootstrap::default_accounts(&store);
+        aggregation::builtin_roles(&store);
         crds::accept_stored(&store);
         *server.controllers.lock().unwrap_or_else(|e| e.into_inner()) = vec![
             tokio::spawn(gc::collect(store.clone())),

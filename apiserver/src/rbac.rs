@@ -5,10 +5,10 @@
 //! server judges SubjectAccessReviews with it; the stored Roles and
 //! bindings are what it reads, as they are after `kubectl apply`.
 //!
-//! Not modelled: aggregated ClusterRoles (kube-controller-manager fills
-//! their rules; here an aggregationRule adds nothing) and the
-//! `system:masters` superuser group, which kube-apiserver allows before
-//! RBAC is asked (it is allowed here too, as there).
+//! An aggregated ClusterRole's rules are what the aggregation controller
+//! (`aggregation`) wrote into it, as kube-controller-manager's. The
+//! `system:masters` superuser group is allowed before RBAC is asked, as
+//! kube-apiserver allows it.
 
 use crate::store::Store;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleRef, Subject};

@@ -1,4 +1,4 @@
-//! The objects gpu-claims owns (GPUClass, GPUClaim, GPUAllocation) and the
+//! The objects gpu-claims owns (GPUClass, GPUClaim, GPUAllocation, GPUQuota) and the
 //! slices of foreign objects it reads (VMIs, launcher pods, nodes).
 //!
 //! They live in the actors crate because the rules decide on them and the
@@ -14,6 +14,7 @@ mod node;
 mod object;
 pub mod pod;
 pub mod quantity;
+mod quota;
 pub mod resources;
 pub mod validation;
 mod vmi;
@@ -26,6 +27,7 @@ pub use names::*;
 pub use node::NodeFacts;
 pub use object::{DecodeError, Kind, Obj, ObjRef, from_json, to_json};
 pub use pod::{LauncherPod, PodScheduling, PodUse};
+pub use quota::{GPUQuota, GPUQuotaSpec, GPUQuotaStatus};
 pub use resources::{ResourceName, Resources};
 pub use vmi::{
     DeviceRequest, GpuRequest, MAX_CLAIMS, RequestError, Vmi, VmiDevice, VmiDevices, VmiDomain,

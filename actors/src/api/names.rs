@@ -19,3 +19,5 @@ pub const CONDITION_WAITING: &str = "Waiting";
 pub const CONDITION_LOST: &str = "Lost";
 /// A claim that holds or owes GPUs but has no allocation record.
 pub const CONDITION_ALLOCATION_MISSING: &str = "AllocationMissing";
+/// A GPUQuota that names a GPUClass that does not exist.
+pub const CONDITION_CLASS_MISSING: &str = "ClassMissing";

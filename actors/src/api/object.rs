@@ -2,7 +2,7 @@
 //! kind, an object of it, a reference to one. The ports, the world and the
 //! adapters all speak these.
 
-use super::{GPUAllocation, GPUClaim, GPUClass, Vmi};
+use super::{GPUAllocation, GPUClaim, GPUClass, GPUQuota, Vmi};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::Value;
 use std::fmt;
@@ -13,16 +13,18 @@ pub enum Kind {
     Class,
     Claim,
     Allocation,
+    Quota,
     Vmi,
     Pod,
     Node,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Class,
         Kind::Claim,
         Kind::Allocation,
+        Kind::Quota,
         Kind::Vmi,
         Kind::Pod,
         Kind::Node,
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Class => "GPUClass",
             Kind::Claim => "GPUClaim",
             Kind::Allocation => "GPUAllocation",
+            Kind::Quota => "GPUQuota",
             Kind::Vmi => "VirtualMachineInstance",
             Kind::Pod => "Pod",
             Kind::Node => "Node",
@@ -57,6 +60,7 @@ pub enum Obj {
     Class(GPUClass),
     Claim(GPUClaim),
     Allocation(GPUAllocation),
+    Quota(GPUQuota),
     Vmi(Vmi),
     Pod(Pod),
     Node(Node),
@@ -68,6 +72,7 @@ impl Obj {
             Obj::Class(_) => Kind::Class,
             Obj::Claim(_) => Kind::Claim,
             Obj::Allocation(_) => Kind::Allocation,
+            Obj::Quota(_) => Kind::Quota,
             Obj::Vmi(_) => Kind::Vmi,
             Obj::Pod(_) => Kind::Pod,
             Obj::Node(_) => Kind::Node,
@@ -79,6 +84,7 @@ impl Obj {
             Obj::Class(o) => &o.metadata,
             Obj::Claim(o) => &o.metadata,
             Obj::Allocation(o) => &o.metadata,
+            Obj::Quota(o) => &o.metadata,
             Obj::Vmi(o) => &o.metadata,
             Obj::Pod(o) => &o.metadata,
             Obj::Node(o) => &o.metadata,
@@ -126,7 +132,9 @@ impl Kind {
     /// The apiVersion objects of the kind are served under.
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::Class | Kind::Claim | Kind::Allocation => "gpu.cozystack.io/v1alpha1",
+            Kind::Class | Kind::Claim | Kind::Allocation | Kind::Quota => {
+                "gpu.cozystack.io/v1alpha1"
+            }
             Kind::Vmi => "kubevirt.io/v1",
             Kind::Pod | Kind::Node => "v1",
         }
@@ -139,6 +147,7 @@ impl Kind {
             Kind::Class => ApiResource::erase::<GPUClass>(&()),
             Kind::Claim => ApiResource::erase::<GPUClaim>(&()),
             Kind::Allocation => ApiResource::erase::<GPUAllocation>(&()),
+            Kind::Quota => ApiResource::erase::<GPUQuota>(&()),
             Kind::Vmi => ApiResource::erase::<Vmi>(&()),
             Kind::Pod => ApiResource::erase::<Pod>(&()),
             Kind::Node => ApiResource::erase::<Node>(&()),
@@ -163,6 +172,7 @@ pub fn to_json(obj: &Obj) -> Value {
         Obj::Class(o) => serde_json::to_value(o),
         Obj::Claim(o) => serde_json::to_value(o),
         Obj::Allocation(o) => serde_json::to_value(o),
+        Obj::Quota(o) => serde_json::to_value(o),
         Obj::Vmi(o) => serde_json::to_value(o),
         Obj::Pod(o) => serde_json::to_value(o),
         Obj::Node(o) => serde_json::to_value(o),
@@ -189,6 +199,7 @@ pub fn from_json(kind: Kind, v: Value) -> Result<Obj, DecodeError> {
         Kind::Class => Obj::Class(typed(v)?),
         Kind::Claim => Obj::Claim(typed(v)?),
         Kind::Allocation => Obj::Allocation(typed(v)?),
+        Kind::Quota => Obj::Quota(typed(v)?),
         Kind::Vmi => Obj::Vmi(typed(v)?),
         Kind::Pod => Obj::Pod(typed(v)?),
         Kind::Node => Obj::Node(typed(v)?),

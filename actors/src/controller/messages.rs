@@ -25,6 +25,7 @@ pub struct Ping;
 pub enum ActorStopped {
     Claim { key: String, generation: u64 },
     Class { name: String, generation: u64 },
+    Quota { key: String, generation: u64 },
 }
 
 /// L8 released a claim of `class`, which the cache may not show yet: its

@@ -1,5 +1,5 @@
 //! The actor system: a supervisor that keeps the world and fans changes
-//! out, one actor per GPUClaim and one per GPUClass, and the placement
+//! out, one actor per GPUClaim, GPUClass and GPUQuota, and the placement
 //! actor for the VMI-level work. The three writing actors stand on one
 //! scaffold (`scaffold`) and keep only their decisions.
 
@@ -9,6 +9,7 @@ mod events;
 mod journal;
 mod messages;
 mod placement;
+mod quota;
 mod scaffold;
 mod supervisor;
 
@@ -17,6 +18,7 @@ pub use claim::{ClaimActor, ClaimTrace};
 pub use class::ClassActor;
 pub use journal::{Decision, DecisionLog, DecisionResult, Intent};
 pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted};
+pub use quota::QuotaActor;
 pub use scaffold::{Backoff, IoError};
 pub use supervisor::{
     ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, WorldEvent,

@@ -12,6 +12,7 @@ mod class;
 mod finalizer;
 mod gate;
 mod lost;
+mod quota;
 mod release;
 mod request;
 pub mod scheduling;
@@ -27,6 +28,7 @@ pub use gate::{
     request_mismatch, requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
+pub use quota::{QuotaStep, decide_quota, quota_status};
 pub use release::{LiveVmi, Used, pods_left_gate, used_by_vmi, vmi_holds};
 pub use request::{asks_for_gpus, vmi_request};
 pub use template::{TemplateStep, allocation_is_orphan, decide_template, template_name};
@@ -67,6 +69,8 @@ pub enum RuleId {
     Allocations,
     /// Class status: capacity and allocated.
     ClassStatus,
+    /// Q2: a GPUQuota's status (used, usedTotal, ClassMissing).
+    Q2,
     /// SPEC §1: a VMI's GPU annotations that cannot be used are reported.
     Annotations,
 }
@@ -92,6 +96,7 @@ impl RuleId {
             RuleId::G7 => "G7",
             RuleId::Allocations => "records",
             RuleId::ClassStatus => "class-status",
+            RuleId::Q2 => "Q2",
             RuleId::Annotations => "annotations",
         }
     }

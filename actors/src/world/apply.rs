@@ -5,11 +5,11 @@
 //! and the mark show it (I6 depends on it: placement lets go of its own
 //! writes by the mark, and must find them in the cache by then).
 
-use super::{World, key};
+use super::{World, key, split_key};
 use crate::api::Kind;
 use crate::api::{
-    GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Obj, PodUse, Vmi, is_deleting,
-    rv_number,
+    GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, Obj, PodUse, Vmi,
+    is_deleting, rv_number,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -21,6 +21,7 @@ pub enum Change {
     Claim(ClaimChange),
     Class(ClassChange),
     Allocation(AllocationChange),
+    Quota(QuotaChange),
     Vmi(VmiChange),
     Pod(PodChange),
     Node(NodeChange),
@@ -53,8 +54,17 @@ pub struct AllocationChange {
     pub freed: bool,
     /// A new allocation of this class, which has a budget.
     pub budget_used: Option<String>,
+    /// A new allocation in this namespace, which has a GPUQuota.
+    pub quota_used: Option<String>,
     /// Nodes whose lost set changed for a resource of the allocation.
     pub lost_changed: Vec<String>,
+}
+
+pub struct QuotaChange {
+    pub key: String,
+    /// Made, removed, or given other limits (its own status writes are no
+    /// such change): the namespace's waiting sets look again.
+    pub spec_changed: bool,
 }
 
 pub struct VmiChange {
@@ -100,6 +110,7 @@ impl World {
             Obj::Claim(c) => self.claim_changed(c, deleted),
             Obj::Class(c) => self.class_changed(c, deleted),
             Obj::Allocation(r) => self.allocation_changed(r, deleted),
+            Obj::Quota(q) => self.quota_changed(q, deleted),
             Obj::Vmi(v) => self.vmi_changed(v, deleted),
             Obj::Pod(p) => self.pod_changed(&p, deleted),
             Obj::Node(n) => self.node_changed(NodeFacts::from_node(&n), deleted),
@@ -138,6 +149,13 @@ impl World {
                 Some(r) => self.allocation_changed(GPUAllocation::clone(&r), true),
                 None => Change::Nothing,
             },
+            Kind::Quota => self.quota_changed(
+                GPUQuota {
+                    metadata: meta,
+                    ..Default::default()
+                },
+                true,
+            ),
             Kind::Vmi => self.vmi_changed(
                 Vmi {
                     metadata: meta,
@@ -228,6 +246,9 @@ impl World {
         let budget_used = (!deleted && old.is_none())
             .then(|| r.spec.class_name.clone())
             .filter(|c| self.class(c).is_some_and(|c| c.spec.budget.is_some()));
+        let ns = split_key(&k).0;
+        let quota_used = (!deleted && old.is_none() && !self.quota_keys_in(ns).is_empty())
+            .then(|| ns.to_string());
         self.put_allocation(&k, (!deleted).then(|| Arc::new(r)));
         let lost_changed = places
             .iter()
@@ -239,7 +260,20 @@ impl World {
             key: k,
             freed,
             budget_used,
+            quota_used,
             lost_changed,
+        })
+    }
+
+    fn quota_changed(&self, q: GPUQuota, deleted: bool) -> Change {
+        let Some(k) = namespaced(&q.metadata) else {
+            return Change::Nothing;
+        };
+        let old = self.put_quota(&k, (!deleted).then(|| Arc::new(q)));
+        let now = self.quota(&k);
+        Change::Quota(QuotaChange {
+            spec_changed: old.as_ref().map(|o| &o.spec) != now.as_ref().map(|q| &q.spec),
+            key: k,
         })
     }
 

@@ -3,8 +3,8 @@
 
 use super::{World, key};
 use crate::api::{
-    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, Vmi, has_finalizer,
-    is_deleting, vmi_owner,
+    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, Vmi,
+    has_finalizer, is_deleting, vmi_owner,
 };
 use dashmap::DashMap;
 use std::collections::BTreeSet;
@@ -41,6 +41,27 @@ pub(crate) struct Indexes {
     pub vmis_by_device: DashMap<String, BTreeSet<String>>,
     /// Per node: what the pods bound to it use.
     pub node_use: DashMap<String, super::NodeUse>,
+    /// Per namespace: its GPUQuotas' keys.
+    pub quotas_by_namespace: DashMap<String, BTreeSet<String>>,
+    /// Per class: the GPUQuotas whose `spec.hard` names it.
+    pub quotas_by_class: DashMap<String, BTreeSet<String>>,
+    /// Per (namespace, class), and per namespace: GPUs its claims hold or
+    /// owe (a quota's status, Q2).
+    pub namespace_usage: DashMap<(String, String), u64>,
+    pub namespace_usage_total: DashMap<String, u64>,
+    /// Per (namespace, class), and per namespace: GPUs recorded (Q1).
+    pub recorded_by_namespace: DashMap<(String, String), u64>,
+    pub recorded_by_namespace_total: DashMap<String, u64>,
+}
+
+/// Adds `d` to a sum when `sign` is positive, takes it away otherwise.
+fn shift<K: std::hash::Hash + Eq>(map: &DashMap<K, u64>, k: K, d: u64, sign: i64) {
+    let mut e = map.entry(k).or_default();
+    *e = if sign > 0 {
+        *e + d
+    } else {
+        e.saturating_sub(d)
+    };
 }
 
 /// What a node gives a class: its allocatable of the class's resource,
@@ -142,6 +163,17 @@ impl World {
             remove(&idx.claims_by_class, &t.class, k)
         }
         shift_usage(&idx.class_usage, &t.class, t.usage, sign);
+        if t.usage.allocated > 0 {
+            let ns = super::split_key(k).0.to_string();
+            let gpus = t.usage.allocated;
+            shift(
+                &idx.namespace_usage,
+                (ns.clone(), t.class.clone()),
+                gpus,
+                sign,
+            );
+            shift(&idx.namespace_usage_total, ns, gpus, sign);
+        }
     }
 
     /// Stores a claim (None removes it) and keeps the indexes in step.
@@ -213,29 +245,38 @@ impl World {
     }
 
     fn shift_allocated(&self, r: &GPUAllocation, sign: i64) {
-        let s = &r.spec;
-        {
-            let mut c = self
-                .idx
-                .allocated_by_class
-                .entry(s.class_name.clone())
-                .or_default();
-            *c = if sign > 0 {
-                *c + u64::from(s.count)
-            } else {
-                c.saturating_sub(u64::from(s.count))
-            };
-        }
-        let mut e = self
-            .idx
-            .allocated
-            .entry((s.node_name.clone(), s.resource_name.clone()))
-            .or_default();
-        *e = if sign > 0 {
-            *e + u64::from(s.count)
-        } else {
-            e.saturating_sub(u64::from(s.count))
+        let (s, idx) = (&r.spec, &self.idx);
+        let gpus = u64::from(s.count);
+        shift(&idx.allocated_by_class, s.class_name.clone(), gpus, sign);
+        let place = (s.node_name.clone(), s.resource_name.clone());
+        shift(&idx.allocated, place, gpus, sign);
+        let ns = r.metadata.namespace.clone().unwrap_or_default();
+        let by_class = (ns.clone(), s.class_name.clone());
+        shift(&idx.recorded_by_namespace, by_class, gpus, sign);
+        shift(&idx.recorded_by_namespace_total, ns, gpus, sign);
+    }
+
+    /// Stores a quota (None removes it); returns the old one.
+    pub(super) fn put_quota(&self, k: &str, new: Option<Arc<GPUQuota>>) -> Option<Arc<GPUQuota>> {
+        let old = match &new {
+            Some(q) => self.quotas.insert(k.to_string(), q.clone()),
+            None => self.quotas.remove(k).map(|(_, q)| q),
         };
+        let ns = super::split_key(k).0;
+        let idx = &self.idx;
+        if let Some(o) = &old {
+            remove(&idx.quotas_by_namespace, ns, k);
+            for class in o.spec.hard.keys() {
+                remove(&idx.quotas_by_class, class, k);
+            }
+        }
+        if let Some(n) = &new {
+            add(&idx.quotas_by_namespace, ns, k);
+            for class in n.spec.hard.keys() {
+                add(&idx.quotas_by_class, class, k);
+            }
+        }
+        old
     }
 
     /// Stores a record; returns the old one. Keeps recorded sums per node and resource.

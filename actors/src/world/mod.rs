@@ -13,12 +13,15 @@ mod pods;
 mod view;
 
 pub use apply::{
-    AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, VmiChange,
+    AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, QuotaChange,
+    VmiChange,
 };
 pub use indexes::{ClassUsage, released as indexes_released};
 pub use pods::{NodeUse, vmi_key_of};
 
-use crate::api::{GPUAllocation, GPUClaim, GPUClass, LauncherPod, NodeFacts, PodUse, Vmi};
+use crate::api::{
+    GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, PodUse, Vmi,
+};
 use crate::api::{Kind, Obj};
 use crate::config::Config;
 use dashmap::DashMap;
@@ -44,6 +47,7 @@ pub struct World {
     claims: DashMap<String, Arc<GPUClaim>>,
     classes: DashMap<String, Arc<GPUClass>>,
     allocations: DashMap<String, Arc<GPUAllocation>>,
+    quotas: DashMap<String, Arc<GPUQuota>>,
     vmis: DashMap<String, Arc<Vmi>>,
     pods: DashMap<String, Arc<LauncherPod>>,
     nodes: DashMap<String, Arc<NodeFacts>>,
@@ -139,6 +143,7 @@ impl World {
             Kind::Claim => of(&self.claims),
             Kind::Class => of(&self.classes),
             Kind::Allocation => of(&self.allocations),
+            Kind::Quota => of(&self.quotas),
             Kind::Vmi => of(&self.vmis),
             Kind::Node => of(&self.nodes),
             Kind::Pod => {
@@ -203,6 +208,64 @@ impl World {
 
     pub fn allocation(&self, k: &str) -> Option<Arc<GPUAllocation>> {
         self.allocations.get(k).map(|r| r.clone())
+    }
+
+    pub fn quota(&self, k: &str) -> Option<Arc<GPUQuota>> {
+        self.quotas.get(k).map(|q| q.clone())
+    }
+
+    /// The GPUQuotas of namespace `ns`, by name (Q1 checks them in this
+    /// order, so the one a set is told about is the same on every run).
+    pub fn quotas_in(&self, ns: &str) -> Vec<Arc<GPUQuota>> {
+        let Some(keys) = self.idx.quotas_by_namespace.get(ns) else {
+            return Vec::new();
+        };
+        keys.iter().filter_map(|k| self.quota(k)).collect()
+    }
+
+    /// Keys of the GPUQuotas of namespace `ns`.
+    pub fn quota_keys_in(&self, ns: &str) -> Vec<String> {
+        self.idx
+            .quotas_by_namespace
+            .get(ns)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Keys of the GPUQuotas whose `spec.hard` names `class`.
+    pub fn quotas_naming(&self, class: &str) -> Vec<String> {
+        self.idx
+            .quotas_by_class
+            .get(class)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// GPUs namespace `ns`'s claims of `class` hold or owe (phases Bound,
+    /// Attached, Lost), or of every class when `class` is None: what a
+    /// GPUQuota's status shows (Q2).
+    pub fn namespace_usage(&self, ns: &str, class: Option<&str>) -> u64 {
+        let idx = &self.idx;
+        match class {
+            Some(c) => idx
+                .namespace_usage
+                .get(&(ns.to_string(), c.to_string()))
+                .map_or(0, |n| *n),
+            None => idx.namespace_usage_total.get(ns).map_or(0, |n| *n),
+        }
+    }
+
+    /// GPUs recorded in namespace `ns` for `class`, or for every class
+    /// when `class` is None: what Q1 counts (as budgets, from records).
+    pub fn recorded_in_namespace(&self, ns: &str, class: Option<&str>) -> u64 {
+        let idx = &self.idx;
+        match class {
+            Some(c) => idx
+                .recorded_by_namespace
+                .get(&(ns.to_string(), c.to_string()))
+                .map_or(0, |n| *n),
+            None => idx.recorded_by_namespace_total.get(ns).map_or(0, |n| *n),
+        }
     }
 
     /// Claim keys whose attachment or VMI owner names the VMI `ns/name`.

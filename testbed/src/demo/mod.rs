@@ -10,7 +10,7 @@ pub mod view;
 pub use story::{A, B, CORDONED, CUDA_JOB, H200, L40S, OPS, TAINTED};
 pub use view::Snapshot;
 
-use crate::fixtures::{MetaBuilder, claim, class, node, pod};
+use crate::fixtures::{MetaBuilder, claim, class, node, pod, quota};
 use crate::memory::MemCluster;
 use crate::memory::invariants::{Checker, progress};
 use crate::memory::store::Store;
@@ -60,6 +60,13 @@ pub fn seed(cluster: &MemCluster) {
         class("h200", H200).budget(6).no_finalizer().obj(),
         class("l40s", L40S).no_finalizer().obj(),
         claim(B, "shared-l40s").class("l40s").no_finalizer().obj(),
+        // Tenant A's GPUs, as the platform sets them (SPEC §8): room for
+        // what the story starts; its status shows what the tenant holds.
+        quota(A, "gpus")
+            .hard("h200", 6)
+            .hard("l40s", 1)
+            .total(8)
+            .obj(),
         // A pod outside gpu-claims, bound before the controller ever ran:
         // placement counts its GPU (G3), as the kubelet does.
         pod(OPS, CUDA_JOB)

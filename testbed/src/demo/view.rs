@@ -1,15 +1,16 @@
-//! What the demo prints after each step: the claims, one row each, and
-//! the classes' budgets.
+//! What the demo prints after each step: the claims, one row each, the
+//! classes' budgets and the tenants' quotas.
 
 use crate::memory::store::Store;
-use gpu_claims_actors::api::{GPUClaim, GPUClass, is_deleting};
+use gpu_claims_actors::api::{GPUClaim, GPUClass, GPUQuota, is_deleting};
 use gpu_claims_actors::ports::{Kind, Obj};
 use std::fmt::Write as _;
 
-/// The claims and classes as the store holds them now.
+/// The claims, classes and quotas as the store holds them now.
 pub struct Snapshot {
     pub claims: Vec<GPUClaim>,
     pub classes: Vec<GPUClass>,
+    pub quotas: Vec<GPUQuota>,
 }
 
 impl Snapshot {
@@ -28,7 +29,16 @@ impl Snapshot {
             classes: typed(Kind::Class)
                 .filter_map(|o| if let Obj::Class(c) = o { Some(c) } else { None })
                 .collect(),
+            quotas: typed(Kind::Quota)
+                .filter_map(|o| if let Obj::Quota(q) = o { Some(q) } else { None })
+                .collect(),
         }
+    }
+
+    pub fn quota(&self, ns: &str, name: &str) -> Option<&GPUQuota> {
+        self.quotas.iter().find(|q| {
+            q.metadata.namespace.as_deref() == Some(ns) && q.metadata.name.as_deref() == Some(name)
+        })
     }
 
     pub fn claim(&self, ns: &str, name: &str) -> Option<&GPUClaim> {
@@ -122,5 +132,28 @@ pub fn render(s: &Snapshot) -> String {
             },
         );
     }
+    for q in &s.quotas {
+        let _ = writeln!(out, "    {}", quota_line(q));
+    }
     out
+}
+
+/// "quota tenant-a/gpus: h200 3 of 6, l40s 0 of 1, 3 of 8 in all".
+fn quota_line(q: &GPUQuota) -> String {
+    let st = q.status.clone().unwrap_or_default();
+    let mut parts: Vec<String> = q
+        .spec
+        .hard
+        .iter()
+        .map(|(class, hard)| format!("{class} {} of {hard}", st.used.get(class).unwrap_or(&0)))
+        .collect();
+    if let Some(total) = q.spec.total {
+        parts.push(format!("{} of {total} in all", st.used_total.unwrap_or(0)));
+    }
+    format!(
+        "quota {}/{}: {}",
+        q.metadata.namespace.as_deref().unwrap_or_default(),
+        q.metadata.name.as_deref().unwrap_or_default(),
+        parts.join(", ")
+    )
 }

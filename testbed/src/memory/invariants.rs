@@ -1,11 +1,11 @@
-//! The invariants I1-I6 of SPEC section 7, checked against the in-memory
-//! cluster. Tests call [`Checker::check`] (I1-I5) after every step, and
+//! The invariants I1-I8 of SPEC sections 7 and 8, checked against the
+//! in-memory cluster. Tests call [`Checker::check`] (I1-I5, I7, I8) after every step, and
 //! [`progress`] (I6) once the controller has settled.
 
 use super::cluster::MemCluster;
 use gpu_claims_actors::api::from_json as from_value;
 use gpu_claims_actors::api::{
-    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, LauncherPod, Vmi, has_finalizer,
+    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, Vmi, has_finalizer,
 };
 use gpu_claims_actors::ports::{Kind, Obj};
 use gpu_claims_actors::rules::scheduling::fit::{NodeRoom, fits_request};
@@ -108,12 +108,14 @@ impl Checker {
     /// per node and resource, recorded GPUs plus what bound pods use
     /// beyond records within allocatable; per class, within its budget.
     fn new_allocations(&self, c: &MemCluster, records: &[GPUAllocation], v: &mut Vec<String>) {
-        let placed: Vec<String> = c.journal().entries[self.journal_pos..]
+        // Each record placed, and whether it was made (not moved with its
+        // Lost claim, which adds no GPUs to its namespace: Q1 counts it once).
+        let placed: Vec<(String, bool)> = c.journal().entries[self.journal_pos..]
             .iter()
             .filter(|e| {
                 (e.op == "create" || e.op == "update") && e.kind == "GPUAllocation" && e.changed
             })
-            .map(|e| e.name.clone())
+            .map(|e| (e.name.clone(), e.op == "create"))
             .collect();
         if placed.is_empty() {
             return;
@@ -122,14 +124,26 @@ impl Checker {
         let classes = all(c, Kind::Class, |o| {
             if let Obj::Class(x) = o { Some(x) } else { None }
         });
+        let quotas = all(c, Kind::Quota, |o| {
+            if let Obj::Quota(x) = o { Some(x) } else { None }
+        });
         let mut per_class: HashMap<&str, u64> = HashMap::new();
+        // I8: per namespace, by class ("" for all classes together).
+        let mut per_namespace: HashMap<(&str, &str), u64> = HashMap::new();
         for r in records {
-            *per_class.entry(&r.spec.class_name).or_default() += u64::from(r.spec.count);
+            let gpus = u64::from(r.spec.count);
+            *per_class.entry(&r.spec.class_name).or_default() += gpus;
+            let ns = r.metadata.namespace.as_deref().unwrap_or_default();
+            *per_namespace.entry((ns, &r.spec.class_name)).or_default() += gpus;
+            *per_namespace.entry((ns, "")).or_default() += gpus;
         }
-        for r in records
-            .iter()
-            .filter(|r| placed.iter().any(|n| Some(n) == r.metadata.name.as_ref()))
-        {
+        for r in records {
+            let Some((_, created)) = placed
+                .iter()
+                .find(|(n, _)| Some(n) == r.metadata.name.as_ref())
+            else {
+                continue;
+            };
             let (node, res) = (&r.spec.node_name, &r.spec.resource_name);
             let alloc = w.node(node).map_or(0, |n| n.allocatable(res));
             let recorded = w.allocated_on(node, res);
@@ -151,6 +165,9 @@ impl Checker {
                         r.spec.class_name
                     ));
                 }
+            }
+            if *created {
+                quotas_hold(r, &quotas, &per_namespace, v);
             }
         }
     }
@@ -259,6 +276,42 @@ impl Checker {
                     "I3: claim {k} released while VMI {vmi_name} lives with an ungated launcher"
                 ));
             }
+        }
+    }
+}
+
+/// I8, for a record placed since the last check: every GPUQuota of its
+/// namespace holds, for its class and in all.
+fn quotas_hold(
+    r: &GPUAllocation,
+    quotas: &[GPUQuota],
+    recorded: &HashMap<(&str, &str), u64>,
+    v: &mut Vec<String>,
+) {
+    let ns = r.metadata.namespace.as_deref().unwrap_or_default();
+    let class = r.spec.class_name.as_str();
+    let used = |c: &str| recorded.get(&(ns, c)).copied().unwrap_or(0);
+    for q in quotas
+        .iter()
+        .filter(|q| q.metadata.namespace.as_deref() == Some(ns))
+    {
+        let name = q.metadata.name.as_deref().unwrap_or_default();
+        if let Some(hard) = q
+            .spec
+            .hard
+            .get(class)
+            .filter(|h| used(class) > u64::from(**h))
+        {
+            v.push(format!(
+                "I8: namespace {ns} has {} GPUs of class {class} recorded, GPUQuota {name} allows {hard}",
+                used(class)
+            ));
+        }
+        if let Some(total) = q.spec.total.filter(|t| used("") > u64::from(*t)) {
+            v.push(format!(
+                "I8: namespace {ns} has {} GPUs recorded, GPUQuota {name} allows {total} in all",
+                used("")
+            ));
         }
     }
 }

@@ -30,7 +30,8 @@ impl Placement {
             PlacementPoke::Claim(_)
             | PlacementPoke::Capacity
             | PlacementPoke::NodesChanged
-            | PlacementPoke::BudgetUsed(_) => None,
+            | PlacementPoke::BudgetUsed(_)
+            | PlacementPoke::Namespace(_) => None,
         }
     }
 

@@ -44,6 +44,9 @@ pub enum PlacementPoke {
     /// nodes look again, as the budget is checked first and may now be
     /// their reason (a fresh controller would say OverBudget).
     BudgetUsed(String),
+    /// A GPUQuota of this namespace changed, or a new allocation took from
+    /// one (Q1): the namespace's waiting sets look again.
+    Namespace(String),
 }
 
 /// A poke with the time its change entered the supervisor.
@@ -88,15 +91,18 @@ struct RecheckAsked {
     nodes: bool,
     /// Sets of these classes waiting on nodes.
     budgets: BTreeSet<String>,
+    /// Every set of these namespaces.
+    namespaces: BTreeSet<String>,
 }
 
 impl RecheckAsked {
     fn is_empty(&self) -> bool {
-        !self.capacity && !self.nodes && self.budgets.is_empty()
+        !self.capacity && !self.nodes && self.budgets.is_empty() && self.namespaces.is_empty()
     }
 
-    fn concerns(&self, w: &Waits) -> bool {
-        (self.capacity && w.reason.on_capacity())
+    fn concerns(&self, vmi: &str, w: &Waits) -> bool {
+        self.namespaces.contains(crate::world::split_key(vmi).0)
+            || (self.capacity && w.reason.on_capacity())
             || (self.nodes && w.reason.on_nodes())
             || (w.reason.on_nodes() && w.classes.iter().any(|c| self.budgets.contains(c)))
     }
@@ -237,7 +243,8 @@ impl Placement {
                 .collect(),
             PlacementPoke::Capacity
             | PlacementPoke::NodesChanged
-            | PlacementPoke::BudgetUsed(_) => {
+            | PlacementPoke::BudgetUsed(_)
+            | PlacementPoke::Namespace(_) => {
                 if self.recheck.is_empty() {
                     // Behind whatever the mailbox holds: a burst is one pass.
                     ctx.notify(Recheck);
@@ -247,6 +254,9 @@ impl Placement {
                     PlacementPoke::NodesChanged => self.recheck.nodes = true,
                     PlacementPoke::BudgetUsed(class) => {
                         self.recheck.budgets.insert(class);
+                    }
+                    PlacementPoke::Namespace(ns) => {
+                        self.recheck.namespaces.insert(ns);
                     }
                     _ => {}
                 }
@@ -317,7 +327,7 @@ impl Handler<Recheck> for Placement {
         let works: Vec<PlacementPoke> = self
             .waiting
             .iter()
-            .filter(|(_, w)| asked.concerns(w))
+            .filter(|(v, w)| asked.concerns(v, w))
             .map(|(v, _)| PlacementPoke::Vmi(v.clone()))
             .collect();
         self.push(works);

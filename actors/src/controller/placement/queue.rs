@@ -22,7 +22,10 @@ fn namespace(w: &PlacementPoke) -> &str {
         PlacementPoke::Vmi(k) | PlacementPoke::Allocation(k) | PlacementPoke::Claim(k) => {
             crate::world::split_key(k).0
         }
-        PlacementPoke::Capacity | PlacementPoke::NodesChanged | PlacementPoke::BudgetUsed(_) => "",
+        PlacementPoke::Capacity
+        | PlacementPoke::NodesChanged
+        | PlacementPoke::BudgetUsed(_)
+        | PlacementPoke::Namespace(_) => "",
     }
 }
 

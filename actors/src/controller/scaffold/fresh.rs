@@ -17,6 +17,12 @@ impl Meta for crate::api::GPUClaim {
     }
 }
 
+impl Meta for crate::api::GPUQuota {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+}
+
 impl Meta for crate::api::GPUClass {
     fn meta(&self) -> &ObjectMeta {
         &self.metadata

@@ -5,7 +5,7 @@
 //! so "gone" and "conflict" mean one thing everywhere.
 
 use super::{IoError, Meta, Outcome};
-use crate::api::{GPUClaim, GPUClass, Kind, Obj, ObjRef, is_deleting, rv_number};
+use crate::api::{GPUClaim, GPUClass, GPUQuota, Kind, Obj, ObjRef, is_deleting, rv_number};
 use crate::controller::Env;
 use crate::ports::{Deleted, Preconditions, WriteError};
 use crate::rules::RuleId;
@@ -68,6 +68,25 @@ impl Own for GPUClass {
         ObjRef::new(
             Kind::Class,
             None,
+            self.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+impl Own for GPUQuota {
+    fn into_obj(self) -> Obj {
+        Obj::Quota(self)
+    }
+    fn from_obj(o: Obj) -> Result<Self, IoError> {
+        match o {
+            Obj::Quota(q) => Ok(q),
+            other => Err(unexpected(Kind::Quota, &other)),
+        }
+    }
+    fn obj_ref(&self) -> ObjRef {
+        ObjRef::new(
+            Kind::Quota,
+            self.metadata.namespace.as_deref(),
             self.metadata.name.as_deref().unwrap_or_default(),
         )
     }

@@ -7,8 +7,8 @@ use crate::api::{GPUClaim, NodeFacts, vmi_owner};
 use crate::controller::placement::{PlacementPoke, Relisted};
 use crate::ports::{Kind, Obj};
 use crate::world::{
-    AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, VmiChange, key,
-    split_key,
+    AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, QuotaChange,
+    VmiChange, key, split_key,
 };
 use actix::prelude::*;
 use std::collections::HashSet;
@@ -25,6 +25,7 @@ impl Supervisor {
             Change::Claim(c) => self.claim_changed(c, ctx),
             Change::Class(c) => self.class_changed(c, ctx),
             Change::Allocation(a) => self.allocation_changed(a, ctx),
+            Change::Quota(q) => self.quota_changed(q, ctx),
             Change::Vmi(v) => self.vmi_changed(v, ctx),
             Change::Pod(p) => self.pod_changed(p, ctx),
             Change::Node(n) => self.node_changed(n, ctx),
@@ -37,8 +38,23 @@ impl Supervisor {
             self.claim_to_placement(&c.key, c.old.as_deref(), c.now.as_deref());
             self.place(PlacementPoke::Claim(c.key.clone()));
         }
+        if !c.usage_changed.is_empty() {
+            // Q2: the namespace's quotas show what its claims hold.
+            for q in self.env.world.quota_keys_in(split_key(&c.key).0) {
+                self.poke_quota(&q, ctx);
+            }
+        }
         for class in c.usage_changed {
             self.poke_class(&class, ctx);
+        }
+    }
+
+    fn quota_changed(&mut self, q: QuotaChange, ctx: &mut Context<Self>) {
+        self.poke_quota(&q.key, ctx);
+        // Q1: a quota made, removed or given other limits: the namespace's
+        // waiting sets look again (its own status writes are no such change).
+        if q.spec_changed {
+            self.place(PlacementPoke::Namespace(split_key(&q.key).0.to_string()));
         }
     }
 
@@ -58,6 +74,12 @@ impl Supervisor {
 
     fn class_changed(&mut self, c: ClassChange, ctx: &mut Context<Self>) {
         self.poke_class(&c.name, ctx);
+        // Q2: quotas naming a class say whether it exists.
+        if c.spec_changed {
+            for q in self.env.world.quotas_naming(&c.name) {
+                self.poke_quota(&q, ctx);
+            }
+        }
         // A class made, removed, or given more budget or other nodes:
         // waiting sets look again (its own status writes are no such change).
         if c.spec_changed {
@@ -89,6 +111,11 @@ impl Supervisor {
         }
         if let Some(class) = a.budget_used {
             self.place(PlacementPoke::BudgetUsed(class));
+        }
+        // Q1 is checked before the nodes: the namespace's sets waiting on
+        // nodes may now wait OverQuota (a fresh controller would say so).
+        if let Some(ns) = a.quota_used {
+            self.place(PlacementPoke::Namespace(ns));
         }
         for node in a.lost_changed {
             for c in self.env.world.claims_on_node(&node) {

@@ -15,6 +15,7 @@ use super::claim::{ClaimActor, ClaimTrace, GetTrace};
 use super::class::{ClassActor, Released};
 use super::messages::{ActorStopped, ClaimReleased, Ping, Reconcile, ToSupervisor};
 use super::placement::{ConfigReloaded, Placement, PlacementPoke, PlacementWork};
+use super::quota::QuotaActor;
 use crate::config::Config;
 use crate::ports::Kind;
 use actix::prelude::*;
@@ -25,6 +26,7 @@ pub struct Supervisor {
     env: Arc<Env>,
     claims: HashMap<String, (u64, Addr<ClaimActor>)>,
     classes: HashMap<String, (u64, Addr<ClassActor>)>,
+    quotas: HashMap<String, (u64, Addr<QuotaActor>)>,
     generation: u64,
     /// Kinds whose watch has listed once.
     synced: HashSet<Kind>,
@@ -44,6 +46,7 @@ impl Supervisor {
             env,
             claims: HashMap::new(),
             classes: HashMap::new(),
+            quotas: HashMap::new(),
             generation: 0,
             synced: HashSet::new(),
             expected,
@@ -87,7 +90,13 @@ impl Supervisor {
         if config.kubevirt.enabled {
             Kind::ALL.to_vec()
         } else {
-            vec![Kind::Class, Kind::Claim, Kind::Allocation, Kind::Node]
+            vec![
+                Kind::Class,
+                Kind::Claim,
+                Kind::Allocation,
+                Kind::Quota,
+                Kind::Node,
+            ]
         }
     }
 
@@ -147,6 +156,21 @@ impl Supervisor {
         }
     }
 
+    fn poke_quota(&mut self, k: &str, ctx: &mut Context<Self>) {
+        if !self.ready {
+            return;
+        }
+        let since = self.change_at;
+        if let Some((_, a)) = self.quotas.get(k) {
+            return a.do_send(Reconcile { since });
+        }
+        if self.env.world.quota(k).is_some() {
+            let (g, a) = self.spawn(ctx, |g, env, to| QuotaActor::new(k.to_string(), g, env, to));
+            a.do_send(Reconcile { since });
+            self.quotas.insert(k.to_string(), (g, a));
+        }
+    }
+
     fn place(&self, work: PlacementPoke) {
         if let (true, Some(p)) = (self.ready, &self.placement) {
             p.do_send(PlacementWork {
@@ -171,6 +195,9 @@ impl Supervisor {
         }
         for c in w.keys(Kind::Class) {
             self.poke_class(&c, ctx);
+        }
+        for q in w.keys(Kind::Quota) {
+            self.poke_quota(&q, ctx);
         }
     }
 }
@@ -276,6 +303,12 @@ impl Handler<ActorStopped> for Supervisor {
                     self.poke_class(&name, ctx);
                 }
             }
+            ActorStopped::Quota { key, generation } => {
+                if self.quotas.get(&key).is_some_and(|(g, _)| *g == generation) {
+                    self.quotas.remove(&key);
+                    self.poke_quota(&key, ctx);
+                }
+            }
         }
     }
 }
@@ -312,6 +345,7 @@ impl Handler<Settled> for Supervisor {
         let ready = self.ready;
         let claims: Vec<_> = self.claims.values().map(|(_, a)| a.clone()).collect();
         let classes: Vec<_> = self.classes.values().map(|(_, a)| a.clone()).collect();
+        let quotas: Vec<_> = self.quotas.values().map(|(_, a)| a.clone()).collect();
         let placement = self.placement.clone();
         let env = self.env.clone();
         Box::pin(async move {
@@ -327,9 +361,11 @@ impl Handler<Settled> for Supervisor {
                 for a in &classes {
                     more.push(a.send(Ping));
                 }
+                let quotas = futures::future::join_all(quotas.iter().map(|a| a.send(Ping)));
                 // An actor that stopped meanwhile has nothing left to do.
                 let _ = futures::future::join_all(pings).await;
                 let _ = futures::future::join_all(more).await;
+                let _ = quotas.await;
                 if let Some(p) = &placement {
                     let _ = p.send(Ping).await;
                 }

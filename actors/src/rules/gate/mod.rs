@@ -4,6 +4,7 @@
 mod choice;
 mod members;
 mod plan;
+mod quota;
 mod written;
 
 pub use choice::{Unfit, pod_unfit};
@@ -29,6 +30,7 @@ pub enum WaitReason {
     ClaimInUse,
     SplitNodes,
     OverBudget,
+    OverQuota,
     PinnedElsewhere,
     NoCapacity,
 }
@@ -43,6 +45,7 @@ impl WaitReason {
             WaitReason::ClaimInUse => "ClaimInUse",
             WaitReason::SplitNodes => "SplitNodes",
             WaitReason::OverBudget => "OverBudget",
+            WaitReason::OverQuota => "OverQuota",
             WaitReason::PinnedElsewhere => "PinnedElsewhere",
             WaitReason::NoCapacity => "NoCapacity",
         }
@@ -61,6 +64,7 @@ impl WaitReason {
             self,
             WaitReason::NoCapacity
                 | WaitReason::OverBudget
+                | WaitReason::OverQuota
                 | WaitReason::ClassMissing
                 | WaitReason::RequestMismatch
         )
@@ -154,6 +158,8 @@ fn place(
         .filter(|m| m.moves || (m.claim.phase() == ClaimPhase::Pending && m.recorded_on.is_none()))
         .collect();
     check_budgets(w, written, &unplaced)?;
+    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
+    quota::check_quotas(w, written, ns, &unplaced)?;
     let ask = choice::Ask {
         w,
         written,

@@ -147,10 +147,28 @@ impl WrittenAllocations {
             .sum()
     }
 
+    /// GPUs held in namespace `ns` by entries the cache does not count
+    /// yet: of `class`, or of every class when `class` is None.
+    pub fn in_namespace(&self, w: &World, ns: &str, class: Option<&str>) -> u64 {
+        self.uncounted_keyed(w)
+            .filter(|(k, s)| {
+                crate::world::split_key(k).0 == ns && class.is_none_or(|c| s.class_name == c)
+            })
+            .map(|(_, s)| u64::from(s.count))
+            .sum()
+    }
+
     /// Pending entries whose spec the cache does not show: counted on top of it.
     fn uncounted<'a>(&'a self, w: &'a World) -> impl Iterator<Item = &'a GPUAllocationSpec> {
+        self.uncounted_keyed(w).map(|(_, s)| s)
+    }
+
+    fn uncounted_keyed<'a>(
+        &'a self,
+        w: &'a World,
+    ) -> impl Iterator<Item = (&'a String, &'a GPUAllocationSpec)> {
         self.pending(w)
             .filter(move |(k, a)| w.allocation(k).is_none_or(|r| r.spec != a.spec))
-            .map(|(_, a)| &a.spec)
+            .map(|(k, a)| (k, &a.spec))
     }
 }
