@@ -1,5 +1,9 @@
 # gpu-claims: a static binary on distroless, non-root.
 #   docker build -t ghcr.io/cozystack/gpu-claims:0.1.0 .
+# The same binary is the kubectl plugin when named kubectl-gpu_claims
+# (`kubectl gpu-claims status`); to take it out of the image:
+#   docker create --name gc ghcr.io/cozystack/gpu-claims:0.1.0
+#   docker cp -L gc:/kubectl-gpu_claims ~/.local/bin/ && docker rm gc
 # Build stage: musl for a static binary (ring builds with musl-gcc).
 FROM rust:1-bookworm AS build
 RUN apt-get update \
@@ -22,11 +26,14 @@ COPY . .
 # neither the test world (gpu-claims-testbed) nor the embedded API server.
 RUN touch src/main.rs src/lib.rs actors/src/lib.rs \
  && cargo build --release --locked --no-default-features --target x86_64-unknown-linux-musl --bin gpu-claims \
- && cp target/x86_64-unknown-linux-musl/release/gpu-claims /gpu-claims
+ && mkdir /out \
+ && cp target/x86_64-unknown-linux-musl/release/gpu-claims /out/gpu-claims \
+ && ln -s gpu-claims /out/kubectl-gpu_claims
 
 # Run stage: no shell, no package manager, uid 65532.
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /gpu-claims /gpu-claims
+# The binary, and the kubectl plugin's name for it (a symlink).
+COPY --from=build /out/ /
 USER 65532:65532
 EXPOSE 8080 8443
 ENTRYPOINT ["/gpu-claims"]

@@ -20,6 +20,9 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Prints the CRDs, generated from the Rust types.
     Crd,
+    /// Where the GPUs are: per class, node, quota, and each set waiting at
+    /// the gate (also `kubectl gpu-claims status`, as kubectl-gpu_claims).
+    Status(crate::status::StatusArgs),
     /// Runs the controller on a snapshot, in memory, on a simulated clock.
     #[cfg(feature = "dev")]
     Plan(crate::dev::plan::PlanArgs),
@@ -39,6 +42,7 @@ impl Cli {
                 print!("{}", crd::all_yaml()?);
                 Ok(())
             }
+            Command::Status(args) => crate::status::status(args),
             #[cfg(feature = "dev")]
             Command::Plan(args) => crate::dev::plan::plan(args),
             #[cfg(feature = "dev")]

@@ -20,6 +20,7 @@ pub mod leader;
 pub mod metrics;
 pub mod run;
 pub mod serve;
+pub mod status;
 pub mod telemetry;
 pub mod watch;
 pub mod webhook;

@@ -61,6 +61,31 @@ fn e2e_a_vm_starts_attached_and_stops_bound() {
 }
 
 #[test]
+fn e2e_without_the_gpuquota_crd_no_quota_applies_and_vms_are_placed_all_the_same() {
+    // An upgrade whose CRDs were not applied (Helm does not upgrade them):
+    // the controller must not stop placing because one kind is missing.
+    let mut c = Cluster::new(small, CONFIG);
+    c.store
+        .delete(
+            "CustomResourceDefinition",
+            "",
+            "gpuquotas.gpu.cozystack.io",
+            None,
+            None,
+        )
+        .unwrap();
+    let ctl = c.start_controller();
+    started(&mut c);
+    ctl.wait_ready();
+    c.standin.start_vm_with_claims(A, "vm", &["named"]);
+    c.settle(
+        "G3-G4 then L4 with no GPUQuota served",
+        |s| s.phase(A, "named") == "Attached",
+        NOW,
+    );
+}
+
+#[test]
 fn e2e_a_template_claim_goes_with_its_vmi() {
     let mut c = Cluster::new(small, CONFIG);
     let _ctl = c.start_controller();

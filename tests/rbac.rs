@@ -293,6 +293,8 @@ async fn q3_a_tenant_bound_to_edit_makes_claims_reads_quotas_and_classes_and_wri
     for (verb, resource, ns, allowed) in [
         ("create", "gpuclaims", a, true),
         ("delete", "gpuclaims", a, true),
+        ("patch", "gpuclaims", a, false),
+        ("update", "gpuclaims", a, false),
         ("list", "gpuclaims", a, true),
         ("get", "gpuquotas", a, true),
         ("list", "gpuclasses", None, true),

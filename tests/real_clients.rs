@@ -11,6 +11,19 @@ use std::time::Duration;
 
 const CONFIG: &str = "log: {filter: info, format: json}\n";
 
+/// The demo's cluster and its controller, and kubectl for it; None (the
+/// test skipped) where kubectl is not installed and not required.
+fn started_for_kubectl() -> Option<(Cluster, common::Controller, Kubectl)> {
+    let mut probe = Command::new("kubectl");
+    probe.args(["version", "--client"]);
+    if !common::available("kubectl", &mut probe) {
+        return None;
+    }
+    let (c, ctl) = started();
+    let k = Kubectl(c.dir.path().join("kubeconfig"));
+    Some((c, ctl, k))
+}
+
 fn started() -> (Cluster, common::Controller) {
     let mut c = Cluster::new(demo::seed, CONFIG);
     let ctl = c.start_controller();
@@ -97,14 +110,9 @@ impl Kubectl {
 
 #[test]
 fn kubectl_shows_a_tenants_gpu_quota_with_its_columns_and_explains_it() {
-    if !common::available(
-        "kubectl",
-        Command::new("kubectl").args(["version", "--client"]),
-    ) {
+    let Some((mut c, _ctl, k)) = started_for_kubectl() else {
         return;
-    }
-    let (mut c, _ctl) = started();
-    let k = Kubectl(c.dir.path().join("kubeconfig"));
+    };
     // Q2: the controller writes what the tenant holds (nothing yet).
     c.settle(
         "Q2 on the demo's quota",
@@ -150,14 +158,9 @@ spec:
 
 #[test]
 fn kubectl_gets_applies_watches_and_deletes() {
-    if !common::available(
-        "kubectl",
-        Command::new("kubectl").args(["version", "--client"]),
-    ) {
+    let Some((mut c, _ctl, k)) = started_for_kubectl() else {
         return;
-    }
-    let (mut c, _ctl) = started();
-    let k = Kubectl(c.dir.path().join("kubeconfig"));
+    };
 
     // get: discovery, then a Table with the CRD's printer columns.
     let table = k.run(&["get", "gpuclaims", "-A"]);

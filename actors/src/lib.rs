@@ -13,6 +13,7 @@ pub mod config;
 pub mod controller;
 pub mod ports;
 pub mod rules;
+pub mod status;
 pub mod world;
 pub mod yaml;
 

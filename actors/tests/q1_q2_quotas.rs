@@ -372,3 +372,50 @@ fn q1_a_limit_for_a_class_made_later_applies_from_its_start() {
         assert_eq!(waiting(&t, "t/a").unwrap().0, "OverQuota");
     });
 }
+
+/// A Lost claim's set moves (its record with it) and, in the same window,
+/// before the watch shows the move, another set of the namespace is
+/// decided: the moved record counts once, for quotas and budgets alike.
+fn moved_and_another(budget: Option<u32>, limit: Option<u32>) -> Vec<Obj> {
+    let mut h200 = class("h200", H200);
+    if let Some(b) = budget {
+        h200 = h200.budget(b);
+    }
+    let mut objs = vec![
+        h200.obj(),
+        node("n1").gpus(H200, 8).ready(false).obj(),
+        node("n2").gpus(H200, 8).obj(),
+        claim("t", "b").count(2).obj(),
+    ];
+    objs.extend(limit.map(|q| quota("t", "q").hard("h200", q).obj()));
+    objs.extend(claim("t", "a").count(2).lost("n1").with_allocation(H200));
+    objs.extend(vm1_naming("a"));
+    objs.extend(gated_vmi(
+        "vm2",
+        "u2",
+        &[(gpu_claims_actors::api::CLAIMS_ANNOTATION, "b")],
+    ));
+    objs
+}
+
+#[test]
+fn q1_g3_a_record_moved_with_its_lost_claim_counts_once_before_the_watch_shows_the_move() {
+    for (case, budget, quota) in [("quota", None, Some(4)), ("budget", Some(4), None)] {
+        with_lagging_world(
+            secs(2),
+            moved_and_another(budget, quota),
+            |mut t| async move {
+                t.advance(secs(10)).await;
+                let waited: Vec<String> = t
+                    .all_entries()
+                    .iter()
+                    .filter(|e| e.name == "b" && e.rule == "G5")
+                    .map(|e| format!("{} {:?}", e.op, e.status))
+                    .collect();
+                assert!(waited.is_empty(), "{case}: b was told to wait: {waited:?}");
+                assert_eq!(t.phase("t/b"), ClaimPhase::Attached, "{case}");
+                assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n2"), "{case}");
+            },
+        );
+    }
+}

@@ -14,23 +14,32 @@ use crate::store::{Store, StoreEvent, Subresource};
 use k8s_openapi::api::rbac::v1::{AggregationRule, PolicyRule};
 use serde_json::{Value, json};
 
-/// The built-in user-facing roles and what each aggregates. Upstream, the
-/// rules a role itself grants (pods, deployments...) come in through the
-/// `system:aggregate-to-*` roles; only the aggregation is kept here.
-const USER_FACING: [&str; 3] = ["admin", "edit", "view"];
+/// The built-in user-facing roles, and the role each is itself gathered
+/// into (upstream's bootstrap policy labels `edit` to join `admin` and
+/// `view` to join `edit`, so what joins `view` reaches all three). The
+/// rules a role grants of its own (pods, deployments...) come in upstream
+/// through the `system:aggregate-to-*` roles; only the aggregation is kept.
+const USER_FACING: [(&str, Option<&str>); 3] = [
+    ("admin", None),
+    ("edit", Some("admin")),
+    ("view", Some("edit")),
+];
 
 /// Stores `admin`, `edit` and `view` unless they are there.
 pub(crate) fn builtin_roles(store: &Store) {
-    for role in USER_FACING {
+    for (role, joins) in USER_FACING {
         if store.get("ClusterRole", "", role).is_some() {
             continue;
         }
         let label = format!("rbac.authorization.k8s.io/aggregate-to-{role}");
+        let mut labels = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+        if let Some(j) = joins {
+            labels[format!("rbac.authorization.k8s.io/aggregate-to-{j}")] = "true".into();
+        }
         store.seed(
             "ClusterRole",
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": role,
-                    "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+                "metadata": {"name": role, "labels": labels,
                     "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
                 "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {label: "true"}}]},
                 "rules": []}),
@@ -73,44 +82,36 @@ fn aggregation_rule(role: &Value) -> Option<AggregationRule> {
     serde_json::from_value(role.get("aggregationRule")?.clone()).ok()
 }
 
-/// The rules of the ClusterRoles (other than `name` itself) that any
-/// selector matches, in name order, each once.
+/// The rules of the ClusterRoles (other than `name` itself) each selector
+/// matches, selector by selector and by name within one, each rule once,
+/// as upstream gathers them (an empty selector matches every role).
 fn gather(roles: &[Value], name: &str, rule: &AggregationRule) -> Value {
-    let mut sources: Vec<&Value> = roles
+    let mut by_name: Vec<&Value> = roles
         .iter()
         .filter(|r| r["metadata"]["name"].as_str() != Some(name))
-        .filter(|r| {
-            let labels = &r["metadata"]["labels"];
-            rule.cluster_role_selectors
-                .iter()
-                .flatten()
-                .any(|s| !is_empty(s) && selects(Some(s), labels))
-        })
         .collect();
-    sources.sort_by_key(|r| {
+    by_name.sort_by_key(|r| {
         r["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string()
     });
     let mut rules: Vec<PolicyRule> = Vec::new();
-    for source in sources {
-        let own: Vec<PolicyRule> =
-            serde_json::from_value(source["rules"].clone()).unwrap_or_default();
-        for r in own {
-            if !rules.contains(&r) {
-                rules.push(r);
+    for selector in rule.cluster_role_selectors.iter().flatten() {
+        for source in by_name
+            .iter()
+            .filter(|r| selects(Some(selector), &r["metadata"]["labels"]))
+        {
+            let own: Vec<PolicyRule> =
+                serde_json::from_value(source["rules"].clone()).unwrap_or_default();
+            for r in own {
+                if !rules.contains(&r) {
+                    rules.push(r);
+                }
             }
         }
     }
     serde_json::to_value(rules).unwrap_or_else(|_| json!([]))
-}
-
-/// An empty selector selects nothing here (upstream skips it: it would
-/// otherwise gather every ClusterRole, the aggregated ones among them).
-fn is_empty(s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector) -> bool {
-    s.match_labels.as_ref().is_none_or(|m| m.is_empty())
-        && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
 }
 
 #[cfg(test)]
@@ -176,5 +177,28 @@ mod tests {
         let again =
             store.get("ClusterRole", "", "view").unwrap()["metadata"]["resourceVersion"].clone();
         assert_eq!(rv, again);
+    }
+
+    #[test]
+    fn a_role_that_joins_view_reaches_edit_and_admin_through_the_built_in_labels() {
+        let store = crate::new_store();
+        builtin_roles(&store);
+        let read = json!([{"apiGroups": ["gpu.cozystack.io"], "resources": ["gpuquotas"], "verbs": ["get"]}]);
+        store.seed(
+            "ClusterRole",
+            role(
+                "reader",
+                json!({"rbac.authorization.k8s.io/aggregate-to-view": "true"}),
+                read.clone(),
+            ),
+        );
+        // Each write is a change the controller sees again: view, then
+        // edit (which gathers view), then admin (which gathers edit).
+        for _ in 0..3 {
+            aggregate_all(&store);
+        }
+        for r in ["view", "edit", "admin"] {
+            assert_eq!(rules_of(&store, r), read, "{r}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 mod admission;
 mod aggregation;
+mod answers;
 mod bootstrap;
 mod builder;
 mod crds;
@@ -40,11 +41,11 @@ pub(crate) use resources::{
 };
 
 use crate::store::Store;
+pub(crate) use answers::{object_status, status};
 use axum::Router;
 use axum::body::Bytes;
-use axum::response::{IntoResponse, Response};
 use faults::Dice;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -360,50 +361,6 @@ pub fn kubeconfig(url: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: gpu-claims\n  cluster:\n    server: {url}\ncontexts:\n- name: gpu-claims\n  context:\n    cluster: gpu-claims\n    user: gpu-claims\n    namespace: default\ncurrent-context: gpu-claims\nusers:\n- name: gpu-claims\n  user: {{}}\n"
     )
-}
-
-/// A `Status` failure, as the API server answers one.
-pub(crate) fn status(
-    code: u16,
-    reason: &str,
-    message: &str,
-    name: Option<&str>,
-    plural: &str,
-) -> Response {
-    status_with(
-        code,
-        reason,
-        message,
-        name.map(|n| json!({"name": n, "kind": plural})),
-    )
-}
-
-/// A `Status` failure about one object of resource `r`: details with its
-/// name, group (omitted for the core group, as Kubernetes omits it) and
-/// resource, as apimachinery's errors set them.
-pub(crate) fn object_status(
-    code: u16,
-    reason: &str,
-    message: &str,
-    name: &str,
-    r: &Resource,
-) -> Response {
-    let mut details = json!({"name": name, "kind": r.plural});
-    if !r.group.is_empty() {
-        details["group"] = r.group.into();
-    }
-    status_with(code, reason, message, Some(details))
-}
-
-fn status_with(code: u16, reason: &str, message: &str, details: Option<Value>) -> Response {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": reason, "code": code,
-        "details": details,
-    });
-    let code = axum::http::StatusCode::from_u16(code)
-        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
-    (code, axum::Json(body)).into_response()
 }
 
 pub(crate) fn in_namespace(obj: &Value, ns: Option<&str>) -> bool {

@@ -37,6 +37,8 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
     let mut stream = std::pin::pin!(stream);
     let mut listed: Vec<Obj> = Vec::new();
     let mut streak = FailureStreak::default();
+    // An optional kind the cluster does not serve, told once as empty.
+    let mut absent = false;
     async move {
         while let Some(ev) = stream.next().await {
             let ev = match ev {
@@ -50,6 +52,26 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                         }
                     }
                     ev
+                }
+                Err(error) if optional_not_served(kind, &error) => {
+                    // GPUQuota's CRD missing (an upgrade whose CRDs were
+                    // not applied: Helm does not upgrade them): no quota
+                    // applies, and every other rule goes on. The watcher
+                    // keeps trying; once the CRD is there, it lists.
+                    health.answered(kind);
+                    if !absent {
+                        absent = true;
+                        warn!(%error, "this kind is not served (its CRD is not installed): none apply until it is");
+                        let empty = WorldEvent::Relisted {
+                            kind,
+                            objects: Vec::new(),
+                            list_rv: None,
+                        };
+                        if to.send(empty).await.is_err() {
+                            return;
+                        }
+                    }
+                    continue;
                 }
                 Err(error) => {
                     health.failed(kind, error.to_string());
@@ -69,6 +91,7 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                     None
                 }
                 watcher::Event::InitDone => {
+                    absent = false;
                     // kube-runtime does not tell the list's resourceVersion.
                     Some(WorldEvent::Relisted {
                         kind,
@@ -88,6 +111,15 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
     }
     .instrument(info_span!("watch", kind = kind.name()))
     .await
+}
+
+/// A list of a kind the controller can do without (GPUQuota) answered
+/// 404: its CRD is not installed.
+fn optional_not_served(kind: Kind, error: &watcher::Error) -> bool {
+    matches!(
+        (kind, error),
+        (Kind::Quota, watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404
+    )
 }
 
 async fn convert(kind: Kind, o: DynamicObject, to: &Addr<Supervisor>) -> Option<Obj> {

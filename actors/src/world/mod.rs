@@ -37,6 +37,21 @@ pub fn key(namespace: &str, name: &str) -> String {
     k
 }
 
+/// A per-namespace sum: of one class, or of all (`class` None).
+fn per_namespace(
+    by_class: &DashMap<(String, String), u64>,
+    total: &DashMap<String, u64>,
+    ns: &str,
+    class: Option<&str>,
+) -> u64 {
+    match class {
+        Some(c) => by_class
+            .get(&(ns.to_string(), c.to_string()))
+            .map_or(0, |n| *n),
+        None => total.get(ns).map_or(0, |n| *n),
+    }
+}
+
 /// Splits `namespace/name`.
 pub fn split_key(k: &str) -> (&str, &str) {
     k.split_once('/').unwrap_or(("", k))
@@ -246,26 +261,19 @@ impl World {
     /// GPUQuota's status shows (Q2).
     pub fn namespace_usage(&self, ns: &str, class: Option<&str>) -> u64 {
         let idx = &self.idx;
-        match class {
-            Some(c) => idx
-                .namespace_usage
-                .get(&(ns.to_string(), c.to_string()))
-                .map_or(0, |n| *n),
-            None => idx.namespace_usage_total.get(ns).map_or(0, |n| *n),
-        }
+        per_namespace(&idx.namespace_usage, &idx.namespace_usage_total, ns, class)
     }
 
     /// GPUs recorded in namespace `ns` for `class`, or for every class
     /// when `class` is None: what Q1 counts (as budgets, from records).
     pub fn recorded_in_namespace(&self, ns: &str, class: Option<&str>) -> u64 {
         let idx = &self.idx;
-        match class {
-            Some(c) => idx
-                .recorded_by_namespace
-                .get(&(ns.to_string(), c.to_string()))
-                .map_or(0, |n| *n),
-            None => idx.recorded_by_namespace_total.get(ns).map_or(0, |n| *n),
-        }
+        per_namespace(
+            &idx.recorded_by_namespace,
+            &idx.recorded_by_namespace_total,
+            ns,
+            class,
+        )
     }
 
     /// Claim keys whose attachment or VMI owner names the VMI `ns/name`.

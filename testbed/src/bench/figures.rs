@@ -36,6 +36,12 @@ pub struct SizeFigures {
     /// A node's NotReady: the p99 over every write it caused (its claims
     /// Lost, the classes' capacity), not only the first.
     pub node_change_all_writes_p99_us: f64,
+    /// `gpu-claims status`'s report over the converged world (median of
+    /// several), its nodes, and its ratio to one whole-world pass of the
+    /// rules (the baseline) on the same world in the same process.
+    pub status_report_ms: f64,
+    pub nodes: usize,
+    pub status_vs_whole_world_pass: f64,
     pub per_kind: Vec<KindFigures>,
 }
 
@@ -113,6 +119,10 @@ pub fn print(f: &Figures) {
         println!(
             "{:>8} claims: {} pods outside gpu-claims, {:.0} B each in the controller's cache",
             s.claims, s.foreign_pods, s.foreign_pod_bytes
+        );
+        println!(
+            "{:>8} claims, {} nodes: gpu-claims status's report {:.1} ms (median), {:.2}x one whole-world pass of the rules",
+            s.claims, s.nodes, s.status_report_ms, s.status_vs_whole_world_pass
         );
     }
     if let Some(c) = &f.cold_start {

@@ -253,6 +253,15 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
                 baseline_time += d;
                 baseline.push(d);
             }
+            // `gpu-claims status`: its report over this world, beside the
+            // baseline's pass (both one pass over every claim).
+            let mut reports = Vec::new();
+            for _ in 0..7 {
+                let t = std::time::Instant::now();
+                std::hint::black_box(gpu_claims_actors::status::report(&h.env.world));
+                reports.push(t.elapsed());
+            }
+            let report_median = percentile(&mut reports, 50.0);
             // Racks: about 1% of the claims lose their nodes at once, and
             // get them back; timed to the last write of each burst.
             let mut rack_ms = Vec::new();
@@ -353,6 +362,13 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
                 foreign_pod_bytes: foreign_bytes,
                 foreign_pods,
                 node_change_all_writes_p99_us: node_all,
+                status_report_ms: (report_median.as_secs_f64() * 10_000.0).round() / 10.0,
+                nodes: l.nodes,
+                status_vs_whole_world_pass: (report_median.as_secs_f64()
+                    / percentile(&mut baseline, 50.0).as_secs_f64().max(1e-9)
+                    * 100.0)
+                    .round()
+                    / 100.0,
                 per_kind,
             }
         })

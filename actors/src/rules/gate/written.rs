@@ -141,7 +141,8 @@ impl WrittenAllocations {
 
     /// GPUs of `class` held by entries the cache does not count yet.
     pub fn of_class(&self, w: &World, class: &str) -> u64 {
-        self.uncounted(w)
+        self.uncounted_anywhere(w)
+            .map(|(_, s)| s)
             .filter(|s| s.class_name == class)
             .map(|s| u64::from(s.count))
             .sum()
@@ -150,7 +151,7 @@ impl WrittenAllocations {
     /// GPUs held in namespace `ns` by entries the cache does not count
     /// yet: of `class`, or of every class when `class` is None.
     pub fn in_namespace(&self, w: &World, ns: &str, class: Option<&str>) -> u64 {
-        self.uncounted_keyed(w)
+        self.uncounted_anywhere(w)
             .filter(|(k, s)| {
                 crate::world::split_key(k).0 == ns && class.is_none_or(|c| s.class_name == c)
             })
@@ -160,15 +161,27 @@ impl WrittenAllocations {
 
     /// Pending entries whose spec the cache does not show: counted on top of it.
     fn uncounted<'a>(&'a self, w: &'a World) -> impl Iterator<Item = &'a GPUAllocationSpec> {
-        self.uncounted_keyed(w).map(|(_, s)| s)
+        self.pending(w)
+            .filter(move |(k, a)| w.allocation(k).is_none_or(|r| r.spec != a.spec))
+            .map(|(_, a)| &a.spec)
     }
 
-    fn uncounted_keyed<'a>(
+    /// Pending entries the cache does not count for their class and
+    /// namespace: a record moved to another node (a Lost claim's, G6) is
+    /// counted there already, on whichever node, so it counts once against
+    /// budgets and quotas (SPEC §8: Lost claims that move count once).
+    fn uncounted_anywhere<'a>(
         &'a self,
         w: &'a World,
     ) -> impl Iterator<Item = (&'a String, &'a GPUAllocationSpec)> {
         self.pending(w)
-            .filter(move |(k, a)| w.allocation(k).is_none_or(|r| r.spec != a.spec))
+            .filter(move |(k, a)| {
+                w.allocation(k).is_none_or(|r| {
+                    let s = &r.spec;
+                    (&s.claim_uid, &s.class_name, s.count)
+                        != (&a.spec.claim_uid, &a.spec.class_name, a.spec.count)
+                })
+            })
             .map(|(k, a)| (k, &a.spec))
     }
 }

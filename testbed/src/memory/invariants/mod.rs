@@ -2,14 +2,17 @@
 //! in-memory cluster. Tests call [`Checker::check`] (I1-I5, I7, I8) after every step, and
 //! [`progress`] (I6) once the controller has settled.
 
+mod records;
+
 use super::cluster::MemCluster;
 use gpu_claims_actors::api::from_json as from_value;
 use gpu_claims_actors::api::{
-    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, Vmi, has_finalizer,
+    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, LauncherPod, Vmi, has_finalizer,
 };
 use gpu_claims_actors::ports::{Kind, Obj};
 use gpu_claims_actors::rules::scheduling::fit::{NodeRoom, fits_request};
 use gpu_claims_actors::world::{World, key};
+use records::{allocations_match, quotas_hold};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -110,12 +113,12 @@ impl Checker {
     fn new_allocations(&self, c: &MemCluster, records: &[GPUAllocation], v: &mut Vec<String>) {
         // Each record placed, and whether it was made (not moved with its
         // Lost claim, which adds no GPUs to its namespace: Q1 counts it once).
-        let placed: Vec<(String, bool)> = c.journal().entries[self.journal_pos..]
+        let placed: Vec<(Option<String>, String, bool)> = c.journal().entries[self.journal_pos..]
             .iter()
             .filter(|e| {
                 (e.op == "create" || e.op == "update") && e.kind == "GPUAllocation" && e.changed
             })
-            .map(|e| (e.name.clone(), e.op == "create"))
+            .map(|e| (e.namespace.clone(), e.name.clone(), e.op == "create"))
             .collect();
         if placed.is_empty() {
             return;
@@ -138,10 +141,9 @@ impl Checker {
             *per_namespace.entry((ns, "")).or_default() += gpus;
         }
         for r in records {
-            let Some((_, created)) = placed
-                .iter()
-                .find(|(n, _)| Some(n) == r.metadata.name.as_ref())
-            else {
+            let Some((_, _, created)) = placed.iter().find(|(ns, n, _)| {
+                *ns == r.metadata.namespace && Some(n) == r.metadata.name.as_ref()
+            }) else {
                 continue;
             };
             let (node, res) = (&r.spec.node_name, &r.spec.resource_name);
@@ -280,42 +282,6 @@ impl Checker {
     }
 }
 
-/// I8, for a record placed since the last check: every GPUQuota of its
-/// namespace holds, for its class and in all.
-fn quotas_hold(
-    r: &GPUAllocation,
-    quotas: &[GPUQuota],
-    recorded: &HashMap<(&str, &str), u64>,
-    v: &mut Vec<String>,
-) {
-    let ns = r.metadata.namespace.as_deref().unwrap_or_default();
-    let class = r.spec.class_name.as_str();
-    let used = |c: &str| recorded.get(&(ns, c)).copied().unwrap_or(0);
-    for q in quotas
-        .iter()
-        .filter(|q| q.metadata.namespace.as_deref() == Some(ns))
-    {
-        let name = q.metadata.name.as_deref().unwrap_or_default();
-        if let Some(hard) = q
-            .spec
-            .hard
-            .get(class)
-            .filter(|h| used(class) > u64::from(**h))
-        {
-            v.push(format!(
-                "I8: namespace {ns} has {} GPUs of class {class} recorded, GPUQuota {name} allows {hard}",
-                used(class)
-            ));
-        }
-        if let Some(total) = q.spec.total.filter(|t| used("") > u64::from(*t)) {
-            v.push(format!(
-                "I8: namespace {ns} has {} GPUs recorded, GPUQuota {name} allows {total} in all",
-                used("")
-            ));
-        }
-    }
-}
-
 fn launchers_may_hold(c: &MemCluster, vmi: &Vmi) -> bool {
     let pods = all(c, Kind::Pod, |o| {
         if let Obj::Pod(p) = o {
@@ -332,39 +298,6 @@ fn launchers_may_hold(c: &MemCluster, vmi: &Vmi) -> bool {
         .collect();
     // Only a pod past the gate can have reached a GPU.
     mine.iter().any(|p| !p.gated)
-}
-
-/// I4: every Bound, Attached or Lost claim has its record; every record its
-/// claim. A claim being deleted is exempt: L8 deletes its record before its
-/// finalizer, so a release cut short leaves it without one (and unused).
-fn allocations_match(
-    claims: &HashMap<String, GPUClaim>,
-    records: &[GPUAllocation],
-    v: &mut Vec<String>,
-) {
-    let by_key: HashMap<String, &GPUAllocation> =
-        records.iter().map(|r| (ns_key(&r.metadata), r)).collect();
-    for (k, c) in claims {
-        if c.phase().counts_against_budget()
-            && !gpu_claims_actors::api::is_deleting(&c.metadata)
-            && by_key
-                .get(k)
-                .is_none_or(|r| Some(&r.spec.claim_uid) != c.metadata.uid.as_ref())
-        {
-            v.push(format!(
-                "I4: claim {k} is {} without its record",
-                c.phase().as_str()
-            ));
-        }
-    }
-    for (k, r) in &by_key {
-        if claims
-            .get(k)
-            .is_none_or(|c| c.metadata.uid.as_ref() != Some(&r.spec.claim_uid))
-        {
-            v.push(format!("I4: record {k} has no claim"));
-        }
-    }
 }
 
 /// The world as a freshly started controller would list it.

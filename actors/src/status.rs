@@ -1,0 +1,203 @@
+//! "Where are my GPUs": what `gpu-claims status` shows (SPEC §6), read off
+//! a world loaded from the cluster's lists in one pass, with the same
+//! indexes and counts the controller decides by.
+
+use crate::api::{CONDITION_WAITING, GPUClaim, is_deleting};
+use crate::rules::requested_claims;
+use crate::world::{World, key};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub classes: Vec<ClassRow>,
+    pub nodes: Vec<NodeRow>,
+    pub quotas: Vec<QuotaRow>,
+    pub waiting: Vec<WaitingSet>,
+    /// Kinds that could not be read (not served, not permitted), and why:
+    /// the figures that need them count none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_read: Vec<String>,
+}
+
+/// A class: the GPUs its Ready nodes have, what its claims hold or owe,
+/// its budget, and how many sets of it wait at the gate.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassRow {
+    pub name: String,
+    pub resource: String,
+    pub capacity: u64,
+    pub allocated: u64,
+    pub budget: Option<u32>,
+    pub waiting_sets: usize,
+}
+
+/// One node and one GPU resource a class serves.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRow {
+    pub node: String,
+    pub resource: String,
+    pub ready: bool,
+    pub allocatable: u64,
+    /// GPUs recorded in allocations on the node.
+    pub recorded: u64,
+    /// GPUs pods use beyond the allocations (pods outside gpu-claims).
+    pub used_outside_records: u64,
+    pub free: u64,
+}
+
+/// One limit of a GPUQuota: a class, or all classes together (`class`
+/// absent), with what the namespace's claims hold or owe.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaRow {
+    pub namespace: String,
+    pub name: String,
+    pub class: Option<String>,
+    pub used: u64,
+    pub hard: u32,
+}
+
+/// A VMI whose launcher pods wait at the gate, and why (its claims'
+/// Waiting condition).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingSet {
+    pub namespace: String,
+    pub vmi: String,
+    pub claims: Vec<String>,
+    pub reason: String,
+    pub message: String,
+}
+
+fn waiting_condition(c: &GPUClaim) -> Option<(String, String)> {
+    c.conditions()
+        .iter()
+        .find(|x| x.type_ == CONDITION_WAITING && x.status == "True")
+        .map(|x| (x.reason.clone(), x.message.clone()))
+}
+
+/// The report, every list sorted by name.
+pub fn report(w: &World) -> Report {
+    let waiting = waiting_sets(w);
+    let mut waiting_by_class: BTreeMap<String, usize> = BTreeMap::new();
+    for set in &waiting {
+        let classes: BTreeSet<String> = set
+            .claims
+            .iter()
+            .filter_map(|c| w.claim(&key(&set.namespace, c)))
+            .map(|c| c.spec.class_name.clone())
+            .collect();
+        for class in classes {
+            *waiting_by_class.entry(class).or_default() += 1;
+        }
+    }
+    let mut classes = Vec::new();
+    let mut resources = BTreeSet::new();
+    for name in w.keys(crate::api::Kind::Class) {
+        let Some(c) = w.class(&name) else { continue };
+        resources.insert(c.spec.resource_name.clone());
+        classes.push(ClassRow {
+            capacity: w.class_capacity(&name),
+            allocated: w.class_usage(&name).allocated,
+            budget: c.spec.budget,
+            waiting_sets: waiting_by_class.get(&name).copied().unwrap_or(0),
+            resource: c.spec.resource_name.clone(),
+            name,
+        });
+    }
+    Report {
+        classes,
+        nodes: node_rows(w, &resources),
+        quotas: quota_rows(w),
+        waiting,
+        not_read: Vec::new(),
+    }
+}
+
+fn node_rows(w: &World, resources: &BTreeSet<String>) -> Vec<NodeRow> {
+    let mut rows = Vec::new();
+    for name in w.keys(crate::api::Kind::Node) {
+        let Some(n) = w.node(&name) else { continue };
+        for r in resources {
+            let allocatable = n.allocatable(r);
+            let recorded = w.allocated_on(&name, r);
+            let outside = w.used_beyond_allocations(&name, r);
+            if allocatable == 0 && recorded == 0 && outside == 0 {
+                continue;
+            }
+            rows.push(NodeRow {
+                node: name.clone(),
+                resource: r.clone(),
+                ready: n.ready,
+                allocatable,
+                recorded,
+                used_outside_records: outside,
+                free: allocatable.saturating_sub(recorded + outside),
+            });
+        }
+    }
+    rows
+}
+
+fn quota_rows(w: &World) -> Vec<QuotaRow> {
+    let mut rows = Vec::new();
+    for k in w.keys(crate::api::Kind::Quota) {
+        let Some(q) = w.quota(&k) else { continue };
+        let (ns, name) = crate::world::split_key(&k);
+        let row = |class: Option<&str>, hard: u32| QuotaRow {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            class: class.map(str::to_string),
+            used: w.namespace_usage(ns, class),
+            hard,
+        };
+        for (class, hard) in &q.spec.hard {
+            rows.push(row(Some(class), *hard));
+        }
+        if let Some(total) = q.spec.total {
+            rows.push(row(None, total));
+        }
+    }
+    rows
+}
+
+/// Each live VMI whose launcher pods all wait at the gate, with the
+/// reason its claims give (none yet: the controller has not decided).
+fn waiting_sets(w: &World) -> Vec<WaitingSet> {
+    let mut sets = Vec::new();
+    for k in w.keys(crate::api::Kind::Vmi) {
+        let Some(v) = w.vmi(&k) else { continue };
+        let pods = w.launchers(&k);
+        if v.is_final()
+            || is_deleting(&v.metadata)
+            || pods.is_empty()
+            || pods.iter().any(|p| !p.gated)
+        {
+            continue;
+        }
+        let (ns, name) = crate::world::split_key(&k);
+        let claims = requested_claims(&v, w);
+        let why = claims
+            .iter()
+            .filter_map(|c| w.claim(&key(ns, c)))
+            .find_map(|c| waiting_condition(&c));
+        let (reason, message) = why.unwrap_or_else(|| {
+            (
+                "Undecided".into(),
+                "no claim of the set says why yet".into(),
+            )
+        });
+        sets.push(WaitingSet {
+            namespace: ns.to_string(),
+            vmi: name.to_string(),
+            claims,
+            reason,
+            message,
+        });
+    }
+    sets
+}

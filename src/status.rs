@@ -1,0 +1,242 @@
+//! `gpu-claims status` (SPEC §6), also `kubectl gpu-claims status`: where
+//! the GPUs are, read from the cluster through the kubeconfig with the
+//! deadlines `run` has. Every kind is listed in pages into one world, the
+//! report is one pass over it (`gpu_claims_actors::status`).
+
+use crate::clients::Clients;
+use crate::kube_ports::{api, typed};
+use gpu_claims_actors::api::Kind;
+use gpu_claims_actors::status::{Report, report};
+use gpu_claims_actors::world::World;
+use kube::api::ListParams;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// The kubeconfig to read the cluster through (default: $KUBECONFIG,
+    /// ~/.kube/config, or the pod's service account).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// table, json or yaml.
+    #[arg(short = 'o', long = "output", default_value = "table")]
+    output: Output,
+    /// The deadline of each request (a page of a list).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// Objects per page: a list of 100k claims is 200 requests, none large.
+const PAGE: u32 = 500;
+
+pub fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(read(&args))?;
+    let out = match args.output {
+        Output::Table => table(&report),
+        Output::Json => serde_json::to_string_pretty(&report)? + "\n",
+        Output::Yaml => serde_saphyr::to_string(&report)?,
+    };
+    print!("{out}");
+    Ok(())
+}
+
+async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
+    let clients = match &args.kubeconfig {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+            Clients::from_kubeconfig(&text, args.request_timeout).await?
+        }
+        None => Clients::infer(args.request_timeout).await?,
+    };
+    let world = World::new(Default::default());
+    let mut not_read = Vec::new();
+    for kind in Kind::ALL {
+        match list(&clients, kind).await? {
+            Listed::Objects(objects) => objects.into_iter().for_each(|o| world.load(o)),
+            Listed::Not(why) => not_read.push(format!("{}: {why}", kind.name())),
+        }
+    }
+    let mut r = report(&world);
+    r.not_read = not_read;
+    Ok(r)
+}
+
+enum Listed {
+    Objects(Vec<gpu_claims_actors::ports::Obj>),
+    /// Not served (no KubeVirt, an older CRD set) or not permitted (a
+    /// tenant's view): the report goes on without it, and says so.
+    Not(&'static str),
+}
+
+/// Lists `kind` page by page. A continue token that expired (410) starts
+/// the list again from its first page, as client-go's pager does.
+async fn list(clients: &Clients, kind: Kind) -> anyhow::Result<Listed> {
+    let objects = api(&clients.requests, kind, None);
+    let mut items = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(PAGE);
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let page = tokio::time::timeout(clients.request_timeout, objects.list(&params))
+            .await
+            .map_err(|_| {
+                let deadline = clients.request_timeout;
+                anyhow::anyhow!("listing {}: no answer within {deadline:?}", kind.name())
+            })?;
+        let page = match page {
+            Ok(p) => p,
+            Err(kube::Error::Api(s)) if s.code == 404 && token.is_none() => {
+                return Ok(Listed::Not("not served"));
+            }
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                return Ok(Listed::Not("not permitted to list"));
+            }
+            Err(kube::Error::Api(s)) if s.code == 410 && token.is_some() => {
+                items.clear();
+                token = None;
+                continue;
+            }
+            Err(e) => return Err(anyhow::anyhow!("listing {}: {e}", kind.name())),
+        };
+        for o in page.items {
+            match typed(kind, o) {
+                Ok(obj) => items.push(obj),
+                Err(e) => eprintln!("skipping a {} that cannot be read: {e}", kind.name()),
+            }
+        }
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok(Listed::Objects(items));
+        }
+    }
+}
+
+/// Columns padded to their widest cell.
+fn columns(rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("   ").trim_end());
+    }
+    out
+}
+
+fn section(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+    let _ = writeln!(out, "{title}");
+    if rows.is_empty() {
+        let _ = writeln!(out, "  (none)\n");
+        return;
+    }
+    let mut all = vec![header.iter().map(|h| h.to_string()).collect()];
+    all.extend(rows);
+    for line in columns(&all).lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out.push('\n');
+}
+
+pub fn table(r: &Report) -> String {
+    let mut out = String::new();
+    let classes = r.classes.iter().map(|c| {
+        let budget = c.budget.map_or("-".into(), |b| b.to_string());
+        vec![
+            c.name.clone(),
+            c.resource.clone(),
+            c.capacity.to_string(),
+            c.allocated.to_string(),
+            budget,
+            c.waiting_sets.to_string(),
+        ]
+    });
+    section(
+        &mut out,
+        "CLASSES",
+        &[
+            "NAME",
+            "RESOURCE",
+            "CAPACITY",
+            "ALLOCATED",
+            "BUDGET",
+            "WAITING",
+        ],
+        classes.collect(),
+    );
+    let nodes = r.nodes.iter().map(|n| {
+        let ready = if n.ready { "" } else { " (not Ready)" };
+        vec![
+            format!("{}{ready}", n.node),
+            n.resource.clone(),
+            n.allocatable.to_string(),
+            n.recorded.to_string(),
+            n.used_outside_records.to_string(),
+            n.free.to_string(),
+        ]
+    });
+    section(
+        &mut out,
+        "NODES",
+        &[
+            "NODE",
+            "RESOURCE",
+            "ALLOCATABLE",
+            "RECORDED",
+            "OTHER PODS",
+            "FREE",
+        ],
+        nodes.collect(),
+    );
+    let quotas = r.quotas.iter().map(|q| {
+        let class = q.class.clone().unwrap_or_else(|| "(all)".into());
+        vec![
+            q.namespace.clone(),
+            q.name.clone(),
+            class,
+            format!("{}/{}", q.used, q.hard),
+        ]
+    });
+    section(
+        &mut out,
+        "QUOTAS",
+        &["NAMESPACE", "QUOTA", "CLASS", "USED/HARD"],
+        quotas.collect(),
+    );
+    let waiting = r.waiting.iter().map(|s| {
+        vec![
+            format!("{}/{}", s.namespace, s.vmi),
+            s.claims.join(","),
+            s.reason.clone(),
+            s.message.clone(),
+        ]
+    });
+    section(
+        &mut out,
+        "WAITING AT THE GATE",
+        &["VMI", "CLAIMS", "REASON", "MESSAGE"],
+        waiting.collect(),
+    );
+    for why in &r.not_read {
+        let _ = writeln!(out, "not read: {why} (what needs it counts none)");
+    }
+    out
+}

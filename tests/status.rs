@@ -1,0 +1,166 @@
+//! `gpu-claims status` (SPEC §6) through the real binary against the
+//! demo's cluster over HTTP: per class, node and quota, and each set
+//! waiting at the gate with its reason; also as the kubectl plugin.
+mod common;
+
+use common::Cluster;
+use gpu_claims_testbed::demo::{self, B};
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+const CONFIG: &str = "attachmentGrace: 2m\n";
+
+fn status(kubeconfig: &std::path::Path, output: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gpu-claims"))
+        .args([
+            "status",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "-o",
+            output,
+        ])
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    let _ctl = c.start_controller();
+    // Seven h200 for one VM: over the class's budget of 6.
+    c.standin.start_vm(B, "vm-big", "h200", 7);
+    c.settle(
+        "G5 OverBudget on vm-big's claim",
+        |s| {
+            s.claim(B, "vm-big-gpu").is_some_and(|x| {
+                x.conditions()
+                    .iter()
+                    .any(|k| k.type_ == "Waiting" && k.reason == "OverBudget")
+            })
+        },
+        Duration::ZERO,
+    );
+    let kubeconfig = c.dir.path().join("kubeconfig");
+    let out = status(&kubeconfig, "json");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let class = |name: &str| {
+        r["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("class {name} in {r}"))
+    };
+    let h200 = class("h200");
+    assert_eq!(
+        (
+            &h200["capacity"],
+            &h200["allocated"],
+            &h200["budget"],
+            &h200["waitingSets"]
+        ),
+        (&16.into(), &0.into(), &6.into(), &1.into()),
+        "{h200}"
+    );
+    // The CUDA job outside gpu-claims holds one of gpu-node-1's four.
+    let node1 = r["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "gpu-node-1")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (
+            &node1["allocatable"],
+            &node1["recorded"],
+            &node1["usedOutsideRecords"],
+            &node1["free"]
+        ),
+        (&4.into(), &0.into(), &1.into(), &3.into()),
+        "{node1}"
+    );
+    let quotas: Vec<(String, u64, u64)> = r["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["class"].as_str().unwrap_or("(all)").to_string(),
+                q["used"].as_u64().unwrap(),
+                q["hard"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        quotas,
+        [
+            ("h200".into(), 0, 6),
+            ("l40s".into(), 0, 1),
+            ("(all)".into(), 0, 8)
+        ]
+    );
+    let waiting = &r["waiting"][0];
+    assert_eq!(
+        (&waiting["namespace"], &waiting["vmi"], &waiting["reason"]),
+        (&B.into(), &"vm-big".into(), &"OverBudget".into()),
+        "{r}"
+    );
+    assert!(waiting["message"].as_str().unwrap().contains("budget of 6"));
+    // The same as a table and as YAML.
+    let table = String::from_utf8(status(&kubeconfig, "table").stdout).unwrap();
+    for says in ["CLASSES", "gpu-node-1", "tenant-a", "OverBudget"] {
+        assert!(table.contains(says), "{says} in\n{table}");
+    }
+    let yaml = status(&kubeconfig, "yaml");
+    assert!(yaml.status.success());
+    assert!(String::from_utf8_lossy(&yaml.stdout).contains("waitingSets: 1"));
+    // As the kubectl plugin: the binary on the PATH as kubectl-gpu_claims.
+    if common::available(
+        "kubectl",
+        Command::new("kubectl").args(["version", "--client"]),
+    ) {
+        let bin = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_gpu-claims"),
+            bin.path().join("kubectl-gpu_claims"),
+        )
+        .unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.path().display(),
+            std::env::var("PATH").unwrap()
+        );
+        let plugin = Command::new("kubectl")
+            .args([
+                "gpu-claims",
+                "status",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+            ])
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        assert!(
+            plugin.status.success(),
+            "{}",
+            String::from_utf8_lossy(&plugin.stderr)
+        );
+        assert_eq!(String::from_utf8(plugin.stdout).unwrap(), table);
+    }
+}
+
+#[test]
+fn status_with_a_kubeconfig_it_cannot_read_says_so_and_fails() {
+    let out = status(std::path::Path::new("/nonexistent/kubeconfig"), "table");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
+}
