@@ -205,3 +205,22 @@ pub fn whole_world_pass(world: &World) -> Duration {
     std::hint::black_box(steps);
     start.elapsed()
 }
+
+/// `gpu-claims status`'s report over `world`: the median of seven, said
+/// at once beside the whole-world pass's median (what follows it in the
+/// benchmark, racks and the storm, takes long on a large world).
+pub fn status_report(world: &World, nodes: usize, whole_world_pass: Duration) -> Duration {
+    let mut reports: Vec<Duration> = (0..7)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            std::hint::black_box(gpu_claims_actors::status::report(world));
+            t.elapsed()
+        })
+        .collect();
+    let median = super::percentile(&mut reports, 50.0);
+    eprintln!(
+        "[{} claims, {nodes} nodes] gpu-claims status's report: {median:?} (median of 7), one whole-world pass: {whole_world_pass:?} (median)",
+        world.claim_count()
+    );
+    median
+}
