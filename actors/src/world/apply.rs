@@ -50,14 +50,20 @@ pub struct ClassChange {
 
 pub struct AllocationChange {
     pub key: String,
-    /// GPUs freed: deleted, or moved off a node.
-    pub freed: bool,
+    /// GPUs freed (deleted, or moved off a node).
+    pub freed: Option<Freed>,
     /// A new allocation of this class, which has a budget.
     pub budget_used: Option<String>,
     /// A new allocation in this namespace, which has a GPUQuota.
     pub quota_used: Option<String>,
     /// Nodes whose lost set changed for a resource of the allocation.
     pub lost_changed: Vec<String>,
+}
+
+/// GPUs an allocation no longer holds: the node and class they were of.
+pub struct Freed {
+    pub node: String,
+    pub class: String,
 }
 
 pub struct QuotaChange {
@@ -78,8 +84,9 @@ pub struct VmiChange {
 pub struct PodChange {
     /// The launcher's facts the rules read changed: these VMIs look again.
     pub vmis: BTreeSet<String>,
-    /// What the pod uses on a node changed.
-    pub use_changed: bool,
+    /// The nodes whose use by the pod changed (the one it left, the one
+    /// it is on).
+    pub use_changed: Vec<Arc<str>>,
 }
 
 pub struct NodeChange {
@@ -239,16 +246,21 @@ impl World {
             .iter()
             .map(|(n, res)| self.lost_covers(n, res))
             .collect();
-        let freed = deleted
-            || old
-                .as_ref()
-                .is_some_and(|o| o.spec.node_name != r.spec.node_name);
+        let was_on = old.as_ref().map(|o| &o.spec.node_name);
+        let freed = if deleted {
+            Some(was_on.unwrap_or(&r.spec.node_name).clone())
+        } else {
+            was_on.filter(|n| **n != r.spec.node_name).cloned()
+        }
+        .map(|node| Freed {
+            node,
+            class: r.spec.class_name.clone(),
+        });
         let budget_used = (!deleted && old.is_none())
             .then(|| r.spec.class_name.clone())
             .filter(|c| self.class(c).is_some_and(|c| c.spec.budget.is_some()));
         let ns = split_key(&k).0;
-        let quota_used = (!deleted && old.is_none() && !self.quota_keys_in(ns).is_empty())
-            .then(|| ns.to_string());
+        let quota_used = (!deleted && old.is_none() && self.has_quotas(ns)).then(|| ns.to_string());
         self.put_allocation(&k, (!deleted).then(|| Arc::new(r)));
         let lost_changed = places
             .iter()
@@ -317,7 +329,17 @@ impl World {
         };
         Change::Pod(PodChange {
             vmis,
-            use_changed: was_using != using,
+            use_changed: if was_using == using {
+                Vec::new()
+            } else {
+                let mut nodes: Vec<Arc<str>> = was_using
+                    .iter()
+                    .chain(&using)
+                    .map(|u| u.node.clone())
+                    .collect();
+                nodes.dedup();
+                nodes
+            },
         })
     }
 

@@ -13,7 +13,7 @@ mod pods;
 mod view;
 
 pub use apply::{
-    AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, QuotaChange,
+    AllocationChange, Change, ClaimChange, ClassChange, Freed, NodeChange, PodChange, QuotaChange,
     VmiChange,
 };
 pub use indexes::{ClassUsage, released as indexes_released};
@@ -236,6 +236,14 @@ impl World {
             return Vec::new();
         };
         keys.iter().filter_map(|k| self.quota(k)).collect()
+    }
+
+    /// Whether namespace `ns` has a GPUQuota (no copy: asked per allocation).
+    pub fn has_quotas(&self, ns: &str) -> bool {
+        self.idx
+            .quotas_by_namespace
+            .get(ns)
+            .is_some_and(|s| !s.is_empty())
     }
 
     /// Keys of the GPUQuotas of namespace `ns`.

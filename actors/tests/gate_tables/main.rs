@@ -2,6 +2,7 @@
 //! pure decision (no actors, no cluster).
 
 mod node;
+mod nodes_that_matter;
 
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, Obj};
 use gpu_claims_actors::config::Config;

@@ -211,12 +211,15 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
                 changes::apply(&store, &l, *kind, *k);
                 h.settle(Duration::from_millis(5)).await;
                 let w = h.stamps.writes.lock().unwrap()[w0..].to_vec();
-                if std::env::var_os("GPU_CLAIMS_BENCH_DEBUG").is_some() && w.len() > min {
+                if std::env::var_os("GPU_CLAIMS_BENCH_DEBUG").is_some() {
                     eprintln!(
                         "{kind:?} {k}: {} writes, {min} needed: {:?}",
                         w.len(),
                         w.iter()
-                            .map(|(_, op, what)| format!("{op} {what}"))
+                            .map(|(at, op, what)| format!(
+                                "{} us {op} {what}",
+                                at.duration_since(t0).as_micros()
+                            ))
                             .collect::<Vec<_>>()
                     );
                 }

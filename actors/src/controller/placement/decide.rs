@@ -29,7 +29,9 @@ impl Placement {
             PlacementPoke::Allocation(k) => self.decide_allocation(k),
             PlacementPoke::Claim(_)
             | PlacementPoke::Capacity
+            | PlacementPoke::Freed { .. }
             | PlacementPoke::NodesChanged
+            | PlacementPoke::Node(_)
             | PlacementPoke::BudgetUsed(_)
             | PlacementPoke::Namespace(_) => None,
         }
@@ -124,6 +126,7 @@ impl Placement {
                 reason,
                 message,
                 claims,
+                nodes,
             } => {
                 if reason == WaitReason::RequestMismatch {
                     self.tell_vmi(
@@ -135,8 +138,14 @@ impl Placement {
                     );
                 }
                 let classes = claims.iter().map(|c| c.spec.class_name.clone()).collect();
-                self.waiting
-                    .insert(k.to_string(), Waits { reason, classes });
+                self.waiting.insert(
+                    k,
+                    Waits {
+                        reason,
+                        classes,
+                        nodes,
+                    },
+                );
                 let now = Time(self.env.clock.wall());
                 let changes: Vec<_> = claims
                     .into_iter()

@@ -11,16 +11,17 @@ mod decide;
 mod own_writes;
 mod pinned;
 mod queue;
+mod recheck;
 mod write;
 
 use super::Env;
 use super::journal::DecisionResult;
 use super::scaffold::{self, IoError, Scaffold, Scaffolded};
 use crate::api::{Kind, ObjRef};
-use crate::rules::WaitReason;
 use actix::prelude::*;
 use own_writes::OwnWrites;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use recheck::{RecheckAsked, WaitingSets, Waits};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use write::{Done, Write, execute};
 
@@ -34,12 +35,24 @@ pub enum PlacementPoke {
     Allocation(String),
     /// A claim changed: the VMIs whose sets name it look again.
     Claim(String),
-    /// GPUs were freed, or a class changed: sets waiting for capacity,
-    /// budget or their class look again.
+    /// A class changed: sets waiting for capacity, budget or their class
+    /// look again.
     Capacity,
-    /// A node changed: sets waiting on nodes (room, or the held node's
-    /// filters) look again; budgets and classes did not change.
+    /// GPUs of `class` in `namespace` were freed on `node`: the sets over
+    /// that class's budget or that namespace's quota look again, and those
+    /// waiting on nodes for which the node matters.
+    Freed {
+        node: String,
+        class: String,
+        namespace: String,
+    },
+    /// Nodes were made or deleted, or a node's labels changed: every set
+    /// waiting on nodes (room, or the held node's filters) looks again;
+    /// budgets and classes did not change.
     NodesChanged,
+    /// What this node has or what its pods use changed, not its labels:
+    /// the sets waiting on nodes for which it matters look again.
+    Node(String),
     /// A new allocation took budget from this class: sets of it waiting on
     /// nodes look again, as the budget is checked first and may now be
     /// their reason (a fresh controller would say OverBudget).
@@ -82,38 +95,6 @@ impl Handler<ConfigReloaded> for Placement {
 #[rtype(result = "()")]
 struct Recheck;
 
-/// The waiting sets a burst of changes asks to look at again.
-#[derive(Default)]
-struct RecheckAsked {
-    /// Every set waiting on capacity, budget or its class.
-    capacity: bool,
-    /// Every set waiting on nodes.
-    nodes: bool,
-    /// Sets of these classes waiting on nodes.
-    budgets: BTreeSet<String>,
-    /// Every set of these namespaces.
-    namespaces: BTreeSet<String>,
-}
-
-impl RecheckAsked {
-    fn is_empty(&self) -> bool {
-        !self.capacity && !self.nodes && self.budgets.is_empty() && self.namespaces.is_empty()
-    }
-
-    fn concerns(&self, vmi: &str, w: &Waits) -> bool {
-        self.namespaces.contains(crate::world::split_key(vmi).0)
-            || (self.capacity && w.reason.on_capacity())
-            || (self.nodes && w.reason.on_nodes())
-            || (w.reason.on_nodes() && w.classes.iter().any(|c| self.budgets.contains(c)))
-    }
-}
-
-/// Why a VMI's set waits, and the classes of its claims.
-struct Waits {
-    reason: WaitReason,
-    classes: Vec<String>,
-}
-
 pub struct Placement {
     env: Arc<Env>,
     scaffold: Scaffold,
@@ -126,8 +107,8 @@ pub struct Placement {
     by_claim: HashMap<String, BTreeSet<String>>,
     /// The reverse: the claims each indexed VMI's set names.
     claims_of: HashMap<String, Vec<String>>,
-    /// Why each waiting VMI waits (ordered: a recheck goes in key order).
-    waiting: BTreeMap<String, Waits>,
+    /// Why each waiting VMI waits, indexed by the nodes that matter.
+    waiting: WaitingSets,
     /// A recheck asked for and not yet made.
     recheck: RecheckAsked,
     /// G7: pinned pods the scheduler cannot place.
@@ -147,7 +128,7 @@ impl Placement {
             reported: HashMap::new(),
             by_claim: HashMap::new(),
             claims_of: HashMap::new(),
-            waiting: BTreeMap::new(),
+            waiting: WaitingSets::default(),
             recheck: RecheckAsked::default(),
             pinned: pinned::Pinned::default(),
         }
@@ -242,24 +223,16 @@ impl Placement {
                 .map(|v| PlacementPoke::Vmi(v.clone()))
                 .collect(),
             PlacementPoke::Capacity
+            | PlacementPoke::Freed { .. }
             | PlacementPoke::NodesChanged
+            | PlacementPoke::Node(_)
             | PlacementPoke::BudgetUsed(_)
             | PlacementPoke::Namespace(_) => {
                 if self.recheck.is_empty() {
                     // Behind whatever the mailbox holds: a burst is one pass.
                     ctx.notify(Recheck);
                 }
-                match work {
-                    PlacementPoke::Capacity => self.recheck.capacity = true,
-                    PlacementPoke::NodesChanged => self.recheck.nodes = true,
-                    PlacementPoke::BudgetUsed(class) => {
-                        self.recheck.budgets.insert(class);
-                    }
-                    PlacementPoke::Namespace(ns) => {
-                        self.recheck.namespaces.insert(ns);
-                    }
-                    _ => {}
-                }
+                self.recheck.ask(work);
                 Vec::new()
             }
             _ => vec![work],
@@ -326,9 +299,9 @@ impl Handler<Recheck> for Placement {
         let asked = std::mem::take(&mut self.recheck);
         let works: Vec<PlacementPoke> = self
             .waiting
-            .iter()
-            .filter(|(v, w)| asked.concerns(v, w))
-            .map(|(v, _)| PlacementPoke::Vmi(v.clone()))
+            .concerned(&asked)
+            .into_iter()
+            .map(PlacementPoke::Vmi)
             .collect();
         self.push(works);
         scaffold::reconcile(self, ctx);

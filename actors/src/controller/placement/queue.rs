@@ -23,7 +23,9 @@ fn namespace(w: &PlacementPoke) -> &str {
             crate::world::split_key(k).0
         }
         PlacementPoke::Capacity
+        | PlacementPoke::Freed { .. }
         | PlacementPoke::NodesChanged
+        | PlacementPoke::Node(_)
         | PlacementPoke::BudgetUsed(_)
         | PlacementPoke::Namespace(_) => "",
     }

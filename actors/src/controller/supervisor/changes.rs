@@ -106,8 +106,13 @@ impl Supervisor {
         self.place(PlacementPoke::Allocation(a.key.clone()));
         // Its claim: whether it holds GPUs without an allocation.
         self.poke_claim(&a.key, ctx);
-        if a.freed {
-            self.place(PlacementPoke::Capacity);
+        if let Some(f) = a.freed {
+            let namespace = split_key(&a.key).0.to_string();
+            self.place(PlacementPoke::Freed {
+                node: f.node,
+                class: f.class,
+                namespace,
+            });
         }
         if let Some(class) = a.budget_used {
             self.place(PlacementPoke::BudgetUsed(class));
@@ -136,13 +141,13 @@ impl Supervisor {
     }
 
     fn pod_changed(&mut self, p: PodChange, ctx: &mut Context<Self>) {
-        // A pod's use of a node changed: the sets waiting on nodes look
-        // again, as for a node's change. Room freed may let one be placed;
-        // room taken changes what their Waiting message counts (a fresh
-        // controller would say it, and a converged cluster gets no writes
-        // on restart, I5).
-        if p.use_changed {
-            self.place(PlacementPoke::NodesChanged);
+        // A pod's use of a node changed: the sets waiting on nodes for
+        // which the node matters look again, as for a node's change. Room
+        // freed may let one be placed; room taken changes what their
+        // Waiting message counts (a fresh controller would say it, and a
+        // converged cluster gets no writes on restart, I5).
+        for node in p.use_changed {
+            self.place(PlacementPoke::Node(node.to_string()));
         }
         for v in p.vmis {
             self.place(PlacementPoke::Vmi(v.clone()));
@@ -156,9 +161,8 @@ impl Supervisor {
         if let Some(now) = &n.now {
             self.report_unreadable(now, n.old.as_deref());
         }
-        // Sets waiting on nodes look again: a node may take them now, and
-        // their Waiting message counts the nodes each filter removed.
-        self.place(PlacementPoke::NodesChanged);
+        // The node's claims first: G6 and L4 are the writes this change
+        // owes, and they should not queue behind placement's look.
         for c in self.env.world.claims_on_node(&n.name) {
             self.poke_claim(&c, ctx);
         }
@@ -166,6 +170,15 @@ impl Supervisor {
         // each class's capacity as nodes change).
         for c in n.moved {
             self.poke_class(&c, ctx);
+        }
+        // Sets waiting on nodes look again: a node may take them now, and
+        // their Waiting message counts the nodes each filter removed. Which
+        // nodes pass a set's affinity changes only with nodes made, deleted
+        // or relabelled; any other change matters to the sets it may take.
+        if n.old.as_ref().map(|f| &f.labels) != n.now.as_ref().map(|f| &f.labels) {
+            self.place(PlacementPoke::NodesChanged);
+        } else {
+            self.place(PlacementPoke::Node(n.name));
         }
     }
 

@@ -2,13 +2,13 @@
 //! fit among the nodes that pass every filter; and, when none is left,
 //! which filter removed how many nodes.
 
-use super::WaitReason;
 use super::written::WrittenAllocations;
+use super::{WaitReason, Waiting};
 use crate::api::{GPUClass, LauncherPod, NodeFacts, PodScheduling};
 use crate::rules::scheduling::fit::{NodeRoom, fits_request};
 use crate::rules::scheduling::{affinity_matches, tolerates_cordon, untolerated};
 use crate::world::World;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -76,6 +76,35 @@ pub fn pod_unfit(s: &PodScheduling, node: &NodeFacts) -> Option<Unfit> {
         return Some(Unfit::Taint);
     }
     None
+}
+
+/// The nodes whose change can change a waiting set's decision. A set
+/// whose pods' node selector or affinity leaves a few nodes (a VM pinned
+/// to its host, or held on its node) is decided again only when one of
+/// those changes: the others fail the affinity filter whatever their
+/// state, and stay counted as such in its message. Which nodes pass that
+/// filter changes only with a node's labels, or a node made or deleted,
+/// which every waiting set looks at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodesThatMatter {
+    All,
+    Only(BTreeSet<String>),
+}
+
+impl NodesThatMatter {
+    /// At most this many nodes are remembered; past it, all matter.
+    const MOST: usize = 32;
+
+    pub fn touched_by(&self, changed: &BTreeSet<String>) -> bool {
+        match self {
+            NodesThatMatter::All => !changed.is_empty(),
+            NodesThatMatter::Only(nodes) => !nodes.is_disjoint(changed),
+        }
+    }
+
+    fn only(node: &str) -> Self {
+        NodesThatMatter::Only(BTreeSet::from([node.to_string()]))
+    }
 }
 
 /// What the choice looks at.
@@ -173,9 +202,14 @@ impl Ask<'_> {
     }
 
     /// The node the set goes to, or why it waits.
-    pub fn choose(&self, held: Option<&str>) -> Result<String, (WaitReason, String)> {
+    pub(super) fn choose(&self, held: Option<&str>) -> Result<String, Waiting> {
         match held {
-            Some(h) => self.held(h),
+            Some(h) => self.held(h).map_err(|(reason, message)| Waiting {
+                reason,
+                message,
+                // Only the held node is looked at (its making included).
+                nodes: NodesThatMatter::only(h),
+            }),
             None => self.best_fit(),
         }
     }
@@ -206,22 +240,38 @@ impl Ask<'_> {
 
     /// Among the nodes that pass every filter, the one left with the fewest
     /// free GPUs after placement, ties by name.
-    fn best_fit(&self) -> Result<String, (WaitReason, String)> {
+    fn best_fit(&self) -> Result<String, Waiting> {
         let mut best: Option<(u64, String)> = None;
         let mut unfit: BTreeMap<Unfit, usize> = BTreeMap::new();
-        self.w.for_each_node(|n| match self.fit(n, true) {
-            Ok(left) => {
-                if best
-                    .as_ref()
-                    .is_none_or(|(l, name)| left < *l || (left == *l && n.name < *name))
-                {
-                    best = Some((left, n.name.clone()));
+        // The nodes past the affinity filter, while they are few.
+        let mut matter = Some(BTreeSet::new());
+        self.w.for_each_node(|n| {
+            let fit = self.fit(n, true);
+            if fit != Err(Unfit::Affinity)
+                && let Some(m) = matter.as_mut()
+            {
+                m.insert(n.name.clone());
+                if m.len() > NodesThatMatter::MOST {
+                    matter = None;
                 }
             }
-            Err(u) => *unfit.entry(u).or_default() += 1,
+            match fit {
+                Ok(left) => {
+                    if best
+                        .as_ref()
+                        .is_none_or(|(l, name)| left < *l || (left == *l && n.name < *name))
+                    {
+                        best = Some((left, n.name.clone()));
+                    }
+                }
+                Err(u) => *unfit.entry(u).or_default() += 1,
+            }
         });
-        best.map(|(_, n)| n)
-            .ok_or_else(|| (WaitReason::NoCapacity, no_node_message(&unfit)))
+        best.map(|(_, n)| n).ok_or_else(|| Waiting {
+            reason: WaitReason::NoCapacity,
+            message: no_node_message(&unfit),
+            nodes: matter.map_or(NodesThatMatter::All, NodesThatMatter::Only),
+        })
     }
 }
 

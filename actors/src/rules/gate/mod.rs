@@ -7,7 +7,7 @@ mod plan;
 mod quota;
 mod written;
 
-pub use choice::{Unfit, pod_unfit};
+pub use choice::{NodesThatMatter, Unfit, pod_unfit};
 pub use members::request_mismatch;
 pub use plan::{AllocationWrite, Plan};
 pub use written::WrittenAllocations;
@@ -80,6 +80,9 @@ pub enum GateStep {
         reason: WaitReason,
         message: String,
         claims: Vec<Arc<GPUClaim>>,
+        /// The nodes whose change can change this decision (for a set
+        /// waiting on nodes): a change elsewhere leaves it as it is.
+        nodes: NodesThatMatter,
     },
     Place(Plan),
 }
@@ -103,10 +106,16 @@ pub fn requested_claims(v: &Vmi, w: &World) -> Vec<String> {
 pub(super) struct Waiting {
     reason: WaitReason,
     message: String,
+    nodes: NodesThatMatter,
 }
 
+/// A wait decided before any node was looked at: any node may matter.
 pub(super) fn wait(reason: WaitReason, message: String) -> Waiting {
-    Waiting { reason, message }
+    Waiting {
+        reason,
+        message,
+        nodes: NodesThatMatter::All,
+    }
 }
 
 /// G3: decide for one VMI whose launcher pods all wait at the gate.
@@ -134,10 +143,15 @@ pub fn decide_gate(v: &Vmi, w: &World, written: &WrittenAllocations) -> GateStep
         .collect();
     match place(v, w, written, &names, &found, &pods) {
         Ok(plan) => GateStep::Place(plan),
-        Err(Waiting { reason, message }) => GateStep::Wait {
+        Err(Waiting {
+            reason,
+            message,
+            nodes,
+        }) => GateStep::Wait {
             reason,
             message,
             claims: ours,
+            nodes,
         },
     }
 }
@@ -178,9 +192,7 @@ fn place(
             })
             .collect(),
     };
-    let node = ask
-        .choose(held.as_deref())
-        .map_err(|(reason, message)| wait(reason, message))?;
+    let node = ask.choose(held.as_deref())?;
     let pod_keys = pods.iter().map(|p| key(&p.namespace, &p.name)).collect();
     Ok(plan::plan(name, &node, &members, &unplaced, pod_keys))
 }

@@ -1,0 +1,310 @@
+//! Which waiting sets a burst of changes concerns. A set waits for a
+//! reason (G5); a change looks again only at the sets whose reason it can
+//! change: a node's change at the sets for which that node matters, a
+//! class's at its sets, a quota's at its namespace's. One pass for the
+//! whole burst, however many changes it holds.
+
+use super::PlacementPoke;
+use crate::rules::{NodesThatMatter, WaitReason};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Why a VMI's set waits, the classes of its claims, and the nodes whose
+/// change can change that.
+pub(super) struct Waits {
+    pub reason: WaitReason,
+    pub classes: Vec<String>,
+    pub nodes: NodesThatMatter,
+}
+
+/// Every waiting set, and which of those waiting on nodes each node
+/// matters to: a node's change finds its sets without looking at the
+/// others (at 100k claims, thousands wait over budget or pinned elsewhere).
+#[derive(Default)]
+pub(super) struct WaitingSets {
+    /// By VMI key (ordered: a recheck goes in key order).
+    sets: BTreeMap<String, Waits>,
+    /// Sets waiting on nodes for which only these nodes matter.
+    by_node: HashMap<String, BTreeSet<String>>,
+    /// Sets waiting on nodes for which any node matters.
+    any_node: BTreeSet<String>,
+}
+
+impl WaitingSets {
+    pub fn insert(&mut self, vmi: &str, w: Waits) {
+        self.remove(vmi);
+        if w.reason.on_nodes() {
+            match &w.nodes {
+                NodesThatMatter::All => {
+                    self.any_node.insert(vmi.to_string());
+                }
+                NodesThatMatter::Only(nodes) => {
+                    for n in nodes {
+                        let sets = self.by_node.entry(n.clone()).or_default();
+                        sets.insert(vmi.to_string());
+                    }
+                }
+            }
+        }
+        self.sets.insert(vmi.to_string(), w);
+    }
+
+    pub fn remove(&mut self, vmi: &str) {
+        let Some(old) = self.sets.remove(vmi) else {
+            return;
+        };
+        self.any_node.remove(vmi);
+        if let NodesThatMatter::Only(nodes) = &old.nodes {
+            for n in nodes {
+                if let Some(sets) = self.by_node.get_mut(n) {
+                    sets.remove(vmi);
+                    if sets.is_empty() {
+                        self.by_node.remove(n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The sets `asked` concerns, in key order. A burst of node changes
+    /// alone (a node's state, a pod's use of it) looks only at the sets
+    /// those nodes matter to; anything else goes over every set.
+    pub fn concerned(&self, asked: &RecheckAsked) -> Vec<String> {
+        if asked.only_nodes() {
+            let mut keys: BTreeSet<&String> = self.any_node.iter().collect();
+            for n in &asked.changed_nodes {
+                keys.extend(self.by_node.get(n).into_iter().flatten());
+            }
+            return keys
+                .into_iter()
+                .filter(|k| self.sets.get(*k).is_some_and(|w| asked.concerns(k, w)))
+                .cloned()
+                .collect();
+        }
+        self.sets
+            .iter()
+            .filter(|(k, w)| asked.concerns(k, w))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+}
+
+/// The waiting sets a burst of changes asks to look at again.
+#[derive(Default)]
+pub(super) struct RecheckAsked {
+    /// Every set waiting on capacity, budget or its class.
+    capacity: bool,
+    /// Every set waiting on nodes.
+    nodes: bool,
+    /// Sets waiting on nodes for which one of these matters.
+    changed_nodes: BTreeSet<String>,
+    /// Sets of these classes waiting on nodes.
+    budgets: BTreeSet<String>,
+    /// Sets of these classes over budget (GPUs of theirs were freed).
+    budgets_freed: BTreeSet<String>,
+    /// Sets of these namespaces over quota (GPUs of theirs were freed).
+    quotas_freed: BTreeSet<String>,
+    /// Every set of these namespaces.
+    namespaces: BTreeSet<String>,
+}
+
+impl RecheckAsked {
+    pub fn is_empty(&self) -> bool {
+        !self.capacity
+            && !self.nodes
+            && self.changed_nodes.is_empty()
+            && self.budgets.is_empty()
+            && self.budgets_freed.is_empty()
+            && self.quotas_freed.is_empty()
+            && self.namespaces.is_empty()
+    }
+
+    /// Only nodes' own changes were asked about.
+    fn only_nodes(&self) -> bool {
+        !self.capacity
+            && !self.nodes
+            && self.budgets.is_empty()
+            && self.budgets_freed.is_empty()
+            && self.quotas_freed.is_empty()
+            && self.namespaces.is_empty()
+    }
+
+    /// Adds a poke that asks for a recheck (the others are work of their own).
+    pub fn ask(&mut self, poke: PlacementPoke) {
+        match poke {
+            PlacementPoke::Capacity => self.capacity = true,
+            PlacementPoke::NodesChanged => self.nodes = true,
+            PlacementPoke::Node(n) => {
+                self.changed_nodes.insert(n);
+            }
+            PlacementPoke::Freed {
+                node,
+                class,
+                namespace,
+            } => {
+                self.changed_nodes.insert(node);
+                self.budgets_freed.insert(class);
+                self.quotas_freed.insert(namespace);
+            }
+            PlacementPoke::BudgetUsed(class) => {
+                self.budgets.insert(class);
+            }
+            PlacementPoke::Namespace(ns) => {
+                self.namespaces.insert(ns);
+            }
+            PlacementPoke::Vmi(_) | PlacementPoke::Allocation(_) | PlacementPoke::Claim(_) => {}
+        }
+    }
+
+    pub fn concerns(&self, vmi: &str, w: &Waits) -> bool {
+        let on_nodes = w.reason.on_nodes();
+        let ns = crate::world::split_key(vmi).0;
+        let of_class = |set: &BTreeSet<String>| w.classes.iter().any(|c| set.contains(c));
+        self.namespaces.contains(ns)
+            || (self.capacity && w.reason.on_capacity())
+            || (w.reason == WaitReason::OverBudget && of_class(&self.budgets_freed))
+            || (w.reason == WaitReason::OverQuota && self.quotas_freed.contains(ns))
+            || (on_nodes && (self.nodes || w.nodes.touched_by(&self.changed_nodes)))
+            || (on_nodes && of_class(&self.budgets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pinned_to(node: &str) -> Waits {
+        Waits {
+            reason: WaitReason::NoCapacity,
+            classes: vec!["h100".into()],
+            nodes: NodesThatMatter::Only(BTreeSet::from([node.to_string()])),
+        }
+    }
+
+    fn asked(pokes: impl IntoIterator<Item = PlacementPoke>) -> RecheckAsked {
+        let mut a = RecheckAsked::default();
+        for p in pokes {
+            a.ask(p);
+        }
+        a
+    }
+
+    /// Every set `asked` concerns, found by looking at each one: what the
+    /// index must find without looking at each.
+    fn by_scan(sets: &WaitingSets, asked: &RecheckAsked) -> Vec<String> {
+        let scan = sets.sets.iter().filter(|(k, w)| asked.concerns(k, w));
+        scan.map(|(k, _)| k.clone()).collect()
+    }
+
+    #[test]
+    fn g3_a_node_change_finds_through_the_index_the_sets_a_scan_finds() {
+        let mut sets = WaitingSets::default();
+        sets.insert("t/a", pinned_to("n1"));
+        sets.insert("t/b", pinned_to("n2"));
+        let anywhere = || Waits {
+            nodes: NodesThatMatter::All,
+            ..pinned_to("n1")
+        };
+        sets.insert("t/c", anywhere());
+        let over = Waits {
+            reason: WaitReason::OverBudget,
+            ..anywhere()
+        };
+        sets.insert("u/d", over);
+        // Decided again: b now waits on n3, not n2.
+        sets.insert("t/b", pinned_to("n3"));
+        for pokes in [
+            vec![PlacementPoke::Node("n1".into())],
+            vec![PlacementPoke::Node("n2".into())],
+            vec![
+                PlacementPoke::Node("n3".into()),
+                PlacementPoke::Node("n9".into()),
+            ],
+            vec![PlacementPoke::NodesChanged],
+            vec![PlacementPoke::Capacity],
+            vec![PlacementPoke::Namespace("u".into())],
+        ] {
+            let a = asked(pokes.clone());
+            assert_eq!(sets.concerned(&a), by_scan(&sets, &a), "{pokes:?}");
+        }
+        let a = asked([PlacementPoke::Node("n2".into())]);
+        assert_eq!(sets.concerned(&a), vec!["t/c".to_string()]);
+        sets.remove("t/c");
+        sets.remove("t/b");
+        assert!(
+            sets.concerned(&asked([PlacementPoke::Node("n3".into())]))
+                .is_empty()
+        );
+        assert_eq!(sets.sets.len(), 2);
+        assert!(!sets.by_node.contains_key("n3") && sets.any_node.is_empty());
+    }
+
+    #[test]
+    fn g3_a_change_of_another_node_leaves_a_set_pinned_elsewhere_alone() {
+        let a = asked([PlacementPoke::Node("n2".into())]);
+        assert!(!a.is_empty());
+        assert!(!a.concerns("t/vm", &pinned_to("n1")));
+        assert!(a.concerns("t/vm", &pinned_to("n2")));
+    }
+
+    #[test]
+    fn g3_a_node_made_deleted_or_relabelled_concerns_every_set_waiting_on_nodes() {
+        let a = asked([PlacementPoke::NodesChanged]);
+        assert!(a.concerns("t/vm", &pinned_to("n1")));
+        let over_budget = Waits {
+            reason: WaitReason::OverBudget,
+            ..pinned_to("n1")
+        };
+        assert!(!a.concerns("t/vm", &over_budget));
+    }
+
+    #[test]
+    fn g3_a_set_any_node_may_take_looks_again_at_every_node_change() {
+        let anywhere = Waits {
+            nodes: NodesThatMatter::All,
+            ..pinned_to("n1")
+        };
+        assert!(asked([PlacementPoke::Node("n9".into())]).concerns("t/vm", &anywhere));
+        assert!(!asked([]).concerns("t/vm", &anywhere));
+    }
+
+    #[test]
+    fn g3_gpus_freed_on_a_node_reach_its_sets_and_those_over_its_class_budget_or_quota() {
+        let freed = asked([PlacementPoke::Freed {
+            node: "n2".into(),
+            class: "h100".into(),
+            namespace: "t".into(),
+        }]);
+        assert!(freed.concerns("t/vm", &pinned_to("n2")));
+        assert!(!freed.concerns("t/vm", &pinned_to("n1")));
+        let over = |reason| Waits {
+            reason,
+            ..pinned_to("n1")
+        };
+        assert!(freed.concerns("t/vm", &over(WaitReason::OverBudget)));
+        assert!(freed.concerns("t/vm", &over(WaitReason::OverQuota)));
+        assert!(!freed.concerns("u/vm", &over(WaitReason::OverQuota)));
+        // Freed GPUs make no class exist, nor a request match.
+        assert!(!freed.concerns("t/vm", &over(WaitReason::ClassMissing)));
+        let other_class = Waits {
+            classes: vec!["a100".into()],
+            ..over(WaitReason::OverBudget)
+        };
+        assert!(!freed.concerns("t/vm", &other_class));
+    }
+
+    #[test]
+    fn g5_budget_and_namespace_pokes_reach_their_sets_whatever_their_nodes() {
+        assert!(
+            asked([PlacementPoke::BudgetUsed("h100".into())]).concerns("t/vm", &pinned_to("n1"))
+        );
+        assert!(
+            !asked([PlacementPoke::BudgetUsed("a100".into())]).concerns("t/vm", &pinned_to("n1"))
+        );
+        let quota = Waits {
+            reason: WaitReason::OverQuota,
+            ..pinned_to("n1")
+        };
+        assert!(asked([PlacementPoke::Namespace("t".into())]).concerns("t/vm", &quota));
+        assert!(!asked([PlacementPoke::Namespace("u".into())]).concerns("t/vm", &quota));
+    }
+}

@@ -1,0 +1,59 @@
+//! G3: which nodes' change can change a waiting set's decision, so that a
+//! node's change looks again only at the sets it may concern.
+
+use super::*;
+use std::collections::BTreeSet;
+
+fn nodes_of(objs: Vec<Vec<Obj>>) -> NodesThatMatter {
+    let w = world_of(objs.into_iter().flatten().collect());
+    let v = w.vmi("t/vm").expect("the VMI");
+    match decide_gate(&v, &w, &WrittenAllocations::default()) {
+        GateStep::Wait { nodes, reason, .. } => {
+            assert!(reason.on_nodes(), "{reason:?}");
+            nodes
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn only(names: &[&str]) -> NodesThatMatter {
+    NodesThatMatter::Only(names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>())
+}
+
+/// Forty full nodes, `pin` among them labelled zone=z1.
+fn full_nodes_with(pin: &str) -> Vec<Obj> {
+    let mut ns: Vec<NodeBuilder> = (0..40).map(|i| gpu_node(&format!("n{i:02}"), 0)).collect();
+    ns.push(gpu_node(pin, 0).label("zone", "z1"));
+    nodes(ns)
+}
+
+#[test]
+fn g3_a_set_pinned_by_its_node_selector_waits_on_the_nodes_it_selects_only() {
+    let got = nodes_of(vec![
+        h200(),
+        full_nodes_with("pin"),
+        vm_asking(1, |p| p.node_selector("zone", "z1")),
+    ]);
+    assert_eq!(got, only(&["pin"]));
+}
+
+#[test]
+fn g3_a_set_any_node_may_take_waits_on_all_of_them_past_a_few() {
+    let got = nodes_of(vec![h200(), full_nodes_with("pin"), vm_asking(1, same)]);
+    assert_eq!(got, NodesThatMatter::All);
+    // A few nodes are named: a change of any other cannot concern the set.
+    let few = nodes_of(vec![h200_nodes(&[("a", 0), ("b", 0)]), vm_asking(1, same)]);
+    assert_eq!(few, only(&["a", "b"]));
+}
+
+#[test]
+fn g3_a_set_held_on_its_node_waits_on_that_node_only() {
+    let got = nodes_of(vec![
+        h200(),
+        full_nodes_with("pin"),
+        vec![gpu_node("held", 8).cordoned().obj()],
+        claim("t", "a").bound("held").with_allocation(H200),
+        vm_naming("a"),
+    ]);
+    assert_eq!(got, only(&["held"]));
+}
