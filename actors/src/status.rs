@@ -2,8 +2,8 @@
 //! a world loaded from the cluster's lists in one pass, with the same
 //! indexes and counts the controller decides by.
 
-use crate::api::{CONDITION_WAITING, GPUClaim, is_deleting};
-use crate::rules::requested_claims;
+use crate::api::GPUClaim;
+use crate::rules::{at_the_gate, requested_claims};
 use crate::world::{World, key};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -74,10 +74,7 @@ pub struct WaitingSet {
 }
 
 fn waiting_condition(c: &GPUClaim) -> Option<(String, String)> {
-    c.conditions()
-        .iter()
-        .find(|x| x.type_ == CONDITION_WAITING && x.status == "True")
-        .map(|x| (x.reason.clone(), x.message.clone()))
+    c.waiting().map(|x| (x.reason.clone(), x.message.clone()))
 }
 
 /// The report, every list sorted by name.
@@ -171,12 +168,7 @@ fn waiting_sets(w: &World) -> Vec<WaitingSet> {
     let mut sets = Vec::new();
     for k in w.keys(crate::api::Kind::Vmi) {
         let Some(v) = w.vmi(&k) else { continue };
-        let pods = w.launchers(&k);
-        if v.is_final()
-            || is_deleting(&v.metadata)
-            || pods.is_empty()
-            || pods.iter().any(|p| !p.gated)
-        {
+        if !at_the_gate(&v, w) {
             continue;
         }
         let (ns, name) = crate::world::split_key(&k);

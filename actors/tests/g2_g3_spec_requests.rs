@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use gpu_claims_actors::api::pod::is_gated;
-use gpu_claims_actors::api::{CLASS_ANNOTATION, COUNT_ANNOTATION, ClaimPhase, GPUClaim};
+use gpu_claims_actors::api::{CLASS_ANNOTATION, COUNT_ANNOTATION, ClaimPhase};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
 
@@ -45,13 +45,6 @@ fn warnings_on_vm1(t: &TestCluster) -> Vec<String> {
         .filter(|e| e.warning && e.regarding.kind == Kind::Vmi && e.regarding.name == "vm1")
         .map(|e| format!("{}: {}", e.reason, e.message))
         .collect()
-}
-
-fn waiting_reason(c: &GPUClaim) -> Option<String> {
-    c.conditions()
-        .iter()
-        .find(|x| x.type_ == "Waiting" && x.status == "True")
-        .map(|x| x.reason.clone())
 }
 
 #[test]

@@ -4,9 +4,7 @@
 mod common;
 use common::*;
 use gpu_claims_actors::api::pod::{is_gated, pinned_node};
-use gpu_claims_actors::api::{
-    CLAIMS_ANNOTATION, CLASS_ANNOTATION, CONDITION_WAITING, COUNT_ANNOTATION, ClaimPhase, GPUClaim,
-};
+use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, ClaimPhase};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
 use gpu_claims_testbed::memory::invariants::Checker;
@@ -25,13 +23,6 @@ fn pod(t: &TestCluster, name: &str) -> k8s_openapi::api::core::v1::Pod {
         Some(Obj::Pod(p)) => p,
         _ => panic!("pod {name}"),
     }
-}
-
-fn waiting(c: &GPUClaim) -> Option<String> {
-    c.conditions()
-        .iter()
-        .find(|c| c.type_ == CONDITION_WAITING && c.status == "True")
-        .map(|c| c.reason.clone())
 }
 
 fn nodes(specs: &[(&str, u64)]) -> Vec<Obj> {
@@ -141,7 +132,7 @@ fn waits_with(objs: Vec<Obj>, claim_key: &str, reason: &str) {
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         let c = t.claim(&claim_key).unwrap();
-        assert_eq!(waiting(&c).as_deref(), Some(reason.as_str()));
+        assert_eq!(waiting_reason(&c).as_deref(), Some(reason.as_str()));
         assert!(
             is_gated(&pod(&t, "virt-launcher-vm1")),
             "the pod stays at the gate"
@@ -187,7 +178,7 @@ fn g5_the_deleting_claim_itself_is_not_marked_waiting() {
     objs.extend(vm1_naming("b"));
     settled(Config::default(), objs, |t| {
         let c = t.claim("t/b").unwrap();
-        assert_eq!(waiting(&c), None);
+        assert_eq!(waiting_reason(&c), None);
         assert!(is_gated(&pod(t, "virt-launcher-vm1")));
     });
 }
@@ -250,14 +241,14 @@ fn g5_no_room_makes_the_set_wait_until_gpus_are_freed() {
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert_eq!(
-            waiting(&t.claim("t/a").unwrap()).as_deref(),
+            waiting_reason(&t.claim("t/a").unwrap()).as_deref(),
             Some("NoCapacity")
         );
         // The other claim goes: its record is freed, and the set is placed.
         t.user_delete(Kind::Claim, Some("o"), "other");
         t.settle().await;
         let c = t.claim("t/a").unwrap();
-        assert_eq!((c.node_name(), waiting(&c)), (Some("n1"), None));
+        assert_eq!((c.node_name(), waiting_reason(&c)), (Some("n1"), None));
     });
 }
 
@@ -273,7 +264,7 @@ fn g5_over_budget_makes_the_set_wait_until_the_budget_is_raised() {
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert_eq!(
-            waiting(&t.claim("t/a").unwrap()).as_deref(),
+            waiting_reason(&t.claim("t/a").unwrap()).as_deref(),
             Some("OverBudget")
         );
         let mut c = t.class("h200").unwrap();

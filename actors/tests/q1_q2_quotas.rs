@@ -3,21 +3,13 @@
 //! namespace's claims hold. I8 is checked after every step, with I1-I5.
 mod common;
 use common::*;
-use gpu_claims_actors::api::{CONDITION_CLASS_MISSING, CONDITION_WAITING, ClaimPhase, GPUQuota};
+use gpu_claims_actors::api::{CONDITION_CLASS_MISSING, ClaimPhase, GPUQuota};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
 
 const A100: &str = "nvidia.com/A100";
 
 /// The Waiting condition's (reason, message) of claim `key`, if True.
-fn waiting(t: &TestCluster, key: &str) -> Option<(String, String)> {
-    t.claim(key)?
-        .conditions()
-        .iter()
-        .find(|c| c.type_ == CONDITION_WAITING && c.status == "True")
-        .map(|c| (c.reason.clone(), c.message.clone()))
-}
-
 fn quota_of(t: &TestCluster, ns: &str, name: &str) -> GPUQuota {
     match t.sim.cluster.get(&ObjRef::new(Kind::Quota, Some(ns), name)) {
         Some(Obj::Quota(q)) => q,
@@ -124,7 +116,7 @@ fn q1_a_set_is_placed_only_where_every_quota_of_its_namespace_has_room() {
     for r in rows {
         settled(Config::default(), r.objs, |t| {
             let phase = t.phase("t/a");
-            let why = waiting(t, "t/a");
+            let why = t.waiting("t/a");
             if r.placed {
                 assert_eq!((phase, why), (ClaimPhase::Attached, None), "{}", r.case);
             } else {
@@ -141,7 +133,7 @@ fn q1_a_set_is_placed_only_where_every_quota_of_its_namespace_has_room() {
 fn q1_the_message_names_the_quota_the_class_and_the_numbers() {
     let objs = tenant(2, "h200", 3, vec![quota("t", "gold").hard("h200", 4).obj()]);
     settled(Config::default(), objs, |t| {
-        let (_, message) = waiting(t, "t/a").unwrap();
+        let (_, message) = t.waiting("t/a").unwrap();
         assert_eq!(
             message,
             "GPUQuota gold has no room for 3 more GPUs of class h200: its limit for h200 is 4"
@@ -149,7 +141,7 @@ fn q1_the_message_names_the_quota_the_class_and_the_numbers() {
     });
     let objs = tenant(2, "a100", 2, vec![quota("t", "all").total(3).obj()]);
     settled(Config::default(), objs, |t| {
-        let (_, message) = waiting(t, "t/a").unwrap();
+        let (_, message) = t.waiting("t/a").unwrap();
         assert_eq!(
             message,
             "GPUQuota all has no room for 2 more GPUs: its total is 3"
@@ -163,12 +155,12 @@ fn g5_over_budget_is_said_before_over_quota_and_over_quota_before_the_nodes() {
     let mut objs = tenant(0, "h200", 3, vec![quota("t", "q").hard("h200", 2).obj()]);
     objs[0] = class("h200", H200).budget(2).obj();
     settled(Config::default(), objs, |t| {
-        assert_eq!(waiting(t, "t/a").unwrap().0, "OverBudget");
+        assert_eq!(t.waiting("t/a").unwrap().0, "OverBudget");
     });
     // Over its quota and no node with room: OverQuota.
     let objs = tenant(0, "h200", 9, vec![quota("t", "q").hard("h200", 2).obj()]);
     settled(Config::default(), objs, |t| {
-        assert_eq!(waiting(t, "t/a").unwrap().0, "OverQuota");
+        assert_eq!(t.waiting("t/a").unwrap().0, "OverQuota");
     });
 }
 
@@ -177,7 +169,7 @@ fn q1_a_quota_raised_lets_the_waiting_set_be_placed() {
     let objs = tenant(2, "h200", 3, vec![quota("t", "q").hard("h200", 4).obj()]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        assert_eq!(waiting(&t, "t/a").unwrap().0, "OverQuota");
+        assert_eq!(t.waiting("t/a").unwrap().0, "OverQuota");
         t.user_update(quota("t", "q").hard("h200", 5).obj());
         t.settle().await;
         assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
@@ -189,7 +181,7 @@ fn q1_a_quota_deleted_lets_the_waiting_set_be_placed() {
     let objs = tenant(0, "h200", 1, vec![quota("t", "q").total(0).obj()]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        assert_eq!(waiting(&t, "t/a").unwrap().0, "OverQuota");
+        assert_eq!(t.waiting("t/a").unwrap().0, "OverQuota");
         t.user_delete(Kind::Quota, Some("t"), "q");
         t.settle().await;
         assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
@@ -201,7 +193,7 @@ fn q1_gpus_freed_in_the_namespace_let_the_waiting_set_be_placed() {
     let objs = tenant(2, "h200", 3, vec![quota("t", "q").hard("h200", 4).obj()]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        assert_eq!(waiting(&t, "t/a").unwrap().0, "OverQuota");
+        assert_eq!(t.waiting("t/a").unwrap().0, "OverQuota");
         t.user_delete(Kind::Claim, Some("t"), "held");
         t.settle().await;
         assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
@@ -229,7 +221,7 @@ fn q1_a_quota_lowered_below_what_is_used_releases_nothing_and_stops_new_placemen
             t.user_create(o);
         }
         t.settle().await;
-        assert_eq!(waiting(&t, "t/b").unwrap().0, "OverQuota");
+        assert_eq!(t.waiting("t/b").unwrap().0, "OverQuota");
     });
 }
 
@@ -366,10 +358,10 @@ fn q1_a_limit_for_a_class_made_later_applies_from_its_start() {
     objs.extend(vm1_naming("a"));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        assert_eq!(waiting(&t, "t/a").unwrap().0, "ClassMissing");
+        assert_eq!(t.waiting("t/a").unwrap().0, "ClassMissing");
         t.user_create(class("a100", A100).obj());
         t.settle().await;
-        assert_eq!(waiting(&t, "t/a").unwrap().0, "OverQuota");
+        assert_eq!(t.waiting("t/a").unwrap().0, "OverQuota");
     });
 }
 

@@ -1,5 +1,6 @@
 //! GPUClaim: a tenant's request for `count` GPUs of a class.
 
+use super::names::CONDITION_WAITING;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -139,5 +140,12 @@ impl GPUClaim {
             .as_ref()
             .map(|s| s.conditions.as_slice())
             .unwrap_or_default()
+    }
+
+    /// Its Waiting=True condition (G5: why its set waits at the gate).
+    pub fn waiting(&self) -> Option<&Condition> {
+        self.conditions()
+            .iter()
+            .find(|c| c.type_ == CONDITION_WAITING && c.status == "True")
     }
 }

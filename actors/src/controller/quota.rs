@@ -52,7 +52,7 @@ impl QuotaActor {
             let known = rv_number(&quota.metadata);
             write_own(
                 &env,
-                quota_ref(&quota),
+                scaffold::Own::obj_ref(&*quota),
                 known,
                 OwnWrite::ReplaceStatus(new),
                 rule,
@@ -100,10 +100,6 @@ impl QuotaActor {
         self.scaffold.log(rule, Intent::WriteStatus, logged);
         scaffold::reconcile(self, ctx);
     }
-}
-
-fn quota_ref(q: &GPUQuota) -> crate::api::ObjRef {
-    scaffold::Own::obj_ref(q)
 }
 
 impl Scaffolded for QuotaActor {

@@ -25,7 +25,7 @@ pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class}
 pub use finalizer::needs_finalizer;
 pub use gate::{
     AllocationWrite, GateStep, NodesThatMatter, Plan, Unfit, WaitReason, WrittenAllocations,
-    decide_gate, pod_unfit, request_mismatch, requested_claims,
+    at_the_gate, decide_gate, pod_unfit, request_mismatch, requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use quota::{QuotaStep, decide_quota, quota_status};

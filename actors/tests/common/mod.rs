@@ -158,6 +158,13 @@ impl TestCluster {
     }
 
     /// The phase of claim `ns_name`, which must exist.
+    /// Why the claim's set waits (G5): its Waiting condition's reason and
+    /// message, if it is waiting.
+    pub fn waiting(&self, ns_name: &str) -> Option<(String, String)> {
+        let c = self.claim(ns_name)?;
+        c.waiting().map(|w| (w.reason.clone(), w.message.clone()))
+    }
+
     pub fn phase(&self, ns_name: &str) -> ClaimPhase {
         self.claim(ns_name)
             .unwrap_or_else(|| panic!("{ns_name} exists"))
@@ -323,4 +330,9 @@ pub fn released(t: &TestCluster) -> bool {
 
 pub fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
+}
+
+/// The reason of a claim's Waiting condition, if it is waiting (G5).
+pub fn waiting_reason(c: &GPUClaim) -> Option<String> {
+    c.waiting().map(|w| w.reason.clone())
 }

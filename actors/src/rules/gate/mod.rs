@@ -118,18 +118,32 @@ pub(super) fn wait(reason: WaitReason, message: String) -> Waiting {
     }
 }
 
+/// Whether the VMI's set is at the gate: the VMI is live and every one of
+/// its launcher pods (there is one at least) waits there.
+pub fn at_the_gate(v: &Vmi, w: &World) -> bool {
+    let (Some(ns), Some(name)) = (v.metadata.namespace.as_deref(), v.metadata.name.as_deref())
+    else {
+        return false;
+    };
+    if v.is_final() || is_deleting(&v.metadata) {
+        return false;
+    }
+    let pods = w.launchers(&key(ns, name));
+    !pods.is_empty() && pods.iter().all(|p| p.gated)
+}
+
 /// G3: decide for one VMI whose launcher pods all wait at the gate.
 pub fn decide_gate(v: &Vmi, w: &World, written: &WrittenAllocations) -> GateStep {
     let (Some(ns), Some(name)) = (v.metadata.namespace.as_deref(), v.metadata.name.as_deref())
     else {
         return GateStep::Nothing;
     };
-    if v.is_final() || is_deleting(&v.metadata) {
+    if !at_the_gate(v, w) {
         return GateStep::Nothing;
     }
     let names = requested_claims(v, w);
     let pods = w.launchers(&key(ns, name));
-    if names.is_empty() || pods.is_empty() || pods.iter().any(|p| !p.gated) {
+    if names.is_empty() {
         return GateStep::Nothing;
     }
     let found: Vec<Arc<GPUClaim>> = names.iter().filter_map(|n| w.claim(&key(ns, n))).collect();
