@@ -52,6 +52,9 @@ pub struct AllocationChange {
     pub key: String,
     /// GPUs freed (deleted, or moved off a node).
     pub freed: Option<Freed>,
+    /// The node GPUs were taken on (made, or moved there): its waiting
+    /// sets count it again.
+    pub taken: Option<String>,
     /// A new allocation of this class, which has a budget.
     pub budget_used: Option<String>,
     /// A new allocation in this namespace, which has a GPUQuota.
@@ -260,6 +263,11 @@ impl World {
             .then(|| r.spec.class_name.clone())
             .filter(|c| self.class(c).is_some_and(|c| c.spec.budget.is_some()));
         let ns = split_key(&k).0;
+        let taken = (!deleted
+            && old
+                .as_ref()
+                .is_none_or(|o| o.spec.node_name != r.spec.node_name))
+        .then(|| r.spec.node_name.clone());
         let quota_used = (!deleted && old.is_none() && self.has_quotas(ns)).then(|| ns.to_string());
         self.put_allocation(&k, (!deleted).then(|| Arc::new(r)));
         let lost_changed = places
@@ -271,6 +279,7 @@ impl World {
         Change::Allocation(AllocationChange {
             key: k,
             freed,
+            taken,
             budget_used,
             quota_used,
             lost_changed,

@@ -57,3 +57,27 @@ fn g3_a_set_held_on_its_node_waits_on_that_node_only() {
     ]);
     assert_eq!(got, only(&["held"]));
 }
+
+#[test]
+fn g3_the_node_a_lost_member_is_recorded_on_matters_to_its_set() {
+    // Claim a is Lost on g (NotReady) and moves; the pods' selector
+    // leaves only full nodes. When g is back, a holds the set there
+    // again: g's change must reach the set although g fails its affinity.
+    let got = nodes_of(vec![
+        h200(),
+        full_nodes_with("pin"),
+        vec![gpu_node("g", 8).ready(false).obj()],
+        claim("t", "a").lost("g").with_allocation(H200),
+        vec![
+            vmi("t", "vm")
+                .uid("u1")
+                .annotate(CLAIMS_ANNOTATION, "a")
+                .obj(),
+            launcher("t", "p", "vm", "u1")
+                .gated()
+                .node_selector("zone", "z1")
+                .obj(),
+        ],
+    ]);
+    assert_eq!(got, only(&["g", "pin"]));
+}

@@ -256,7 +256,10 @@ impl Placement {
                     Ok(Some(_)) => {}
                     Ok(None) => {
                         act.own.allocations.forget(&k);
+                        // Room, budgets and a set held through it (rare:
+                        // after a relist) all look again.
                         act.enqueue(PlacementPoke::Capacity, ctx);
+                        act.enqueue(PlacementPoke::NodesChanged, ctx);
                     }
                     Err(error) => {
                         tracing::warn!(allocation = %k, %error, "cannot tell whether an allocation we wrote still exists; asking again");

@@ -114,6 +114,9 @@ impl Supervisor {
                 namespace,
             });
         }
+        if let Some(node) = a.taken {
+            self.place(PlacementPoke::Node(node));
+        }
         if let Some(class) = a.budget_used {
             self.place(PlacementPoke::BudgetUsed(class));
         }
@@ -126,6 +129,9 @@ impl Supervisor {
             for c in self.env.world.claims_on_node(&node) {
                 self.poke_claim(&c, ctx);
             }
+            // The node lost (or got back) devices: the sets waiting on it
+            // count it under another filter (G3's DevicesLost).
+            self.place(PlacementPoke::Node(node));
         }
     }
 

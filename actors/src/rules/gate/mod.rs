@@ -109,6 +109,16 @@ pub(super) struct Waiting {
     nodes: NodesThatMatter,
 }
 
+impl Waiting {
+    /// These nodes matter to the decision as well.
+    fn also_on(mut self, nodes: impl IntoIterator<Item = String>) -> Self {
+        if let NodesThatMatter::Only(only) = &mut self.nodes {
+            only.extend(nodes);
+        }
+        self
+    }
+}
+
 /// A wait decided before any node was looked at: any node may matter.
 pub(super) fn wait(reason: WaitReason, message: String) -> Waiting {
     Waiting {
@@ -206,7 +216,15 @@ fn place(
             })
             .collect(),
     };
-    let node = ask.choose(held.as_deref())?;
+    // The nodes the members hold or are recorded on matter too: whether
+    // a member moves (its node failed) decides which node holds the set.
+    let member_nodes = members.iter().flat_map(|m| {
+        let on = m.claim.node_name().map(str::to_string);
+        on.into_iter().chain(m.recorded_on.clone())
+    });
+    let node = ask
+        .choose(held.as_deref())
+        .map_err(|w| w.also_on(member_nodes))?;
     let pod_keys = pods.iter().map(|p| key(&p.namespace, &p.name)).collect();
     Ok(plan::plan(name, &node, &members, &unplaced, pod_keys))
 }
