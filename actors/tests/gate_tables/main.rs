@@ -37,12 +37,17 @@ pub fn vm_asking(n: u32, pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
 
 /// VMI `vm` (uid u1) naming `claims`, with one gated launcher pod.
 pub fn vm_naming(claims: &str) -> Vec<Obj> {
+    vm_naming_with(claims, same)
+}
+
+/// The same, its launcher pod shaped by `pod`.
+pub fn vm_naming_with(claims: &str, pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
     vec![
         vmi("t", "vm")
             .uid("u1")
             .annotate(CLAIMS_ANNOTATION, claims)
             .obj(),
-        launcher("t", "p", "vm", "u1").gated().obj(),
+        pod(launcher("t", "p", "vm", "u1").gated()).obj(),
     ]
 }
 
@@ -397,16 +402,7 @@ fn g3_g5_gate_decisions_table() {
                 h200(),
                 nodes(vec![gpu_node("a", 8).lost_taint(H200), gpu_node("b", 8)]),
                 claim("t", "a").lost("a").with_allocation(H200),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .obj(),
-                    launcher("t", "p", "vm", "u1")
-                        .gated()
-                        .tolerates("", "Exists", "", "")
-                        .obj(),
-                ],
+                vm_naming_with("a", |p| p.tolerates("", "Exists", "", "")),
             ],
             Place("b"),
         ),

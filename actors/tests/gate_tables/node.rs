@@ -267,16 +267,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
                 nodes(vec![sized("a", 8, "64Gi"), sized("b", 8, "1Ti")]),
                 claim("t", "a").bound("a").with_allocation(H200),
                 foreign("db", "a", &[("memory", "60Gi")]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .obj(),
-                    launcher("t", "p", "vm", "u1")
-                        .gated()
-                        .requests(&[("memory", "8Gi")])
-                        .obj(),
-                ],
+                vm_naming_with("a", |p| p.requests(&[("memory", "8Gi")])),
             ],
             Wait(
                 PinnedElsewhere,

@@ -68,16 +68,7 @@ fn g3_the_node_a_lost_member_is_recorded_on_matters_to_its_set() {
         full_nodes_with("pin"),
         vec![gpu_node("g", 8).ready(false).obj()],
         claim("t", "a").lost("g").with_allocation(H200),
-        vec![
-            vmi("t", "vm")
-                .uid("u1")
-                .annotate(CLAIMS_ANNOTATION, "a")
-                .obj(),
-            launcher("t", "p", "vm", "u1")
-                .gated()
-                .node_selector("zone", "z1")
-                .obj(),
-        ],
+        vm_naming_with("a", |p| p.node_selector("zone", "z1")),
     ]);
     assert_eq!(got, only(&["g", "pin"]));
 }

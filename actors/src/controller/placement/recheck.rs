@@ -109,13 +109,7 @@ pub(super) struct RecheckAsked {
 
 impl RecheckAsked {
     pub fn is_empty(&self) -> bool {
-        !self.capacity
-            && !self.nodes
-            && self.changed_nodes.is_empty()
-            && self.budgets.is_empty()
-            && self.budgets_freed.is_empty()
-            && self.quotas_freed.is_empty()
-            && self.namespaces.is_empty()
+        self.only_nodes() && self.changed_nodes.is_empty()
     }
 
     /// Only nodes' own changes were asked about.
