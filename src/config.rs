@@ -205,15 +205,18 @@ impl WatchedConfig {
         drop(hup_tx);
         // A change between the first load and the watch is not missed:
         // look once now that the watch is on.
-        let mut first = true;
-        while first || changes.next().await.is_some() {
-            first = false;
+        let mut due = true;
+        while due || changes.next().await.is_some() {
+            due = false;
             match this.reload().await {
                 Reloaded::Applied(c) => {
                     tracing::info!(path = %this.path.display(), "config reloaded");
                     apply(Ok(*c));
                 }
                 Reloaded::Unchanged => {}
+                // Caught mid-write (a plain write truncates first): the
+                // change that follows at once is the one to judge.
+                Reloaded::Refused(_) if changes.follows().await => due = true,
                 Reloaded::Refused(error) => {
                     tracing::error!(path = %this.path.display(), %error, "config refused; the running config stays");
                     apply(Err(*error));

@@ -90,12 +90,26 @@ impl FileChanges {
     /// nothing can tell of changes any more.
     pub async fn next(&mut self) -> Option<()> {
         self.rx.recv().await?;
-        loop {
-            match tokio::time::timeout(SETTLE, self.rx.recv()).await {
-                Ok(Some(())) => continue,
-                Ok(None) | Err(_) => return Some(()),
+        self.settle().await;
+        Some(())
+    }
+
+    /// Whether another change comes within SETTLE (its burst then
+    /// settled): a file read between its truncation and its write reads
+    /// as empty, and the rest of the write follows at once.
+    pub async fn follows(&mut self) -> bool {
+        match tokio::time::timeout(SETTLE, self.rx.recv()).await {
+            Ok(Some(())) => {
+                self.settle().await;
+                true
             }
+            Ok(None) | Err(_) => false,
         }
+    }
+
+    /// Waits until events stop for SETTLE.
+    async fn settle(&mut self) {
+        while let Ok(Some(())) = tokio::time::timeout(SETTLE, self.rx.recv()).await {}
     }
 }
 
@@ -138,5 +152,19 @@ mod tests {
         for e in &no {
             assert!(!is_change(e, &names), "{e:?}");
         }
+    }
+
+    /// A refusal is held back while a change follows at once (the rest of
+    /// a write the reload read halfway): `follows` says so, and says no
+    /// when the file stays as it is.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_within_the_settle_window_follows_and_silence_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut changes, tx) = FileChanges::watch(&[&dir.path().join("c.yaml")]);
+        assert!(!changes.follows().await, "nothing changed");
+        tx.send(()).unwrap();
+        tx.send(()).unwrap();
+        assert!(changes.follows().await, "a burst follows");
+        assert!(!changes.follows().await, "the burst was one change");
     }
 }

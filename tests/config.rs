@@ -133,13 +133,7 @@ fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
     std::os::unix::fs::symlink(data.join("gpu-claims.yaml"), &path).unwrap();
     let config = load(&path).unwrap();
 
-    let sys = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-    });
+    let sys = actix::System::with_tokio_rt(gpu_claims_testbed::runtime);
     sys.block_on(async move {
         let mut objs = vec![
             class("h200", "nvidia.com/GH100_H200").obj(),
@@ -217,11 +211,7 @@ fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
 /// five times a second forever.)
 #[test]
 fn a_config_file_is_reloaded_once_per_change_plain_or_swapped() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = gpu_claims_testbed::runtime();
     rt.block_on(async {
         for swapped in [false, true] {
             let dir = tempfile::tempdir().unwrap();

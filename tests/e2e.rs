@@ -37,17 +37,37 @@ fn started(c: &mut Cluster) {
     );
 }
 
-#[test]
-fn e2e_a_vm_starts_attached_and_stops_bound() {
+/// The small world with its controller, past L1.
+fn small_started() -> (Cluster, common::Controller) {
     let mut c = Cluster::new(small, CONFIG);
-    let _ctl = c.start_controller();
+    let ctl = c.start_controller();
     started(&mut c);
+    (c, ctl)
+}
+
+/// Starts VM `vm` naming claim `named`; settles until the claim is Attached.
+fn vm_attached(c: &mut Cluster) -> Snapshot {
     c.standin.start_vm_with_claims(A, "vm", &["named"]);
-    let s = c.settle(
+    c.settle(
         "G3-G4 then L4: placed and Attached",
         |s| s.phase(A, "named") == "Attached",
         NOW,
+    )
+}
+
+/// Settles until `claim` is gone, and its allocation with it (L8).
+fn released(c: &mut Cluster, why: &str, claim: &str) {
+    c.settle(why, |s| s.phase(A, claim) == "gone", NOW);
+    assert!(
+        c.store.get("GPUAllocation", A, claim).is_none(),
+        "L8: the allocation goes with the claim"
     );
+}
+
+#[test]
+fn e2e_a_vm_starts_attached_and_stops_bound() {
+    let (mut c, _ctl) = small_started();
+    let s = vm_attached(&mut c);
     let claim = s.claim(A, "named").unwrap();
     assert_eq!(claim.attached_vmi_name(), Some("vm"));
     assert!(claim.node_name().is_some());
@@ -87,9 +107,7 @@ fn e2e_without_the_gpuquota_crd_no_quota_applies_and_vms_are_placed_all_the_same
 
 #[test]
 fn e2e_a_template_claim_goes_with_its_vmi() {
-    let mut c = Cluster::new(small, CONFIG);
-    let _ctl = c.start_controller();
-    started(&mut c);
+    let (mut c, _ctl) = small_started();
     c.standin.start_vm(A, "vm", "h200", 3);
     c.settle(
         "G2 creates the template claim, placed and Attached",
@@ -98,21 +116,17 @@ fn e2e_a_template_claim_goes_with_its_vmi() {
     );
     c.standin.stop_vm(A, "vm");
     c.standin.delete_vm(A, "vm");
-    c.settle(
+    released(
+        &mut c,
         "L3/L5 then L8: the claim and its record are gone",
-        |s| s.phase(A, "vm-gpu") == "gone",
-        NOW,
+        "vm-gpu",
     );
-    assert!(c.store.get("GPUAllocation", A, "vm-gpu").is_none());
 }
 
 #[test]
 fn e2e_a_lost_node_makes_its_claims_lost_and_its_return_attaches_them() {
-    let mut c = Cluster::new(small, CONFIG);
-    let _ctl = c.start_controller();
-    started(&mut c);
-    c.standin.start_vm_with_claims(A, "vm", &["named"]);
-    let s = c.settle("Attached", |s| s.phase(A, "named") == "Attached", NOW);
+    let (mut c, _ctl) = small_started();
+    let s = vm_attached(&mut c);
     let n = s
         .claim(A, "named")
         .unwrap()
@@ -135,11 +149,8 @@ fn e2e_a_lost_node_makes_its_claims_lost_and_its_return_attaches_them() {
 
 #[test]
 fn e2e_a_claims_deletion_waits_for_its_vm() {
-    let mut c = Cluster::new(small, CONFIG);
-    let _ctl = c.start_controller();
-    started(&mut c);
-    c.standin.start_vm_with_claims(A, "vm", &["named"]);
-    c.settle("Attached", |s| s.phase(A, "named") == "Attached", NOW);
+    let (mut c, _ctl) = small_started();
+    vm_attached(&mut c);
     c.store.delete("GPUClaim", A, "named", None, None).unwrap();
     c.settle(
         "L9: the deleting claim is held while its VM runs",
@@ -150,21 +161,13 @@ fn e2e_a_claims_deletion_waits_for_its_vm() {
         HOLD,
     );
     c.standin.stop_vm(A, "vm");
-    c.settle(
-        "L8: released once the VM stopped",
-        |s| s.phase(A, "named") == "gone",
-        NOW,
-    );
-    assert!(c.store.get("GPUAllocation", A, "named").is_none());
+    released(&mut c, "L8: released once the VM stopped", "named");
 }
 
 #[test]
 fn e2e_a_class_deletion_waits_for_its_claims() {
-    let mut c = Cluster::new(small, CONFIG);
-    let _ctl = c.start_controller();
-    started(&mut c);
-    c.standin.start_vm_with_claims(A, "vm", &["named"]);
-    c.settle("Attached", |s| s.phase(A, "named") == "Attached", NOW);
+    let (mut c, _ctl) = small_started();
+    vm_attached(&mut c);
     c.store.delete("GPUClass", "", "h200", None, None).unwrap();
     c.settle(
         "L11: the class waits while a claim holds it",

@@ -51,6 +51,24 @@ fn node_of(s: &Snapshot, ns: &str, claim: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Settles (checking the invariants) until `claim` in A is Attached: the
+/// node it holds.
+fn attached_on(c: &mut Cluster, why: &str, claim: &str) -> String {
+    let s = c.settle(why, |s| s.phase(A, claim) == "Attached", NOW);
+    node_of(&s, A, claim)
+}
+
+/// The node `vm`'s launcher pod runs on once the kubelet has started it
+/// (None after 10 s).
+fn comes_to_run(c: &Cluster, vm: &str) -> Option<String> {
+    (0..200).find_map(|_| {
+        running_on(c, A, vm).or_else(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            None
+        })
+    })
+}
+
 #[test]
 fn e2e_g2_a_vm_asking_for_gpus_only_in_its_spec_is_gated_placed_and_runs() {
     let mut c = Cluster::new(nodes, CONFIG);
@@ -85,34 +103,20 @@ fn e2e_g3_a_gpu_pod_outside_gpu_claims_and_a_memory_heavy_vm_are_placed_around()
         .run_pod(A, "cuda-job", Some("n1"), &[(H200, "3"), ("cpu", "1")]);
     c.standin
         .create_vmi(A, "vm-gpus", &VmSpec::sized(2, "8Gi").gpus(H200, 2));
-    let s = c.settle(
-        "G3: n1 has 1 GPU free, not 4",
-        |s| s.phase(A, "vm-gpus-gpu") == "Attached",
-        NOW,
-    );
-    assert_eq!(node_of(&s, A, "vm-gpus-gpu"), "n2");
+    let on = attached_on(&mut c, "G3: n1 has 1 GPU free, not 4", "vm-gpus-gpu");
+    assert_eq!(on, "n2");
     // n1's last GPU is the tightest fit for 1, but not its 64Gi for 128Gi.
     c.standin
         .create_vmi(A, "vm-memory", &VmSpec::sized(8, "128Gi").gpus(H200, 1));
-    let s = c.settle(
-        "G3 NodeResourcesFit: where its memory fits",
-        |s| s.phase(A, "vm-memory-gpu") == "Attached",
-        NOW,
-    );
-    assert_eq!(node_of(&s, A, "vm-memory-gpu"), "n2");
+    let why = "G3 NodeResourcesFit: where its memory fits";
+    assert_eq!(attached_on(&mut c, why, "vm-memory-gpu"), "n2");
     c.settle(
         "the scheduler agrees: both run where they are pinned",
         |_| true,
         NOW,
     );
     for vm in ["vm-gpus", "vm-memory"] {
-        let on = (0..100).find_map(|_| {
-            running_on(&c, A, vm).or_else(|| {
-                std::thread::sleep(Duration::from_millis(50));
-                None
-            })
-        });
-        assert_eq!(on.as_deref(), Some("n2"), "{vm}");
+        assert_eq!(comes_to_run(&c, vm).as_deref(), Some("n2"), "{vm}");
     }
 }
 
@@ -125,12 +129,7 @@ fn e2e_g7_a_pod_made_unschedulable_after_placement_is_recovered() {
     c.standin.hold_scheduling(true);
     c.standin
         .run_vm(A, "vm", &VmSpec::sized(2, "32Gi").gpus(H200, 1));
-    let s = c.settle(
-        "G4: placed and pinned",
-        |s| s.phase(A, "vm-gpu") == "Attached",
-        NOW,
-    );
-    let pinned = node_of(&s, A, "vm-gpu");
+    let pinned = attached_on(&mut c, "G4: placed and pinned", "vm-gpu");
     assert_eq!(pinned, "n1", "the tightest fit by name");
     let first = c.store.get("VirtualMachineInstance", A, "vm").unwrap();
     c.standin
@@ -163,11 +162,5 @@ fn e2e_g7_a_pod_made_unschedulable_after_placement_is_recovered() {
             .contains("Insufficient memory"),
         "the scheduler's message: {told}"
     );
-    let on = (0..200).find_map(|_| {
-        running_on(&c, A, "vm").or_else(|| {
-            std::thread::sleep(Duration::from_millis(50));
-            None
-        })
-    });
-    assert_eq!(on.as_deref(), Some("n2"));
+    assert_eq!(comes_to_run(&c, "vm").as_deref(), Some("n2"));
 }

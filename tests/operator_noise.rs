@@ -140,10 +140,7 @@ fn an_unreachable_api_server_is_told_once_per_backoff_step() {
 /// carries a token, is readable by its owner only.
 #[test]
 fn demo_serve_takes_a_user_playing_with_it_and_keeps_its_kubeconfig_private() {
-    if !common::available(
-        "kubectl",
-        Command::new("kubectl").args(["version", "--client"]),
-    ) {
+    if !common::kubectl_available() {
         return;
     }
     use std::io::BufRead;

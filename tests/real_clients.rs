@@ -14,9 +14,7 @@ const CONFIG: &str = "log: {filter: info, format: json}\n";
 /// The demo's cluster and its controller, and kubectl for it; None (the
 /// test skipped) where kubectl is not installed and not required.
 fn started_for_kubectl() -> Option<(Cluster, common::Controller, Kubectl)> {
-    let mut probe = Command::new("kubectl");
-    probe.args(["version", "--client"]);
-    if !common::available("kubectl", &mut probe) {
+    if !common::kubectl_available() {
         return None;
     }
     let (c, ctl) = started();
@@ -332,10 +330,7 @@ print(json.dumps(out))
 
 #[test]
 fn the_python_client_lists_pages_creates_and_watches() {
-    if !common::available(
-        "the Python kubernetes client",
-        Command::new("python3").args(["-c", "import kubernetes"]),
-    ) {
+    if !common::python_client_available() {
         return;
     }
     let (c, _ctl) = started();
@@ -399,10 +394,7 @@ spec:
 /// against the server, `wait` for a condition, a built-in kind applied.
 #[test]
 fn kubectl_applies_validated_diffs_waits_and_serves_a_crd_it_creates() {
-    if !common::available(
-        "kubectl",
-        Command::new("kubectl").args(["version", "--client"]),
-    ) {
+    if !common::kubectl_available() {
         return;
     }
     let (c, _ctl) = started();

@@ -64,11 +64,7 @@ fn start(dir: &std::path::Path, http: SocketAddr) -> Controller {
 
 #[test]
 fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = gpu_claims_testbed::runtime();
     let store = gpu_claims_testbed::crds::cluster_store();
     let cluster = MemCluster::new(store.clone());
     let mut objs = vec![

@@ -123,10 +123,7 @@ fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
     assert!(yaml.status.success());
     assert!(String::from_utf8_lossy(&yaml.stdout).contains("waitingSets: 1"));
     // As the kubectl plugin: the binary on the PATH as kubectl-gpu_claims.
-    if common::available(
-        "kubectl",
-        Command::new("kubectl").args(["version", "--client"]),
-    ) {
+    if common::kubectl_available() {
         let bin = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(
             env!("CARGO_BIN_EXE_gpu-claims"),

@@ -240,6 +240,26 @@ async fn post_text(
     trusted: &[Vec<u8>],
     payload: &str,
 ) -> (u16, Value, Vec<u8>) {
+    let mut tls = tls_to(addr, trusted).await;
+    let peer = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
+    let req = format!(
+        "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    let (code, body) = exchange(&mut tls, &req).await;
+    (
+        code,
+        serde_json::from_str(&body).unwrap_or(Value::Null),
+        peer,
+    )
+}
+
+/// A TLS connection to `addr` that trusts `trusted`, as the API server
+/// dials a webhook.
+async fn tls_to(
+    addr: std::net::SocketAddr,
+    trusted: &[Vec<u8>],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     let mut roots = rustls::RootCertStore::empty();
     for der in trusted {
         roots
@@ -255,12 +275,15 @@ async fn post_text(
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let mut tls = connector.connect(name, tcp).await.unwrap();
-    let peer = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
-    let req = format!(
-        "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        payload.len()
-    );
+    connector.connect(name, tcp).await.unwrap()
+}
+
+/// Sends one request that closes the connection: the status code (0 when
+/// none came) and the body.
+async fn exchange(
+    tls: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    req: &str,
+) -> (u16, String) {
     tls.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     tls.read_to_end(&mut out).await.ok();
@@ -270,12 +293,8 @@ async fn post_text(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let json = text.split("\r\n\r\n").nth(1).unwrap_or_default();
-    (
-        code,
-        serde_json::from_str(json).unwrap_or(Value::Null),
-        peer,
-    )
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (code, body.to_string())
 }
 
 /// The metrics text a registry exposes.
@@ -317,21 +336,13 @@ async fn webhook_at(
     (addr, cert, registry)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Connections that never start their TLS handshake delay no review: each
 /// handshake runs on its own, with its own deadline. (One at a time in the
 /// accept loop, three idle connections held every review for 30 s, past
 /// the API server's 5 s timeout: every GPU VM start failed meanwhile.)
 #[test]
 fn g1_idle_connections_do_not_hold_up_a_review() {
-    runtime().block_on(async {
+    gpu_claims_testbed::runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let (addr, cert, registry) = webhook_at(dir.path()).await;
         let mut idle = Vec::new();
@@ -411,7 +422,7 @@ async fn idle_flood(
 
 #[test]
 fn g1_six_hundred_idle_connections_reopened_hold_up_no_review() {
-    runtime().block_on(async {
+    gpu_claims_testbed::runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let (addr, cert, _) = webhook_at(dir.path()).await;
         let (stop, idlers) = idle_flood(addr, 600).await;
@@ -449,7 +460,7 @@ fn g1_six_hundred_idle_connections_reopened_hold_up_no_review() {
 /// timeout) of `/healthz` are all answered.
 #[test]
 fn http_probes_over_tls_are_answered_under_six_hundred_idle_connections() {
-    runtime().block_on(async {
+    gpu_claims_testbed::runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let cert = write_cert(dir.path());
         let files = CertFiles {
@@ -498,54 +509,19 @@ fn http_probes_over_tls_are_answered_under_six_hundred_idle_connections() {
 
 /// A GET over TLS: the status code.
 async fn get_text(addr: std::net::SocketAddr, trusted: &[Vec<u8>], path: &str) -> u16 {
-    let mut roots = rustls::RootCertStore::empty();
-    for der in trusted {
-        roots
-            .add(rustls::pki_types::CertificateDer::from(der.clone()))
-            .unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let mut tls = connector.connect(name, tcp).await.unwrap();
+    let mut tls = tls_to(addr, trusted).await;
     let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    tls.write_all(req.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    tls.read_to_end(&mut out).await.ok();
-    String::from_utf8_lossy(&out)
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
+    exchange(&mut tls, &req).await.0
 }
 
 /// A client that sends its request headers a byte at a time is cut off
 /// after the header read timeout, not held forever.
 #[test]
 fn g1_headers_sent_slowly_are_cut_off() {
-    runtime().block_on(async {
+    gpu_claims_testbed::runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let (addr, cert, _) = webhook_at(dir.path()).await;
-        let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(rustls::pki_types::CertificateDer::from(cert))
-            .unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-        let tls = connector.connect(name, tcp).await.unwrap();
+        let tls = tls_to(addr, &[cert]).await;
         let (mut rd, mut wr) = tokio::io::split(tls);
         let dribble = tokio::spawn(async move {
             for b in b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
@@ -578,7 +554,7 @@ fn g1_headers_sent_slowly_are_cut_off() {
 /// 400, or a denial with the request's uid where it has one.
 #[test]
 fn g1_a_malformed_review_is_refused_never_allowed() {
-    runtime().block_on(async {
+    gpu_claims_testbed::runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let (addr, cert, registry) = webhook_at(dir.path()).await;
         for body in [
@@ -616,11 +592,7 @@ fn g1_a_malformed_review_is_refused_never_allowed() {
 
 #[test]
 fn g1_over_https_with_a_certificate_rotated_on_disk() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = gpu_claims_testbed::runtime();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let first = write_cert(dir.path());
@@ -693,7 +665,7 @@ fn g1_a_certificate_that_does_not_match_its_key_is_refused_and_the_old_stays() {
 #[test]
 fn g1_the_certificate_is_reloaded_once_per_change() {
     for swapped in [false, true] {
-        runtime().block_on(async {
+        gpu_claims_testbed::runtime().block_on(async {
             let dir = tempfile::tempdir().unwrap();
             let d = dir.path();
             let mut n = 0;

@@ -285,16 +285,10 @@ async fn deleting_an_owner_collects_its_dependents_unless_orphaned() {
         .await
         .unwrap();
     nss.delete("o", &DeleteParams::default()).await.unwrap();
-    for _ in 0..100 {
-        if pods.get_opt("dep").await.unwrap().is_none() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        pods.get_opt("dep").await.unwrap().is_none(),
-        "background GC"
-    );
+    common::until("background GC", || async {
+        pods.get_opt("dep").await.unwrap().is_none()
+    })
+    .await;
     // Orphan: the dependent stays, without the reference.
     let owner = nss
         .create(
@@ -312,16 +306,10 @@ async fn deleting_an_owner_collects_its_dependents_unless_orphaned() {
     };
     nss.delete("o", &orphan).await.unwrap();
     // The owner goes once its dependents are orphaned.
-    for _ in 0..250 {
-        if nss.get_opt("o").await.unwrap().is_none() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        nss.get_opt("o").await.unwrap().is_none(),
-        "the owner is gone"
-    );
+    common::until("the owner is gone", || async {
+        nss.get_opt("o").await.unwrap().is_none()
+    })
+    .await;
     let kept = pods.get("kept").await.unwrap();
     assert!(
         kept.metadata

@@ -24,3 +24,13 @@ pub mod plan;
 pub mod snapshot;
 pub mod standin;
 pub mod terms;
+
+/// The multi-thread runtime the tests and the tools run their worlds on:
+/// two workers, as many as the machines CI runs on have cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}

@@ -205,11 +205,7 @@ pub fn grant_readers(store: &Store, user: &str) {
 impl Cluster {
     /// A cluster seeded by `seed`, with `config` as the controller's config file.
     pub fn new(seed: impl FnOnce(&MemCluster), config: &str) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = gpu_claims_testbed::runtime();
         let store = gpu_claims_testbed::crds::cluster_store();
         let journal = MemCluster::new(store.clone());
         seed(&journal);
@@ -429,4 +425,20 @@ pub fn succeed(cmd: &mut std::process::Command) -> std::process::Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Whether a real kubectl is here (see `available`).
+pub fn kubectl_available() -> bool {
+    available(
+        "kubectl",
+        std::process::Command::new("kubectl").args(["version", "--client"]),
+    )
+}
+
+/// Whether the Python kubernetes client is here (see `available`).
+pub fn python_client_available() -> bool {
+    available(
+        "the Python kubernetes client",
+        std::process::Command::new("python3").args(["-c", "import kubernetes"]),
+    )
 }

@@ -8,15 +8,11 @@ use serde::{Deserialize, Serialize};
 /// before its claim's finalizer goes. Node capacity and class budgets are
 /// counted from records, so a crash between two writes never double-books.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[kube(group = "gpu.cozystack.io", version = "v1alpha1")]
+#[kube(kind = "GPUAllocation", plural = "gpuallocations", namespaced)]
+#[kube(singular = "gpuallocation")]
+#[kube(derive = "PartialEq", derive = "Default")]
 #[kube(
-    group = "gpu.cozystack.io",
-    version = "v1alpha1",
-    derive = "PartialEq",
-    derive = "Default",
-    kind = "GPUAllocation",
-    plural = "gpuallocations",
-    singular = "gpuallocation",
-    namespaced,
     printcolumn = r#"{"name":"Class","type":"string","jsonPath":".spec.className"}"#,
     printcolumn = r#"{"name":"Node","type":"string","jsonPath":".spec.nodeName"}"#,
     printcolumn = r#"{"name":"Count","type":"integer","jsonPath":".spec.count"}"#,

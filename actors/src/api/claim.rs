@@ -9,17 +9,12 @@ use serde::{Deserialize, Serialize};
 /// A request for GPUs of a GPUClass. Pending until placed at the gate, then
 /// Bound to a node, Attached while its VMI lives, Lost when its node fails.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[kube(group = "gpu.cozystack.io", version = "v1alpha1")]
+#[kube(kind = "GPUClaim", plural = "gpuclaims", namespaced)]
+#[kube(singular = "gpuclaim", shortname = "gc")]
+#[kube(status = "GPUClaimStatus")]
+#[kube(derive = "PartialEq", derive = "Default")]
 #[kube(
-    group = "gpu.cozystack.io",
-    version = "v1alpha1",
-    derive = "PartialEq",
-    derive = "Default",
-    kind = "GPUClaim",
-    plural = "gpuclaims",
-    singular = "gpuclaim",
-    shortname = "gc",
-    namespaced,
-    status = "GPUClaimStatus",
     printcolumn = r#"{"name":"Class","type":"string","jsonPath":".spec.className"}"#,
     printcolumn = r#"{"name":"Count","type":"integer","jsonPath":".spec.count"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,

@@ -9,15 +9,11 @@ use std::collections::BTreeMap;
 /// A kind of GPU: the extended resource nodes advertise, which nodes serve
 /// it, and how many GPUs its claims may hold or owe at once.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[kube(group = "gpu.cozystack.io", version = "v1alpha1")]
+#[kube(kind = "GPUClass", plural = "gpuclasses")]
+#[kube(singular = "gpuclass", status = "GPUClassStatus")]
+#[kube(derive = "PartialEq", derive = "Default")]
 #[kube(
-    group = "gpu.cozystack.io",
-    version = "v1alpha1",
-    derive = "PartialEq",
-    derive = "Default",
-    kind = "GPUClass",
-    plural = "gpuclasses",
-    singular = "gpuclass",
-    status = "GPUClassStatus",
     printcolumn = r#"{"name":"Resource","type":"string","jsonPath":".spec.resourceName"}"#,
     printcolumn = r#"{"name":"Budget","type":"integer","jsonPath":".spec.budget"}"#,
     printcolumn = r#"{"name":"Capacity","type":"integer","jsonPath":".status.capacity"}"#,

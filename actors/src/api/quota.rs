@@ -11,16 +11,11 @@ use std::collections::BTreeMap;
 /// what is used releases nothing; it stops new placements only (as a
 /// ResourceQuota does).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[kube(group = "gpu.cozystack.io", version = "v1alpha1")]
+#[kube(kind = "GPUQuota", plural = "gpuquotas", namespaced)]
+#[kube(singular = "gpuquota", status = "GPUQuotaStatus")]
+#[kube(derive = "PartialEq", derive = "Default")]
 #[kube(
-    group = "gpu.cozystack.io",
-    version = "v1alpha1",
-    derive = "PartialEq",
-    derive = "Default",
-    kind = "GPUQuota",
-    plural = "gpuquotas",
-    singular = "gpuquota",
-    namespaced,
-    status = "GPUQuotaStatus",
     printcolumn = r#"{"name":"Used","type":"integer","jsonPath":".status.usedTotal"}"#,
     printcolumn = r#"{"name":"Total","type":"integer","jsonPath":".spec.total"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
