@@ -2,7 +2,8 @@
 //! than how fast it is (timing belongs to `gpu-claims-bench`): every kind
 //! of change is made and answered with exactly the writes it needs, a
 //! converged world gets no write from a fresh controller, and the cold
-//! start over HTTP converges without writing.
+//! start over HTTP converges without writing; the webhook storm gates
+//! every launcher pod it reviews.
 
 #[test]
 fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
@@ -44,4 +45,18 @@ fn the_cold_start_converges_over_http_without_a_write() {
     .unwrap();
     assert_eq!(c.controller_writes, 0);
     assert!(c.controller_s > 0.0 && c.reflector_s > 0.0);
+}
+
+/// The webhook storm over kept TLS connections: every review is answered
+/// within its deadline and gates its launcher pod, on more reviews than
+/// connections (so each connection carries several, kept alive).
+#[test]
+fn the_webhook_storm_answers_every_review_and_gates_every_launcher_pod() {
+    let w = gpu_claims_testbed::runtime()
+        .block_on(gpu_claims::dev::webhook_storm::measure(120, 8))
+        .unwrap();
+    assert_eq!((w.reviews, w.connections), (120, 8));
+    assert_eq!(w.gated, 120, "every launcher pod asks for a class's GPUs");
+    assert!(w.reviews_per_s > 0.0 && w.in_process_per_s > 0.0);
+    assert!(w.p50_ms <= w.p99_ms && w.p99_ms <= w.max_ms, "{w:?}");
 }

@@ -33,4 +33,12 @@ impl Operator for RunController {
             }
         })
     }
+
+    fn webhook(
+        &self,
+        reviews: usize,
+        connections: usize,
+    ) -> LocalBoxFuture<'static, anyhow::Result<gpu_claims_testbed::bench::WebhookFigures>> {
+        Box::pin(super::webhook_storm::measure(reviews, connections))
+    }
 }

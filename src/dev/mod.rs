@@ -9,3 +9,4 @@ pub mod cluster;
 pub mod demo;
 pub mod plan;
 pub mod webhook;
+pub mod webhook_storm;

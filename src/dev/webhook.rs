@@ -29,10 +29,31 @@ pub struct LocalCert {
     pub ca_pem: String,
 }
 
+/// The name the certificate is for: the Service's in-cluster host.
+pub fn service_host() -> String {
+    format!("{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc")
+}
+
+/// A TLS client that trusts `ca_pem` (as the API server trusts the
+/// caBundle), for the benchmark's connections.
+pub fn client_config(ca_pem: &str) -> anyhow::Result<std::sync::Arc<rustls::ClientConfig>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert?)?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(std::sync::Arc::new(config))
+}
+
 /// Writes `tls.crt` and `tls.key` into `dir`, for `<name>.<namespace>.svc`.
 pub fn certificate(dir: &Path) -> Result<LocalCert, crate::webhook::TlsError> {
-    let host = format!("{SERVICE_NAME}.{SERVICE_NAMESPACE}.svc");
-    let made = rcgen::generate_simple_self_signed(vec![host])
+    let made = rcgen::generate_simple_self_signed(vec![service_host()])
         .map_err(|e| crate::webhook::TlsError::Generate { why: e.to_string() })?;
     let files = CertFiles {
         cert: dir.join("tls.crt"),

@@ -48,7 +48,7 @@ impl std::fmt::Display for Admission {
 }
 
 /// The VMI that controls a launcher pod, if the object is one: (namespace, name).
-fn launcher_of(request: &Value) -> Option<(String, String)> {
+pub fn launcher_of(request: &Value) -> Option<(String, String)> {
     if request["kind"]["kind"] != "Pod" || request["operation"] != "CREATE" {
         return None;
     }

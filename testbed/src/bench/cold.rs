@@ -60,6 +60,13 @@ async fn reflectors(kubeconfig: String) -> Duration {
 /// `kubeconfig` and answers its supervisor and environment once started.
 pub trait Operator: Send + Sync + 'static {
     fn start(&self, kubeconfig: String) -> LocalBoxFuture<'static, Started>;
+    /// The gate webhook's storm: `reviews` launcher pod reviews over
+    /// `connections` kept TLS connections (the webhook is the operator's).
+    fn webhook(
+        &self,
+        reviews: usize,
+        connections: usize,
+    ) -> LocalBoxFuture<'static, anyhow::Result<super::WebhookFigures>>;
 }
 
 /// A started controller: what the measurement watches, and what keeps it

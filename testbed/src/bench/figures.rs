@@ -60,10 +60,35 @@ pub struct KindFigures {
     pub writes_min: usize,
 }
 
+/// The gate webhook under a pod storm: launcher pod creations reviewed
+/// over TLS connections kept alive, all at once.
+#[derive(Serialize, Debug, Clone)]
+pub struct WebhookFigures {
+    pub reviews: usize,
+    pub connections: usize,
+    /// From the first review sent to the last answered, connections made.
+    pub reviews_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Each connection's TCP and TLS handshake, apart from the reviews:
+    /// median and slowest.
+    pub handshake_ms: f64,
+    pub handshake_max_ms: f64,
+    /// Answers that gate their pod (every pod here asks for a class's GPUs).
+    pub gated: usize,
+    /// The baseline: the same reviews read, admitted and answered in
+    /// process on one thread, without HTTP or TLS.
+    pub in_process_per_s: f64,
+    /// reviews_per_s over in_process_per_s.
+    pub ratio: f64,
+}
+
 #[derive(Serialize, Debug, Default)]
 pub struct Figures {
     pub sizes: Vec<SizeFigures>,
     pub cold_start: Option<cold::ColdFigures>,
+    pub webhook: Option<WebhookFigures>,
 }
 
 /// The table on stdout.
@@ -123,6 +148,23 @@ pub fn print(f: &Figures) {
         println!(
             "{:>8} claims, {} nodes: gpu-claims status's report {:.1} ms (median), {:.2}x one whole-world pass of the rules",
             s.claims, s.nodes, s.status_report_ms, s.status_vs_whole_world_pass
+        );
+    }
+    if let Some(w) = &f.webhook {
+        println!(
+            "webhook: {} reviews over {} kept TLS connections: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, slowest {:.2} ms; handshakes p50 {:.2} ms, slowest {:.2} ms (apart); in process {:.0}/s ({:.3}x); gated {}/{}",
+            w.reviews,
+            w.connections,
+            w.reviews_per_s,
+            w.p50_ms,
+            w.p99_ms,
+            w.max_ms,
+            w.handshake_ms,
+            w.handshake_max_ms,
+            w.in_process_per_s,
+            w.ratio,
+            w.gated,
+            w.reviews
         );
     }
     if let Some(c) = &f.cold_start {

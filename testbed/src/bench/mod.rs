@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use world::{Layout, Role};
 
-pub use figures::{Figures, KindFigures, SizeFigures, print};
+pub use figures::{Figures, KindFigures, SizeFigures, WebhookFigures, print};
 
 #[derive(clap::Parser, Debug)]
 #[command(
@@ -26,8 +26,8 @@ pub struct BenchArgs {
     /// Where to write the figures as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Claims per world, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+    /// Claims per world, comma-separated (`--sizes` alone: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "1000,10000,100000")]
     pub sizes: Vec<usize>,
     /// Claims of the cold start over HTTP (0 skips it).
     #[arg(long, default_value_t = 50_000)]
@@ -38,6 +38,12 @@ pub struct BenchArgs {
     /// Single changes per size (spread over the kinds).
     #[arg(long, default_value_t = 1000)]
     pub changes: usize,
+    /// Launcher pod reviews of the webhook storm (0 skips it).
+    #[arg(long, default_value_t = 2000)]
+    pub webhook_reviews: usize,
+    /// Connections kept alive the storm's reviews share.
+    #[arg(long, default_value_t = 64)]
+    pub webhook_connections: usize,
 }
 
 /// The p-th percentile (0..=100) of `v`, nearest rank.
@@ -384,6 +390,16 @@ pub fn run(
         let s = measure(n, args.changes, live_bytes);
         eprintln!("{s:?}");
         figures.sizes.push(s);
+    }
+    if args.webhook_reviews > 0 {
+        eprintln!(
+            "[webhook] {} reviews over {} connections",
+            args.webhook_reviews, args.webhook_connections
+        );
+        let w = crate::runtime()
+            .block_on(operator.webhook(args.webhook_reviews, args.webhook_connections))?;
+        eprintln!("{w:?}");
+        figures.webhook = Some(w);
     }
     if args.cold_claims > 0 {
         figures.cold_start = Some(cold::measure(args.cold_claims, args.cold_runs, operator)?);

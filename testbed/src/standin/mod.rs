@@ -23,7 +23,7 @@
 
 mod actions;
 mod create;
-mod render;
+pub mod render;
 pub mod scheduler;
 pub mod vms;
 

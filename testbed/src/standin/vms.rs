@@ -67,7 +67,7 @@ impl VmSpec {
         }})
     }
 
-    fn metadata(&self) -> Value {
+    pub fn metadata(&self) -> Value {
         json!({"annotations": self.annotations})
     }
 }
