@@ -3,7 +3,8 @@
 //! of change is made and answered with exactly the writes it needs, a
 //! converged world gets no write from a fresh controller, and the cold
 //! start over HTTP converges without writing; the webhook storm gates
-//! every launcher pod it reviews.
+//! every launcher pod it reviews; the placement storm places every set once,
+//! in G4's order, keeping the invariants.
 
 #[test]
 fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
@@ -59,4 +60,18 @@ fn the_webhook_storm_answers_every_review_and_gates_every_launcher_pod() {
     assert_eq!(w.gated, 120, "every launcher pod asks for a class's GPUs");
     assert!(w.reviews_per_s > 0.0 && w.in_process_per_s > 0.0);
     assert!(w.p50_ms <= w.p99_ms && w.p99_ms <= w.max_ms, "{w:?}");
+}
+
+/// The placement storm on a small world: every set placed with many
+/// writes in flight and with one, no invariant broken before any write of
+/// the checked storm, each set's writes in G4's order, and exactly three
+/// placement writes a set.
+#[test]
+fn the_placement_storm_places_every_set_once_in_g4_order_keeping_the_invariants() {
+    let s = gpu_claims_testbed::bench::storm::measure(300, 40, std::time::Duration::from_millis(2));
+    assert_eq!(s.violations, Vec::<String>::new());
+    assert!(s.checked_writes >= 3 * 40, "{s:?}");
+    assert_eq!(s.out_of_order_sets, 0, "{s:?}");
+    assert_eq!(s.placement_writes, s.placement_writes_min, "{s:?}");
+    assert!(s.sets_per_s > 0.0 && s.one_in_flight_sets_per_s > 0.0);
 }

@@ -17,7 +17,7 @@ pub use claim::{ClaimActor, ClaimTrace};
 
 pub use class::ClassActor;
 pub use journal::{Decision, DecisionLog, DecisionResult, Intent};
-pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted};
+pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted, WRITES_IN_FLIGHT};
 pub use quota::QuotaActor;
 pub use scaffold::{Backoff, IoError};
 pub use supervisor::{
@@ -40,6 +40,10 @@ pub struct Env {
     pub activity: Activity,
     /// When the actor system started: decisions are stamped relative to it.
     pub started: tokio::time::Instant,
+    /// How many placement writes (sets of different VMIs) may be under way
+    /// at once: `placement::WRITES_IN_FLIGHT`; the benchmark sets 1 for
+    /// its baseline.
+    pub placement_writes: std::sync::atomic::AtomicUsize,
 }
 
 /// The ports an actor system runs with.
@@ -70,6 +74,7 @@ impl Env {
             telemetry,
             activity: Activity::default(),
             started,
+            placement_writes: WRITES_IN_FLIGHT.into(),
         })
     }
 }

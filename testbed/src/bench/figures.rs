@@ -88,6 +88,7 @@ pub struct WebhookFigures {
 pub struct Figures {
     pub sizes: Vec<SizeFigures>,
     pub cold_start: Option<cold::ColdFigures>,
+    pub placement_storm: Option<super::storm::StormFigures>,
     pub webhook: Option<WebhookFigures>,
 }
 
@@ -148,6 +149,27 @@ pub fn print(f: &Figures) {
         println!(
             "{:>8} claims, {} nodes: gpu-claims status's report {:.1} ms (median), {:.2}x one whole-world pass of the rules",
             s.claims, s.nodes, s.status_report_ms, s.status_vs_whole_world_pass
+        );
+    }
+    if let Some(s) = &f.placement_storm {
+        println!(
+            "placement storm: {} sets on {} claims, {} ms a write: {:.2} s with {} in flight ({:.0} sets/s), {:.2} s with one ({:.0} sets/s), {:.1}x; checked before {} writes ({} sets on {} claims): {} violations; {} sets out of G4's order; placement writes {}/{}",
+            s.sets,
+            s.claims,
+            s.write_latency_ms,
+            s.seconds,
+            s.writes_in_flight,
+            s.sets_per_s,
+            s.one_in_flight_seconds,
+            s.one_in_flight_sets_per_s,
+            s.ratio,
+            s.checked_writes,
+            s.checked_sets,
+            s.checked_claims,
+            s.violations.len(),
+            s.out_of_order_sets,
+            s.placement_writes,
+            s.placement_writes_min
         );
     }
     if let Some(w) = &f.webhook {

@@ -2,6 +2,7 @@
 //! with a writer that stamps every write and telemetry that keeps every
 //! change-to-write latency: what the benchmark measures with.
 
+use crate::memory::invariants::Checker;
 use crate::memory::store::Store;
 use crate::memory::{MemCluster, feed};
 use async_trait::async_trait;
@@ -11,6 +12,7 @@ use gpu_claims_actors::ports::{
 };
 use gpu_claims_actors::rules::RuleId;
 use gpu_claims_actors::world::World;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -23,17 +25,44 @@ pub struct Stamps {
     pub latencies: Mutex<Vec<Duration>>,
 }
 
-/// Stamps every write when the actor issues it.
-struct Stamping(Arc<Stamps>);
+/// Stamps every write when the actor issues it; then, when asked, checks
+/// the invariants over the cluster as the write finds it (the state after
+/// the write before), and makes the write wait as a real API server's
+/// answer would.
+struct Stamping {
+    stamps: Arc<Stamps>,
+    cluster: Arc<MemCluster>,
+    /// Nanoseconds every write waits before it is applied.
+    latency: AtomicU64,
+    checks: Mutex<Option<Checks>>,
+}
+
+/// The invariants checked before every write.
+#[derive(Default)]
+struct Checks {
+    checker: Checker,
+    writes: usize,
+    violations: Vec<String>,
+}
 
 #[async_trait]
 impl WriteGuard for Stamping {
     async fn admit(&self, op: WriteOp, what: &ObjRef) -> Result<Option<Instant>, WriteError> {
-        self.0
+        self.stamps
             .writes
             .lock()
             .unwrap()
             .push((Instant::now(), op.as_str(), what.to_string()));
+        if let Some(c) = self.checks.lock().unwrap().as_mut() {
+            // On the actors' thread, so nothing moves while it looks.
+            let found = c.checker.check(&self.cluster);
+            c.writes += 1;
+            c.violations.extend(found);
+        }
+        let latency = Duration::from_nanos(self.latency.load(Ordering::Relaxed));
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
         Ok(None)
     }
 }
@@ -53,6 +82,7 @@ pub struct Harness {
     pub env: Arc<Env>,
     pub stamps: Arc<Stamps>,
     pub supervisor: actix::Addr<Supervisor>,
+    guard: Arc<Stamping>,
 }
 
 impl Harness {
@@ -64,10 +94,16 @@ impl Harness {
         let stamps = Arc::new(Stamps::default());
         let config = gpu_claims_actors::config::Config::default();
         let world = Arc::new(World::new(config.clone()));
+        let guard = Arc::new(Stamping {
+            stamps: stamps.clone(),
+            cluster: cluster.clone(),
+            latency: AtomicU64::new(0),
+            checks: Mutex::new(None),
+        });
         let ports = Ports {
             writer: Arc::new(Guarded {
                 inner: cluster.clone(),
-                guard: Stamping(stamps.clone()),
+                guard: guard.clone(),
             }),
             reader: cluster.clone(),
             clock: Arc::new(TokioClock::real()),
@@ -88,7 +124,34 @@ impl Harness {
             env,
             stamps,
             supervisor,
+            guard,
         }
+    }
+
+    /// Every write from now on waits `latency` before it is applied.
+    pub fn slow_writes(&self, latency: Duration) {
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.guard.latency.store(nanos, Ordering::Relaxed);
+    }
+
+    /// From now on the invariants are checked before every write.
+    pub fn check_every_write(&self) {
+        *self.guard.checks.lock().unwrap() = Some(Checks::default());
+    }
+
+    /// Writes checked before, and what the checks found.
+    pub fn checks(&self) -> (usize, Vec<String>) {
+        let c = self.guard.checks.lock().unwrap();
+        c.as_ref()
+            .map_or((0, Vec::new()), |c| (c.writes, c.violations.clone()))
+    }
+
+    /// Checks the invariants now (after the last write), where checks are on.
+    pub fn check_now(&self) -> Vec<String> {
+        let mut c = self.guard.checks.lock().unwrap();
+        c.as_mut()
+            .map(|c| c.checker.check(&self.cluster))
+            .unwrap_or_default()
     }
 
     pub fn lead(&self) {

@@ -7,6 +7,7 @@ pub mod changes;
 pub mod cold;
 mod figures;
 pub mod harness;
+pub mod storm;
 pub mod world;
 
 use changes::Kind;
@@ -38,6 +39,15 @@ pub struct BenchArgs {
     /// Single changes per size (spread over the kinds).
     #[arg(long, default_value_t = 1000)]
     pub changes: usize,
+    /// VMIs of the placement storm, reaching the gate at once (0 skips it).
+    #[arg(long, default_value_t = 1000)]
+    pub storm_sets: usize,
+    /// Claims of the world the storm comes to.
+    #[arg(long, default_value_t = 10_000)]
+    pub storm_claims: usize,
+    /// Milliseconds every write of the storm waits before it is applied.
+    #[arg(long, default_value_t = 10)]
+    pub storm_write_latency_ms: u64,
     /// Launcher pod reviews of the webhook storm (0 skips it).
     #[arg(long, default_value_t = 2000)]
     pub webhook_reviews: usize,
@@ -81,12 +91,20 @@ pub fn in_system<T: Send + 'static>(
 /// (class statuses and Waiting conditions written), so that what follows
 /// measures changes, not the first reconciliation.
 pub fn converged_store(layout: &Layout) -> std::sync::Arc<crate::memory::store::Store> {
+    converged_store_of(layout.objects(), layout.claims)
+}
+
+/// A store holding `objects` (`claims` of them claims), converged by the
+/// controller itself.
+pub fn converged_store_of(
+    objects: Vec<gpu_claims_actors::ports::Obj>,
+    claims: usize,
+) -> std::sync::Arc<crate::memory::store::Store> {
     let store = crate::crds::cluster_store();
     let cluster = crate::memory::MemCluster::new(store.clone());
-    for o in layout.objects() {
-        cluster.seed(&o);
+    for o in &objects {
+        cluster.seed(o);
     }
-    let claims = layout.claims;
     let s = store.clone();
     in_system(move || {
         Box::pin(async move {
@@ -390,6 +408,15 @@ pub fn run(
         let s = measure(n, args.changes, live_bytes);
         eprintln!("{s:?}");
         figures.sizes.push(s);
+    }
+    if args.storm_sets > 0 {
+        let s = storm::measure(
+            args.storm_claims,
+            args.storm_sets,
+            Duration::from_millis(args.storm_write_latency_ms),
+        );
+        eprintln!("{s:?}");
+        figures.placement_storm = Some(s);
     }
     if args.webhook_reviews > 0 {
         eprintln!(

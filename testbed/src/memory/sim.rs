@@ -12,7 +12,7 @@ use gpu_claims_actors::controller::{ConfigChanged, Env, Ports, Supervisor};
 use gpu_claims_actors::ports::{Guarded, Obj, ObjRef, TokioClock, WriteError, WriteGuard, WriteOp};
 use gpu_claims_actors::world::World;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Rounds after which `settle` gives up: a controller still busy then is
@@ -46,6 +46,10 @@ pub fn sim_store() -> Arc<Store> {
 /// forever (the process is gone; nothing it does lands).
 pub struct Mortality {
     left: AtomicI64,
+    /// Nanoseconds (simulated) each write that lands waits before it is
+    /// applied, as a real API server's answer takes: placement's writes
+    /// of different sets are then under way at once.
+    latency: AtomicU64,
 }
 
 #[async_trait]
@@ -56,6 +60,10 @@ impl WriteGuard for Mortality {
         _: &ObjRef,
     ) -> Result<Option<tokio::time::Instant>, WriteError> {
         if self.left.fetch_sub(1, Ordering::SeqCst) > 0 {
+            let latency = self.latency.load(Ordering::SeqCst);
+            if latency > 0 {
+                tokio::time::sleep(std::time::Duration::from_nanos(latency)).await;
+            }
             return Ok(None);
         }
         std::future::pending().await
@@ -77,6 +85,8 @@ pub struct Sim {
     pub store: Arc<Store>,
     config: Config,
     lag: Lag,
+    /// Each write's latency, for this process and those restarted after it.
+    latency: std::time::Duration,
     process: Process,
 }
 
@@ -96,8 +106,25 @@ impl Sim {
             store,
             config,
             lag,
+            latency: std::time::Duration::ZERO,
             process,
         }
+    }
+
+    /// Every write from now on (this process's and later ones') waits
+    /// `latency` of simulated time before it is applied.
+    pub fn slow_writes(&mut self, latency: std::time::Duration) {
+        self.latency = latency;
+        self.apply_latency();
+    }
+
+    fn apply_latency(&self) {
+        let nanos = u64::try_from(self.latency.as_nanos()).unwrap_or(u64::MAX);
+        self.process
+            .writer
+            .guard
+            .latency
+            .store(nanos, Ordering::SeqCst);
     }
 
     fn spawn(cluster: &Arc<MemCluster>, config: &Config, lag: Lag) -> Process {
@@ -106,6 +133,7 @@ impl Sim {
             inner: cluster.clone(),
             guard: Mortality {
                 left: AtomicI64::new(i64::MAX),
+                latency: AtomicU64::new(0),
             },
         });
         let ports = Ports {
@@ -180,6 +208,10 @@ impl Sim {
             let now = probe();
             if now == last && now.2 == 0 {
                 quiet += 1;
+            } else if now == last && !self.latency.is_zero() {
+                // Writes under way wait out their latency: let the paused
+                // clock move (by a millisecond at most) so they land.
+                tokio::time::sleep(Duration::from_millis(1)).await;
             } else {
                 quiet = 0;
                 last = now;
@@ -220,6 +252,7 @@ impl Sim {
         self.process.writer.guard.left.store(0, Ordering::SeqCst);
         self.process.feed.abort();
         self.process = Self::spawn(&self.cluster, &self.config, self.lag.clone());
+        self.apply_latency();
     }
 
     /// I5 on a settled cluster: restarts and settles, and says how many

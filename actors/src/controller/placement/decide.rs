@@ -40,6 +40,10 @@ impl Placement {
     /// An allocation whose claim is gone (or is another claim) is deleted,
     /// unless we deleted it already and the cache lags.
     fn decide_allocation(&mut self, k: &str) -> Option<Write> {
+        if self.flight.blocks_claim(k) {
+            self.flight.park(PlacementPoke::Allocation(k.to_string()));
+            return None;
+        }
         let w = &self.env.world;
         let r = w.allocation(k);
         let uid = r.as_ref().and_then(|r| r.metadata.uid.clone());
@@ -62,6 +66,13 @@ impl Placement {
             return None;
         };
         self.index(k, &v);
+        // A write about this set, or about a claim it names, is under way:
+        // decided once it lands, against what it wrote.
+        let names = self.claims_of.get(k).map_or(&[][..], Vec::as_slice);
+        if self.flight.blocks_vmi(k, names) {
+            self.flight.park(PlacementPoke::Vmi(k.to_string()));
+            return None;
+        }
         self.own.prune(&w);
         match decide_template(&v, &w) {
             TemplateStep::Create(claim) => {

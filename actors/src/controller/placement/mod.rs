@@ -1,13 +1,16 @@
-//! The placement actor: the VMI-level work, one write at a time across the
-//! whole cluster. Placements compete for node capacity shared across
-//! classes, so they are serialized here rather than per class. It creates
+//! The placement actor: the VMI-level work across the whole cluster.
+//! Placements compete for node capacity shared across classes, so they are
+//! decided here, one at a time, rather than per class; their writes run
+//! many at once, each set's in G4's order, against a view that assumes
+//! what the writes under way will hold (`flight`). It creates
 //! template claims (G2), places claim sets at the gate (G3-G5) and deletes
 //! allocations whose claim is gone. A queue of work, deduplicated and fair
 //! between namespaces (`queue`), and the
-//! waiting sets looked at again when what they wait on changes; one write
-//! at a time, the log and the backoff are the scaffold's.
+//! waiting sets looked at again when what they wait on changes; the I/O
+//! count, the log and the backoff are the scaffold's.
 
 mod decide;
+mod flight;
 mod own_writes;
 mod pinned;
 mod queue;
@@ -19,6 +22,7 @@ use super::journal::DecisionResult;
 use super::scaffold::{self, IoError, Scaffold, Scaffolded};
 use crate::api::{Kind, ObjRef};
 use actix::prelude::*;
+pub use flight::WRITES_IN_FLIGHT;
 use own_writes::OwnWrites;
 use recheck::{RecheckAsked, WaitingSets, Waits};
 use std::collections::{BTreeSet, HashMap};
@@ -113,6 +117,8 @@ pub struct Placement {
     recheck: RecheckAsked,
     /// G7: pinned pods the scheduler cannot place.
     pinned: pinned::Pinned,
+    /// Writes under way, and the work parked behind them.
+    flight: flight::InFlight,
 }
 
 /// When placement looks again at work whose write met a 409.
@@ -131,6 +137,7 @@ impl Placement {
             waiting: WaitingSets::default(),
             recheck: RecheckAsked::default(),
             pinned: pinned::Pinned::default(),
+            flight: flight::InFlight::default(),
         }
     }
 
@@ -144,9 +151,11 @@ impl Placement {
     fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
         let (rule, intent) = (write.rule(), write.intent());
         self.scaffold.writing(rule);
+        let flight = self.take_off(&work, &write);
         let fut = execute(self.env.clone(), write);
         scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
             act.remember(&done);
+            act.land(flight);
             let result = match done.error {
                 None => {
                     act.scaffold.succeeded();
@@ -276,8 +285,14 @@ impl Scaffolded for Placement {
         &mut self.scaffold
     }
 
-    /// Works through the queue until a write starts or nothing is left.
+    /// Works through the queue until as many writes as may be are under
+    /// way, or nothing is left.
     fn decide(&mut self, ctx: &mut Context<Self>) {
+        let limit = self
+            .env
+            .placement_writes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.scaffold.set_limit(limit);
         while !self.scaffold.busy() {
             let Some(work) = self.queue.pop() else {
                 // Caught up: the changes pending led to no write.

@@ -50,6 +50,23 @@ impl Write {
         }
     }
 
+    /// The claims (and so allocations, keyed alike) this write is about.
+    pub(super) fn claim_keys(&self) -> Vec<String> {
+        match self {
+            Write::CreateClaim { key, .. } | Write::DeleteAllocation { key, .. } => {
+                vec![key.clone()]
+            }
+            Write::Place(plan) => plan
+                .statuses
+                .iter()
+                .map(|(c, _)| claim_key(c))
+                .chain(plan.allocations.iter().map(|a| record_key(a.record())))
+                .collect(),
+            Write::Wait(changes) => changes.iter().map(|(c, _)| claim_key(c)).collect(),
+            Write::DeleteVmi { .. } => Vec::new(),
+        }
+    }
+
     pub(super) fn intent(&self) -> Intent {
         match self {
             Write::CreateClaim { .. } => Intent::CreateClaim,
@@ -78,6 +95,13 @@ pub(super) struct Done {
     /// A VMI deleted by G7 (or found gone or changed): key, uid, resourceVersion.
     pub deleted_vmi: Option<(String, String, String)>,
     pub error: Option<IoError>,
+}
+
+pub(super) fn record_key(r: &GPUAllocation) -> String {
+    key(
+        r.metadata.namespace.as_deref().unwrap_or_default(),
+        r.metadata.name.as_deref().unwrap_or_default(),
+    )
 }
 
 fn claim_key(c: &GPUClaim) -> String {
@@ -248,10 +272,7 @@ async fn write_allocation(
         AllocationWrite::Create(rec) => (true, rec),
         AllocationWrite::Move(rec) => (false, rec),
     };
-    let k = key(
-        rec.metadata.namespace.as_deref().unwrap_or_default(),
-        rec.metadata.name.as_deref().unwrap_or_default(),
-    );
+    let k = record_key(&rec);
     tracing::info!(claim = %k, rule = "G4", node = %node, intent = "allocate", "writing");
     let spec = rec.spec.clone();
     let what = Obj::Allocation(rec.clone()).obj_ref();

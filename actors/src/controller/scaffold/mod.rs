@@ -104,7 +104,11 @@ impl Backoff {
 /// The shared state; each actor holds one.
 pub struct Scaffold {
     env: Arc<Env>,
-    busy: bool,
+    /// I/O under way, and how much may be at once: one for the claim,
+    /// class and quota actors (their object's next step follows from the
+    /// last), more for placement (sets of different VMIs, written at once).
+    in_flight: usize,
+    limit: usize,
     /// A change came while busy: decide again when the I/O ends.
     owed: bool,
     retry: Option<SpawnHandle>,
@@ -125,7 +129,8 @@ impl Scaffold {
     pub fn new(env: Arc<Env>) -> Self {
         Self {
             env,
-            busy: false,
+            in_flight: 0,
+            limit: 1,
             owed: false,
             retry: None,
             backoff: Backoff::default(),
@@ -134,8 +139,14 @@ impl Scaffold {
         }
     }
 
+    /// Whether no more I/O may start until some ends.
     pub fn busy(&self) -> bool {
-        self.busy
+        self.in_flight >= self.limit
+    }
+
+    /// How much I/O may be under way at once (at least one).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.max(1);
     }
 
     /// A change that entered the supervisor at `since` reached the actor.
@@ -187,7 +198,7 @@ impl Scaffold {
 pub fn reconcile<A: Scaffolded>(act: &mut A, ctx: &mut Context<A>) {
     let s = act.scaffold();
     s.env.activity.tick();
-    if s.busy {
+    if s.busy() {
         s.owed = true;
         return;
     }
@@ -205,12 +216,12 @@ where
     D: FnOnce(&mut A, O, &mut Context<A>) + 'static,
 {
     let s = act.scaffold();
-    s.busy = true;
+    s.in_flight += 1;
     s.env.activity.begin_io();
     ctx.spawn(fut.into_actor(act).map(move |out, act, ctx| {
         let s = act.scaffold();
         s.env.activity.end_io();
-        s.busy = false;
+        s.in_flight -= 1;
         done(act, out, ctx);
     }));
 }

@@ -17,6 +17,15 @@ pub enum AllocationWrite {
     Move(GPUAllocation),
 }
 
+impl AllocationWrite {
+    /// The allocation as it is to be written.
+    pub fn record(&self) -> &GPUAllocation {
+        match self {
+            AllocationWrite::Create(r) | AllocationWrite::Move(r) => r,
+        }
+    }
+}
+
 /// The writes that place a set (G4), in order: allocations, claim statuses, pods.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {

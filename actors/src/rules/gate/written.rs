@@ -20,8 +20,14 @@ pub struct WrittenAllocation {
     pub spec: GPUAllocationSpec,
     /// The resourceVersion our write returned: the watch is past it once
     /// it brings an event of this allocation at this version or later.
+    /// `ASSUMED` while the write is under way.
     pub resource_version: u64,
 }
+
+/// The version of an entry whose write is under way (the scheduler's
+/// "assume"): no watch is past it, so it counts until the write's answer
+/// replaces it, or its failure removes it.
+pub const ASSUMED: u64 = u64::MAX;
 
 /// Allocations (and the launcher pods pinned beside them) placement
 /// wrote that the cache does not show yet.
@@ -56,6 +62,42 @@ impl WrittenAllocations {
     /// A launcher pod we pinned, which will use `u` on its node.
     pub fn pinned(&mut self, key: String, u: PodUse, resource_version: u64) {
         self.pins.insert(key, (u, resource_version));
+    }
+
+    /// An allocation and pins about to be written, while other sets are
+    /// decided: they hold their node's room, their class's budget and
+    /// their namespace's quota as written ones do, so that two sets placed
+    /// at once never count on the same GPUs (I1, I2).
+    pub fn assume(
+        &mut self,
+        allocations: Vec<(String, GPUAllocationSpec)>,
+        pins: Vec<(String, PodUse)>,
+    ) {
+        for (key, spec) in allocations {
+            self.wrote(key, spec, ASSUMED);
+        }
+        for (key, u) in pins {
+            self.pinned(key, u, ASSUMED);
+        }
+    }
+
+    /// The write is over: what it did not write (it failed first) is let
+    /// go; what it wrote carries its version by now.
+    pub fn settle_assumed(&mut self, allocations: &[String], pins: &[String]) {
+        for k in allocations {
+            if self
+                .by_key
+                .get(k)
+                .is_some_and(|a| a.resource_version == ASSUMED)
+            {
+                self.by_key.remove(k);
+            }
+        }
+        for k in pins {
+            if self.pins.get(k).is_some_and(|(_, rv)| *rv == ASSUMED) {
+                self.pins.remove(k);
+            }
+        }
     }
 
     /// Forgets what the watches have passed.
@@ -99,7 +141,7 @@ impl WrittenAllocations {
     /// can tell whether they still exist.
     pub fn unconfirmed(&self, w: &World) -> Vec<String> {
         self.pending(w)
-            .filter(|(k, _)| w.allocation(k).is_none())
+            .filter(|(k, a)| a.resource_version != ASSUMED && w.allocation(k).is_none())
             .map(|(k, _)| k.clone())
             .collect()
     }

@@ -1,0 +1,117 @@
+//! Placement's writes under way, many at once (kube-scheduler's assume and
+//! asynchronous bind): a write is about one VMI's set and its claims, and
+//! while it is under way no other write about that VMI or those claims
+//! starts; work for them waits here (parked) until it lands. What a set's
+//! placement will hold (its allocations, its pods' requests on the node)
+//! is assumed before the write starts, so the sets decided meanwhile count
+//! it, and let go of when the write ends if it did not land.
+
+use super::write::{Write, record_key};
+use super::{Placement, PlacementPoke};
+use crate::api::PodUse;
+use crate::world::key;
+use std::collections::HashSet;
+
+/// How many placement writes may be under way at once. A set's writes
+/// stay in G4's order; sets of different VMIs overlap, as kube-scheduler
+/// binds many pods at once (its bind is asynchronous to its decisions).
+pub const WRITES_IN_FLIGHT: usize = 16;
+
+#[derive(Default)]
+pub struct InFlight {
+    vmis: HashSet<String>,
+    claims: HashSet<String>,
+    /// Work that came for a VMI or an allocation under way (each once).
+    parked: Vec<PlacementPoke>,
+}
+
+/// What one write is about, and what it assumed.
+pub struct Flight {
+    vmi: Option<String>,
+    claims: Vec<String>,
+    assumed_allocations: Vec<String>,
+    assumed_pins: Vec<String>,
+}
+
+impl InFlight {
+    /// Whether a write about this VMI, or about one of the claims its set
+    /// names, is under way.
+    pub fn blocks_vmi(&self, k: &str, claims: &[String]) -> bool {
+        self.vmis.contains(k) || claims.iter().any(|c| self.claims.contains(c))
+    }
+
+    pub fn blocks_claim(&self, k: &str) -> bool {
+        self.claims.contains(k)
+    }
+
+    /// Looked at again once the writes in its way land.
+    pub fn park(&mut self, work: PlacementPoke) {
+        if !self.parked.contains(&work) {
+            self.parked.push(work);
+        }
+    }
+}
+
+impl Placement {
+    /// A write starts: its VMI and claims are taken, and a placement's
+    /// allocations and pins are assumed.
+    pub(super) fn take_off(&mut self, work: &PlacementPoke, write: &Write) -> Flight {
+        let vmi = match work {
+            PlacementPoke::Vmi(k) => Some(k.clone()),
+            _ => None,
+        };
+        let claims = write.claim_keys();
+        let flight = &mut self.flight;
+        flight.vmis.extend(vmi.clone());
+        flight.claims.extend(claims.iter().cloned());
+        let (mut assumed_allocations, mut assumed_pins) = (Vec::new(), Vec::new());
+        if let (Write::Place(plan), Some(v)) = (write, &vmi) {
+            let allocations: Vec<_> = plan
+                .allocations
+                .iter()
+                .map(|a| (record_key(a.record()), a.record().spec.clone()))
+                .collect();
+            let launchers = self.env.world.launchers(v);
+            let pins: Vec<_> = plan
+                .pods
+                .iter()
+                .filter_map(|pk| {
+                    let p = launchers
+                        .iter()
+                        .find(|p| key(&p.namespace, &p.name) == *pk)?;
+                    let used = PodUse {
+                        node: plan.node.as_str().into(),
+                        requests: p.requests.clone(),
+                    };
+                    Some((pk.clone(), used))
+                })
+                .collect();
+            assumed_allocations = allocations.iter().map(|(k, _)| k.clone()).collect();
+            assumed_pins = pins.iter().map(|(k, _)| k.clone()).collect();
+            self.own.allocations.assume(allocations, pins);
+        }
+        Flight {
+            vmi,
+            claims,
+            assumed_allocations,
+            assumed_pins,
+        }
+    }
+
+    /// A write ended (what it wrote is remembered by now): what it assumed
+    /// and did not write is let go, its VMI and claims are free, and the
+    /// work parked behind it is looked at again.
+    pub(super) fn land(&mut self, f: Flight) {
+        self.own
+            .allocations
+            .settle_assumed(&f.assumed_allocations, &f.assumed_pins);
+        if let Some(v) = &f.vmi {
+            self.flight.vmis.remove(v);
+        }
+        for c in &f.claims {
+            self.flight.claims.remove(c);
+        }
+        let parked = std::mem::take(&mut self.flight.parked);
+        self.push(parked);
+    }
+}
