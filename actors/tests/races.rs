@@ -406,3 +406,56 @@ fn a_process_killed_with_many_placement_writes_in_flight_resumes_to_the_same_end
         );
     }
 }
+
+#[test]
+fn g4_room_two_sets_wanting_the_same_gpus_while_the_first_write_fails_place_one_at_once() {
+    // Two sets want the same node's two GPUs, decided while the first's
+    // writes are under way, and the first's allocation create fails (the
+    // API server is briefly down): what it assumed is let go, and one set
+    // (the retried one or the one held back) is placed within the first
+    // backoff, never both (I1).
+    let mut objs = vec![class("h200", H200).obj(), node("n1").gpus(H200, 2).obj()];
+    for (ns, c, v) in [("ta", "a", "vm-a"), ("tb", "b", "vm-b")] {
+        let uid = format!("u-{v}");
+        objs.push(claim(ns, c).count(2).obj());
+        objs.push(
+            vmi(ns, v)
+                .uid(&uid)
+                .phase("Scheduling")
+                .annotate(gpu_claims_actors::api::CLAIMS_ANNOTATION, c)
+                .obj(),
+        );
+        objs.push(
+            launcher(ns, &format!("virt-launcher-{v}"), v, &uid)
+                .gated()
+                .obj(),
+        );
+    }
+    with_world(Config::default(), objs, |mut t| async move {
+        t.sim.slow_writes(WRITE_LATENCY);
+        let down = Some(gpu_claims_actors::ports::WriteError::Refused(
+            gpu_claims_actors::ports::status(500, "InternalError", "etcd timeout"),
+        ));
+        t.fail_writes([down]);
+        t.settle().await;
+        let placed: Vec<(String, std::time::Duration)> = t
+            .sim
+            .cluster
+            .journal()
+            .effective()
+            .filter(|e| e.kind == "GPUAllocation" && e.op == "create")
+            .map(|e| (e.name.clone(), e.elapsed))
+            .collect();
+        assert_eq!(placed.len(), 1, "one set fits: {placed:?}");
+        assert!(
+            placed[0].1 < std::time::Duration::from_millis(100),
+            "placed at {:?}: the room let go is taken at once",
+            placed[0].1
+        );
+        let bound = ["ta/a", "tb/b"]
+            .iter()
+            .filter(|k| matches!(t.phase(k), ClaimPhase::Bound | ClaimPhase::Attached))
+            .count();
+        assert_eq!(bound, 1);
+    });
+}

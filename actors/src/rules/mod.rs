@@ -24,8 +24,8 @@ pub use attachment::{Grace, decide_attachment};
 pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
 pub use finalizer::needs_finalizer;
 pub use gate::{
-    AllocationWrite, GateStep, NodesThatMatter, Plan, Unfit, WaitReason, WrittenAllocations,
-    at_the_gate, decide_gate, pod_unfit, request_mismatch, requested_claims,
+    AllocationWrite, Assumed, GateStep, NodesThatMatter, Plan, Released, Unfit, WaitReason,
+    WrittenAllocations, at_the_gate, decide_gate, pod_unfit, request_mismatch, requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use quota::{QuotaStep, decide_quota, quota_status};

@@ -9,6 +9,7 @@
 use super::write::{Write, record_key};
 use super::{Placement, PlacementPoke};
 use crate::api::PodUse;
+use crate::rules::Assumed;
 use crate::world::key;
 use std::collections::HashSet;
 
@@ -29,8 +30,7 @@ pub struct InFlight {
 pub struct Flight {
     vmi: Option<String>,
     claims: Vec<String>,
-    assumed_allocations: Vec<String>,
-    assumed_pins: Vec<String>,
+    assumed: Assumed,
 }
 
 impl InFlight {
@@ -64,7 +64,7 @@ impl Placement {
         let flight = &mut self.flight;
         flight.vmis.extend(vmi.clone());
         flight.claims.extend(claims.iter().cloned());
-        let (mut assumed_allocations, mut assumed_pins) = (Vec::new(), Vec::new());
+        let mut assumed = Assumed::default();
         if let (Write::Place(plan), Some(v)) = (write, &vmi) {
             let allocations: Vec<_> = plan
                 .allocations
@@ -86,25 +86,35 @@ impl Placement {
                     Some((pk.clone(), used))
                 })
                 .collect();
-            assumed_allocations = allocations.iter().map(|(k, _)| k.clone()).collect();
-            assumed_pins = pins.iter().map(|(k, _)| k.clone()).collect();
-            self.own.allocations.assume(allocations, pins);
+            assumed = self.own.allocations.assume(allocations, pins);
         }
         Flight {
             vmi,
             claims,
-            assumed_allocations,
-            assumed_pins,
+            assumed,
         }
     }
 
     /// A write ended (what it wrote is remembered by now): what it assumed
-    /// and did not write is let go, its VMI and claims are free, and the
-    /// work parked behind it is looked at again.
-    pub(super) fn land(&mut self, f: Flight) {
-        self.own
-            .allocations
-            .settle_assumed(&f.assumed_allocations, &f.assumed_pins);
+    /// and did not write is let go, and the sets it held back look again
+    /// (no watch event will tell them: nothing was written); its VMI and
+    /// claims are free, and the work parked behind it is looked at again.
+    pub(super) fn land(&mut self, f: Flight, ctx: &mut actix::Context<Self>) {
+        let released = self.own.allocations.settle_assumed(f.assumed);
+        for (k, spec) in released.allocations {
+            let namespace = crate::world::split_key(&k).0.to_string();
+            self.ask_recheck(
+                PlacementPoke::Freed {
+                    node: spec.node_name,
+                    class: spec.class_name,
+                    namespace,
+                },
+                ctx,
+            );
+        }
+        for node in released.nodes {
+            self.ask_recheck(PlacementPoke::Node(node), ctx);
+        }
         if let Some(v) = &f.vmi {
             self.flight.vmis.remove(v);
         }

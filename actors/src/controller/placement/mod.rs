@@ -119,6 +119,9 @@ pub struct Placement {
     pinned: pinned::Pinned,
     /// Writes under way, and the work parked behind them.
     flight: flight::InFlight,
+    /// The failures of writes under way together share one backoff wait:
+    /// until when, and the wait.
+    burst: Option<(tokio::time::Instant, std::time::Duration)>,
 }
 
 /// When placement looks again at work whose write met a 409.
@@ -138,6 +141,7 @@ impl Placement {
             recheck: RecheckAsked::default(),
             pinned: pinned::Pinned::default(),
             flight: flight::InFlight::default(),
+            burst: None,
         }
     }
 
@@ -155,7 +159,7 @@ impl Placement {
         let fut = execute(self.env.clone(), write);
         scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
             act.remember(&done);
-            act.land(flight);
+            act.land(flight, ctx);
             let result = match done.error {
                 None => {
                     act.scaffold.succeeded();
@@ -210,7 +214,7 @@ impl Placement {
                 CONFLICT_RETRY
             }
             _ => {
-                let wait = self.scaffold.next_wait();
+                let wait = self.burst_wait();
                 tracing::warn!(%error, ?work, retry_in = %humantime::format_duration(wait), "placement write failed");
                 wait
             }
@@ -219,6 +223,22 @@ impl Placement {
         match error {
             IoError::Newer { .. } => DecisionResult::Conflict,
             e => DecisionResult::Error(e.to_string()),
+        }
+    }
+
+    /// The backoff for a failed write. Writes under way together fail
+    /// together (an API server's outage): those failing within the same
+    /// wait share it, rather than each taking the next, longer one (the
+    /// sixteenth of a second's outage would wait five minutes).
+    fn burst_wait(&mut self) -> std::time::Duration {
+        let now = self.env.clock.now();
+        match self.burst {
+            Some((until, wait)) if now < until => wait,
+            _ => {
+                let wait = self.scaffold.next_wait();
+                self.burst = Some((now + wait, wait));
+                wait
+            }
         }
     }
 
@@ -237,17 +257,23 @@ impl Placement {
             | PlacementPoke::Node(_)
             | PlacementPoke::BudgetUsed(_)
             | PlacementPoke::Namespace(_) => {
-                if self.recheck.is_empty() {
-                    // Behind whatever the mailbox holds: a burst is one pass.
-                    ctx.notify(Recheck);
-                }
-                self.recheck.ask(work);
+                self.ask_recheck(work, ctx);
                 Vec::new()
             }
             _ => vec![work],
         };
         self.push(works);
         scaffold::reconcile(self, ctx);
+    }
+
+    /// Waiting sets that `work` concerns look again, in one pass with the
+    /// rest of the burst.
+    fn ask_recheck(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
+        if self.recheck.is_empty() {
+            // Behind whatever the mailbox holds: a burst is one pass.
+            ctx.notify(Recheck);
+        }
+        self.recheck.ask(work);
     }
 
     /// After the allocations watch relisted, an allocation we wrote that

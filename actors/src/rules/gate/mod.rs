@@ -10,7 +10,7 @@ mod written;
 pub use choice::{NodesThatMatter, Unfit, pod_unfit};
 pub use members::request_mismatch;
 pub use plan::{AllocationWrite, Plan};
-pub use written::WrittenAllocations;
+pub use written::{Assumed, Released, WrittenAllocations};
 
 use super::request::vmi_request;
 use super::template_name;

@@ -24,6 +24,21 @@ pub struct WrittenAllocation {
     pub resource_version: u64,
 }
 
+/// What a write under way assumed, and what each entry replaced.
+#[derive(Default, Debug)]
+pub struct Assumed {
+    allocations: Vec<(String, Option<WrittenAllocation>)>,
+    pins: Vec<(String, Option<(PodUse, u64)>)>,
+}
+
+/// What a write that did not land let go: allocations (key, spec) and the
+/// nodes of pins.
+#[derive(Default, Debug)]
+pub struct Released {
+    pub allocations: Vec<(String, GPUAllocationSpec)>,
+    pub nodes: Vec<String>,
+}
+
 /// The version of an entry whose write is under way (the scheduler's
 /// "assume"): no watch is past it, so it counts until the write's answer
 /// replaces it, or its failure removes it.
@@ -67,37 +82,61 @@ impl WrittenAllocations {
     /// An allocation and pins about to be written, while other sets are
     /// decided: they hold their node's room, their class's budget and
     /// their namespace's quota as written ones do, so that two sets placed
-    /// at once never count on the same GPUs (I1, I2).
+    /// at once never count on the same GPUs (I1, I2). What they replace
+    /// (an earlier write of the same allocation the cache does not show
+    /// yet) is kept, to be put back should this write not land.
     pub fn assume(
         &mut self,
         allocations: Vec<(String, GPUAllocationSpec)>,
         pins: Vec<(String, PodUse)>,
-    ) {
+    ) -> Assumed {
+        let mut a = Assumed::default();
         for (key, spec) in allocations {
-            self.wrote(key, spec, ASSUMED);
+            let before = self.by_key.insert(
+                key.clone(),
+                WrittenAllocation {
+                    spec,
+                    resource_version: ASSUMED,
+                },
+            );
+            a.allocations.push((key, before));
         }
         for (key, u) in pins {
-            self.pinned(key, u, ASSUMED);
+            let before = self.pins.insert(key.clone(), (u, ASSUMED));
+            a.pins.push((key, before));
         }
+        a
     }
 
-    /// The write is over: what it did not write (it failed first) is let
-    /// go; what it wrote carries its version by now.
-    pub fn settle_assumed(&mut self, allocations: &[String], pins: &[String]) {
-        for k in allocations {
-            if self
+    /// The write is over: what it wrote carries its version by now; what
+    /// it did not write (it failed first) is let go, or what it replaced
+    /// put back. Returns what was let go: room, budget and quota no one
+    /// holds any more, which sets held back by it must look at again.
+    pub fn settle_assumed(&mut self, a: Assumed) -> Released {
+        let mut released = Released::default();
+        for (k, before) in a.allocations {
+            if let Some(e) = self
                 .by_key
-                .get(k)
-                .is_some_and(|a| a.resource_version == ASSUMED)
+                .get(&k)
+                .filter(|e| e.resource_version == ASSUMED)
             {
-                self.by_key.remove(k);
+                released.allocations.push((k.clone(), e.spec.clone()));
+                match before {
+                    Some(b) => self.by_key.insert(k, b),
+                    None => self.by_key.remove(&k),
+                };
             }
         }
-        for k in pins {
-            if self.pins.get(k).is_some_and(|(_, rv)| *rv == ASSUMED) {
-                self.pins.remove(k);
+        for (k, before) in a.pins {
+            if let Some((u, _)) = self.pins.get(&k).filter(|(_, rv)| *rv == ASSUMED) {
+                released.nodes.push(u.node.to_string());
+                match before {
+                    Some(b) => self.pins.insert(k, b),
+                    None => self.pins.remove(&k),
+                };
             }
         }
+        released
     }
 
     /// Forgets what the watches have passed.
