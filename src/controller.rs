@@ -62,6 +62,8 @@ pub struct Controller {
     requests: kube::Client,
     request_timeout: Duration,
     webhook_addr: Option<SocketAddr>,
+    /// The watch of each kind, stopped with the controller.
+    watchers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Controller {
@@ -121,14 +123,17 @@ impl Controller {
             None => Supervisor::new(env.clone()),
         }
         .start();
-        for kind in Supervisor::watched_kinds(&config) {
-            tokio::spawn(watch(
-                clients.watches.clone(),
-                kind,
-                supervisor.clone(),
-                clients.watch_health.clone(),
-            ));
-        }
+        let watchers = Supervisor::watched_kinds(&config)
+            .into_iter()
+            .map(|kind| {
+                tokio::spawn(watch(
+                    clients.watches.clone(),
+                    kind,
+                    supervisor.clone(),
+                    clients.watch_health.clone(),
+                ))
+            })
+            .collect();
         if let Some(path) = path {
             spawn_reloader(path, config, logging, supervisor.clone(), metrics.clone());
         }
@@ -149,6 +154,7 @@ impl Controller {
             requests: clients.requests,
             request_timeout: clients.request_timeout,
             webhook_addr,
+            watchers,
         })
     }
 
@@ -182,10 +188,14 @@ impl Controller {
         Some(l.view.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
-    /// A clean stop: the elector stops, the fence closes, the writes in
-    /// flight are answered, and the Lease is given up so that a standby
-    /// takes over at once.
+    /// A clean stop: the watches stop (a server going away next is no
+    /// failure to retry and report), the elector stops, the fence closes,
+    /// the writes in flight are answered, and the Lease is given up so
+    /// that a standby takes over at once.
     pub async fn stop(self) {
+        for w in &self.watchers {
+            w.abort();
+        }
         if let Some(l) = self.leadership {
             l.elector.abort();
             Elector::release(l.leases.as_ref(), &l.identity, &l.fence, l.request_timeout).await;

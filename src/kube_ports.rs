@@ -6,7 +6,7 @@ use crate::metrics::Metrics;
 use async_trait::async_trait;
 use gpu_claims_actors::api::DecodeError;
 use gpu_claims_actors::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, Writer,
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, WriteResult, Writer,
 };
 use gpu_claims_actors::rules::RuleId;
 use kube::Client;
@@ -162,24 +162,19 @@ impl KubePorts {
 
 #[async_trait]
 impl Writer for KubePorts {
-    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+    async fn create(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
         self.put(Put::Create, obj, rule).await
     }
 
-    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+    async fn replace(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
         self.put(Put::Replace, obj, rule).await
     }
 
-    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
         self.put(Put::ReplaceStatus, obj, rule).await
     }
 
-    async fn delete(
-        &self,
-        what: ObjRef,
-        pre: Preconditions,
-        rule: RuleId,
-    ) -> Result<Deleted, WriteError> {
+    async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted> {
         let api = api(&self.client, what.kind, what.namespace.as_deref());
         let dp = DeleteParams {
             preconditions: Some(kube::api::Preconditions {

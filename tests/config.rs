@@ -44,13 +44,20 @@ fn an_invalid_config_is_refused_with_a_reason() {
     }
 }
 
-#[test]
-fn a_reloader_applies_changes_once_and_refuses_bad_files_whole() {
+/// A config file `c.yaml` holding `text` in a new directory (gone when the
+/// returned guard is dropped), and a reloader of it running what it holds.
+fn reloader_of(text: &str) -> (tempfile::TempDir, std::path::PathBuf, Reloader) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.yaml");
-    std::fs::write(&path, "attachmentGrace: 2m\n").unwrap();
+    std::fs::write(&path, text).unwrap();
+    let r = Reloader::new(path.clone(), load(&path).unwrap());
+    (dir, path, r)
+}
+
+#[test]
+fn a_reloader_applies_changes_once_and_refuses_bad_files_whole() {
+    let (_dir, path, mut r) = reloader_of("attachmentGrace: 2m\n");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let mut r = Reloader::new(path.clone(), load(&path).unwrap());
     assert!(matches!(rt.block_on(r.reload()), Reloaded::Unchanged));
     std::fs::write(&path, "attachmentGrace: 1m\n").unwrap();
     assert!(
@@ -77,11 +84,8 @@ fn an_empty_or_comment_only_config_is_refused_and_the_running_one_stays() {
         assert!(e.to_string().contains("holds no settings"), "{text:?}: {e}");
         assert_eq!(e.metric_label(), "invalid");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.yaml");
-    std::fs::write(&path, "log: {format: json}\n").unwrap();
+    let (_dir, path, mut r) = reloader_of("log: {format: json}\n");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let mut r = Reloader::new(path.clone(), load(&path).unwrap());
     std::fs::write(&path, "# emptied by mistake\n").unwrap();
     assert!(matches!(rt.block_on(r.reload()), Reloaded::Refused(_)));
     std::fs::write(&path, "log: {format: json}\n").unwrap();
@@ -93,14 +97,11 @@ fn an_empty_or_comment_only_config_is_refused_and_the_running_one_stays() {
 
 #[test]
 fn a_fifo_swapped_in_for_the_config_is_refused_without_blocking_the_runtime() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.yaml");
-    std::fs::write(&path, "attachmentGrace: 2m\n").unwrap();
+    let (_dir, path, mut r) = reloader_of("attachmentGrace: 2m\n");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let mut r = Reloader::new(path.clone(), load(&path).unwrap());
     std::fs::remove_file(&path).unwrap();
     nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
     // On a current-thread runtime, a read that blocked would block this
@@ -167,15 +168,7 @@ fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
         };
         assert_eq!(attached(&sim).as_deref(), Some("vm-never"));
 
-        // As the kubelet updates a ConfigMap: a new data dir, and the symlink swapped.
-        let swap = |n: u32, text: &str| {
-            let data = dir.path().join(format!("..data-{n}"));
-            std::fs::create_dir(&data).unwrap();
-            std::fs::write(data.join("gpu-claims.yaml"), text).unwrap();
-            let tmp = dir.path().join("gpu-claims.yaml.tmp");
-            std::os::unix::fs::symlink(data.join("gpu-claims.yaml"), &tmp).unwrap();
-            std::fs::rename(&tmp, &path).unwrap();
-        };
+        let swap = |n: u32, text: &str| swap_in(&path, n, text, "gpu-claims.yaml.tmp");
         // A bad file: refused, the running config stays.
         swap(2, "attachmentGrace: [\n");
         let r = tokio::time::timeout(Duration::from_secs(10), seen.recv())
@@ -205,6 +198,19 @@ fn a_config_change_on_disk_reaches_a_running_controller_and_its_timers() {
     });
 }
 
+/// As the kubelet updates a ConfigMap mount: `text` in a new data dir
+/// `..data-<n>` beside the file at `path`, and `path`, a symlink, swapped
+/// to it through the link `tmp`.
+fn swap_in(path: &Path, n: u32, text: &str, tmp: &str) {
+    let dir = path.parent().unwrap();
+    let data = dir.join(format!("..data-{n}"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("gpu-claims.yaml"), text).unwrap();
+    let tmp = dir.join(tmp);
+    std::os::unix::fs::symlink(data.join("gpu-claims.yaml"), &tmp).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
 /// One reload per change, for a plain file and for a ConfigMap-style
 /// symlink swap: reading the file (the reload itself) is no change. (Each
 /// read woke the watcher again: a bad file was refused, and counted, about
@@ -220,12 +226,7 @@ fn a_config_file_is_reloaded_once_per_change_plain_or_swapped() {
             let mut write = |text: &str| {
                 n += 1;
                 if swapped {
-                    let data = dir.path().join(format!("..data-{n}"));
-                    std::fs::create_dir(&data).unwrap();
-                    std::fs::write(data.join("gpu-claims.yaml"), text).unwrap();
-                    let tmp = dir.path().join("..data_tmp");
-                    std::os::unix::fs::symlink(data.join("gpu-claims.yaml"), &tmp).unwrap();
-                    std::fs::rename(&tmp, &path).unwrap();
+                    swap_in(&path, n, text, "..data_tmp");
                 } else {
                     std::fs::write(&path, text).unwrap();
                 }

@@ -7,17 +7,22 @@ use gpu_claims::metrics::Metrics;
 use gpu_claims_actors::api::Kind;
 use gpu_claims_actors::ports::{ObjRef, ReadError, Reader, WriteError, Writer};
 use gpu_claims_actors::rules::RuleId;
-use gpu_claims_apiserver::{ApiServer, Faults};
+use gpu_claims_apiserver::{ApiServer, Faults, Handle};
 use gpu_claims_testbed::fixtures::*;
 use std::time::Duration;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
-    let server = ApiServer::builder()
+/// An API server of a cluster with the CRDs.
+async fn server() -> Handle {
+    ApiServer::builder()
         .store(gpu_claims_testbed::crds::cluster_store())
         .start()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
+    let server = server().await;
     let deadline = Duration::from_millis(200);
     let clients =
         Clients::from_kubeconfig(&gpu_claims_apiserver::kubeconfig(&server.url()), deadline)
@@ -61,11 +66,7 @@ async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
 /// the fence at the wire. Reads go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_is_not_sent_while_the_fence_is_closed() {
-    let server = ApiServer::builder()
-        .store(gpu_claims_testbed::crds::cluster_store())
-        .start()
-        .await
-        .unwrap();
+    let server = server().await;
     gpu_claims_apiserver::namespaces::ensure(&server.store, "t");
     let deadline = Duration::from_secs(5);
     let clients = Clients::from_kubeconfig(&server.kubeconfig_for("replica-1"), deadline)

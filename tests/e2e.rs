@@ -27,14 +27,7 @@ fn small(c: &gpu_claims_testbed::memory::MemCluster) {
 }
 
 fn started(c: &mut Cluster) {
-    c.settle(
-        "L1 on the seeded objects",
-        |s| {
-            s.claim(A, "named")
-                .is_some_and(|c| c.metadata.finalizers.is_some())
-        },
-        NOW,
-    );
+    c.finalized("L1 on the seeded objects", A, "named");
 }
 
 /// The small world with its controller, past L1.
@@ -48,11 +41,12 @@ fn small_started() -> (Cluster, common::Controller) {
 /// Starts VM `vm` naming claim `named`; settles until the claim is Attached.
 fn vm_attached(c: &mut Cluster) -> Snapshot {
     c.standin.start_vm_with_claims(A, "vm", &["named"]);
-    c.settle(
-        "G3-G4 then L4: placed and Attached",
-        |s| s.phase(A, "named") == "Attached",
-        NOW,
-    )
+    named_becomes(c, "Attached", "G3-G4 then L4: placed and Attached")
+}
+
+/// Settles until claim `named` is in `phase` (`why`: the rule that brings it there).
+fn named_becomes(c: &mut Cluster, phase: &str, why: &str) -> Snapshot {
+    c.settle(why, |s| s.phase(A, "named") == phase, NOW)
 }
 
 /// Settles until `claim` is gone, and its allocation with it (L8).
@@ -72,11 +66,7 @@ fn e2e_a_vm_starts_attached_and_stops_bound() {
     assert_eq!(claim.attached_vmi_name(), Some("vm"));
     assert!(claim.node_name().is_some());
     c.standin.stop_vm(A, "vm");
-    let s = c.settle(
-        "L5: detached to Bound",
-        |s| s.phase(A, "named") == "Bound",
-        NOW,
-    );
+    let s = named_becomes(&mut c, "Bound", "L5: detached to Bound");
     assert_eq!(s.claim(A, "named").unwrap().attached_vmi_name(), None);
 }
 
@@ -98,11 +88,7 @@ fn e2e_without_the_gpuquota_crd_no_quota_applies_and_vms_are_placed_all_the_same
     started(&mut c);
     ctl.wait_ready();
     c.standin.start_vm_with_claims(A, "vm", &["named"]);
-    c.settle(
-        "G3-G4 then L4 with no GPUQuota served",
-        |s| s.phase(A, "named") == "Attached",
-        NOW,
-    );
+    named_becomes(&mut c, "Attached", "G3-G4 then L4 with no GPUQuota served");
 }
 
 #[test]
@@ -134,17 +120,13 @@ fn e2e_a_lost_node_makes_its_claims_lost_and_its_return_attaches_them() {
         .unwrap()
         .to_string();
     c.standin.set_node_ready(&n, false);
-    c.settle("G6: Lost", |s| s.phase(A, "named") == "Lost", NOW);
+    named_becomes(&mut c, "Lost", "G6: Lost");
     assert!(
         c.store.get("GPUAllocation", A, "named").is_some(),
         "G6: the record stays"
     );
     c.standin.set_node_ready(&n, true);
-    c.settle(
-        "L4: Attached again",
-        |s| s.phase(A, "named") == "Attached",
-        NOW,
-    );
+    named_becomes(&mut c, "Attached", "L4: Attached again");
 }
 
 #[test]

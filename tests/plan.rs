@@ -173,58 +173,58 @@ fn a_second_plan_over_the_converged_cluster_writes_nothing() {
     }
 }
 
+/// Writes `text` to the snapshot `file` and plans on it: the plan fails
+/// and writes nothing; what it says on stderr.
+fn refused(file: &Path, text: impl AsRef<[u8]>) -> String {
+    std::fs::write(file, text).unwrap();
+    let (ok, out, err) = plan(&["--snapshot", file.to_str().unwrap()]);
+    let said: String = err.chars().take(1000).collect();
+    assert!(!ok && out.is_empty(), "{said}");
+    err
+}
+
 #[test]
 fn a_bad_snapshot_names_its_file_and_document_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {namespace: t, name: c}\nspec: {className: h200, count: many}\n").unwrap();
-    let (ok, out, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
-    assert!(!ok && out.is_empty());
+    let err = refused(
+        &bad,
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {namespace: t, name: c}\nspec: {className: h200, count: many}\n",
+    );
     assert!(
         err.contains("bad.yaml") && err.contains("document 2") && err.contains("GPUClaim c"),
         "{err}"
     );
 
-    std::fs::write(&bad, "kind: Secret\nmetadata: {name: s}\n").unwrap();
-    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    let err = refused(&bad, "kind: Secret\nmetadata: {name: s}\n");
     assert!(
-        !ok && err.contains("document 1") && err.contains("Secret"),
+        err.contains("document 1") && err.contains("Secret"),
         "{err}"
     );
 
-    std::fs::write(
+    let err = refused(
         &bad,
         "kind: GPUClaim\nmetadata: {name: s}\nspec: {className: x}\n",
-    )
-    .unwrap();
-    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
-    assert!(!ok && err.contains("without metadata.namespace"), "{err}");
-
-    std::fs::write(&bad, "kind: [unclosed\n").unwrap();
-    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
-    assert!(
-        !ok && err.contains("bad.yaml") && err.contains("line 1"),
-        "{err}"
     );
+    assert!(err.contains("without metadata.namespace"), "{err}");
+
+    let err = refused(&bad, "kind: [unclosed\n");
+    assert!(err.contains("bad.yaml") && err.contains("line 1"), "{err}");
 
     // A type error names the field.
-    std::fs::write(
+    let err = refused(
         &bad,
         "apiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {namespace: t, name: c}\nspec: {className: h200, count: -1}\n",
-    )
-    .unwrap();
-    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
-    assert!(!ok && err.contains("spec.count"), "{err}");
+    );
+    assert!(err.contains("spec.count"), "{err}");
 
     // What the CRD's schema refuses: a count of 0 is not placed, it is refused.
-    std::fs::write(
+    let err = refused(
         &bad,
         "apiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\nmetadata: {namespace: t, name: c}\nspec: {className: h200, count: 0}\n",
-    )
-    .unwrap();
-    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    );
     assert!(
-        !ok && err.contains("spec.count: 0 is below the minimum 1"),
+        err.contains("spec.count: 0 is below the minimum 1"),
         "{err}"
     );
 }
@@ -239,29 +239,25 @@ fn a_snapshot_a_cluster_could_not_hold_is_refused_and_a_large_dump_is_read() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
     let node = |n: &str| format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {n}}}\n");
-    std::fs::write(
+    let err = refused(
         &bad,
         format!("{}---\n{}---\n{}", node("a"), node("b"), node("a")),
-    )
-    .unwrap();
-    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    );
     assert!(
-        !ok && err.contains("document 3: Node a is there already (document 1)"),
+        err.contains("document 3: Node a is there already (document 1)"),
         "{err}"
     );
     let long = "x".repeat(1 << 20);
-    std::fs::write(&bad, node(&long)).unwrap();
-    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    let err = refused(&bad, node(&long));
     assert!(
-        !ok && err.contains("not a valid name"),
+        err.contains("not a valid name"),
         "{}",
         &err[..err.len().min(300)]
     );
     assert!(err.len() < 1000, "the name is not printed whole");
-    std::fs::write(&bad, "apiVersion: v1\nkind: List\nitems: {a: 1}\n").unwrap();
-    let (ok, _, err) = plan(&["--snapshot", bad.to_str().unwrap()]);
+    let err = refused(&bad, "apiVersion: v1\nkind: List\nitems: {a: 1}\n");
     assert!(
-        !ok && err.contains("document 1: a List's items must be a list"),
+        err.contains("document 1: a List's items must be a list"),
         "{err}"
     );
 

@@ -25,14 +25,7 @@ fn started_for_kubectl() -> Option<(Cluster, common::Controller, Kubectl)> {
 fn started() -> (Cluster, common::Controller) {
     let mut c = Cluster::new(demo::seed, CONFIG);
     let ctl = c.start_controller();
-    c.settle(
-        "L1 on the seeded claim",
-        |s| {
-            s.claim(B, "shared-l40s")
-                .is_some_and(|x| x.metadata.finalizers.is_some())
-        },
-        Duration::ZERO,
-    );
+    c.finalized("L1 on the seeded claim", B, "shared-l40s");
     (c, ctl)
 }
 
@@ -179,14 +172,7 @@ fn kubectl_gets_applies_watches_and_deletes() {
     std::fs::write(&file, CLAIM_YAML).unwrap();
     let f = file.to_str().unwrap();
     assert!(k.run(&["apply", "-f", f]).contains("created"));
-    c.settle(
-        "L1 on the applied claim",
-        |s| {
-            s.claim(A, "from-kubectl")
-                .is_some_and(|x| x.metadata.finalizers.is_some())
-        },
-        Duration::ZERO,
-    );
+    c.finalized("L1 on the applied claim", A, "from-kubectl");
     assert!(k.run(&["apply", "-f", f]).contains("unchanged"));
     std::fs::write(&file, CLAIM_YAML.replace("team: ml", "team: ai")).unwrap();
     assert!(k.run(&["apply", "-f", f]).contains("configured"));
@@ -405,34 +391,38 @@ fn kubectl_applies_validated_diffs_waits_and_serves_a_crd_it_creates() {
         p.to_str().unwrap().to_string()
     };
 
+    let established = |crd: &str| {
+        k.run(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd}"),
+            "--timeout=10s",
+        ])
+    };
+    // `yaml` applied from `file` is created (kubectl says `made`), and
+    // `kubectl get <resource>` in tenant-a shows `name`.
+    let created = |file: &str, yaml: &str, made: &str, resource: &str, name: &str| {
+        let f = write(file, yaml);
+        assert!(k.run(&["apply", "-f", &f]).contains(made));
+        assert!(k.run(&["get", resource, "-n", "tenant-a"]).contains(name));
+    };
+
     // The project's CRDs, as the README says to install them.
     let applied = k.run(&["apply", "-f", "deploy/crds/"]);
     assert_eq!(applied.lines().count(), 4, "{applied}");
-    k.run(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/gpuclaims.gpu.cozystack.io",
-        "--timeout=10s",
-    ]);
+    established("gpuclaims.gpu.cozystack.io");
 
     // A new CRD: established, then its resource is served.
     let crd = write("widget-crd.yaml", WIDGET_CRD);
     k.run(&["apply", "-f", &crd]);
-    k.run(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/widgets.example.com",
-        "--timeout=10s",
-    ]);
-    let widget = write(
+    established("widgets.example.com");
+    created(
         "widget.yaml",
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: tenant-a}\nspec: {size: 2}\n",
+        "widget.example.com/w created",
+        "wd",
+        "w",
     );
-    assert!(
-        k.run(&["apply", "-f", &widget])
-            .contains("widget.example.com/w created")
-    );
-    assert!(k.run(&["get", "wd", "-n", "tenant-a"]).contains('w'));
     // Its schema is enforced: a field it does not declare is refused.
     let bad = write(
         "bad-widget.yaml",
@@ -476,15 +466,13 @@ fn kubectl_applies_validated_diffs_waits_and_serves_a_crd_it_creates() {
     );
 
     // A built-in kind the server stores as it is.
-    let cm = write(
+    created(
         "cm.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: tenant-a}\ndata: {a: \"1\"}\n",
+        "configmap/settings created",
+        "cm",
+        "settings",
     );
-    assert!(
-        k.run(&["apply", "-f", &cm])
-            .contains("configmap/settings created")
-    );
-    assert!(k.run(&["get", "cm", "-n", "tenant-a"]).contains("settings"));
 
     // Deleting the CRD takes its objects.
     k.run(&["delete", "-f", &crd]);
@@ -537,18 +525,8 @@ fn helm_installs_and_uninstalls_the_chart() {
     let kubeconfig = c.dir.path().join("kubeconfig");
     let k = Kubectl(kubeconfig.clone());
     let helm_run = |args: &[&str]| {
-        let out = Command::new(&helm)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "helm {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut helm = Command::new(&helm);
+        let out = common::succeed(helm.arg("--kubeconfig").arg(&kubeconfig).args(args));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let chart = "deploy/helm/gpu-claims";

@@ -297,11 +297,13 @@ async fn exchange(
     (code, body.to_string())
 }
 
-/// The metrics text a registry exposes.
-fn exposed(registry: &prometheus_client::registry::Registry) -> String {
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, registry).unwrap();
-    out
+/// The metrics text a registry exposes holds each of `lines`.
+fn exposes(registry: &prometheus_client::registry::Registry, lines: &[&str]) {
+    let mut m = String::new();
+    prometheus_client::encoding::text::encode(&mut m, registry).unwrap();
+    for line in lines {
+        assert!(m.contains(line), "{line} in\n{m}");
+    }
 }
 
 /// A webhook over HTTPS on loopback, with its certificate's DER and the
@@ -364,14 +366,12 @@ fn g1_idle_connections_do_not_hold_up_a_review() {
                 }
             }
         }
-        let m = exposed(&registry);
-        assert!(
-            m.contains("gpu_claims_webhook_requests_total{result=\"gated\"} 1"),
-            "{m}"
-        );
-        assert!(
-            m.contains("gpu_claims_webhook_latency_seconds_count 1"),
-            "{m}"
+        exposes(
+            &registry,
+            &[
+                "gpu_claims_webhook_requests_total{result=\"gated\"} 1",
+                "gpu_claims_webhook_latency_seconds_count 1",
+            ],
         );
     });
 }
@@ -384,13 +384,7 @@ fn g1_idle_connections_do_not_hold_up_a_review() {
 /// the median and one in five went unanswered for 15 s.)
 /// `n` idle connections to `addr` that never send a byte, each reopened
 /// as the server drops it; they stop when the flag is set.
-async fn idle_flood(
-    addr: std::net::SocketAddr,
-    n: usize,
-) -> (
-    Arc<std::sync::atomic::AtomicBool>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
+async fn idle_flood(addr: std::net::SocketAddr, n: usize) -> Flood {
     use std::sync::atomic::Ordering::SeqCst;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -417,7 +411,52 @@ async fn idle_flood(
     while open.load(SeqCst) < n {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    (stop, idlers)
+    Flood { stop, idlers }
+}
+
+/// The idle connections of [`idle_flood`].
+struct Flood {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    idlers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Flood {
+    /// Stops reopening them, and closes them all.
+    fn end(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        for t in self.idlers {
+            t.abort();
+        }
+    }
+}
+
+/// `n` requests made one after another by `request`, each answered
+/// within `limit` (else a panic naming it); their answers. The median and
+/// the slowest times are printed: a figure, not an assertion (a debug
+/// build on a shared machine).
+async fn each_within<T>(
+    what: &str,
+    n: usize,
+    limit: Duration,
+    mut request: impl AsyncFnMut() -> T,
+) -> Vec<T> {
+    let mut took = Vec::new();
+    let mut answers = Vec::new();
+    for i in 0..n {
+        let start = std::time::Instant::now();
+        let Ok(answer) = tokio::time::timeout(limit, request()).await else {
+            panic!("{what} {i} unanswered within {limit:?}")
+        };
+        took.push(start.elapsed());
+        answers.push(answer);
+    }
+    took.sort();
+    eprintln!(
+        "600 idle connections: {what} p50 {:?}, slowest {:?}",
+        took[n / 2],
+        took[n - 1]
+    );
+    answers
 }
 
 #[test]
@@ -425,33 +464,18 @@ fn g1_six_hundred_idle_connections_reopened_hold_up_no_review() {
     gpu_claims_testbed::runtime().block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let (addr, cert, _) = webhook_at(dir.path()).await;
-        let (stop, idlers) = idle_flood(addr, 600).await;
-        let mut took = Vec::new();
-        for i in 0..10 {
-            let start = std::time::Instant::now();
-            let review = tokio::time::timeout(
-                Duration::from_secs(5),
-                post_text(addr, std::slice::from_ref(&cert), &review(None).to_string()),
-            )
-            .await;
-            let Ok((code, out, _)) = review else {
-                panic!("review {i} unanswered within the API server's 5 s")
-            };
-            took.push(start.elapsed());
+        let flood = idle_flood(addr, 600).await;
+        // Within the API server's 5 s, over a new TLS connection each.
+        let trusted = std::slice::from_ref(&cert);
+        let answers = each_within("review", 10, Duration::from_secs(5), async || {
+            post_text(addr, trusted, &review(None).to_string()).await
+        })
+        .await;
+        for (code, out, _) in answers {
             assert_eq!(code, 200, "{out}");
             assert_eq!(out["response"]["allowed"], true);
         }
-        // A figure, not an assertion (a debug build on a shared machine).
-        took.sort();
-        eprintln!(
-            "600 idle connections: review p50 {:?}, slowest {:?} (a new TLS connection each)",
-            took[took.len() / 2],
-            took[took.len() - 1]
-        );
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        for t in idlers {
-            t.abort();
-        }
+        flood.end();
     });
 }
 
@@ -479,31 +503,15 @@ fn http_probes_over_tls_are_answered_under_six_hundred_idle_connections() {
             app,
             std::future::pending(),
         ));
-        let (stop, idlers) = idle_flood(addr, 600).await;
-        let mut took = Vec::new();
-        for i in 0..12 {
-            let start = std::time::Instant::now();
-            let probe = tokio::time::timeout(
-                Duration::from_secs(1),
-                get_text(addr, std::slice::from_ref(&cert), "/healthz"),
-            )
-            .await;
-            let Ok(code) = probe else {
-                panic!("probe {i} missed its 1 s timeout")
-            };
-            took.push(start.elapsed());
-            assert_eq!(code, 200);
-        }
-        took.sort();
-        eprintln!(
-            "600 idle connections: /healthz p50 {:?}, slowest {:?}",
-            took[took.len() / 2],
-            took[took.len() - 1]
-        );
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        for t in idlers {
-            t.abort();
-        }
+        let flood = idle_flood(addr, 600).await;
+        // Each within a kubelet probe's 1 s timeout.
+        let trusted = std::slice::from_ref(&cert);
+        let codes = each_within("/healthz probe", 12, Duration::from_secs(1), async || {
+            get_text(addr, trusted, "/healthz").await
+        })
+        .await;
+        assert!(codes.iter().all(|c| *c == 200), "{codes:?}");
+        flood.end();
     });
 }
 
@@ -578,14 +586,12 @@ fn g1_a_malformed_review_is_refused_never_allowed() {
         assert_eq!(out["response"]["allowed"], false);
         assert_eq!(out["response"]["status"]["code"], 400);
         // Each counted as a bad request; none allowed.
-        let m = exposed(&registry);
-        assert!(
-            m.contains("gpu_claims_webhook_requests_total{result=\"bad_request\"} 7"),
-            "{m}"
-        );
-        assert!(
-            m.contains("gpu_claims_webhook_requests_total{result=\"allowed\"} 0"),
-            "{m}"
+        exposes(
+            &registry,
+            &[
+                "gpu_claims_webhook_requests_total{result=\"bad_request\"} 7",
+                "gpu_claims_webhook_requests_total{result=\"allowed\"} 0",
+            ],
         );
     });
 }

@@ -118,21 +118,19 @@ pub enum ReadError {
     Other(String),
 }
 
+/// What a write answers.
+pub type WriteResult<T> = Result<T, WriteError>;
+
 /// Every write says why: the rule that decided it travels with it into
 /// the log line, the metric label and the journal.
 #[async_trait]
 pub trait Writer: Send + Sync {
-    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError>;
+    async fn create(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj>;
     /// Replaces metadata and spec; fails with Conflict on a stale resourceVersion.
-    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError>;
+    async fn replace(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj>;
     /// Replaces the status subresource; Conflict on a stale resourceVersion.
-    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError>;
-    async fn delete(
-        &self,
-        what: ObjRef,
-        pre: Preconditions,
-        rule: RuleId,
-    ) -> Result<Deleted, WriteError>;
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj>;
+    async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted>;
 }
 
 /// What a write is, for a guard.
@@ -211,27 +209,22 @@ pub struct Guarded<G> {
 
 #[async_trait]
 impl<G: WriteGuard> Writer for Guarded<G> {
-    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+    async fn create(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
         let d = self.guard.admit(WriteOp::Create, &obj.obj_ref()).await?;
         within(&self.guard, d, self.inner.create(obj, rule)).await
     }
-    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+    async fn replace(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
         let d = self.guard.admit(WriteOp::Replace, &obj.obj_ref()).await?;
         within(&self.guard, d, self.inner.replace(obj, rule)).await
     }
-    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
         let d = self
             .guard
             .admit(WriteOp::ReplaceStatus, &obj.obj_ref())
             .await?;
         within(&self.guard, d, self.inner.replace_status(obj, rule)).await
     }
-    async fn delete(
-        &self,
-        what: ObjRef,
-        pre: Preconditions,
-        rule: RuleId,
-    ) -> Result<Deleted, WriteError> {
+    async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted> {
         let d = self.guard.admit(WriteOp::Delete, &what).await?;
         within(&self.guard, d, self.inner.delete(what, pre, rule)).await
     }

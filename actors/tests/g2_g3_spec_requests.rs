@@ -220,20 +220,28 @@ fn g3_a_set_matching_the_spec_again_is_placed() {
     });
 }
 
-#[test]
-fn g3_room_a_pod_outside_gpu_claims_frees_lets_a_waiting_set_be_placed() {
-    let objs = vec![
+/// Pod `ml/cuda-job`, outside gpu-claims, on n1 with `gpus` H200.
+fn cuda_job(gpus: &str) -> PodBuilder {
+    pod("ml", "cuda-job")
+        .scheduled("n1")
+        .requests(&[(H200, gpus)])
+}
+
+/// Class h200, n1 with 2 GPUs, `job` there, and vm1 asking in its spec
+/// for 2 at the gate.
+fn beside_a_job(job: PodBuilder) -> Vec<Obj> {
+    let mut objs = vec![
         class("h200", H200).obj(),
         node("n1").gpus(H200, 2).obj(),
-        pod("ml", "cuda-job")
-            .scheduled("n1")
-            .requests(&[(H200, "2")])
-            .phase("Running")
-            .obj(),
-    ]
-    .into_iter()
-    .chain(spec_vm(H200, 2))
-    .collect();
+        job.obj(),
+    ];
+    objs.extend(spec_vm(H200, 2));
+    objs
+}
+
+#[test]
+fn g3_room_a_pod_outside_gpu_claims_frees_lets_a_waiting_set_be_placed() {
+    let objs = beside_a_job(cuda_job("2").phase("Running"));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         let c = t.claim("t/vm1-gpu").unwrap();
@@ -246,13 +254,7 @@ fn g3_room_a_pod_outside_gpu_claims_frees_lets_a_waiting_set_be_placed() {
             c.conditions()
         );
         // The job finishes: its GPUs are free.
-        t.user_update(
-            pod("ml", "cuda-job")
-                .scheduled("n1")
-                .requests(&[(H200, "2")])
-                .phase("Succeeded")
-                .obj(),
-        );
+        t.user_update(cuda_job("2").phase("Succeeded").obj());
         t.settle().await;
         assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
         assert!(!pod_gated(&t));
@@ -261,17 +263,7 @@ fn g3_room_a_pod_outside_gpu_claims_frees_lets_a_waiting_set_be_placed() {
 
 #[test]
 fn g3_a_pod_outside_gpu_claims_deleted_frees_its_room_too() {
-    let objs = vec![
-        class("h200", H200).obj(),
-        node("n1").gpus(H200, 2).obj(),
-        pod("ml", "cuda-job")
-            .scheduled("n1")
-            .requests(&[(H200, "1")])
-            .obj(),
-    ]
-    .into_iter()
-    .chain(spec_vm(H200, 2))
-    .collect();
+    let objs = beside_a_job(cuda_job("1"));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Pending);

@@ -7,7 +7,6 @@ use gpu_claims_actors::api::pod::{is_gated, pinned_node};
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, ClaimPhase};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
-use gpu_claims_testbed::memory::invariants::Checker;
 use gpu_claims_testbed::memory::sim::{Sim, run_sim};
 
 fn template(name: &str, uid: &str, count: &str) -> Vec<Obj> {
@@ -127,45 +126,115 @@ fn g3_a_vmi_with_a_pod_past_the_gate_is_not_placed_again() {
     });
 }
 
-fn waits_with(objs: Vec<Obj>, claim_key: &str, reason: &str) {
-    let (claim_key, reason) = (claim_key.to_string(), reason.to_string());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        let c = t.claim(&claim_key).unwrap();
-        assert_eq!(waiting_reason(&c).as_deref(), Some(reason.as_str()));
-        assert!(
-            is_gated(&pod(&t, "virt-launcher-vm1")),
-            "the pod stays at the gate"
-        );
-        assert!(
-            !t.exists(
-                Kind::Allocation,
-                Some("t"),
-                c.metadata.name.as_deref().unwrap()
-            ) || c.phase() != ClaimPhase::Pending
-        );
-        // Settled: a restart writes nothing more.
-        t.restart_writes_nothing().await;
-    });
+/// Class h200, nodes `specs`, `claims`, and vm1 at the gate (`vm1`).
+fn gate(specs: &[(&str, u64)], claims: Vec<Obj>, vm1: Vec<Obj>) -> Vec<Obj> {
+    let mut objs = nodes(specs);
+    objs.extend(claims);
+    objs.extend(vm1);
+    objs
 }
 
 #[test]
-fn g5_a_missing_claim_makes_the_set_wait() {
-    let mut objs = nodes(&[("n1", 8)]);
-    objs.push(claim("t", "a").obj());
-    objs.extend(vm1_naming("a,nope"));
-    waits_with(objs, "t/a", "ClaimMissing");
-}
-
-#[test]
-fn g5_a_deleting_claim_makes_the_set_wait() {
-    let mut objs = nodes(&[("n1", 8)]);
-    objs.push(claim("t", "a").obj());
+fn g5_a_set_that_cannot_be_placed_waits_with_the_reason_and_its_pod_at_the_gate() {
     let mut held = claim("t", "b").deleting().finalizer("example.com/hold");
     held.0.status = None;
-    objs.push(held.attached("vm1").obj());
-    objs.extend(vm1_naming("a,b"));
-    waits_with(objs, "t/a", "ClaimDeleting");
+    let rows = [
+        (
+            "G5 a missing claim makes the set wait",
+            gate(
+                &[("n1", 8)],
+                vec![claim("t", "a").obj()],
+                vm1_naming("a,nope"),
+            ),
+            "ClaimMissing",
+        ),
+        (
+            "G5 a deleting claim makes the set wait",
+            gate(
+                &[("n1", 8)],
+                vec![claim("t", "a").obj(), held.attached("vm1").obj()],
+                vm1_naming("a,b"),
+            ),
+            "ClaimDeleting",
+        ),
+        (
+            "G5 a missing class makes the set wait",
+            gate(
+                &[("n1", 8)],
+                vec![claim("t", "a").class("nope").obj()],
+                vm1_naming("a"),
+            ),
+            "ClassMissing",
+        ),
+        (
+            "G5 a claim in use by another live VMI makes the set wait",
+            gate(
+                &[("n1", 8)],
+                [
+                    attached_to("vm0").with_allocation(H200),
+                    vec![live_vmi("vm0", "u0")],
+                ]
+                .concat(),
+                vm1_naming("a"),
+            ),
+            "ClaimInUse",
+        ),
+        (
+            "G5 claims on two nodes make the set wait",
+            gate(
+                &[("n1", 8), ("n2", 8)],
+                [
+                    claim("t", "a").bound("n1").with_allocation(H200),
+                    claim("t", "b").bound("n2").with_allocation(H200),
+                ]
+                .concat(),
+                vm1_naming("a,b"),
+            ),
+            "SplitNodes",
+        ),
+        (
+            // G3: a pinned pod leaves only its node; n9 does not exist, so no
+            // candidate is left (NoCapacity, saying the pod's selector removed n1).
+            "G5 a pod pinned to a node that cannot take the set waits for capacity",
+            gate(
+                &[("n1", 8)],
+                vec![claim("t", "a").obj()],
+                vm1_naming_and("a", |p| p.pinned("n9")),
+            ),
+            "NoCapacity",
+        ),
+        (
+            "G4 a pod pinned elsewhere than the held node makes the set wait",
+            gate(
+                &[("n1", 8), ("n2", 8)],
+                claim("t", "a").bound("n1").with_allocation(H200),
+                vm1_naming_and("a", |p| p.pinned("n2")),
+            ),
+            "PinnedElsewhere",
+        ),
+    ];
+    for (case, objs, reason) in rows {
+        with_world(Config::default(), objs, |mut t| async move {
+            t.settle().await;
+            let c = t.claim("t/a").unwrap();
+            assert_eq!(waiting_reason(&c).as_deref(), Some(reason), "{case}");
+            assert!(
+                is_gated(&pod(&t, "virt-launcher-vm1")),
+                "{case}: the pod stays at the gate"
+            );
+            assert!(
+                !t.exists(
+                    Kind::Allocation,
+                    Some("t"),
+                    c.metadata.name.as_deref().unwrap()
+                ) || c.phase() != ClaimPhase::Pending,
+                "{case}"
+            );
+            // Settled: a restart writes nothing more.
+            let again = t.writes_on_restart().await;
+            assert_eq!(again, Vec::<String>::new(), "{case}: I5");
+        });
+    }
 }
 
 #[test]
@@ -184,50 +253,6 @@ fn g5_the_deleting_claim_itself_is_not_marked_waiting() {
 }
 
 #[test]
-fn g5_a_missing_class_makes_the_set_wait() {
-    let mut objs = nodes(&[("n1", 8)]);
-    objs.push(claim("t", "a").class("nope").obj());
-    objs.extend(vm1_naming("a"));
-    waits_with(objs, "t/a", "ClassMissing");
-}
-
-#[test]
-fn g5_a_claim_in_use_by_another_live_vmi_makes_the_set_wait() {
-    let mut objs = nodes(&[("n1", 8)]);
-    objs.extend(attached_to("vm0").with_allocation(H200));
-    objs.push(live_vmi("vm0", "u0"));
-    objs.extend(vm1_naming("a"));
-    waits_with(objs, "t/a", "ClaimInUse");
-}
-
-#[test]
-fn g5_claims_on_two_nodes_make_the_set_wait() {
-    let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
-    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
-    objs.extend(claim("t", "b").bound("n2").with_allocation(H200));
-    objs.extend(vm1_naming("a,b"));
-    waits_with(objs, "t/a", "SplitNodes");
-}
-
-#[test]
-fn g5_a_pod_pinned_to_a_node_that_cannot_take_the_set_waits_for_capacity() {
-    // G3: a pinned pod leaves only its node; n9 does not exist, so no
-    // candidate is left (NoCapacity, saying the pod's selector removed n1).
-    let mut objs = nodes(&[("n1", 8)]);
-    objs.push(claim("t", "a").obj());
-    objs.extend(vm1_naming_and("a", |p| p.pinned("n9")));
-    waits_with(objs, "t/a", "NoCapacity");
-}
-
-#[test]
-fn g4_a_pod_pinned_elsewhere_than_the_held_node_makes_the_set_wait() {
-    let mut objs = nodes(&[("n1", 8), ("n2", 8)]);
-    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
-    objs.extend(vm1_naming_and("a", |p| p.pinned("n2")));
-    waits_with(objs, "t/a", "PinnedElsewhere");
-}
-
-#[test]
 fn g5_no_room_makes_the_set_wait_until_gpus_are_freed() {
     let mut objs = nodes(&[("n1", 2)]);
     objs.extend(
@@ -238,17 +263,9 @@ fn g5_no_room_makes_the_set_wait_until_gpus_are_freed() {
     );
     objs.push(claim("t", "a").obj());
     objs.extend(vm1_naming("a"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(
-            waiting_reason(&t.claim("t/a").unwrap()).as_deref(),
-            Some("NoCapacity")
-        );
-        // The other claim goes: its record is freed, and the set is placed.
-        t.user_delete(Kind::Claim, Some("o"), "other");
-        t.settle().await;
-        let c = t.claim("t/a").unwrap();
-        assert_eq!((c.node_name(), waiting_reason(&c)), (Some("n1"), None));
+    // The other claim goes: its record is freed, and the set is placed.
+    waits_until(objs, "NoCapacity", |t| {
+        t.user_delete(Kind::Claim, Some("o"), "other")
     });
 }
 
@@ -261,17 +278,10 @@ fn g5_over_budget_makes_the_set_wait_until_the_budget_is_raised() {
     objs.extend(claim("o", "other").bound("n1").with_allocation(H200));
     objs.push(claim("t", "a").obj());
     objs.extend(vm1_naming("a"));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(
-            waiting_reason(&t.claim("t/a").unwrap()).as_deref(),
-            Some("OverBudget")
-        );
+    waits_until(objs, "OverBudget", |t| {
         let mut c = t.class("h200").unwrap();
         c.spec.budget = Some(2);
         t.user_update(Obj::Class(c));
-        t.settle().await;
-        assert_eq!(t.claim("t/a").unwrap().node_name(), Some("n1"));
     });
 }
 
@@ -289,19 +299,9 @@ fn g5_a_missing_claim_created_later_lets_the_set_be_placed() {
 
 #[test]
 fn g6_a_lost_unattached_claim_moves_at_the_gate_with_its_record() {
-    let mut objs = vec![
-        class("h200", H200).obj(),
-        node("n1").gpus(H200, 8).ready(false).obj(),
-        node("n2").gpus(H200, 8).obj(),
-    ];
-    objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
-    objs.extend(vm1_naming("a"));
+    let objs = failed_n1_and_vm1_at_the_gate(claim("t", "a").lost("n1"));
     settled(Config::default(), objs, |t| {
-        let c = t.claim("t/a").unwrap();
-        assert_eq!(
-            (c.phase(), c.node_name()),
-            (ClaimPhase::Attached, Some("n2"))
-        );
+        let c = attached_on_n2(t);
         assert!(c.conditions().is_empty(), "no longer Lost, not waiting");
         let w = t.writes();
         assert!(
@@ -344,14 +344,8 @@ fn a_placement_cut_between_any_two_writes_resumes_without_a_second_record() {
     });
     for cut in 0..total as i64 {
         let v = run_sim(|| async {
-            let mut sim = Sim::start(Config::default(), &world(), None);
-            let mut checker = Checker::default();
-            sim.die_after(cut);
-            sim.settle().await;
-            let mut v = checker.check(&sim.cluster);
-            sim.restart();
-            sim.settle().await;
-            v.extend(checker.check(&sim.cluster));
+            let start = || Sim::start(Config::default(), &world(), None);
+            let (sim, mut v) = killed_after(cut, start, async |sim| sim.settle().await).await;
             let records = sim.store.list("GPUAllocation").0;
             if records.len() != 2 {
                 v.push(format!("cut {cut}: {} records", records.len()));
@@ -380,13 +374,7 @@ fn a_placement_cut_between_any_two_writes_resumes_without_a_second_record() {
 #[test]
 fn g3_a_bound_claim_on_a_failed_node_holds_no_node_and_moves() {
     // Before G6 has said Lost: the set must not be pinned to the failed node.
-    let mut objs = vec![
-        class("h200", H200).obj(),
-        node("n1").gpus(H200, 8).ready(false).obj(),
-        node("n2").gpus(H200, 8).obj(),
-    ];
-    objs.extend(claim("t", "a").bound("n1").with_allocation(H200));
-    objs.extend(vm1_naming("a"));
+    let objs = failed_n1_and_vm1_at_the_gate(claim("t", "a").bound("n1"));
     settled(Config::default(), objs, |t| {
         assert_eq!(
             pinned_node(&pod(t, "virt-launcher-vm1")).as_deref(),

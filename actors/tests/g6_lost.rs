@@ -41,19 +41,23 @@ fn g6_claim_on_a_not_ready_node_becomes_lost() {
     );
 }
 
-#[test]
-fn g6_claim_on_a_deleted_node_becomes_lost() {
+/// Claim `t/a` Bound on n1 (8 GPUs, Ready); `change` is made to n1 and
+/// the claim becomes Lost for `reason`.
+fn lost_for(reason: &'static str, change: impl FnOnce(&TestCluster)) {
     let objs = bound_on(node("n1").gpus(H200, 8));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         assert_eq!(t.phase("t/a"), ClaimPhase::Bound);
-        t.user_delete(Kind::Node, None, "n1");
+        change(&t);
         t.settle().await;
-        assert_eq!(
-            lost_reason(&t.claim("t/a").unwrap()).as_deref(),
-            Some("NodeDeleted")
-        );
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(lost_reason(&c).as_deref(), Some(reason));
     });
+}
+
+#[test]
+fn g6_claim_on_a_deleted_node_becomes_lost() {
+    lost_for("NodeDeleted", |t| t.user_delete(Kind::Node, None, "n1"));
 }
 
 #[test]
@@ -72,15 +76,8 @@ fn g6_devices_lost_taint_makes_claims_of_its_resource_lost() {
 
 #[test]
 fn g6_allocatable_below_recorded_makes_claims_lost() {
-    let objs = bound_on(node("n1").gpus(H200, 8));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        t.user_update(node("n1").gpus(H200, 0).obj());
-        t.settle().await;
-        assert_eq!(
-            lost_reason(&t.claim("t/a").unwrap()).as_deref(),
-            Some("DevicesLost")
-        );
+    lost_for("DevicesLost", |t| {
+        t.user_update(node("n1").gpus(H200, 0).obj())
     });
 }
 
@@ -96,10 +93,7 @@ fn g6_attached_claim_becomes_lost_and_comes_back_attached_through_l4() {
         t.settle().await;
         t.user_update(node("n1").gpus(H200, 8).ready(false).obj());
         t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Lost);
-        t.user_update(node("n1").gpus(H200, 8).obj());
-        t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+        t.attached_again_once_n1_is_back().await;
     });
 }
 

@@ -21,7 +21,7 @@ fn placed(pod: impl FnOnce(PodBuilder) -> PodBuilder) -> Vec<Obj> {
             .annotate(gpu_claims_actors::api::CLAIMS_ANNOTATION, "a")
             .obj()],
     );
-    objs.push(pod(launcher("t", "virt-launcher-vm1", "vm1", "u1")).obj());
+    objs.push(pod(vm1_launcher()).obj());
     objs
 }
 
@@ -49,8 +49,7 @@ fn g7_events(t: &TestCluster) -> Vec<String> {
 
 #[test]
 fn g7_a_pinned_pod_the_scheduler_cannot_place_has_its_vmi_deleted_after_the_grace() {
-    with_world(Config::default(), placed(stuck), |mut t| async move {
-        t.settle().await;
+    after_settling(Config::default(), placed(stuck), |mut t| async move {
         assert!(vmi_deletes(&t).is_empty(), "not before the grace");
         t.advance(secs(59)).await;
         assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
@@ -72,8 +71,7 @@ fn g7_follows_the_configured_grace() {
         unschedulable_grace: secs(10),
         ..Config::default()
     };
-    with_world(config, placed(stuck), |mut t| async move {
-        t.settle().await;
+    after_settling(config, placed(stuck), |mut t| async move {
         t.advance(secs(11)).await;
         assert_eq!(vmi_deletes(&t), ["G7"]);
     });
@@ -81,14 +79,9 @@ fn g7_follows_the_configured_grace() {
 
 #[test]
 fn g7_a_pod_that_is_scheduled_meanwhile_is_forgotten() {
-    with_world(Config::default(), placed(stuck), |mut t| async move {
-        t.settle().await;
+    after_settling(Config::default(), placed(stuck), |mut t| async move {
         t.advance(secs(30)).await;
-        t.user_update(
-            stuck(launcher("t", "virt-launcher-vm1", "vm1", "u1"))
-                .scheduled("n1")
-                .obj(),
-        );
+        t.user_update(stuck(vm1_launcher()).scheduled("n1").obj());
         t.advance(secs(120)).await;
         assert!(vmi_deletes(&t).is_empty());
         assert!(t.exists(Kind::Vmi, Some("t"), "vm1"));
@@ -97,18 +90,12 @@ fn g7_a_pod_that_is_scheduled_meanwhile_is_forgotten() {
 
 #[test]
 fn g7_the_grace_starts_afresh_when_the_pod_comes_back_to_that_state() {
-    with_world(Config::default(), placed(stuck), |mut t| async move {
-        t.settle().await;
+    after_settling(Config::default(), placed(stuck), |mut t| async move {
         t.advance(secs(40)).await;
         // The scheduler retries and, for now, reports nothing.
-        t.user_update(
-            launcher("t", "virt-launcher-vm1", "vm1", "u1")
-                .pinned("n1")
-                .phase("Pending")
-                .obj(),
-        );
+        t.user_update(vm1_launcher().pinned("n1").phase("Pending").obj());
         t.advance(secs(10)).await;
-        t.user_update(stuck(launcher("t", "virt-launcher-vm1", "vm1", "u1")).obj());
+        t.user_update(stuck(vm1_launcher()).obj());
         t.advance(secs(40)).await;
         assert!(vmi_deletes(&t).is_empty(), "40 s since it came back");
         t.advance(secs(21)).await;
@@ -117,8 +104,7 @@ fn g7_the_grace_starts_afresh_when_the_pod_comes_back_to_that_state() {
 }
 
 fn no_vmi_deleted_in_five_minutes(objs: Vec<Obj>) {
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    after_settling(Config::default(), objs, |mut t| async move {
         t.advance(secs(300)).await;
         assert!(vmi_deletes(&t).is_empty());
     });
@@ -160,8 +146,7 @@ fn g7_an_unpinned_pending_pod_is_not_ours_to_judge() {
 fn g7_a_restarted_controller_starts_the_grace_afresh_and_deletes_once() {
     // A restart forgets when the pod was first seen (as L6's grace): the
     // pod waits longer than I7's bound here, so only I1-I5 are checked.
-    with_world(Config::default(), placed(stuck), |mut t| async move {
-        t.settle().await;
+    after_settling(Config::default(), placed(stuck), |mut t| async move {
         t.sim.advance(secs(40)).await;
         t.sim.restart();
         t.sim.settle().await;
@@ -179,14 +164,9 @@ fn g7_a_restarted_controller_starts_the_grace_afresh_and_deletes_once() {
 
 #[test]
 fn g7_a_shorter_grace_reloaded_reaches_a_pod_already_counting() {
-    with_world(Config::default(), placed(stuck), |mut t| async move {
-        t.settle().await;
+    after_settling(Config::default(), placed(stuck), |mut t| async move {
         t.advance(secs(20)).await;
-        t.sim.reload(Config {
-            unschedulable_grace: secs(10),
-            ..Config::default()
-        });
-        t.settle().await;
+        t.reload(|c| c.unschedulable_grace = secs(10)).await;
         assert_eq!(vmi_deletes(&t), ["G7"], "20 s past a grace of 10 s");
     });
 }

@@ -5,24 +5,9 @@
 //! decisions and writes, never timed.
 mod common;
 use common::*;
-use gpu_claims_actors::api::{CLAIMS_ANNOTATION, ClaimPhase, MAX_CLAIMS};
+use gpu_claims_actors::api::{ClaimPhase, MAX_CLAIMS};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj};
-
-/// A VMI in `ns` naming `claims`, with its launcher pod at the gate.
-fn naming(ns: &str, name: &str, claims: &str) -> Vec<Obj> {
-    let uid = format!("u-{ns}-{name}");
-    vec![
-        vmi(ns, name)
-            .uid(&uid)
-            .phase("Scheduling")
-            .annotate(CLAIMS_ANNOTATION, claims)
-            .obj(),
-        launcher(ns, &format!("virt-launcher-{name}"), name, &uid)
-            .gated()
-            .obj(),
-    ]
-}
 
 #[test]
 fn a_vmi_naming_twenty_thousand_claims_is_refused_with_a_warning_and_the_rest_goes_on() {

@@ -3,17 +3,23 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{CONDITION_LOST, CONDITION_WAITING, ClaimPhase, condition_is_true};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::ports::{Kind, WriteError};
+use gpu_claims_actors::ports::{Kind, Obj, WriteError};
 
 // ---- L2: the attached VMI
+
+/// Claim `t/a` Bound on n1, attached to and owned by vm1 of uid u1, and a
+/// running vm1 of `uid`.
+fn owned_by_u1_and_vm1_of(uid: &str) -> Vec<Obj> {
+    holding(
+        bound_to("vm1").owned_by("vm1", "u1"),
+        [live_vmi("vm1", uid)],
+    )
+}
 
 #[test]
 fn l2_later_vmi_of_same_name_is_not_the_claims() {
     // Owned by vm1 of uid u1; a new vm1 (u2) runs: not the claim's VMI, so L5 detaches.
-    let objs = holding(
-        bound_to("vm1").owned_by("vm1", "u1"),
-        [live_vmi("vm1", "u2")],
-    );
+    let objs = owned_by_u1_and_vm1_of("u2");
     settled(Config::default(), objs, |t| {
         let c = t.claim("t/a").unwrap();
         assert_eq!(c.attached_vmi_name(), None);
@@ -27,13 +33,8 @@ fn l2_later_vmi_of_same_name_is_not_the_claims() {
 
 #[test]
 fn l2_vmi_with_the_owner_uid_is_the_claims() {
-    let objs = holding(
-        bound_to("vm1").owned_by("vm1", "u1"),
-        [live_vmi("vm1", "u1")],
-    );
-    settled(Config::default(), objs, |t| {
-        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
-    });
+    let objs = owned_by_u1_and_vm1_of("u1");
+    assert_eq!(settled_phase(objs, "t/a"), ClaimPhase::Attached);
 }
 
 // ---- L3: unattached template claims
@@ -118,9 +119,7 @@ fn l4_bound_claim_of_live_vmi_becomes_attached() {
     });
 }
 
-fn lost_world(
-    node: gpu_claims_testbed::fixtures::NodeBuilder,
-) -> Vec<gpu_claims_actors::ports::Obj> {
+fn lost_world(node: gpu_claims_testbed::fixtures::NodeBuilder) -> Vec<Obj> {
     let mut objs = vec![class("h200", H200).obj(), node.obj(), live_vmi("vm1", "u1")];
     objs.extend(
         claim("t", "a")
@@ -151,12 +150,9 @@ fn l4_lost_claim_stays_lost_while_its_node_is_not_ready() {
     let objs = lost_world(node("n1").gpus(H200, 8).ready(false));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Lost);
         assert!(!t.writes().iter().any(|w| w.contains("GPUClaim")));
         // The node comes back: the claim follows.
-        t.user_update(node("n1").gpus(H200, 8).obj());
-        t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+        t.attached_again_once_n1_is_back().await;
     });
 }
 
@@ -203,11 +199,8 @@ fn l4_lost_claim_stays_lost_while_allocatable_is_below_recorded() {
     let objs = lost_world(node("n1").gpus(H200, 0));
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Lost);
         // The devices come back.
-        t.user_update(node("n1").gpus(H200, 8).obj());
-        t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+        t.attached_again_once_n1_is_back().await;
     });
 }
 
@@ -248,11 +241,23 @@ fn l5_claim_of_final_vmi_is_detached_to_bound() {
 }
 
 #[test]
-fn l5_unknown_vmi_phase_is_not_final() {
-    let objs = holding(attached_to("vm1"), [vm1_in("Unknown")]);
-    settled(Config::default(), objs, |t| {
-        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
-    });
+fn l5_l7_an_attached_claim_is_detached_to_bound_once_its_vmi_is_final_and_not_before() {
+    let rows = [
+        (
+            "L5 an Unknown VMI phase is not final",
+            "Unknown",
+            ClaimPhase::Attached,
+        ),
+        (
+            "L7 detach of an attached claim makes it Bound",
+            "Failed",
+            ClaimPhase::Bound,
+        ),
+    ];
+    for (case, vmi_phase, want) in rows {
+        let objs = holding(attached_to("vm1"), [vm1_in(vmi_phase)]);
+        assert_eq!(settled_phase(objs, "t/a"), want, "{case}");
+    }
 }
 
 #[test]
@@ -302,9 +307,7 @@ fn l5_template_claim_of_final_vmi_is_deleted() {
 
 #[test]
 fn l6_attachment_to_vmi_that_never_appeared_is_detached_after_grace() {
-    let objs = holding(bound_to("vm-x"), []);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    attached_to_an_absent_vmi(Config::default(), "vm-x", |mut t| async move {
         t.writes_only_after(secs(120), &["update_status GPUClaim a L6"])
             .await;
         assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), None);
@@ -313,9 +316,7 @@ fn l6_attachment_to_vmi_that_never_appeared_is_detached_after_grace() {
 
 #[test]
 fn l6_vmi_appearing_within_grace_keeps_the_attachment() {
-    let objs = holding(bound_to("vm1"), []);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    attached_to_an_absent_vmi(Config::default(), "vm1", |mut t| async move {
         t.advance(secs(60)).await;
         t.user_create(live_vmi("vm1", "u1"));
         t.settle().await;
@@ -348,15 +349,9 @@ fn l6_grace_starts_afresh_when_the_attachment_comes_back() {
 
 #[test]
 fn l6_a_shorter_grace_from_reload_reaches_the_pending_timer() {
-    let objs = holding(bound_to("vm-x"), []);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    attached_to_an_absent_vmi(Config::default(), "vm-x", |mut t| async move {
         t.advance(secs(30)).await;
-        t.sim.reload(Config {
-            attachment_grace: secs(60),
-            ..Config::default()
-        });
-        t.settle().await;
+        t.reload(|c| c.attachment_grace = secs(60)).await;
         t.writes_only_after(secs(30), &["update_status GPUClaim a L6"])
             .await;
     });
@@ -364,9 +359,7 @@ fn l6_a_shorter_grace_from_reload_reaches_the_pending_timer() {
 
 #[test]
 fn l6_attachments_are_left_alone_with_integration_off() {
-    let objs = holding(bound_to("vm-x"), []);
-    with_world(off(), objs, |mut t| async move {
-        t.settle().await;
+    attached_to_an_absent_vmi(off(), "vm-x", |mut t| async move {
         t.advance(secs(600)).await;
         assert_eq!(t.claim("t/a").unwrap().attached_vmi_name(), Some("vm-x"));
     });
@@ -399,14 +392,6 @@ fn l7_detach_removes_the_waiting_condition() {
             (ClaimPhase::Bound, None)
         );
         assert!(c.conditions().is_empty());
-    });
-}
-
-#[test]
-fn l7_detach_of_an_attached_claim_makes_it_bound() {
-    let objs = holding(attached_to("vm1"), [vm1_in("Failed")]);
-    settled(Config::default(), objs, |t| {
-        assert_eq!(t.phase("t/a"), ClaimPhase::Bound);
     });
 }
 

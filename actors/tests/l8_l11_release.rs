@@ -36,18 +36,31 @@ fn l8_claim_without_record_just_loses_its_finalizer() {
     );
 }
 
-#[test]
-fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
+/// Class h200 and its claim `t/a` on n1, both deleting: the record's
+/// delete passes and the writes after it (the finalizer removals) meet
+/// `errors`; settled, then handed to `f`.
+fn finalizer_removal_meets<F, Fut>(errors: Vec<WriteError>, f: F)
+where
+    F: FnOnce(TestCluster) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let objs = deleting_class_and(claim("t", "a").bound("n1").deleting());
     with_world(Config::default(), objs, |mut t| async move {
-        // The record delete passes; then the API server fails for a while.
-        let down = Some(WriteError::Refused(gpu_claims_actors::ports::status(
-            500,
-            "InternalError",
-            "etcd timeout",
-        )));
-        t.fail_writes([None, down.clone(), down.clone(), down]);
+        t.fail_writes(std::iter::once(None).chain(errors.into_iter().map(Some)));
         t.settle().await;
+        f(t).await
+    });
+}
+
+#[test]
+fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
+    // The API server fails for a while.
+    let down = WriteError::Refused(gpu_claims_actors::ports::status(
+        500,
+        "InternalError",
+        "etcd timeout",
+    ));
+    finalizer_removal_meets(vec![down.clone(), down.clone(), down], |mut t| async move {
         assert_eq!(t.writes(), ["delete GPUAllocation a L8"]);
         assert!(
             t.class("h200").is_some(),
@@ -67,10 +80,7 @@ fn l8_failed_finalizer_removal_keeps_the_claim_holding_for_its_class() {
 
 #[test]
 fn l8_not_found_on_finalizer_removal_counts_as_released() {
-    let objs = deleting_class_and(claim("t", "a").bound("n1").deleting());
-    with_world(Config::default(), objs, |mut t| async move {
-        t.fail_writes([None, Some(WriteError::NotFound)]);
-        t.settle().await;
+    finalizer_removal_meets(vec![WriteError::NotFound], |mut t| async move {
         let w = t.writes();
         assert!(
             w.contains(&"remove_finalizer GPUClass h200 L11".to_string()),
@@ -132,8 +142,8 @@ fn l10(case: &'static str, v: Option<Obj>, released: bool) -> Held {
 
 #[test]
 fn l9_l10_a_deleting_claim_is_held_only_by_a_vmi_that_may_have_its_gpus() {
-    let pinned = launcher("t", "virt-launcher-vm1", "vm1", "u1").pinned("n1");
-    let gated = launcher("t", "virt-launcher-vm1", "vm1", "u1").gated();
+    let pinned = vm1_launcher().pinned("n1");
+    let gated = vm1_launcher().gated();
     let rows = [
         l9(
             "L9 an unattached claim is not used",
@@ -207,8 +217,8 @@ fn l9_live_vmi_without_launcher_pods_holds() {
 
 #[test]
 fn l9_a_launcher_that_left_the_gate_live_holds_though_the_cache_shows_it_gated() {
-    let gated = launcher("t", "virt-launcher-vm1", "vm1", "u1").gated();
-    let pinned = launcher("t", "virt-launcher-vm1", "vm1", "u1").pinned("n1");
+    let gated = vm1_launcher().gated();
+    let pinned = vm1_launcher().pinned("n1");
     let objs = holding(bound_to("vm1"), [vm1_in("Scheduling"), pinned.obj()]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
@@ -239,19 +249,25 @@ fn l9_a_cached_launcher_not_found_live_is_skipped() {
     });
 }
 
+/// Claim `t/a` is held while live reads fail; they come back, and the
+/// retry (within a second) releases it.
+async fn released_once_reads_come_back(t: &mut TestCluster) {
+    assert!(!released(t));
+    t.sim.cluster.faults().fail_reads = None;
+    t.advance(secs(1)).await;
+    assert!(released(t));
+}
+
 #[test]
 fn l9_a_failed_live_read_retries_later() {
-    let gated = launcher("t", "virt-launcher-vm1", "vm1", "u1").gated();
+    let gated = vm1_launcher().gated();
     let objs = holding(bound_to("vm1"), [vm1_in("Scheduling"), gated.obj()]);
     with_world(Config::default(), objs, |mut t| async move {
         t.settle().await;
         t.sim.cluster.faults().fail_reads = Some("connection reset".into());
         t.user_delete(Kind::Claim, Some("t"), "a");
         t.settle().await;
-        assert!(!released(&t));
-        t.sim.cluster.faults().fail_reads = None;
-        t.advance(secs(1)).await;
-        assert!(released(&t));
+        released_once_reads_come_back(&mut t).await;
     });
 }
 
@@ -276,10 +292,7 @@ fn l10_read_error_retries_later() {
     with_world(off(), l10_world(None), |mut t| async move {
         t.sim.cluster.faults().fail_reads = Some("timeout".into());
         t.settle().await;
-        assert!(!released(&t));
-        t.sim.cluster.faults().fail_reads = None;
-        t.advance(secs(1)).await;
-        assert!(released(&t));
+        released_once_reads_come_back(&mut t).await;
     });
 }
 

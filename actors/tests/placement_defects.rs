@@ -30,13 +30,8 @@ fn lost_there(pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
         class("h200", H200).obj(),
         node("n1").gpus(H200, 8).lost_taint(H200).obj(),
         node("n2").gpus(H200, 8).obj(),
-        vmi("t", "vm1")
-            .uid("u1")
-            .phase("Scheduling")
-            .annotate(CLAIMS_ANNOTATION, "a")
-            .obj(),
-        pod(launcher("t", "virt-launcher-vm1", "vm1", "u1").gated()).obj(),
     ];
+    objs.extend(vm1_naming_and("a", pod));
     objs.extend(claim("t", "a").lost("n1").with_allocation(H200));
     objs
 }

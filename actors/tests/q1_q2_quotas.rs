@@ -167,36 +167,24 @@ fn g5_over_budget_is_said_before_over_quota_and_over_quota_before_the_nodes() {
 #[test]
 fn q1_a_quota_raised_lets_the_waiting_set_be_placed() {
     let objs = tenant(2, "h200", 3, vec![quota("t", "q").hard("h200", 4).obj()]);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(t.waiting("t/a").unwrap().0, "OverQuota");
-        t.user_update(quota("t", "q").hard("h200", 5).obj());
-        t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+    waits_until(objs, "OverQuota", |t| {
+        t.user_update(quota("t", "q").hard("h200", 5).obj())
     });
 }
 
 #[test]
 fn q1_a_quota_deleted_lets_the_waiting_set_be_placed() {
     let objs = tenant(0, "h200", 1, vec![quota("t", "q").total(0).obj()]);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(t.waiting("t/a").unwrap().0, "OverQuota");
-        t.user_delete(Kind::Quota, Some("t"), "q");
-        t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+    waits_until(objs, "OverQuota", |t| {
+        t.user_delete(Kind::Quota, Some("t"), "q")
     });
 }
 
 #[test]
 fn q1_gpus_freed_in_the_namespace_let_the_waiting_set_be_placed() {
     let objs = tenant(2, "h200", 3, vec![quota("t", "q").hard("h200", 4).obj()]);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(t.waiting("t/a").unwrap().0, "OverQuota");
-        t.user_delete(Kind::Claim, Some("t"), "held");
-        t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+    waits_until(objs, "OverQuota", |t| {
+        t.user_delete(Kind::Claim, Some("t"), "held")
     });
 }
 
@@ -229,20 +217,10 @@ fn q1_a_quota_lowered_below_what_is_used_releases_nothing_and_stops_new_placemen
 fn q1_a_lost_claim_that_moves_counts_once() {
     // The tenant is at its limit with a Lost claim whose node failed: it
     // moves to n2 (its record moves with it) without asking the quota again.
-    let mut objs = vec![
-        class("h200", H200).obj(),
-        node("n1").gpus(H200, 8).ready(false).obj(),
-        node("n2").gpus(H200, 8).obj(),
-        quota("t", "q").hard("h200", 2).obj(),
-    ];
-    objs.extend(claim("t", "a").count(2).lost("n1").with_allocation(H200));
-    objs.extend(vm1_naming("a"));
+    let mut objs = failed_n1_and_vm1_at_the_gate(claim("t", "a").count(2).lost("n1"));
+    objs.push(quota("t", "q").hard("h200", 2).obj());
     settled(Config::default(), objs, |t| {
-        let c = t.claim("t/a").unwrap();
-        assert_eq!(
-            (c.phase(), c.node_name()),
-            (ClaimPhase::Attached, Some("n2"))
-        );
+        attached_on_n2(t);
     });
 }
 

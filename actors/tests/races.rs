@@ -180,28 +180,25 @@ fn a_write_answered_409_rereads_and_writes_once_more() {
     });
 }
 
-#[test]
-fn a_process_killed_between_any_two_writes_resumes_to_the_same_end() {
+/// Kills the process after each write `start`'s world makes when left
+/// alone (as `count_writes` counts them), restarts it and brings it on by
+/// `after_restart`: every run ends where the undisturbed one does, breaks
+/// no invariant and makes no write twice. Returns how many writes the
+/// undisturbed run made.
+fn resumes_to_the_same_end(
+    start: impl Fn() -> Sim,
+    after_restart: impl AsyncFn(&Sim),
+    count_writes: impl Fn(&Sim) -> usize,
+) -> usize {
     let (end, total) = run_sim(|| async {
-        let sim = Sim::start(Config::default(), &busy_world(), None);
+        let sim = start();
         sim.settle().await;
-        (outcome(&sim), effective_writes(&sim))
+        (outcome(&sim), count_writes(&sim))
     });
-    assert!(
-        total >= 8,
-        "the busy world needs several writes, got {total}"
-    );
     for cut in 0..total as i64 {
         let (got, writes, violations) = run_sim(|| async {
-            let mut sim = Sim::start(Config::default(), &busy_world(), None);
-            let mut checker = Checker::default();
-            sim.die_after(cut);
-            sim.settle().await;
-            let mut v = checker.check(&sim.cluster);
-            sim.restart();
-            sim.settle().await;
-            v.extend(checker.check(&sim.cluster));
-            (outcome(&sim), effective_writes(&sim), v)
+            let (sim, v) = killed_after(cut, &start, &after_restart).await;
+            (outcome(&sim), count_writes(&sim), v)
         });
         assert!(
             violations.is_empty(),
@@ -213,13 +210,25 @@ fn a_process_killed_between_any_two_writes_resumes_to_the_same_end() {
             "cut after {cut} writes: no write is made twice"
         );
     }
+    total
+}
+
+#[test]
+fn a_process_killed_between_any_two_writes_resumes_to_the_same_end() {
+    let total = resumes_to_the_same_end(
+        || Sim::start(Config::default(), &busy_world(), None),
+        async |sim| sim.settle().await,
+        effective_writes,
+    );
+    assert!(
+        total >= 8,
+        "the busy world needs several writes, got {total}"
+    );
 }
 
 #[test]
 fn the_grace_of_l6_starts_afresh_after_a_restart() {
-    let objs = holding(bound_to("vm-x"), []);
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
+    attached_to_an_absent_vmi(Config::default(), "vm-x", |mut t| async move {
         t.advance(secs(100)).await;
         t.sim.restart();
         t.settle().await;
@@ -278,20 +287,9 @@ fn storm_world() -> Vec<Obj> {
         node("n3").gpus(H200, 8).obj(),
     ];
     for i in 0..12 {
-        let (c, v, uid) = (format!("c{i}"), format!("vm{i}"), format!("u{i}"));
+        let c = format!("c{i}");
         objs.push(claim("t", &c).count(2).obj());
-        objs.push(
-            vmi("t", &v)
-                .uid(&uid)
-                .phase("Scheduling")
-                .annotate(gpu_claims_actors::api::CLAIMS_ANNOTATION, &c)
-                .obj(),
-        );
-        objs.push(
-            launcher("t", &format!("virt-launcher-{v}"), &v, &uid)
-                .gated()
-                .obj(),
-        );
+        objs.extend(naming("t", &format!("vm{i}"), &c));
     }
     objs
 }
@@ -372,39 +370,16 @@ fn a_process_killed_with_many_placement_writes_in_flight_resumes_to_the_same_end
         sim.slow_writes(WRITE_LATENCY);
         sim
     };
-    let (end, total) = run_sim(|| async {
-        let sim = start();
-        sim.settle().await;
-        (outcome(&sim), writes_but_class_status(&sim))
-    });
+    // Writes the killed process sent before it died land during the new
+    // one's first decisions, as a real API server applies a request whose
+    // sender is gone: the new process's write meets the object (409,
+    // AlreadyExists) and looks again after its conflict retry.
+    let total = resumes_to_the_same_end(
+        start,
+        async |sim| sim.advance(secs(2)).await,
+        writes_but_class_status,
+    );
     assert!(total >= 36, "twelve sets of three writes, got {total}");
-    for cut in 0..total as i64 {
-        let (got, writes, violations) = run_sim(|| async {
-            let mut sim = start();
-            let mut checker = Checker::default();
-            sim.die_after(cut);
-            sim.settle().await;
-            let mut v = checker.check(&sim.cluster);
-            sim.restart();
-            // Writes the killed process sent before it died land during
-            // the new one's first decisions, as a real API server applies
-            // a request whose sender is gone: the new process's write
-            // meets the object (409, AlreadyExists) and looks again after
-            // its conflict retry.
-            sim.advance(std::time::Duration::from_secs(2)).await;
-            v.extend(checker.check(&sim.cluster));
-            (outcome(&sim), writes_but_class_status(&sim), v)
-        });
-        assert!(
-            violations.is_empty(),
-            "cut after {cut} writes: {violations:?}"
-        );
-        assert_eq!(got, end, "cut after {cut} writes");
-        assert_eq!(
-            writes, total,
-            "cut after {cut} writes: no claim, allocation or pod write is made twice"
-        );
-    }
 }
 
 #[test]
@@ -416,20 +391,8 @@ fn g4_room_two_sets_wanting_the_same_gpus_while_the_first_write_fails_place_one_
     // backoff, never both (I1).
     let mut objs = vec![class("h200", H200).obj(), node("n1").gpus(H200, 2).obj()];
     for (ns, c, v) in [("ta", "a", "vm-a"), ("tb", "b", "vm-b")] {
-        let uid = format!("u-{v}");
         objs.push(claim(ns, c).count(2).obj());
-        objs.push(
-            vmi(ns, v)
-                .uid(&uid)
-                .phase("Scheduling")
-                .annotate(gpu_claims_actors::api::CLAIMS_ANNOTATION, c)
-                .obj(),
-        );
-        objs.push(
-            launcher(ns, &format!("virt-launcher-{v}"), v, &uid)
-                .gated()
-                .obj(),
-        );
+        objs.extend(naming(ns, v, c));
     }
     with_world(Config::default(), objs, |mut t| async move {
         t.sim.slow_writes(WRITE_LATENCY);

@@ -9,7 +9,6 @@ use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::Duration;
 
 /// A request without credentials (the tests' and the demo's kubeconfig).
 pub const ANONYMOUS: &str = "system:anonymous";
@@ -39,32 +38,6 @@ pub(crate) struct Identities {
     pub(crate) log: Mutex<Vec<WriteRecord>>,
     /// The users cut off the server.
     cut: tokio::sync::watch::Sender<BTreeSet<String>>,
-}
-
-/// A write a request made, to be put in the log in the order applied.
-pub(crate) struct Pending {
-    pub op: &'static str,
-    pub kind: &'static str,
-    pub namespace: Option<String>,
-    pub name: String,
-    pub applied: bool,
-    pub holder: Option<String>,
-}
-
-impl Identities {
-    pub(crate) fn append(&self, log: &mut Vec<WriteRecord>, user: &str, at: Duration, p: Pending) {
-        log.push(WriteRecord {
-            seq: log.len() as u64,
-            at_s: at.as_secs_f64(),
-            user: user.to_string(),
-            op: p.op,
-            kind: p.kind,
-            namespace: p.namespace,
-            name: p.name,
-            applied: p.applied,
-            holder: p.holder,
-        });
-    }
 }
 
 impl ApiServer {

@@ -63,6 +63,14 @@ fn request(
     )
 }
 
+/// Anonymous `method` of `path` with `body`, refused with `code`: the
+/// Status it answers.
+fn refused(addr: SocketAddr, method: &str, path: &str, body: &str, code: u16) -> Value {
+    let (got, answer) = request(addr, method, path, body, None);
+    assert_eq!(got, code, "{method} {path}: {answer}");
+    serde_json::from_str(&answer).expect("a Status")
+}
+
 fn configmap(name: &str, bytes: usize) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"namespace": "a", "name": name}, "data": {"x": "y".repeat(bytes)}})
@@ -183,15 +191,8 @@ fn invalid_label_selectors_are_refused_with_400() {
                 _ => format!("%{b:02X}"),
             })
             .collect();
-        let (code, body) = request(
-            s.addr(),
-            "GET",
-            &format!("/api/v1/pods?labelSelector={q}"),
-            "",
-            None,
-        );
-        assert_eq!(code, 400, "{sel}: {body}");
-        let status: Value = serde_json::from_str(&body).unwrap();
+        let path = format!("/api/v1/pods?labelSelector={q}");
+        let status = refused(s.addr(), "GET", &path, "", 400);
         assert_eq!(status["reason"], "BadRequest", "{sel}");
     }
     let (code, _) = request(
@@ -209,15 +210,8 @@ fn a_watch_from_a_future_version_is_504_too_large_resource_version() {
     let rt = runtime();
     let s = server(&rt, "127.0.0.1:0");
     let future = s.store.resource_version() + 1000;
-    let (code, body) = request(
-        s.addr(),
-        "GET",
-        &format!("/api/v1/pods?watch=true&resourceVersion={future}"),
-        "",
-        None,
-    );
-    assert_eq!(code, 504, "{body}");
-    let status: Value = serde_json::from_str(&body).unwrap();
+    let path = format!("/api/v1/pods?watch=true&resourceVersion={future}");
+    let status = refused(s.addr(), "GET", &path, "", 504);
     assert_eq!(status["reason"], "Timeout");
     assert!(
         status["message"]
@@ -232,15 +226,13 @@ fn a_body_too_large_is_a_413_status() {
     let rt = runtime();
     let s = server(&rt, "127.0.0.1:0");
     let big = configmap("big", 4 << 20).to_string();
-    let (code, body) = request(
+    let status = refused(
         s.addr(),
         "POST",
         "/api/v1/namespaces/a/configmaps",
         &big,
-        None,
+        413,
     );
-    assert_eq!(code, 413);
-    let status: Value = serde_json::from_str(&body).expect("a Status");
     assert_eq!(status["kind"], "Status");
     assert_eq!(status["reason"], "RequestEntityTooLarge");
 }

@@ -6,7 +6,7 @@
 use futures::{StreamExt, TryStreamExt};
 mod common;
 
-use common::{GPUClaim, GPUClass, fake_webhook, from, refusal, server, until};
+use common::{GPUClaim, GPUClass, clear_finalizers, fake_webhook, from, refusal, server, until};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{
@@ -263,13 +263,7 @@ async fn namespaces_exist_from_the_start_a_missing_one_is_404_and_a_deleted_one_
     let h = pods.get("held").await.unwrap();
     assert!(h.metadata.deletion_timestamp.is_some());
     assert!(nss.get_opt("t").await.unwrap().is_some());
-    pods.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    clear_finalizers(&pods, "held").await;
     until("the namespace goes", || async {
         nss.get_opt("t").await.unwrap().is_none()
     })

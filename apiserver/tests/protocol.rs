@@ -22,6 +22,16 @@ async fn server() -> (Handle, kube::Client) {
     (s, client)
 }
 
+/// Every event of a watch of `pods` from `rv`, until the server ends it.
+async fn watched(pods: &Api<Pod>, wp: &WatchParams, rv: &str) -> Vec<WatchEvent<Pod>> {
+    pods.watch(wp, rv)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap()
+}
+
 fn pod(name: &str, labels: serde_json::Value) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": labels},
@@ -72,21 +82,27 @@ async fn lists_select_by_label_and_field_and_page_with_continue() {
         .await
         .unwrap();
     }
-    let gpu = pods
-        .list(&ListParams::default().labels("tier=gpu"))
-        .await
-        .unwrap();
-    assert_eq!(gpu.items.len(), 3);
-    let not_in = pods
-        .list(&ListParams::default().labels("tier notin (gpu)"))
-        .await
-        .unwrap();
-    assert_eq!(not_in.items.len(), 2);
-    let one = pods
-        .list(&ListParams::default().fields("metadata.name=p3"))
-        .await
-        .unwrap();
-    assert_eq!(one.items.len(), 1);
+    let selections = [
+        (
+            "label tier=gpu",
+            ListParams::default().labels("tier=gpu"),
+            3,
+        ),
+        (
+            "label tier notin (gpu)",
+            ListParams::default().labels("tier notin (gpu)"),
+            2,
+        ),
+        (
+            "field metadata.name=p3",
+            ListParams::default().fields("metadata.name=p3"),
+            1,
+        ),
+    ];
+    for (selector, lp, want) in selections {
+        let got = pods.list(&lp).await.unwrap().items.len();
+        assert_eq!(got, want, "{selector}");
+    }
     let mut names = Vec::new();
     let mut lp = ListParams::default().limit(2);
     loop {
@@ -118,13 +134,7 @@ async fn watch_replays_from_a_version_bookmarks_and_says_410_when_too_old() {
         .await
         .unwrap();
     let wp = WatchParams::default().timeout(2).disable_bookmarks();
-    let events: Vec<_> = pods
-        .watch(&wp, &rv)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let events = watched(&pods, &wp, &rv).await;
     let added: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
@@ -149,13 +159,7 @@ async fn watch_replays_from_a_version_bookmarks_and_says_410_when_too_old() {
     pods.create(&PostParams::default(), &pod("w2", json!({})))
         .await
         .unwrap();
-    let events: Vec<_> = pods
-        .watch(&WatchParams::default().timeout(1), &rv)
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let events = watched(&pods, &WatchParams::default().timeout(1), &rv).await;
     assert!(
         matches!(events.first(), Some(WatchEvent::Error(e)) if e.code == 410),
         "{events:?}"
@@ -190,13 +194,7 @@ async fn finalizers_hold_a_delete_and_preconditions_guard_it() {
         .await
         .unwrap_err();
     assert!(matches!(no_new, kube::Error::Api(s) if s.code == 422));
-    pods.patch(
-        "f",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    common::clear_finalizers(&pods, "f").await;
     assert!(pods.get_opt("f").await.unwrap().is_none());
     drop(made);
 }
@@ -266,40 +264,30 @@ async fn merge_json_and_apply_patches_and_the_status_subresource() {
 async fn deleting_an_owner_collects_its_dependents_unless_orphaned() {
     let (_s, c) = server().await;
     let nss: Api<Namespace> = Api::all(c.clone());
-    let owner = nss
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "o"}})).unwrap(),
-        )
-        .await
-        .unwrap();
     let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
-    let owned = |name: &str| {
+    // Namespace `o` made (again), and pod `name` of namespace a that it owns.
+    let owned = async |name: &str| {
+        let owner = nss
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "o"}})).unwrap(),
+            )
+            .await
+            .unwrap();
         let mut p = pod(name, json!({}));
         p.metadata.owner_references = Some(vec![serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Namespace", "name": "o", "uid": owner.metadata.uid.clone().unwrap(),
         })).unwrap()]);
-        p
+        pods.create(&PostParams::default(), &p).await.unwrap();
     };
-    pods.create(&PostParams::default(), &owned("dep"))
-        .await
-        .unwrap();
+    owned("dep").await;
     nss.delete("o", &DeleteParams::default()).await.unwrap();
     common::until("background GC", || async {
         pods.get_opt("dep").await.unwrap().is_none()
     })
     .await;
     // Orphan: the dependent stays, without the reference.
-    let owner = nss
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "o"}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    let mut p = owned("kept");
-    p.metadata.owner_references.as_mut().unwrap()[0].uid = owner.metadata.uid.clone().unwrap();
-    pods.create(&PostParams::default(), &p).await.unwrap();
+    owned("kept").await;
     let orphan = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Orphan),
         ..Default::default()
@@ -364,13 +352,8 @@ async fn injected_faults_answer_writes_and_cut_watches() {
         .await
         .unwrap();
     let start = std::time::Instant::now();
-    let events: Vec<_> = pods
-        .watch(&WatchParams::default().timeout(60).disable_bookmarks(), "0")
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let wp = WatchParams::default().timeout(60).disable_bookmarks();
+    let events = watched(&pods, &wp, "0").await;
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "cut, not timed out"

@@ -129,6 +129,27 @@ fn candidate_with(server: &Arc<Server>, id: &str, a: LeaseArgs) -> Candidate {
     }
 }
 
+/// A candidate stops campaigning when it is dropped.
+impl Drop for Candidate {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Candidate {
+    /// Steps simulated time until this candidate leads; the instant it did.
+    async fn leads_within(&self, limit: Duration) -> Instant {
+        step_until(|| self.leading.load(Ordering::SeqCst), limit).await
+    }
+}
+
+/// Candidate "a" on `server`, once it leads (the first, within 5 s).
+async fn first_leader(server: &Arc<Server>) -> Candidate {
+    let a = candidate(server, "a");
+    a.leads_within(Duration::from_secs(5)).await;
+    a
+}
+
 fn holder(server: &Server) -> Option<String> {
     server
         .lease
@@ -151,6 +172,11 @@ fn paused() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Runs `f` on a paused clock, against a Lease server of its own.
+fn on_a_paused_clock(f: impl AsyncFnOnce(Arc<Server>)) {
+    paused().block_on(f(Arc::new(Server::default())));
+}
+
 /// Steps simulated time until `until` holds; the instant it did.
 async fn step_until(mut until: impl FnMut() -> bool, limit: Duration) -> Instant {
     let start = Instant::now();
@@ -163,18 +189,15 @@ async fn step_until(mut until: impl FnMut() -> bool, limit: Duration) -> Instant
 
 #[test]
 fn a_leader_whose_renewal_hangs_stops_writing_before_a_standby_could_acquire() {
-    paused().block_on(async {
-        let server = Arc::new(Server::default());
-        let a = candidate(&server, "a");
-        step_until(|| a.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
+    on_a_paused_clock(async |server| {
+        let a = first_leader(&server).await;
         let b = candidate(&server, "b");
         assert!(write(&a.fence).await.is_ok(), "the leader writes");
         // A's requests hang from now on: its renewals never come back.
         a.hang.store(true, Ordering::SeqCst);
         let hung = Instant::now();
         let fenced = step_until(|| !a.fence.open(), Duration::from_secs(60)).await;
-        let b_leads =
-            step_until(|| b.leading.load(Ordering::SeqCst), Duration::from_secs(60)).await;
+        let b_leads = b.leads_within(Duration::from_secs(60)).await;
         assert!(
             fenced < b_leads,
             "A stopped writing {:?} after its renewals hung, B led after {:?}",
@@ -187,35 +210,28 @@ fn a_leader_whose_renewal_hangs_stops_writing_before_a_standby_could_acquire() {
             "A stepped down, it did not hang with its renewal"
         );
         assert!(write(&b.fence).await.is_ok(), "the new leader writes");
-        a.task.abort();
-        b.task.abort();
     });
 }
 
 #[test]
 fn a_paused_leader_that_wakes_after_expiry_writes_nothing() {
-    paused().block_on(async {
-        let server = Arc::new(Server::default());
-        let a = candidate(&server, "a");
-        step_until(|| a.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
+    on_a_paused_clock(async |server| {
+        let a = first_leader(&server).await;
         let b = candidate(&server, "b");
         // A is frozen (SIGSTOP, a stalled VM): it renews nothing and
         // decides nothing, while its monotonic clock goes on.
         a.task.abort();
-        step_until(|| b.leading.load(Ordering::SeqCst), Duration::from_secs(60)).await;
+        b.leads_within(Duration::from_secs(60)).await;
         // A wakes: the first thing it would do is write; the fence says no.
         assert_eq!(write(&a.fence).await, Err(WriteError::Fenced));
         assert!(write(&b.fence).await.is_ok());
-        b.task.abort();
     });
 }
 
 #[test]
 fn each_change_of_holder_is_a_transition() {
-    paused().block_on(async {
-        let server = Arc::new(Server::default());
-        let a = candidate(&server, "a");
-        step_until(|| a.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
+    on_a_paused_clock(async |server| {
+        let a = first_leader(&server).await;
         let transitions = || {
             server
                 .lease
@@ -227,17 +243,14 @@ fn each_change_of_holder_is_a_transition() {
         assert_eq!(transitions(), Some(0), "created");
         let b = candidate(&server, "b");
         a.hang.store(true, Ordering::SeqCst);
-        step_until(|| b.leading.load(Ordering::SeqCst), Duration::from_secs(60)).await;
+        b.leads_within(Duration::from_secs(60)).await;
         assert_eq!(transitions(), Some(1), "a to b");
-        a.task.abort();
-        b.task.abort();
     });
 }
 
 #[test]
 fn a_write_that_finds_the_term_lapsed_steps_the_leader_down_at_once() {
-    paused().block_on(async {
-        let server = Arc::new(Server::default());
+    on_a_paused_clock(async |server| {
         // Rounds every 4s: without the write, the lapse at the 10s renew
         // deadline would be noticed at the round after it.
         let slow = LeaseArgs {
@@ -245,7 +258,7 @@ fn a_write_that_finds_the_term_lapsed_steps_the_leader_down_at_once() {
             ..args()
         };
         let a = candidate_with(&server, "a", slow);
-        step_until(|| a.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
+        a.leads_within(Duration::from_secs(5)).await;
         // A's renewals fail from now on, each at once.
         a.refuse.store(true, Ordering::SeqCst);
         let lapsed = step_until(|| !a.fence.open(), Duration::from_secs(30)).await;
@@ -264,7 +277,6 @@ fn a_write_that_finds_the_term_lapsed_steps_the_leader_down_at_once() {
             "stepped down {:?} after the lapse",
             stepped_down - lapsed
         );
-        a.task.abort();
     });
 }
 
@@ -272,8 +284,7 @@ fn a_write_that_finds_the_term_lapsed_steps_the_leader_down_at_once() {
 /// admitted by its fence and not yet answered.
 async fn leader_mid_write() -> (Arc<Server>, Candidate) {
     let server = Arc::new(Server::default());
-    let a = candidate(&server, "a");
-    step_until(|| a.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
+    let a = first_leader(&server).await;
     a.task.abort();
     write(&a.fence).await.unwrap();
     (server, a)
@@ -308,8 +319,7 @@ fn a_release_waits_for_the_writes_in_flight_then_frees_the_lease() {
         );
         // A standby takes the freed Lease at its next round.
         let b = candidate(&server, "b");
-        step_until(|| b.leading.load(Ordering::SeqCst), Duration::from_secs(5)).await;
-        b.task.abort();
+        b.leads_within(Duration::from_secs(5)).await;
     });
 }
 

@@ -107,6 +107,14 @@ mod tests {
         }
     }
 
+    /// One request through the layer, once it is ready.
+    async fn send<S>(svc: &mut S, method: Method, path: &str) -> Result<S::Response, S::Error>
+    where
+        S: Service<http::Request<()>>,
+    {
+        svc.ready().await?.call(req(method, path)).await
+    }
+
     fn req(method: Method, path: &str) -> http::Request<()> {
         http::Request::builder()
             .method(method)
@@ -123,54 +131,24 @@ mod tests {
         let mut svc = layer(slot.clone()).layer(server.clone());
         let write = "/apis/gpu.cozystack.io/v1alpha1/namespaces/t/gpuclaims";
         // Not electing: nothing is fenced.
-        svc.ready()
-            .await
-            .unwrap()
-            .call(req(Method::POST, write))
-            .await
-            .unwrap();
+        send(&mut svc, Method::POST, write).await.unwrap();
         slot.set(fence.clone()).ok().unwrap();
         // Electing, not leading: writes stop, reads and the Lease pass.
-        let refused = svc
-            .ready()
-            .await
-            .unwrap()
-            .call(req(Method::POST, write))
-            .await;
+        let refused = send(&mut svc, Method::POST, write).await;
         assert!(refused.unwrap_err().is::<Fenced>());
-        svc.ready()
-            .await
-            .unwrap()
-            .call(req(Method::GET, write))
-            .await
-            .unwrap();
+        send(&mut svc, Method::GET, write).await.unwrap();
         let lease = "/apis/coordination.k8s.io/v1/namespaces/g/leases/gpu-claims";
-        svc.ready()
-            .await
-            .unwrap()
-            .call(req(Method::PUT, lease))
-            .await
-            .unwrap();
+        send(&mut svc, Method::PUT, lease).await.unwrap();
         for review in [
             "/apis/authentication.k8s.io/v1/tokenreviews",
             "/apis/authorization.k8s.io/v1/subjectaccessreviews",
         ] {
-            svc.ready()
-                .await
-                .unwrap()
-                .call(req(Method::POST, review))
-                .await
-                .unwrap();
+            send(&mut svc, Method::POST, review).await.unwrap();
         }
         assert_eq!(server.0.load(Ordering::SeqCst), 5);
         // Leading: writes pass; made then, sent after the term lapsed: refused.
         fence.renewed(tokio::time::Instant::now());
-        svc.ready()
-            .await
-            .unwrap()
-            .call(req(Method::DELETE, write))
-            .await
-            .unwrap();
+        send(&mut svc, Method::DELETE, write).await.unwrap();
         let late = svc.ready().await.unwrap().call(req(Method::PATCH, write));
         tokio::time::advance(Duration::from_secs(11)).await;
         assert!(late.await.unwrap_err().is::<Fenced>());

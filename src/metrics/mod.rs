@@ -9,12 +9,13 @@ use gpu_claims_actors::ports::Telemetry;
 use gpu_claims_actors::rules::RuleId;
 use gpu_claims_actors::world::World;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,6 +144,23 @@ impl Collector for ClaimsByPhase {
     }
 }
 
+/// A row of the table `Metrics::register` registers: name, help, unit,
+/// the metric.
+type Row = (&'static str, &'static str, Option<Unit>, Box<dyn Metric>);
+
+/// A metric of the table `Metrics::register` registers.
+#[derive(Debug)]
+struct Described(Box<dyn Metric>);
+
+impl EncodeMetric for Described {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+}
+
 impl Metrics {
     pub fn register(registry: &mut Registry, world: Option<Arc<World>>) -> Arc<Self> {
         let m = Metrics {
@@ -176,79 +194,39 @@ impl Metrics {
             "1, labelled with the version this process runs",
             build,
         );
-        registry.register(
-            "gpu_claims_webhook_requests",
-            "Admission reviews the gate webhook (G1) answered, by result: allowed, gated, denied, bad_request",
-            m.webhook_requests.clone(),
-        );
-        registry.register_with_unit(
-            "gpu_claims_webhook_latency",
-            "How long the gate webhook took to answer a review",
-            Unit::Seconds,
-            m.webhook_latency.clone(),
-        );
+        let seconds = Some(Unit::Seconds);
+        // One row a metric: name, help, unit, the metric.
+        #[rustfmt::skip]
+        let described: [Row; 12] = [
+            ("gpu_claims_webhook_requests", "Admission reviews the gate webhook (G1) answered, by result: allowed, gated, denied, bad_request", None, Box::new(m.webhook_requests.clone())),
+            ("gpu_claims_webhook_latency", "How long the gate webhook took to answer a review", seconds.clone(), Box::new(m.webhook_latency.clone())),
+            ("gpu_claims_http_auth", "Requests to /metrics and /debug by what delegated authentication and authorization decided: allowed, unauthenticated, forbidden, error", None, Box::new(m.http_auth.clone())),
+            ("gpu_claims_writes", "Writes to the API server by op, kind, rule and result", None, Box::new(m.writes.clone())),
+            ("gpu_claims_conflicts", "Writes answered 409 Conflict (a newer object, a failed precondition, or AlreadyExists)", None, Box::new(m.conflicts.clone())),
+            ("gpu_claims_config_reloads", "Config reloads by result", None, Box::new(m.reloads.clone())),
+            ("gpu_claims_change_to_write", "From a world change entering the supervisor to the write it caused, by rule", seconds.clone(), Box::new(m.change_to_write.clone())),
+            ("gpu_claims_gate_wait", "How long launcher pods waited at the scheduling gate, from creation to release (G4)", seconds, Box::new(m.gate_wait.clone())),
+            ("gpu_claims_actors", "Actors alive, by kind", None, Box::new(m.actors.clone())),
+            ("gpu_claims_unschedulable_pods", "Launcher pods placement pinned that the scheduler reports Unschedulable (G7 deletes their VMI after unschedulableGrace)", None, Box::new(m.unschedulable_pods.clone())),
+            ("gpu_claims_api_timeouts", "API requests that got no answer within their deadline, by verb and kind", None, Box::new(m.timeouts.clone())),
+            ("gpu_claims_leader", "1 while this process holds the leader Lease and writes, 0 on standby", None, Box::new(m.leader.clone())),
+        ];
+        for (name, help, unit, metric) in described {
+            match unit {
+                Some(unit) => registry.register_with_unit(name, help, unit, Described(metric)),
+                None => registry.register(name, help, Described(metric)),
+            }
+        }
         for result in ["allowed", "gated", "denied", "bad_request"] {
             let _ = m.webhook_requests.get_or_create(&WebhookLabels {
                 result: result.into(),
             });
         }
-        registry.register(
-            "gpu_claims_http_auth",
-            "Requests to /metrics and /debug by what delegated authentication and authorization decided: allowed, unauthenticated, forbidden, error",
-            m.http_auth.clone(),
-        );
         for result in ["allowed", "unauthenticated", "forbidden", "error"] {
             let _ = m.http_auth.get_or_create(&AuthLabels {
                 result: result.into(),
             });
         }
-        registry.register(
-            "gpu_claims_writes",
-            "Writes to the API server by op, kind, rule and result",
-            m.writes.clone(),
-        );
-        registry.register(
-            "gpu_claims_conflicts",
-            "Writes answered 409 Conflict (a newer object, a failed precondition, or AlreadyExists)",
-            m.conflicts.clone(),
-        );
-        registry.register(
-            "gpu_claims_config_reloads",
-            "Config reloads by result",
-            m.reloads.clone(),
-        );
-        registry.register_with_unit(
-            "gpu_claims_change_to_write",
-            "From a world change entering the supervisor to the write it caused, by rule",
-            Unit::Seconds,
-            m.change_to_write.clone(),
-        );
-        registry.register_with_unit(
-            "gpu_claims_gate_wait",
-            "How long launcher pods waited at the scheduling gate, from creation to release (G4)",
-            Unit::Seconds,
-            m.gate_wait.clone(),
-        );
-        registry.register(
-            "gpu_claims_actors",
-            "Actors alive, by kind",
-            m.actors.clone(),
-        );
-        registry.register(
-            "gpu_claims_unschedulable_pods",
-            "Launcher pods placement pinned that the scheduler reports Unschedulable (G7 deletes their VMI after unschedulableGrace)",
-            m.unschedulable_pods.clone(),
-        );
-        registry.register(
-            "gpu_claims_api_timeouts",
-            "API requests that got no answer within their deadline, by verb and kind",
-            m.timeouts.clone(),
-        );
-        registry.register(
-            "gpu_claims_leader",
-            "1 while this process holds the leader Lease and writes, 0 on standby",
-            m.leader.clone(),
-        );
         // Series that exist from the start, at 0, so that rates and alerts
         // on them work before the first conflict or reload.
         for (result, reason) in [

@@ -89,50 +89,26 @@ impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let Some(s) = read() else { return Ok(()) };
         let cpu = ConstCounter::new(s.cpu_seconds);
-        cpu.encode(encoder.encode_descriptor(
-            "process_cpu_seconds",
-            "Total user and system CPU time spent in seconds",
-            None,
-            cpu.metric_type(),
-        )?)?;
+        let help = "Total user and system CPU time spent in seconds";
+        let d = encoder.encode_descriptor("process_cpu_seconds", help, None, cpu.metric_type())?;
+        cpu.encode(d)?;
+        // One row a gauge: name, help, value.
+        #[rustfmt::skip]
         let gauges: [(&str, &str, i64); 5] = [
-            (
-                "process_resident_memory_bytes",
-                "Resident memory size in bytes",
-                s.resident_bytes,
-            ),
-            (
-                "process_virtual_memory_bytes",
-                "Virtual memory size in bytes",
-                s.virtual_bytes,
-            ),
-            (
-                "process_open_fds",
-                "Number of open file descriptors",
-                s.open_fds,
-            ),
-            (
-                "process_max_fds",
-                "Maximum number of open file descriptors",
-                s.max_fds,
-            ),
-            (
-                "process_threads",
-                "Number of OS threads in the process",
-                s.threads,
-            ),
+            ("process_resident_memory_bytes", "Resident memory size in bytes", s.resident_bytes),
+            ("process_virtual_memory_bytes", "Virtual memory size in bytes", s.virtual_bytes),
+            ("process_open_fds", "Number of open file descriptors", s.open_fds),
+            ("process_max_fds", "Maximum number of open file descriptors", s.max_fds),
+            ("process_threads", "Number of OS threads in the process", s.threads),
         ];
         for (name, help, v) in gauges {
             let g = ConstGauge::new(v);
             g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)?;
         }
         let start = ConstGauge::new(s.start_time_seconds);
-        start.encode(encoder.encode_descriptor(
-            "process_start_time_seconds",
-            "Start time of the process since unix epoch in seconds",
-            None,
-            start.metric_type(),
-        )?)?;
+        let help = "Start time of the process since unix epoch in seconds";
+        let name = "process_start_time_seconds";
+        start.encode(encoder.encode_descriptor(name, help, None, start.metric_type())?)?;
         Ok(())
     }
 }

@@ -166,6 +166,11 @@ mod tests {
         }
     }
 
+    /// The writes outside every term, by their order.
+    fn outside(log: &[WriteRecord]) -> Vec<u64> {
+        Terms::of(log).outside.iter().map(|w| w.seq).collect()
+    }
+
     #[test]
     fn a_write_belongs_to_the_term_of_the_holder_at_that_point() {
         let log = vec![
@@ -201,23 +206,24 @@ mod tests {
 
     #[test]
     fn a_write_by_a_restarted_process_of_the_holders_pod_is_its_pods_write() {
-        let log = vec![
-            w(0, 0.0, "r1", "Lease", Some("r1_a")),
+        let held = w(0, 0.0, "r1", "Lease", Some("r1_a"));
+        let (same, other) = (
             w(1, 0.1, "r1", "GPUClaim", None),
             w(2, 0.2, "r2", "GPUClaim", None),
-        ];
-        let t = Terms::of(&log);
-        assert_eq!(t.outside.iter().map(|w| w.seq).collect::<Vec<_>>(), [2]);
+        );
+        assert_eq!(outside(&[held, same, other]), [2]);
     }
 
     #[test]
     fn a_released_lease_ends_the_term() {
-        let log = vec![
+        let (held, released) = (
             w(0, 0.0, "r1", "Lease", Some("r1_a")),
             w(1, 1.0, "r1", "Lease", None),
-            w(2, 1.1, "r1", "GPUClaim", None),
-        ];
-        assert_eq!(Terms::of(&log).outside.len(), 1);
+        );
+        assert_eq!(
+            outside(&[held, released, w(2, 1.1, "r1", "GPUClaim", None)]),
+            [2]
+        );
     }
 
     #[test]

@@ -339,6 +339,15 @@ impl Cluster {
         }
     }
 
+    /// L1: waits until claim `ns/name` has its finalizer (`what` says which).
+    pub fn finalized(&mut self, what: &str, ns: &str, name: &str) -> Snapshot {
+        let has = |s: &Snapshot| {
+            s.claim(ns, name)
+                .is_some_and(|c| c.metadata.finalizers.is_some())
+        };
+        self.settle(what, has, Duration::ZERO)
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::take(&self.store)
     }

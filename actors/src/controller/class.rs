@@ -4,8 +4,8 @@
 
 use super::Env;
 use super::events;
-use super::journal::{DecisionResult, Intent};
-use super::messages::{ActorStopped, Reconcile, ToSupervisor};
+use super::journal::Intent;
+use super::messages::ToSupervisor;
 use super::scaffold::{
     self, Freshness, IoError, Outcome, Own, OwnWrite, Scaffold, Scaffolded, write_own,
 };
@@ -96,33 +96,13 @@ impl ClassActor {
         result: Result<Outcome<GPUClass>, IoError>,
         ctx: &mut Context<Self>,
     ) {
-        let logged = match result {
-            Ok(outcome) => {
-                self.fresh.settle(&outcome);
-                match &outcome {
-                    Outcome::Written { .. } | Outcome::Gone { .. } => {
-                        self.tell(rule, intent, uid);
-                        self.scaffold.succeeded();
-                        if matches!(outcome, Outcome::Gone { .. }) {
-                            DecisionResult::Gone
-                        } else {
-                            DecisionResult::Ok
-                        }
-                    }
-                    Outcome::Conflict(_) => DecisionResult::Conflict,
-                }
+        let what = ObjRef::new(Kind::Class, None, &self.name);
+        scaffold::finish_own(self, ctx, (rule, intent), &what, result, |act, outcome| {
+            act.fresh.settle(outcome);
+            if !matches!(outcome, Outcome::Conflict(_)) {
+                act.tell(rule, intent, uid);
             }
-            Err(e) => {
-                if let Some(wait) = scaffold::retry_later(self, ctx, &e) {
-                    tracing::warn!(class = %self.name, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "class write failed");
-                }
-                self.scaffold
-                    .log(rule, intent, DecisionResult::Error(e.to_string()));
-                return;
-            }
-        };
-        self.scaffold.log(rule, intent, logged);
-        scaffold::reconcile(self, ctx);
+        });
     }
 
     /// The Event for a finalizer added or removed.
@@ -181,10 +161,6 @@ async fn write_class(
 }
 
 impl Scaffolded for ClassActor {
-    fn scaffold(&mut self) -> &mut Scaffold {
-        &mut self.scaffold
-    }
-
     fn decide(&mut self, ctx: &mut Context<Self>) {
         let cached = self.env.world.class(&self.name);
         let Some(class) = self.fresh.current(cached) else {
@@ -194,10 +170,7 @@ impl Scaffolded for ClassActor {
             if self.env.world.has_class(&self.name) {
                 return;
             }
-            self.to.stopped.do_send(ActorStopped::Class {
-                name: self.name.clone(),
-                generation: self.generation,
-            });
+            self.to.ended(Kind::Class, &self.name, self.generation);
             return ctx.stop();
         };
         let capacity = self.env.world.class_capacity(&self.name);
@@ -209,17 +182,7 @@ impl Scaffolded for ClassActor {
     }
 }
 
-impl Actor for ClassActor {
-    type Context = Context<Self>;
-}
-
-impl Handler<Reconcile> for ClassActor {
-    type Result = ();
-    fn handle(&mut self, r: Reconcile, ctx: &mut Context<Self>) {
-        self.scaffold.changed(r.since);
-        scaffold::reconcile(self, ctx);
-    }
-}
+scaffold::scaffolded_actor!(ClassActor);
 
 impl Handler<Released> for ClassActor {
     type Result = ();
@@ -227,9 +190,4 @@ impl Handler<Released> for ClassActor {
         self.released.insert(msg.key, msg.uid);
         scaffold::reconcile(self, ctx);
     }
-}
-
-impl Handler<super::messages::Ping> for ClassActor {
-    type Result = ();
-    fn handle(&mut self, _: super::messages::Ping, _: &mut Context<Self>) {}
 }

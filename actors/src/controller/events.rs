@@ -88,11 +88,13 @@ pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: Intent, err
     )
 }
 
-/// Publishes an Event, best effort, on a detached task: an actor that
-/// stops next must not cancel it.
+/// Publishes an Event, best effort, on a detached task of the runtime:
+/// an actor that stops next must not cancel it, and an actor's I/O (which
+/// runs off the actors' thread, where there is no actix arbiter) may
+/// publish too.
 pub fn publish(env: &Env, event: Event) {
     let events = env.events.clone();
-    actix::spawn(async move { events.publish(event).await });
+    tokio::spawn(async move { events.publish(event).await });
 }
 
 #[cfg(test)]

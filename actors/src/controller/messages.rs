@@ -2,6 +2,7 @@
 //! that neither side's module depends on the other's: the actors reach the
 //! supervisor through `Recipient`s of these.
 
+use crate::api::Kind;
 use actix::prelude::*;
 use tokio::time::Instant;
 
@@ -19,13 +20,14 @@ pub struct Reconcile {
 #[rtype(result = "()")]
 pub struct Ping;
 
-/// An actor ended (its object is gone): the supervisor forgets it.
+/// An actor ended (its object is gone): the supervisor forgets it, unless
+/// a newer actor (of a later generation) has taken its key meanwhile.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub enum ActorStopped {
-    Claim { key: String, generation: u64 },
-    Class { name: String, generation: u64 },
-    Quota { key: String, generation: u64 },
+pub struct ActorStopped {
+    pub kind: Kind,
+    pub key: String,
+    pub generation: u64,
 }
 
 /// L8 released a claim of `class`, which the cache may not show yet: its
@@ -43,4 +45,16 @@ pub struct ClaimReleased {
 pub struct ToSupervisor {
     pub stopped: Recipient<ActorStopped>,
     pub released: Recipient<ClaimReleased>,
+}
+
+impl ToSupervisor {
+    /// The actor of `kind` for `key`, of `generation`, ends.
+    pub fn ended(&self, kind: Kind, key: &str, generation: u64) {
+        let key = key.to_string();
+        self.stopped.do_send(ActorStopped {
+            kind,
+            key,
+            generation,
+        });
+    }
 }

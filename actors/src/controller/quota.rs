@@ -3,12 +3,12 @@
 //! and the log are the scaffold's.
 
 use super::Env;
-use super::journal::{DecisionResult, Intent};
-use super::messages::{ActorStopped, Ping, Reconcile, ToSupervisor};
+use super::journal::Intent;
+use super::messages::ToSupervisor;
 use super::scaffold::{
     self, Freshness, IoError, Outcome, OwnWrite, Scaffold, Scaffolded, write_own,
 };
-use crate::api::{GPUQuota, GPUQuotaStatus, rv_number};
+use crate::api::{GPUQuota, GPUQuotaStatus, Kind, ObjRef, rv_number};
 use crate::rules::{QuotaStep, RuleId, decide_quota};
 use actix::prelude::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -70,43 +70,16 @@ impl QuotaActor {
         result: Result<Outcome<GPUQuota>, IoError>,
         ctx: &mut Context<Self>,
     ) {
-        let logged = match result {
-            Ok(outcome) => {
-                self.fresh.settle(&outcome);
-                match outcome {
-                    Outcome::Written { .. } => {
-                        self.scaffold.succeeded();
-                        DecisionResult::Ok
-                    }
-                    Outcome::Gone { .. } => {
-                        self.scaffold.succeeded();
-                        DecisionResult::Gone
-                    }
-                    Outcome::Conflict(_) => DecisionResult::Conflict,
-                }
-            }
-            Err(e) => {
-                if let Some(wait) = scaffold::retry_later(self, ctx, &e) {
-                    tracing::warn!(quota = %self.key, rule = %rule, error = %e, retry_in = %humantime::format_duration(wait), "quota status write failed");
-                }
-                self.scaffold.log(
-                    rule,
-                    Intent::WriteStatus,
-                    DecisionResult::Error(e.to_string()),
-                );
-                return;
-            }
-        };
-        self.scaffold.log(rule, Intent::WriteStatus, logged);
-        scaffold::reconcile(self, ctx);
+        let (ns, name) = crate::world::split_key(&self.key);
+        let what = ObjRef::new(Kind::Quota, Some(ns), name);
+        let step = (rule, Intent::WriteStatus);
+        scaffold::finish_own(self, ctx, step, &what, result, |act, outcome| {
+            act.fresh.settle(outcome)
+        });
     }
 }
 
 impl Scaffolded for QuotaActor {
-    fn scaffold(&mut self) -> &mut Scaffold {
-        &mut self.scaffold
-    }
-
     fn decide(&mut self, ctx: &mut Context<Self>) {
         let cached = self.env.world.quota(&self.key);
         let Some(quota) = self.fresh.current(cached) else {
@@ -115,10 +88,7 @@ impl Scaffolded for QuotaActor {
             if self.env.world.quota(&self.key).is_some() {
                 return;
             }
-            self.to.stopped.do_send(ActorStopped::Quota {
-                key: self.key.clone(),
-                generation: self.generation,
-            });
+            self.to.ended(Kind::Quota, &self.key, self.generation);
             return ctx.stop();
         };
         let now = Time(self.env.clock.wall());
@@ -129,19 +99,4 @@ impl Scaffolded for QuotaActor {
     }
 }
 
-impl Actor for QuotaActor {
-    type Context = Context<Self>;
-}
-
-impl Handler<Reconcile> for QuotaActor {
-    type Result = ();
-    fn handle(&mut self, r: Reconcile, ctx: &mut Context<Self>) {
-        self.scaffold.changed(r.since);
-        scaffold::reconcile(self, ctx);
-    }
-}
-
-impl Handler<Ping> for QuotaActor {
-    type Result = ();
-    fn handle(&mut self, _: Ping, _: &mut Context<Self>) {}
-}
+scaffold::scaffolded_actor!(QuotaActor);

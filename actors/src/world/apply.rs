@@ -11,6 +11,7 @@ use crate::api::{
     GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, Obj, PodUse, Vmi,
     is_deleting, rv_number,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -100,8 +101,16 @@ pub struct NodeChange {
     pub moved: Vec<String>,
 }
 
-fn namespaced(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+fn namespaced(m: &ObjectMeta) -> Option<String> {
     Some(key(m.namespace.as_deref()?, m.name.as_deref()?))
+}
+
+/// An object with only its name (and namespace): what a deletion the
+/// watch missed says of it.
+fn named<T: kube::Resource + Default>(meta: ObjectMeta) -> T {
+    let mut o = T::default();
+    *o.meta_mut() = meta;
+    o
 }
 
 /// The facts of a launcher the rules decide on.
@@ -133,7 +142,7 @@ impl World {
     /// watch was down).
     pub fn forget(&self, kind: Kind, k: &str) -> Change {
         let (ns, name) = super::split_key(k);
-        let mut meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        let mut meta = ObjectMeta {
             name: Some(name.to_string()),
             ..Default::default()
         };
@@ -141,45 +150,15 @@ impl World {
             meta.namespace = Some(ns.to_string());
         }
         match kind {
-            Kind::Claim => self.claim_changed(
-                GPUClaim {
-                    metadata: meta,
-                    ..Default::default()
-                },
-                true,
-            ),
-            Kind::Class => self.class_changed(
-                GPUClass {
-                    metadata: meta,
-                    ..Default::default()
-                },
-                true,
-            ),
+            Kind::Claim => self.claim_changed(named(meta), true),
+            Kind::Class => self.class_changed(named(meta), true),
             Kind::Allocation => match self.allocation(k) {
                 Some(r) => self.allocation_changed(GPUAllocation::clone(&r), true),
                 None => Change::Nothing,
             },
-            Kind::Quota => self.quota_changed(
-                GPUQuota {
-                    metadata: meta,
-                    ..Default::default()
-                },
-                true,
-            ),
-            Kind::Vmi => self.vmi_changed(
-                Vmi {
-                    metadata: meta,
-                    ..Default::default()
-                },
-                true,
-            ),
-            Kind::Pod => self.pod_changed(
-                &k8s_openapi::api::core::v1::Pod {
-                    metadata: meta,
-                    ..Default::default()
-                },
-                true,
-            ),
+            Kind::Quota => self.quota_changed(named(meta), true),
+            Kind::Vmi => self.vmi_changed(named(meta), true),
+            Kind::Pod => self.pod_changed(&named(meta), true),
             Kind::Node => match self.node(k) {
                 Some(n) => self.node_changed(Some(NodeFacts::clone(&n)), true),
                 None => Change::Nothing,

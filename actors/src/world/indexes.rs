@@ -52,6 +52,8 @@ pub(crate) struct Indexes {
     /// Per (namespace, class), and per namespace: GPUs recorded (Q1).
     pub recorded_by_namespace: DashMap<(String, String), u64>,
     pub recorded_by_namespace_total: DashMap<String, u64>,
+    /// Per device resource: nodes by their free GPUs (G3's best fit).
+    pub free: super::free::FreeIndex,
 }
 
 /// Adds `d` to a sum when `sign` is positive, takes it away otherwise.
@@ -106,6 +108,14 @@ fn claim_terms(c: &GPUClaim) -> ClaimTerms {
         node: c.node_name().map(str::to_string),
         class: c.spec.class_name.clone(),
         usage,
+    }
+}
+
+/// Stores `new` at `k` (None removes it); returns what was there.
+fn put<T>(map: &DashMap<String, Arc<T>>, k: &str, new: &Option<Arc<T>>) -> Option<Arc<T>> {
+    match new {
+        Some(v) => map.insert(k.to_string(), v.clone()),
+        None => map.remove(k).map(|(_, v)| v),
     }
 }
 
@@ -178,10 +188,7 @@ impl World {
 
     /// Stores a claim (None removes it) and keeps the indexes in step.
     pub(super) fn put_claim(&self, k: &str, new: Option<Arc<GPUClaim>>) -> ClaimChange {
-        let old = match &new {
-            Some(c) => self.claims.insert(k.to_string(), c.clone()),
-            None => self.claims.remove(k).map(|(_, c)| c),
-        };
+        let old = put(&self.claims, k, &new);
         if let Some(o) = &old {
             self.index_claim(k, o, -1);
         }
@@ -193,6 +200,12 @@ impl World {
             old.as_deref().map(claim_terms),
             new.as_deref().map(claim_terms),
         );
+        // The VMIs it names decide which launchers its allocation covers.
+        if ot.as_ref().map(|t| &t.vmis) != nt.as_ref().map(|t| &t.vmis)
+            && let Some(r) = self.allocation(k)
+        {
+            self.free_moved(&r.spec.node_name, [r.spec.resource_name.as_str()]);
+        }
         match (&ot, &nt) {
             (Some(o), Some(n)) if o.class == n.class => {
                 if o.usage != n.usage {
@@ -209,10 +222,7 @@ impl World {
         name: &str,
         new: Option<Arc<GPUClass>>,
     ) -> Option<Arc<GPUClass>> {
-        let old = match &new {
-            Some(c) => self.classes.insert(name.to_string(), c.clone()),
-            None => self.classes.remove(name).map(|(_, c)| c),
-        };
+        let old = put(&self.classes, name, &new);
         if let Some(o) = &old {
             remove(&self.idx.classes_by_resource, &o.spec.resource_name, name);
         }
@@ -258,10 +268,7 @@ impl World {
 
     /// Stores a quota (None removes it); returns the old one.
     pub(super) fn put_quota(&self, k: &str, new: Option<Arc<GPUQuota>>) -> Option<Arc<GPUQuota>> {
-        let old = match &new {
-            Some(q) => self.quotas.insert(k.to_string(), q.clone()),
-            None => self.quotas.remove(k).map(|(_, q)| q),
-        };
+        let old = put(&self.quotas, k, &new);
         let ns = super::split_key(k).0;
         let idx = &self.idx;
         if let Some(o) = &old {
@@ -285,15 +292,15 @@ impl World {
         k: &str,
         new: Option<Arc<GPUAllocation>>,
     ) -> Option<Arc<GPUAllocation>> {
-        let old = match &new {
-            Some(r) => self.allocations.insert(k.to_string(), r.clone()),
-            None => self.allocations.remove(k).map(|(_, r)| r),
-        };
+        let old = put(&self.allocations, k, &new);
         if let Some(o) = &old {
             self.shift_allocated(o, -1);
         }
         if let Some(n) = &new {
             self.shift_allocated(n, 1);
+        }
+        for r in old.iter().chain(&new) {
+            self.free_moved(&r.spec.node_name, [r.spec.resource_name.as_str()]);
         }
         old
     }
@@ -301,10 +308,7 @@ impl World {
     pub(super) fn put_vmi(&self, k: &str, new: Option<Arc<Vmi>>) -> Option<Arc<Vmi>> {
         let devices = |v: &Vmi| v.device_request().into_keys().collect::<Vec<_>>();
         let added = new.as_deref().map(devices).unwrap_or_default();
-        let old = match new {
-            Some(v) => self.vmis.insert(k.to_string(), v),
-            None => self.vmis.remove(k).map(|(_, v)| v),
-        };
+        let old = put(&self.vmis, k, &new);
         let removed = old.as_deref().map(devices).unwrap_or_default();
         for r in removed.iter().filter(|r| !added.contains(r)) {
             remove(&self.idx.vmis_by_device, r, k);
@@ -346,10 +350,7 @@ impl World {
         k: &str,
         new: Option<Arc<LauncherPod>>,
     ) -> Option<Arc<LauncherPod>> {
-        let old = match &new {
-            Some(p) => self.pods.insert(k.to_string(), p.clone()),
-            None => self.pods.remove(k).map(|(_, p)| p),
-        };
+        let old = put(&self.pods, k, &new);
         if let Some(o) = &old {
             remove(&self.idx.launchers_by_vmi, &key(&o.namespace, &o.vmi), k);
         }
@@ -365,10 +366,12 @@ impl World {
         name: &str,
         new: Option<Arc<NodeFacts>>,
     ) -> (Option<Arc<NodeFacts>>, Vec<String>) {
-        let old = match &new {
-            Some(n) => self.nodes.insert(name.to_string(), n.clone()),
-            None => self.nodes.remove(name).map(|(_, n)| n),
-        };
+        let old = put(&self.nodes, name, &new);
+        let allocatable = |n: &Option<Arc<NodeFacts>>| n.as_ref().map(|n| n.allocatable.clone());
+        if allocatable(&old) != allocatable(&new) {
+            let resources = old.iter().chain(&new).flat_map(|n| n.allocatable.keys());
+            self.free_moved(name, resources.map(String::as_str));
+        }
         let mut moved = Vec::new();
         if old != new {
             // Sorted below: the classes' map iterates in no fixed order.

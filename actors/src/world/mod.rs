@@ -8,6 +8,7 @@
 //! across arbiters. Nothing outside this module reaches the maps.
 
 mod apply;
+mod free;
 mod indexes;
 mod pods;
 mod view;

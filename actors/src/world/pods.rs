@@ -35,9 +35,11 @@ impl World {
         let old = self.bound.remove(k).map(|(_, u)| u);
         if let Some(o) = &old {
             self.shift_node_use(k, o, None, -1);
+            self.free_moved(&o.node, o.requests.iter().map(|(r, _)| r));
         }
         if let Some(mut n) = new {
             n.node = self.shift_node_use(k, &n, vmi, 1);
+            self.free_moved(&n.node, n.requests.iter().map(|(r, _)| r));
             self.bound.insert(k.to_string(), n);
         }
         old

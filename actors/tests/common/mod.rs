@@ -2,7 +2,7 @@
 //! the invariants I1-I5 checked after every step.
 #![allow(dead_code)]
 
-use gpu_claims_actors::api::{ClaimPhase, GPUClaim, GPUClass};
+use gpu_claims_actors::api::{CLAIMS_ANNOTATION, ClaimPhase, GPUClaim, GPUClass};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef, WriteError};
 use gpu_claims_testbed::memory::Entry;
@@ -89,6 +89,66 @@ where
     })
 }
 
+/// A run of the world `start` makes, its process killed after `cut`
+/// writes, then restarted and brought on by `after_restart`: the sim as
+/// it ends, and the invariants I1-I5 it broke (checked after the kill and
+/// at the end). Call inside [`run_sim`].
+pub async fn killed_after(
+    cut: i64,
+    start: impl FnOnce() -> Sim,
+    after_restart: impl AsyncFnOnce(&Sim),
+) -> (Sim, Vec<String>) {
+    let mut sim = start();
+    let mut checker = Checker::default();
+    sim.die_after(cut);
+    sim.settle().await;
+    let mut v = checker.check(&sim.cluster);
+    sim.restart();
+    after_restart(&sim).await;
+    v.extend(checker.check(&sim.cluster));
+    (sim, v)
+}
+
+/// Runs a test against a cluster holding `objects`, settled first (I1-I5
+/// checked).
+pub fn after_settling<F, Fut>(config: Config, objects: Vec<Obj>, f: F)
+where
+    F: FnOnce(TestCluster) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    with_world(config, objects, |mut t| async move {
+        t.settle().await;
+        f(t).await
+    });
+}
+
+/// Claim `t/a` Bound on n1 and attached to `vmi`, a VMI that does not
+/// exist: settled under `config`, then handed to `f` (L6's grace for it
+/// runs from the start).
+pub fn attached_to_an_absent_vmi<F, Fut>(config: Config, vmi: &str, f: F)
+where
+    F: FnOnce(TestCluster) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    after_settling(config, holding(bound_to(vmi), []), f);
+}
+
+/// Claim `t/a` of `objects` waits with `reason` (G5) until `change` is
+/// made; then its set is placed on n1 and it is Attached, waiting no more.
+pub fn waits_until(objects: Vec<Obj>, reason: &str, change: impl FnOnce(&TestCluster)) {
+    with_world(Config::default(), objects, |mut t| async move {
+        t.settle().await;
+        assert_eq!(t.waiting("t/a").map(|w| w.0).as_deref(), Some(reason));
+        change(&t);
+        t.settle().await;
+        let c = t.claim("t/a").unwrap();
+        assert_eq!(
+            (c.phase(), c.node_name(), waiting_reason(&c)),
+            (ClaimPhase::Attached, Some("n1"), None)
+        );
+    });
+}
+
 pub fn off() -> Config {
     let mut c = Config::default();
     c.kubevirt.enabled = false;
@@ -116,14 +176,19 @@ impl TestCluster {
 
     /// I5: a restart of the settled controller writes nothing.
     pub async fn restart_writes_nothing(&mut self) {
-        self.writes();
-        self.sim.restart();
-        self.settle().await;
         assert_eq!(
-            self.writes(),
+            self.writes_on_restart().await,
             Vec::<String>::new(),
             "I5: a restart writes nothing"
         );
+    }
+
+    /// Restarts and settles: the writes of the new process.
+    pub async fn writes_on_restart(&mut self) -> Vec<String> {
+        self.writes();
+        self.sim.restart();
+        self.settle().await;
+        self.writes()
     }
 
     /// Nothing is written until `after` has passed from now (to the
@@ -138,6 +203,23 @@ impl TestCluster {
         );
         self.advance(secs(1)).await;
         assert_eq!(self.writes(), want, "at {after:?}");
+    }
+
+    /// Reloads the default config changed by `change`, and settles.
+    pub async fn reload(&mut self, change: impl FnOnce(&mut Config)) {
+        let mut config = Config::default();
+        change(&mut config);
+        self.sim.reload(config);
+        self.settle().await;
+    }
+
+    /// L4: claim `t/a` is Lost; n1 comes back (8 GPUs, Ready) and the
+    /// claim is Attached again.
+    pub async fn attached_again_once_n1_is_back(&mut self) {
+        assert_eq!(self.phase("t/a"), ClaimPhase::Lost);
+        self.user_update(node("n1").gpus(H200, 8).obj());
+        self.settle().await;
+        assert_eq!(self.phase("t/a"), ClaimPhase::Attached);
     }
 
     pub async fn advance(&mut self, d: Duration) {
@@ -234,19 +316,39 @@ fn fmt(e: &Entry) -> String {
     format!("{} {} {} {}", e.op, e.kind, e.name, e.rule)
 }
 
-/// A VMI of `t` starting (Scheduling) with these annotations, and its
-/// launcher pod `virt-launcher-<name>` at the gate.
-pub fn gated_vmi(name: &str, uid: &str, annotations: &[(&str, &str)]) -> Vec<Obj> {
-    let mut v = vmi("t", name).uid(uid).phase("Scheduling");
+/// A VMI `ns/name` of `uid` starting (Scheduling) with these annotations,
+/// and its launcher pod `virt-launcher-<name>` at the gate, shaped by `pod`.
+pub fn at_the_gate(
+    ns: &str,
+    name: &str,
+    uid: &str,
+    annotations: &[(&str, &str)],
+    pod: impl FnOnce(PodBuilder) -> PodBuilder,
+) -> Vec<Obj> {
+    let mut v = vmi(ns, name).uid(uid).phase("Scheduling");
     for (k, val) in annotations {
         v = v.annotate(k, val);
     }
-    vec![
-        v.obj(),
-        launcher("t", &format!("virt-launcher-{name}"), name, uid)
-            .gated()
-            .obj(),
-    ]
+    let launcher = launcher(ns, &format!("virt-launcher-{name}"), name, uid);
+    vec![v.obj(), pod(launcher.gated()).obj()]
+}
+
+/// A VMI of `t` starting (Scheduling) with these annotations, and its
+/// launcher pod `virt-launcher-<name>` at the gate.
+pub fn gated_vmi(name: &str, uid: &str, annotations: &[(&str, &str)]) -> Vec<Obj> {
+    at_the_gate("t", name, uid, annotations, |pod| pod)
+}
+
+/// A VMI `ns/name` (uid `u-<ns>-<name>`) naming `claims`, with its
+/// launcher pod at the gate.
+pub fn naming(ns: &str, name: &str, claims: &str) -> Vec<Obj> {
+    let uid = format!("u-{ns}-{name}");
+    at_the_gate(ns, name, &uid, &[(CLAIMS_ANNOTATION, claims)], |pod| pod)
+}
+
+/// The launcher pod `t/virt-launcher-vm1` of VMI vm1 (u1).
+pub fn vm1_launcher() -> PodBuilder {
+    launcher("t", "virt-launcher-vm1", "vm1", "u1")
 }
 
 /// VMI vm1 (u1) naming `claims`, at the gate.
@@ -257,15 +359,7 @@ pub fn vm1_naming(claims: &str) -> Vec<Obj> {
 /// VMI vm1 (u1, Scheduling) naming `claims`, and its launcher pod at the
 /// gate shaped by `pod`.
 pub fn vm1_naming_and(claims: &str, pod: impl FnOnce(PodBuilder) -> PodBuilder) -> Vec<Obj> {
-    let annotation = gpu_claims_actors::api::CLAIMS_ANNOTATION;
-    vec![
-        vmi("t", "vm1")
-            .uid("u1")
-            .phase("Scheduling")
-            .annotate(annotation, claims)
-            .obj(),
-        pod(launcher("t", "virt-launcher-vm1", "vm1", "u1").gated()).obj(),
-    ]
+    at_the_gate("t", "vm1", "u1", &[(CLAIMS_ANNOTATION, claims)], pod)
 }
 
 /// A Lost claim `a` on n1 (NotReady), attached to vm1, shaped by `shape`.
@@ -276,6 +370,29 @@ pub fn lost_on_a_failed_node(shape: impl FnOnce(ClaimBuilder) -> ClaimBuilder) -
     ];
     objs.extend(shape(claim("t", "a").lost("n1").attached("vm1")).with_allocation(H200));
     objs
+}
+
+/// Class h200, n1 with 8 GPUs NotReady and n2 with 8, claim `c` with its
+/// allocation, and vm1 naming claim `a` at the gate.
+pub fn failed_n1_and_vm1_at_the_gate(c: ClaimBuilder) -> Vec<Obj> {
+    let mut objs = vec![
+        class("h200", H200).obj(),
+        node("n1").gpus(H200, 8).ready(false).obj(),
+        node("n2").gpus(H200, 8).obj(),
+    ];
+    objs.extend(c.with_allocation(H200));
+    objs.extend(vm1_naming("a"));
+    objs
+}
+
+/// Claim `t/a`, which has moved to n2 and is Attached there.
+pub fn attached_on_n2(t: &TestCluster) -> GPUClaim {
+    let c = t.claim("t/a").unwrap();
+    assert_eq!(
+        (c.phase(), c.node_name()),
+        (ClaimPhase::Attached, Some("n2"))
+    );
+    c
 }
 
 /// The effective writes whose description contains `needle`.

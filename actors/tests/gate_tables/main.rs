@@ -41,12 +41,25 @@ pub fn vm_naming(claims: &str) -> Vec<Obj> {
 }
 
 /// The same, its launcher pod shaped by `pod`.
-pub fn vm_naming_with(claims: &str, pod: impl Fn(PodBuilder) -> PodBuilder) -> Vec<Obj> {
+pub fn vm_naming_with(claims: &str, pod: impl FnOnce(PodBuilder) -> PodBuilder) -> Vec<Obj> {
+    vm_shaped(claims, same, pod)
+}
+
+/// The same, the VMI's spec shaped by `spec` (the devices it asks for).
+pub fn vm_naming_asking(claims: &str, spec: impl FnOnce(VmiBuilder) -> VmiBuilder) -> Vec<Obj> {
+    vm_shaped(claims, spec, same)
+}
+
+/// VMI `vm` (uid u1) naming `claims`, shaped by `spec`, and its one gated
+/// launcher pod, shaped by `pod`.
+fn vm_shaped(
+    claims: &str,
+    spec: impl FnOnce(VmiBuilder) -> VmiBuilder,
+    pod: impl FnOnce(PodBuilder) -> PodBuilder,
+) -> Vec<Obj> {
+    let vm = vmi("t", "vm").uid("u1").annotate(CLAIMS_ANNOTATION, claims);
     vec![
-        vmi("t", "vm")
-            .uid("u1")
-            .annotate(CLAIMS_ANNOTATION, claims)
-            .obj(),
+        spec(vm).obj(),
         pod(launcher("t", "p", "vm", "u1").gated()).obj(),
     ]
 }
@@ -186,13 +199,7 @@ fn g3_g5_gate_decisions_table() {
             vec![
                 h200_nodes(&[("n1", 8), ("n2", 8)]),
                 claim("t", "a").bound("n1").with_allocation(H200),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().pinned("n2").obj(),
-                ],
+                vm_naming_with("a", |p| p.pinned("n2")),
             ],
             Wait(
                 PinnedElsewhere,

@@ -94,15 +94,8 @@ fn g2_g3_g5_as_the_node_really_is_table() {
                 h200(),
                 vec![class("l40s", L40S).obj()],
                 nodes(vec![gpu_node("a", 8)]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .gpus(H200, 1)
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                    claim("t", "a").class("l40s").obj(),
-                ],
+                vm_naming_asking("a", |v| v.gpus(H200, 1)),
+                vec![claim("t", "a").class("l40s").obj()],
             ],
             Wait(
                 RequestMismatch,
@@ -113,15 +106,8 @@ fn g2_g3_g5_as_the_node_really_is_table() {
             "G3: devices no class serves (a NIC passed through) are not gpu-claims' to count",
             vec![
                 h200_nodes(&[("a", 8)]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .host_devices("mellanox.com/cx7", 2)
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                    claim("t", "a").count(3).obj(),
-                ],
+                vm_naming_asking("a", |v| v.host_devices("mellanox.com/cx7", 2)),
+                vec![claim("t", "a").count(3).obj()],
             ],
             Place("a"),
         ),
@@ -129,15 +115,8 @@ fn g2_g3_g5_as_the_node_really_is_table() {
             "G5 order: ClassMissing comes before RequestMismatch",
             vec![
                 nodes(vec![gpu_node("a", 8)]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .gpus(H200, 2)
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                    claim("t", "a").obj(),
-                ],
+                vm_naming_asking("a", |v| v.gpus(H200, 2)),
+                vec![claim("t", "a").obj()],
                 vec![class("other", H200).obj()],
             ],
             Wait(ClassMissing, "GPUClass h200 does not exist"),
@@ -146,14 +125,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
             "G5 order: RequestMismatch comes before ClaimInUse",
             vec![
                 h200_nodes(&[("a", 8)]),
-                vec![
-                    vmi("t", "vm")
-                        .uid("u1")
-                        .annotate(CLAIMS_ANNOTATION, "a")
-                        .gpus(H200, 2)
-                        .obj(),
-                    launcher("t", "p", "vm", "u1").gated().obj(),
-                ],
+                vm_naming_asking("a", |v| v.gpus(H200, 2)),
                 claim_a_of_running_vm_other("a"),
             ],
             Wait(RequestMismatch, "its spec requests 2"),

@@ -3,7 +3,7 @@
 //! keeps one, the journal a test's checker reads. Both are told here, in
 //! the order the writes took effect (the caller holds the write order).
 
-use crate::identity::Pending;
+use crate::identity::WriteRecord;
 use crate::{ApiServer, JournaledWrite, Target};
 
 /// One write, applied or refused.
@@ -32,19 +32,18 @@ impl ApiServer {
                 .log
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            self.identities.append(
-                &mut log,
-                w.user,
-                elapsed,
-                Pending {
-                    op: w.op,
-                    kind: w.target.resource.kind,
-                    namespace: w.target.namespace.clone(),
-                    name: w.name.clone(),
-                    applied: w.applied,
-                    holder: w.holder,
-                },
-            );
+            let seq = log.len() as u64;
+            log.push(WriteRecord {
+                seq,
+                at_s: elapsed.as_secs_f64(),
+                user: w.user.to_string(),
+                op: w.op,
+                kind: w.target.resource.kind,
+                namespace: w.target.namespace.clone(),
+                name: w.name.clone(),
+                applied: w.applied,
+                holder: w.holder,
+            });
         }
         if let Some(j) = &self.journal {
             j.wrote(JournaledWrite {

@@ -93,28 +93,16 @@ fn containers_are_owned_item_by_item_by_their_name() {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": containers}})
     };
-    let made = apply(
-        None,
-        &pod(json!([{"name": "main", "image": "m:1"}])),
-        "alice",
-        false,
-        "v1",
-    )
-    .unwrap();
+    // Pod p applying the one container `name` of `image`.
+    let one = |name: &str, image: &str| pod(json!([{"name": name, "image": image}]));
+    let made = apply(None, &one("main", "m:1"), "alice", false, "v1").unwrap();
     let owned = to_fields_v1(&entries(&made)[0].fields);
     assert!(
         owned["f:spec"]["f:containers"]["k:{\"name\":\"main\"}"]["f:image"].is_object(),
         "{owned}"
     );
     // Bob adds a sidecar: no conflict, both containers kept.
-    let both = apply(
-        Some(&made),
-        &pod(json!([{"name": "side", "image": "s:1"}])),
-        "bob",
-        false,
-        "v1",
-    )
-    .unwrap();
+    let both = apply(Some(&made), &one("side", "s:1"), "bob", false, "v1").unwrap();
     let names: Vec<&str> = both["spec"]["containers"]
         .as_array()
         .unwrap()
@@ -123,14 +111,7 @@ fn containers_are_owned_item_by_item_by_their_name() {
         .collect();
     assert_eq!(names, ["main", "side"]);
     // Bob changing alice's container's image conflicts, on that field.
-    let c = apply(
-        Some(&both),
-        &pod(json!([{"name": "main", "image": "m:2"}])),
-        "bob",
-        false,
-        "v1",
-    )
-    .unwrap_err();
+    let c = apply(Some(&both), &one("main", "m:2"), "bob", false, "v1").unwrap_err();
     assert_eq!(c[0].field, ".spec.containers[name=\"main\"].image");
     // Bob stops applying his sidecar: it goes; alice's stays.
     let back = apply(Some(&both), &pod(json!([])), "bob", false, "v1").unwrap();

@@ -82,6 +82,29 @@ pub struct Written {
     pub removed: bool,
 }
 
+impl Written {
+    pub(crate) fn changed(object: Value) -> Self {
+        Self::changed_or_removed(object, false)
+    }
+    pub(crate) fn unchanged(object: Value) -> Self {
+        Self {
+            object,
+            changed: false,
+            removed: false,
+        }
+    }
+    pub(crate) fn removed(object: Value) -> Self {
+        Self::changed_or_removed(object, true)
+    }
+    pub(crate) fn changed_or_removed(object: Value, removed: bool) -> Self {
+        Self {
+            object,
+            changed: true,
+            removed,
+        }
+    }
+}
+
 type Key = (String, String, String);
 
 struct Inner {

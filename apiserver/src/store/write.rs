@@ -73,22 +73,14 @@ impl Store {
             o.remove("status");
         }
         if how == Apply::DryRun {
-            return Ok(Written {
-                object: obj,
-                changed: true,
-                removed: false,
-            });
+            return Ok(Written::changed(obj));
         }
         g.rv += 1;
         g.uids += 1;
         set_meta(&mut obj, "resourceVersion", json!(g.rv.to_string()));
         g.objects.insert(k, obj.clone());
         Self::publish(&mut g, kind, EventType::Added, &obj, None);
-        Ok(Written {
-            object: obj,
-            changed: true,
-            removed: false,
-        })
+        Ok(Written::changed(obj))
     }
 
     /// PUT: the object's resourceVersion, when set, must be the current one.
@@ -133,20 +125,12 @@ impl Store {
         };
         let new = strip_nulls(new);
         if new == old {
-            return Ok(Written {
-                object: old,
-                changed: false,
-                removed: false,
-            });
+            return Ok(Written::unchanged(old));
         }
         let deleting = !meta_str(&new, "deletionTimestamp").is_empty();
         let removed = deleting && finalizers(&new).is_empty();
         if how == Apply::DryRun {
-            return Ok(Written {
-                object: new,
-                changed: true,
-                removed,
-            });
+            return Ok(Written::changed_or_removed(new, removed));
         }
         g.rv += 1;
         let mut new = new;
@@ -158,11 +142,7 @@ impl Store {
             g.objects.insert(k, new.clone());
             Self::publish(&mut g, kind, EventType::Modified, &new, Some(old));
         }
-        Ok(Written {
-            object: new,
-            changed: true,
-            removed,
-        })
+        Ok(Written::changed_or_removed(new, removed))
     }
 
     /// The object a main update stores: what the server owns kept from the
@@ -246,22 +226,14 @@ impl Store {
             return Ok(self.mark_deleting_in(&mut g, k, kind, old, 0, how, |_| {}));
         }
         if how == Apply::DryRun {
-            return Ok(Written {
-                object: old,
-                changed: true,
-                removed: true,
-            });
+            return Ok(Written::removed(old));
         }
         g.rv += 1;
         let mut gone = old.clone();
         set_meta(&mut gone, "resourceVersion", json!(g.rv.to_string()));
         g.objects.remove(&k);
         Self::publish(&mut g, kind, EventType::Deleted, &gone, Some(old));
-        Ok(Written {
-            object: gone,
-            changed: true,
-            removed: true,
-        })
+        Ok(Written::removed(gone))
     }
 }
 
@@ -300,11 +272,7 @@ impl Store {
         edit: impl FnOnce(&mut Value),
     ) -> Written {
         if !meta_str(&old, "deletionTimestamp").is_empty() {
-            return Written {
-                object: old,
-                changed: false,
-                removed: false,
-            };
+            return Written::unchanged(old);
         }
         let mut new = old.clone();
         let at = (self.wall)() + std::time::Duration::from_secs(grace_seconds);
@@ -321,21 +289,13 @@ impl Store {
         }
         edit(&mut new);
         if how == Apply::DryRun {
-            return Written {
-                object: new,
-                changed: true,
-                removed: false,
-            };
+            return Written::changed(new);
         }
         g.rv += 1;
         set_meta(&mut new, "resourceVersion", json!(g.rv.to_string()));
         g.objects.insert(k, new.clone());
         Self::publish(g, kind, EventType::Modified, &new, Some(old));
-        Written {
-            object: new,
-            changed: true,
-            removed: false,
-        }
+        Written::changed(new)
     }
 
     /// Every stored object, with its kind.

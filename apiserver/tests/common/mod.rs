@@ -91,6 +91,22 @@ pub fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<kube::core:
     }
 }
 
+/// Clears the finalizers of `name` (a merge patch): a delete they held
+/// goes on.
+pub async fn clear_finalizers<K>(api: &kube::Api<K>, name: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let clear = json!({"metadata": {"finalizers": null}});
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(clear),
+    )
+    .await
+    .unwrap();
+}
+
 /// Waits (on a condition, polling) until `done` holds; fails after 10 s.
 pub async fn until<F, Fut>(what: &str, mut done: F)
 where

@@ -6,7 +6,8 @@ use super::store::{Store, StoreError, Subresource, Written};
 use async_trait::async_trait;
 use gpu_claims_actors::api::{GPUClaim, true_condition_types};
 use gpu_claims_actors::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, Writer, status,
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, WriteResult, Writer,
+    status,
 };
 use gpu_claims_actors::rules::RuleId;
 use serde_json::Value;
@@ -186,57 +187,45 @@ fn update_op(kind: Kind, before: Option<&Value>, after: &Value) -> &'static str 
     }
 }
 
-#[async_trait]
-impl Writer for MemCluster {
-    async fn create(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
+impl MemCluster {
+    /// A create (`update` None) or an update of the object or its status,
+    /// as the API server makes it; journaled, and answered typed.
+    fn put(&self, obj: Obj, rule: RuleId, update: Option<Subresource>) -> WriteResult<Obj> {
         if let Some(e) = self.injected() {
             return Err(e);
         }
         let what = obj.obj_ref();
-        let r = self
-            .store
-            .create(what.kind.name(), gpu_claims_actors::api::to_json(&obj));
-        self.journal_write("create", &what, rule, &r);
-        self.typed(what.kind, r.map_err(write_error)?)
-    }
-
-    async fn replace(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        if let Some(e) = self.injected() {
-            return Err(e);
-        }
-        let what = obj.obj_ref();
-        let before = self.store.get(
-            what.kind.name(),
-            what.namespace.as_deref().unwrap_or_default(),
-            &what.name,
-        );
-        let v = gpu_claims_actors::api::to_json(&obj);
-        let op = update_op(what.kind, before.as_ref(), &v);
-        let r = self.store.update(what.kind.name(), v, Subresource::Main);
+        let (kind, v) = (what.kind.name(), gpu_claims_actors::api::to_json(&obj));
+        let (op, r) = match update {
+            None => ("create", self.store.create(kind, v)),
+            Some(Subresource::Main) => {
+                let ns = what.namespace.as_deref().unwrap_or_default();
+                let before = self.store.get(kind, ns, &what.name);
+                let op = update_op(what.kind, before.as_ref(), &v);
+                (op, self.store.update(kind, v, Subresource::Main))
+            }
+            Some(sub) => ("update_status", self.store.update(kind, v, sub)),
+        };
         self.journal_write(op, &what, rule, &r);
         self.typed(what.kind, r.map_err(write_error)?)
     }
+}
 
-    async fn replace_status(&self, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
-        if let Some(e) = self.injected() {
-            return Err(e);
-        }
-        let what = obj.obj_ref();
-        let r = self.store.update(
-            what.kind.name(),
-            gpu_claims_actors::api::to_json(&obj),
-            Subresource::Status,
-        );
-        self.journal_write("update_status", &what, rule, &r);
-        self.typed(what.kind, r.map_err(write_error)?)
+#[async_trait]
+impl Writer for MemCluster {
+    async fn create(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
+        self.put(obj, rule, None)
     }
 
-    async fn delete(
-        &self,
-        what: ObjRef,
-        pre: Preconditions,
-        rule: RuleId,
-    ) -> Result<Deleted, WriteError> {
+    async fn replace(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
+        self.put(obj, rule, Some(Subresource::Main))
+    }
+
+    async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
+        self.put(obj, rule, Some(Subresource::Status))
+    }
+
+    async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted> {
         if let Some(e) = self.injected() {
             return Err(e);
         }

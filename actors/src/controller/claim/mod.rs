@@ -12,9 +12,9 @@ pub use trace::{ClaimTrace, GetTrace};
 use super::Env;
 use super::events;
 use super::journal::{DecisionResult, Intent};
-use super::messages::{ActorStopped, Reconcile, ToSupervisor};
+use super::messages::ToSupervisor;
 use super::scaffold::{self, Freshness, IoError, Outcome, Scaffold, Scaffolded};
-use crate::api::GPUClaim;
+use crate::api::{GPUClaim, Kind};
 use crate::rules::{ClaimIntent, ClaimMemory, RuleId, Step, Used, decide_claim};
 use actix::prelude::*;
 use io::{ClaimIo, Done};
@@ -251,19 +251,12 @@ impl ClaimActor {
     /// The claim is gone and nothing is pending: the actor ends.
     fn stop(&mut self, ctx: &mut Context<Self>) {
         claim_trace!(self, "claim gone; actor stops");
-        self.to.stopped.do_send(ActorStopped::Claim {
-            key: self.key.clone(),
-            generation: self.generation,
-        });
+        self.to.ended(Kind::Claim, &self.key, self.generation);
         ctx.stop();
     }
 }
 
 impl Scaffolded for ClaimActor {
-    fn scaffold(&mut self) -> &mut Scaffold {
-        &mut self.scaffold
-    }
-
     fn decide(&mut self, ctx: &mut Context<Self>) {
         let cached = self.env.world.claim(&self.key);
         let Some(claim) = self.fresh.current(cached) else {
@@ -309,19 +302,4 @@ impl Scaffolded for ClaimActor {
     }
 }
 
-impl Actor for ClaimActor {
-    type Context = Context<Self>;
-}
-
-impl Handler<Reconcile> for ClaimActor {
-    type Result = ();
-    fn handle(&mut self, r: Reconcile, ctx: &mut Context<Self>) {
-        self.scaffold.changed(r.since);
-        scaffold::reconcile(self, ctx);
-    }
-}
-
-impl Handler<super::messages::Ping> for ClaimActor {
-    type Result = ();
-    fn handle(&mut self, _: super::messages::Ping, _: &mut Context<Self>) {}
-}
+scaffold::scaffolded_actor!(ClaimActor);

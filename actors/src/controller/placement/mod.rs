@@ -153,7 +153,7 @@ impl Placement {
     }
 
     fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
-        let (rule, intent) = (write.rule(), write.intent());
+        let (rule, intent) = write.rule_and_intent();
         self.scaffold.writing(rule);
         let flight = self.take_off(&work, &write);
         let fut = execute(self.env.clone(), write);
@@ -306,11 +306,13 @@ impl Placement {
     }
 }
 
-impl Scaffolded for Placement {
+impl scaffold::Standing for Placement {
     fn scaffold(&mut self) -> &mut Scaffold {
         &mut self.scaffold
     }
+}
 
+impl Scaffolded for Placement {
     /// Works through the queue until as many writes as may be are under
     /// way, or nothing is left.
     fn decide(&mut self, ctx: &mut Context<Self>) {

@@ -40,13 +40,14 @@ pub(super) enum Write {
 }
 
 impl Write {
-    pub(super) fn rule(&self) -> RuleId {
+    /// The rule that decided the write, and what it means to do.
+    pub(super) fn rule_and_intent(&self) -> (RuleId, Intent) {
         match self {
-            Write::CreateClaim { .. } => RuleId::G2,
-            Write::DeleteAllocation { .. } => RuleId::Allocations,
-            Write::Place(_) => RuleId::G4,
-            Write::Wait(_) => RuleId::G5,
-            Write::DeleteVmi { .. } => RuleId::G7,
+            Write::CreateClaim { .. } => (RuleId::G2, Intent::CreateClaim),
+            Write::DeleteAllocation { .. } => (RuleId::Allocations, Intent::DeleteAllocation),
+            Write::Place(_) => (RuleId::G4, Intent::Place),
+            Write::Wait(_) => (RuleId::G5, Intent::Wait),
+            Write::DeleteVmi { .. } => (RuleId::G7, Intent::DeleteVmi),
         }
     }
 
@@ -64,16 +65,6 @@ impl Write {
                 .collect(),
             Write::Wait(changes) => changes.iter().map(|(c, _)| claim_key(c)).collect(),
             Write::DeleteVmi { .. } => Vec::new(),
-        }
-    }
-
-    pub(super) fn intent(&self) -> Intent {
-        match self {
-            Write::CreateClaim { .. } => Intent::CreateClaim,
-            Write::DeleteAllocation { .. } => Intent::DeleteAllocation,
-            Write::Place(_) => Intent::Place,
-            Write::Wait(_) => Intent::Wait,
-            Write::DeleteVmi { .. } => Intent::DeleteVmi,
         }
     }
 }

@@ -1,5 +1,8 @@
-//! What every actor that writes does alike, owned once: one write at a
-//! time (busy, and a decision owed when a change comes meanwhile), a view
+//! What every actor that writes does alike, owned once: I/O under way
+//! up to the actor's limit (one for the claim, class and quota actors,
+//! whose next step follows from the last; more for placement's sets), run
+//! off the actors' thread, and a decision owed when a change comes while
+//! the actor is at its limit; a view
 //! of its object no older than its own last write (`fresh`), the write of
 //! an object and what came of it, the live re-read after a 409 and "gone"
 //! among it (`write`), backoff with one retry pending at a time (a 429's
@@ -7,9 +10,12 @@
 //! latency. The claim, class and placement actors keep only their
 //! decisions.
 
+mod finish;
 mod fresh;
 mod write;
 
+pub use finish::finish_own;
+pub(crate) use finish::scaffolded_actor;
 pub use fresh::{Freshness, KeyedFreshness, Meta};
 pub use write::{Own, OwnWrite, track_io, write_own};
 
@@ -119,10 +125,15 @@ pub struct Scaffold {
 }
 
 /// An actor built on the scaffold.
-pub trait Scaffolded: Actor<Context = Context<Self>> {
-    fn scaffold(&mut self) -> &mut Scaffold;
+pub trait Scaffolded: Actor<Context = Context<Self>> + Standing {
     /// Decides, and starts the I/O of the step due, if any.
     fn decide(&mut self, ctx: &mut Context<Self>);
+}
+
+/// Where an actor keeps its scaffold (`scaffolded_actor!` says it: the
+/// field `scaffold`).
+pub trait Standing {
+    fn scaffold(&mut self) -> &mut Scaffold;
 }
 
 impl Scaffold {
@@ -206,24 +217,56 @@ pub fn reconcile<A: Scaffolded>(act: &mut A, ctx: &mut Context<A>) {
     act.decide(ctx);
 }
 
-/// Runs an actor's I/O; it takes no decision until the I/O ends and
-/// `done` has seen the result.
+/// Runs an actor's I/O (off the actors' thread: `offloaded`); `done`
+/// sees the result on the actor. While as much I/O is under way as the
+/// actor may have (`busy`), changes are owed, not decided on.
 pub fn run_io<A, O, F, D>(act: &mut A, ctx: &mut Context<A>, fut: F, done: D)
 where
     A: Scaffolded,
-    O: 'static,
-    F: Future<Output = O> + 'static,
+    O: Send + 'static,
+    F: Future<Output = O> + Send + 'static,
     D: FnOnce(&mut A, O, &mut Context<A>) + 'static,
 {
     let s = act.scaffold();
     s.in_flight += 1;
     s.env.activity.begin_io();
-    ctx.spawn(fut.into_actor(act).map(move |out, act, ctx| {
+    ctx.spawn(offloaded(fut).into_actor(act).map(move |out, act, ctx| {
         let s = act.scaffold();
         s.env.activity.end_io();
         s.in_flight -= 1;
         done(act, out, ctx);
     }));
+}
+
+/// Runs `fut` as a task of the runtime's worker threads, where it has
+/// any: a write's encoding, its request and (in memory) the store's work
+/// then run beside the actors' decisions instead of between them, and
+/// writes under way at once (placement's sets, a node's claims) overlap.
+/// On a current-thread runtime (the simulation, whose clock and order
+/// `plan` and the tests rely on) it runs in place. Its log lines keep the
+/// actor's span.
+pub(super) fn offloaded<F>(fut: F) -> impl Future<Output = F::Output> + 'static
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    use tracing::Instrument;
+    let fut = fut.in_current_span();
+    let pool =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    async move {
+        if !pool {
+            return fut.await;
+        }
+        match tokio::spawn(fut).await {
+            Ok(out) => out,
+            // A panic in the I/O is the actor's, as it would be in place.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down; nothing follows.
+            Err(_) => std::future::pending().await,
+        }
+    }
 }
 
 /// Whether a change came while the I/O was under way.

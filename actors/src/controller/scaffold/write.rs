@@ -35,62 +35,29 @@ fn unexpected(asked: Kind, got: &Obj) -> IoError {
     }
 }
 
-impl Own for GPUClaim {
-    fn into_obj(self) -> Obj {
-        Obj::Claim(self)
-    }
-    fn from_obj(o: Obj) -> Result<Self, IoError> {
-        match o {
-            Obj::Claim(c) => Ok(c),
-            other => Err(unexpected(Kind::Claim, &other)),
+/// `Own` for a kind whose `Obj` variant and `Kind` share its name.
+macro_rules! own_kind {
+    ($($t:ty => $kind:ident),* $(,)?) => {$(
+        impl Own for $t {
+            fn into_obj(self) -> Obj {
+                Obj::$kind(self)
+            }
+            fn from_obj(o: Obj) -> Result<Self, IoError> {
+                match o {
+                    Obj::$kind(x) => Ok(x),
+                    other => Err(unexpected(Kind::$kind, &other)),
+                }
+            }
+            fn obj_ref(&self) -> ObjRef {
+                let m = &self.metadata;
+                let name = m.name.as_deref().unwrap_or_default();
+                ObjRef::new(Kind::$kind, m.namespace.as_deref(), name)
+            }
         }
-    }
-    fn obj_ref(&self) -> ObjRef {
-        ObjRef::new(
-            Kind::Claim,
-            self.metadata.namespace.as_deref(),
-            self.metadata.name.as_deref().unwrap_or_default(),
-        )
-    }
+    )*};
 }
 
-impl Own for GPUClass {
-    fn into_obj(self) -> Obj {
-        Obj::Class(self)
-    }
-    fn from_obj(o: Obj) -> Result<Self, IoError> {
-        match o {
-            Obj::Class(c) => Ok(c),
-            other => Err(unexpected(Kind::Class, &other)),
-        }
-    }
-    fn obj_ref(&self) -> ObjRef {
-        ObjRef::new(
-            Kind::Class,
-            None,
-            self.metadata.name.as_deref().unwrap_or_default(),
-        )
-    }
-}
-
-impl Own for GPUQuota {
-    fn into_obj(self) -> Obj {
-        Obj::Quota(self)
-    }
-    fn from_obj(o: Obj) -> Result<Self, IoError> {
-        match o {
-            Obj::Quota(q) => Ok(q),
-            other => Err(unexpected(Kind::Quota, &other)),
-        }
-    }
-    fn obj_ref(&self) -> ObjRef {
-        ObjRef::new(
-            Kind::Quota,
-            self.metadata.namespace.as_deref(),
-            self.metadata.name.as_deref().unwrap_or_default(),
-        )
-    }
-}
+own_kind!(GPUClaim => Claim, GPUClass => Class, GPUQuota => Quota);
 
 impl Meta for Obj {
     fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
@@ -159,19 +126,24 @@ pub async fn write_own<T: Own>(
     }
 }
 
-/// I/O an actor runs beside its one write at a time (placement's live
-/// reads after a relist): counted in the activity, as the scaffold's own.
+/// I/O an actor runs beside its writes, outside their limit (placement's
+/// live reads after a relist): off the actors' thread and counted in the
+/// activity, as the scaffold's own.
 pub fn track_io<A, O, F, D>(env: &Arc<Env>, act: &A, ctx: &mut Context<A>, fut: F, done: D)
 where
     A: Actor<Context = Context<A>>,
-    O: 'static,
-    F: Future<Output = O> + 'static,
+    O: Send + 'static,
+    F: Future<Output = O> + Send + 'static,
     D: FnOnce(&mut A, O, &mut Context<A>) + 'static,
 {
     env.activity.begin_io();
     let env = env.clone();
-    ctx.spawn(fut.into_actor(act).map(move |out, act, ctx| {
-        env.activity.end_io();
-        done(act, out, ctx);
-    }));
+    ctx.spawn(
+        super::offloaded(fut)
+            .into_actor(act)
+            .map(move |out, act, ctx| {
+                env.activity.end_io();
+                done(act, out, ctx);
+            }),
+    );
 }

@@ -5,6 +5,7 @@
 use super::Supervisor;
 use crate::api::{GPUClaim, NodeFacts, vmi_owner};
 use crate::controller::placement::{PlacementPoke, Relisted};
+use crate::controller::{ClaimActor, ClassActor, QuotaActor};
 use crate::ports::{Kind, Obj};
 use crate::world::{
     AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, QuotaChange,
@@ -34,23 +35,23 @@ impl Supervisor {
 
     fn claim_changed(&mut self, c: ClaimChange, ctx: &mut Context<Self>) {
         if c.new_version {
-            self.poke_claim(&c.key, ctx);
+            self.poke::<ClaimActor>(&c.key, ctx);
             self.claim_to_placement(&c.key, c.old.as_deref(), c.now.as_deref());
             self.place(PlacementPoke::Claim(c.key.clone()));
         }
         if !c.usage_changed.is_empty() {
             // Q2: the namespace's quotas show what its claims hold.
             for q in self.env.world.quota_keys_in(split_key(&c.key).0) {
-                self.poke_quota(&q, ctx);
+                self.poke::<QuotaActor>(&q, ctx);
             }
         }
         for class in c.usage_changed {
-            self.poke_class(&class, ctx);
+            self.poke::<ClassActor>(&class, ctx);
         }
     }
 
     fn quota_changed(&mut self, q: QuotaChange, ctx: &mut Context<Self>) {
-        self.poke_quota(&q.key, ctx);
+        self.poke::<QuotaActor>(&q.key, ctx);
         // Q1: a quota made, removed or given other limits: the namespace's
         // waiting sets look again (its own status writes are no such change).
         if q.spec_changed {
@@ -73,11 +74,11 @@ impl Supervisor {
     }
 
     fn class_changed(&mut self, c: ClassChange, ctx: &mut Context<Self>) {
-        self.poke_class(&c.name, ctx);
+        self.poke::<ClassActor>(&c.name, ctx);
         // Q2: quotas naming a class say whether it exists.
         if c.spec_changed {
             for q in self.env.world.quotas_naming(&c.name) {
-                self.poke_quota(&q, ctx);
+                self.poke::<QuotaActor>(&q, ctx);
             }
         }
         // A class made, removed, or given more budget or other nodes:
@@ -96,7 +97,7 @@ impl Supervisor {
         // L4 asks whether the class's resource is covered by a node's lost set.
         if c.resource_changed {
             for k in self.env.world.claims_of_class(&c.name) {
-                self.poke_claim(&k, ctx);
+                self.poke::<ClaimActor>(&k, ctx);
             }
         }
     }
@@ -105,7 +106,7 @@ impl Supervisor {
         // An orphan to delete, or (deleted) one placement deleted itself.
         self.place(PlacementPoke::Allocation(a.key.clone()));
         // Its claim: whether it holds GPUs without an allocation.
-        self.poke_claim(&a.key, ctx);
+        self.poke::<ClaimActor>(&a.key, ctx);
         if let Some(f) = a.freed {
             let namespace = split_key(&a.key).0.to_string();
             self.place(PlacementPoke::Freed {
@@ -127,7 +128,7 @@ impl Supervisor {
         }
         for node in a.lost_changed {
             for c in self.env.world.claims_on_node(&node) {
-                self.poke_claim(&c, ctx);
+                self.poke::<ClaimActor>(&c, ctx);
             }
             // The node lost (or got back) devices: the sets waiting on it
             // count it under another filter (G3's DevicesLost).
@@ -141,7 +142,7 @@ impl Supervisor {
         }
         if v.life_changed {
             for c in self.env.world.claims_of_vmi(&v.key) {
-                self.poke_claim(&c, ctx);
+                self.poke::<ClaimActor>(&c, ctx);
             }
         }
     }
@@ -158,7 +159,7 @@ impl Supervisor {
         for v in p.vmis {
             self.place(PlacementPoke::Vmi(v.clone()));
             for c in self.env.world.claims_of_vmi(&v) {
-                self.poke_claim(&c, ctx);
+                self.poke::<ClaimActor>(&c, ctx);
             }
         }
     }
@@ -170,12 +171,12 @@ impl Supervisor {
         // The node's claims first: G6 and L4 are the writes this change
         // owes, and they should not queue behind placement's look.
         for c in self.env.world.claims_on_node(&n.name) {
-            self.poke_claim(&c, ctx);
+            self.poke::<ClaimActor>(&c, ctx);
         }
         // Only the classes whose capacity this node moved (the world keeps
         // each class's capacity as nodes change).
         for c in n.moved {
-            self.poke_class(&c, ctx);
+            self.poke::<ClassActor>(&c, ctx);
         }
         // Sets waiting on nodes look again: a node may take them now, and
         // their Waiting message counts the nodes each filter removed. Which

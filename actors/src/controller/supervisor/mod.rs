@@ -5,6 +5,7 @@
 
 mod changes;
 mod questions;
+mod table;
 
 pub use questions::{
     ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, WorldEvent,
@@ -13,20 +14,21 @@ pub use questions::{
 use super::Env;
 use super::claim::{ClaimActor, ClaimTrace, GetTrace};
 use super::class::{ClassActor, Released};
-use super::messages::{ActorStopped, ClaimReleased, Ping, Reconcile, ToSupervisor};
+use super::messages::{ActorStopped, ClaimReleased, Ping};
 use super::placement::{ConfigReloaded, Placement, PlacementPoke, PlacementWork};
 use super::quota::QuotaActor;
 use crate::config::Config;
 use crate::ports::Kind;
 use actix::prelude::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
+use table::{Table, ping_all};
 
 pub struct Supervisor {
     env: Arc<Env>,
-    claims: HashMap<String, (u64, Addr<ClaimActor>)>,
-    classes: HashMap<String, (u64, Addr<ClassActor>)>,
-    quotas: HashMap<String, (u64, Addr<QuotaActor>)>,
+    claims: Table<ClaimActor>,
+    classes: Table<ClassActor>,
+    quotas: Table<QuotaActor>,
     generation: u64,
     /// Kinds whose watch has listed once.
     synced: HashSet<Kind>,
@@ -44,9 +46,9 @@ impl Supervisor {
         let expected = Self::watched_kinds(&env.world.config());
         Self {
             env,
-            claims: HashMap::new(),
-            classes: HashMap::new(),
-            quotas: HashMap::new(),
+            claims: Table::default(),
+            classes: Table::default(),
+            quotas: Table::default(),
             generation: 0,
             synced: HashSet::new(),
             expected,
@@ -100,77 +102,6 @@ impl Supervisor {
         }
     }
 
-    fn poke_claim(&mut self, k: &str, ctx: &mut Context<Self>) {
-        if !self.ready {
-            return;
-        }
-        if let Some((_, a)) = self.claims.get(k) {
-            return a.do_send(Reconcile {
-                since: self.change_at,
-            });
-        }
-        if self.env.world.has_claim(k) {
-            let (g, a) = self.spawn(ctx, |g, env, to| ClaimActor::new(k.to_string(), g, env, to));
-            a.do_send(Reconcile {
-                since: self.change_at,
-            });
-            self.claims.insert(k.to_string(), (g, a));
-            self.report_actors();
-        }
-    }
-
-    /// Starts an actor of a new generation (an actor that stops reports
-    /// its generation, so a newer one for the same object is kept).
-    fn spawn<A: Actor<Context = Context<A>>>(
-        &mut self,
-        ctx: &Context<Self>,
-        make: impl FnOnce(u64, Arc<Env>, ToSupervisor) -> A,
-    ) -> (u64, Addr<A>) {
-        self.generation += 1;
-        let a = make(self.generation, self.env.clone(), to_supervisor(ctx)).start();
-        (self.generation, a)
-    }
-
-    fn class_actor(&mut self, name: &str, ctx: &mut Context<Self>) -> Option<Addr<ClassActor>> {
-        if let Some((_, a)) = self.classes.get(name) {
-            return Some(a.clone());
-        }
-        if !self.env.world.has_class(name) {
-            return None;
-        }
-        let (g, a) = self.spawn(ctx, |g, env, to| {
-            ClassActor::new(name.to_string(), g, env, to)
-        });
-        self.classes.insert(name.to_string(), (g, a.clone()));
-        self.report_actors();
-        Some(a)
-    }
-
-    fn poke_class(&mut self, name: &str, ctx: &mut Context<Self>) {
-        if self.ready
-            && let Some(a) = self.class_actor(name, ctx)
-        {
-            a.do_send(Reconcile {
-                since: self.change_at,
-            });
-        }
-    }
-
-    fn poke_quota(&mut self, k: &str, ctx: &mut Context<Self>) {
-        if !self.ready {
-            return;
-        }
-        let since = self.change_at;
-        if let Some((_, a)) = self.quotas.get(k) {
-            return a.do_send(Reconcile { since });
-        }
-        if self.env.world.quota(k).is_some() {
-            let (g, a) = self.spawn(ctx, |g, env, to| QuotaActor::new(k.to_string(), g, env, to));
-            a.do_send(Reconcile { since });
-            self.quotas.insert(k.to_string(), (g, a));
-        }
-    }
-
     fn place(&self, work: PlacementPoke) {
         if let (true, Some(p)) = (self.ready, &self.placement) {
             p.do_send(PlacementWork {
@@ -191,23 +122,14 @@ impl Supervisor {
             self.place(PlacementPoke::Allocation(r));
         }
         for k in w.keys(Kind::Claim) {
-            self.poke_claim(&k, ctx);
+            self.poke::<ClaimActor>(&k, ctx);
         }
         for c in w.keys(Kind::Class) {
-            self.poke_class(&c, ctx);
+            self.poke::<ClassActor>(&c, ctx);
         }
         for q in w.keys(Kind::Quota) {
-            self.poke_quota(&q, ctx);
+            self.poke::<QuotaActor>(&q, ctx);
         }
-    }
-}
-
-/// How the claim and class actors reach the supervisor.
-fn to_supervisor(ctx: &Context<Supervisor>) -> ToSupervisor {
-    let addr = ctx.address();
-    ToSupervisor {
-        stopped: addr.clone().recipient(),
-        released: addr.recipient(),
     }
 }
 
@@ -255,11 +177,7 @@ impl Handler<ConfigChanged> for Supervisor {
         self.env.world.set_config(new);
         // Grace timers and trace switches follow the new config.
         self.change_at = self.env.clock.now();
-        for (_, a) in self.claims.values() {
-            a.do_send(Reconcile {
-                since: self.change_at,
-            });
-        }
+        self.claims.reconcile_all(self.change_at);
         if let Some(p) = &self.placement {
             p.do_send(ConfigReloaded);
         }
@@ -270,7 +188,7 @@ impl Handler<ClaimReleased> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: ClaimReleased, ctx: &mut Context<Self>) {
         self.env.activity.tick();
-        if let Some(a) = self.class_actor(&msg.class, ctx) {
+        if let Some(a) = self.actor_of::<ClassActor>(&msg.class, ctx) {
             a.do_send(Released {
                 key: msg.key,
                 uid: msg.uid,
@@ -283,32 +201,16 @@ impl Handler<ActorStopped> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: ActorStopped, ctx: &mut Context<Self>) {
         self.env.activity.tick();
-        match msg {
-            ActorStopped::Claim { key, generation } => {
-                if self.claims.get(&key).is_some_and(|(g, _)| *g == generation) {
-                    self.claims.remove(&key);
-                    self.report_actors();
-                    // Recreated while the old actor was stopping: a new actor takes it.
-                    self.poke_claim(&key, ctx);
-                }
-            }
-            ActorStopped::Class { name, generation } => {
-                if self
-                    .classes
-                    .get(&name)
-                    .is_some_and(|(g, _)| *g == generation)
-                {
-                    self.classes.remove(&name);
-                    self.report_actors();
-                    self.poke_class(&name, ctx);
-                }
-            }
-            ActorStopped::Quota { key, generation } => {
-                if self.quotas.get(&key).is_some_and(|(g, _)| *g == generation) {
-                    self.quotas.remove(&key);
-                    self.poke_quota(&key, ctx);
-                }
-            }
+        let ActorStopped {
+            kind,
+            key,
+            generation,
+        } = msg;
+        match kind {
+            Kind::Claim => self.ended::<ClaimActor>(&key, generation, ctx),
+            Kind::Class => self.ended::<ClassActor>(&key, generation, ctx),
+            Kind::Quota => self.ended::<QuotaActor>(&key, generation, ctx),
+            _ => {}
         }
     }
 }
@@ -316,7 +218,7 @@ impl Handler<ActorStopped> for Supervisor {
 impl Handler<GetClaimTrace> for Supervisor {
     type Result = ResponseFuture<Option<ClaimTrace>>;
     fn handle(&mut self, GetClaimTrace(key): GetClaimTrace, _: &mut Context<Self>) -> Self::Result {
-        let addr = self.claims.get(&key).map(|(_, a)| a.clone());
+        let addr = self.claims.get(&key);
         Box::pin(async move {
             match addr {
                 Some(a) => a.send(GetTrace).await.ok(),
@@ -343,29 +245,21 @@ impl Handler<Settled> for Supervisor {
     type Result = ResponseFuture<bool>;
     fn handle(&mut self, _: Settled, _: &mut Context<Self>) -> Self::Result {
         let ready = self.ready;
-        let claims: Vec<_> = self.claims.values().map(|(_, a)| a.clone()).collect();
-        let classes: Vec<_> = self.classes.values().map(|(_, a)| a.clone()).collect();
-        let quotas: Vec<_> = self.quotas.values().map(|(_, a)| a.clone()).collect();
+        let actors = (
+            self.claims.addrs(),
+            self.classes.addrs(),
+            self.quotas.addrs(),
+        );
         let placement = self.placement.clone();
         let env = self.env.clone();
         Box::pin(async move {
             if !ready {
                 return false;
             }
+            let (claims, classes, quotas) = actors;
+            // Twice: what the first round's answers caused is answered too.
             for _ in 0..2 {
-                let mut pings = Vec::new();
-                for a in &claims {
-                    pings.push(a.send(Ping));
-                }
-                let mut more = Vec::new();
-                for a in &classes {
-                    more.push(a.send(Ping));
-                }
-                let quotas = futures::future::join_all(quotas.iter().map(|a| a.send(Ping)));
-                // An actor that stopped meanwhile has nothing left to do.
-                let _ = futures::future::join_all(pings).await;
-                let _ = futures::future::join_all(more).await;
-                let _ = quotas.await;
+                futures::join!(ping_all(&claims), ping_all(&classes), ping_all(&quotas));
                 if let Some(p) = &placement {
                     let _ = p.send(Ping).await;
                 }

@@ -239,8 +239,96 @@ impl Ask<'_> {
     }
 
     /// Among the nodes that pass every filter, the one left with the fewest
-    /// free GPUs after placement, ties by name.
+    /// free GPUs after placement, ties by name. Through the index of nodes
+    /// by free GPUs where it can answer; a pass over every node where it
+    /// cannot, or no node fits (the pass says why). Test builds check
+    /// every answer of the index against the pass.
     fn best_fit(&self) -> Result<String, Waiting> {
+        let indexed = self.best_fit_indexed();
+        if let Some(Some(node)) = &indexed
+            && !cfg!(debug_assertions)
+        {
+            return Ok(node.clone());
+        }
+        let scanned = self.best_fit_scanned();
+        if let Some(found) = indexed {
+            debug_assert_eq!(
+                found.as_deref(),
+                scanned.as_deref().ok(),
+                "the index of free GPUs chose otherwise than a pass over every node"
+            );
+        }
+        scanned
+    }
+
+    /// Best fit through the world's index, for a set that needs GPUs of
+    /// one resource (None for any other: not answered). The nodes where
+    /// the index's count is not the set's (placement's writes under way,
+    /// the set's own Lost claims' records) are judged in full; the rest
+    /// in the index's order, fewest free first, and the first that passes
+    /// every filter is the best of them: every node after it is left with
+    /// as many free or more. Some(None): no node fits.
+    fn best_fit_indexed(&self) -> Option<Option<String>> {
+        let mut need = self.need.iter();
+        let (Some((resource, &want)), None) = (need.next(), need.next()) else {
+            return None;
+        };
+        if want == 0 {
+            return None;
+        }
+        let mut apart: BTreeSet<String> = self
+            .written
+            .nodes_holding(self.w, resource)
+            .into_iter()
+            .collect();
+        apart.extend(
+            self.own
+                .iter()
+                .filter(|(_, r, _)| r == resource)
+                .map(|(n, _, _)| n.clone()),
+        );
+        let better = |left: u64, name: &str, best: &Option<(u64, String)>| {
+            best.as_ref()
+                .is_none_or(|(l, b)| (left, name) < (*l, b.as_str()))
+        };
+        let mut best: Option<(u64, String)> = None;
+        for name in &apart {
+            if let Some(n) = self.w.node(name)
+                && let Ok(left) = self.fit(&n, true)
+                && better(left, name, &best)
+            {
+                best = Some((left, name.clone()));
+            }
+        }
+        /// Nodes taken from the index at a time (its lock is not held
+        /// while they are judged).
+        const BATCH: usize = 64;
+        let mut after = None;
+        loop {
+            let batch = self.w.nodes_by_free(resource, want, after.as_ref(), BATCH);
+            let Some(last) = batch.last() else {
+                return Some(best.map(|(_, n)| n));
+            };
+            after = Some(last.clone());
+            for (free, name) in batch {
+                if !better(free - want, &name, &best) {
+                    return Some(best.map(|(_, n)| n));
+                }
+                if apart.contains(&name) {
+                    continue;
+                }
+                if let Some(n) = self.w.node(&name)
+                    && let Ok(left) = self.fit(&n, true)
+                {
+                    debug_assert_eq!(left, free - want, "the index's count of {name}");
+                    return Some(Some(name));
+                }
+            }
+        }
+    }
+
+    /// Best fit by a pass over every node, saying why none fits.
+    fn best_fit_scanned(&self) -> Result<String, Waiting> {
         let mut best: Option<(u64, String)> = None;
         let mut unfit: BTreeMap<Unfit, usize> = BTreeMap::new();
         // The nodes past the affinity filter, while they are few.

@@ -220,6 +220,15 @@ impl WrittenAllocations {
             .sum()
     }
 
+    /// Nodes where entries the cache does not count yet hold GPUs of
+    /// `resource`: their room is less than the cache's count says.
+    pub fn nodes_holding(&self, w: &World, resource: &str) -> Vec<String> {
+        self.uncounted(w)
+            .filter(|s| s.resource_name == resource)
+            .map(|s| s.node_name.clone())
+            .collect()
+    }
+
     /// GPUs of `class` held by entries the cache does not count yet.
     pub fn of_class(&self, w: &World, class: &str) -> u64 {
         self.uncounted_anywhere(w)
