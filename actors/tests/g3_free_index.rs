@@ -3,7 +3,8 @@
 //! less allocations and what pods use beyond them), in best fit's order,
 //! whatever the order of changes: nodes made, resized and deleted,
 //! allocations made, moved and deleted, launcher and other pods bound and
-//! gone, claims naming the VMI whose launcher their allocation covers.
+//! gone, claims naming (or owned by) the VMI whose launcher their
+//! allocation covers, and claims gone while their allocation stays.
 //! (Every placement decision in a test build also checks the index's
 //! choice against a pass over every node.)
 use gpu_claims_actors::config::Config;
@@ -37,12 +38,16 @@ enum Change {
         v: Option<u8>,
     },
     AllocationGone(u8),
-    /// Claim `c` alone, now attached to VMI `v` (or to none): which
-    /// launcher its allocation covers changes, and nothing else.
+    /// Claim `c` alone, now attached to VMI `v` (or to none), or owned by
+    /// it (a template claim): which launcher its allocation covers
+    /// changes, and nothing else.
     Attach {
         c: u8,
         v: Option<u8>,
+        owned: bool,
     },
+    /// Claim `c` gone, its allocation left (the watches bring them apart).
+    ClaimGone(u8),
     /// Pod `p` bound to node `n`, asking `gpus`: VMI `v`'s launcher, or
     /// a pod outside gpu-claims.
     Pod {
@@ -73,7 +78,9 @@ fn change() -> impl Strategy<Value = Change> {
         )
             .prop_map(|(c, n, count, r2, v)| Change::Allocation { c, n, count, r2, v }),
         (0..6u8).prop_map(Change::AllocationGone),
-        (0..6u8, prop::option::of(0..3u8)).prop_map(|(c, v)| Change::Attach { c, v }),
+        (0..6u8, prop::option::of(0..3u8), any::<bool>())
+            .prop_map(|(c, v, owned)| Change::Attach { c, v, owned }),
+        (0..6u8).prop_map(Change::ClaimGone),
         (
             0..6u8,
             node,
@@ -108,12 +115,16 @@ fn apply(w: &World, ch: Change) {
         Change::AllocationGone(c) => {
             w.forget(Kind::Allocation, &format!("t/c{c}"));
         }
-        Change::Attach { c, v } => {
+        Change::Attach { c, v, owned } => {
             let b = claim("t", &format!("c{c}")).bound("n0");
-            w.load(match v {
-                Some(v) => b.attached(&format!("vm{v}")).obj(),
-                None => b.obj(),
+            w.load(match (v, owned) {
+                (Some(v), false) => b.attached(&format!("vm{v}")).obj(),
+                (Some(v), true) => b.owned_by(&format!("vm{v}"), &format!("u{v}")).obj(),
+                (None, _) => b.obj(),
             });
+        }
+        Change::ClaimGone(c) => {
+            w.forget(Kind::Claim, &format!("t/c{c}"));
         }
         Change::Pod { p, n, gpus, r2, v } => {
             let name = format!("p{p}");

@@ -32,8 +32,8 @@ pub(crate) struct Indexes {
     pub allocated: DashMap<(String, String), u64>,
     pub allocated_by_class: DashMap<String, u64>,
     /// Per class: GPUs of its resource on Ready nodes it serves, kept up
-    /// to date as nodes and classes change (O(classes) per node change).
-    pub class_capacity: DashMap<String, u64>,
+    /// to date as nodes and classes change (O(selectors) per node change).
+    pub capacity: super::capacity::Capacity,
     /// Per resource: the classes that serve it.
     pub classes_by_resource: DashMap<String, BTreeSet<String>>,
     /// Per device resource: the VMIs whose spec requests it (G2 reads
@@ -64,13 +64,6 @@ fn shift<K: std::hash::Hash + Eq>(map: &DashMap<K, u64>, k: K, d: u64, sign: i64
     } else {
         e.saturating_sub(d)
     };
-}
-
-/// What a node gives a class: its allocatable of the class's resource,
-/// when it is Ready and the class's nodeSelector matches it.
-fn node_part(n: Option<&NodeFacts>, c: &GPUClass) -> u64 {
-    n.filter(|n| n.ready && n.matches(c.spec.node_selector.as_ref()))
-        .map_or(0, |n| n.allocatable(&c.spec.resource_name))
 }
 
 /// The index terms of one claim.
@@ -229,29 +222,8 @@ impl World {
         if let Some(n) = &new {
             add(&self.idx.classes_by_resource, &n.spec.resource_name, name);
         }
-        match &new {
-            // A new class, or one that serves other nodes or another
-            // resource: counted once over the nodes.
-            Some(c)
-                if old.as_ref().is_none_or(|o| {
-                    o.spec.node_selector != c.spec.node_selector
-                        || o.spec.resource_name != c.spec.resource_name
-                }) =>
-            {
-                let n = self.nodes.iter().map(|n| node_part(Some(&n), c)).sum();
-                self.idx.class_capacity.insert(name.to_string(), n);
-            }
-            Some(_) => {}
-            None => {
-                self.idx.class_capacity.remove(name);
-            }
-        }
+        self.class_capacity_changed(name, old.as_deref(), new.as_deref());
         old
-    }
-
-    /// A class's capacity, as `capacity_of` would count it.
-    pub fn class_capacity(&self, name: &str) -> u64 {
-        self.idx.class_capacity.get(name).map_or(0, |c| *c)
     }
 
     fn shift_allocated(&self, r: &GPUAllocation, sign: i64) {
@@ -372,20 +344,11 @@ impl World {
             let resources = old.iter().chain(&new).flat_map(|n| n.allocatable.keys());
             self.free_moved(name, resources.map(String::as_str));
         }
-        let mut moved = Vec::new();
-        if old != new {
-            // Sorted below: the classes' map iterates in no fixed order.
-            for c in self.classes.iter() {
-                let (before, after) =
-                    (node_part(old.as_deref(), &c), node_part(new.as_deref(), &c));
-                if before != after {
-                    let mut cap = self.idx.class_capacity.entry(c.key().clone()).or_default();
-                    *cap = (*cap + after).saturating_sub(before);
-                    moved.push(c.key().clone());
-                }
-            }
-        }
-        moved.sort();
+        let moved = if old != new {
+            self.node_capacity_changed(old.as_ref(), new.as_ref())
+        } else {
+            Vec::new()
+        };
         (old, moved)
     }
 }

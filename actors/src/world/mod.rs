@@ -8,6 +8,7 @@
 //! across arbiters. Nothing outside this module reaches the maps.
 
 mod apply;
+mod capacity;
 mod free;
 mod indexes;
 mod pods;

@@ -25,16 +25,20 @@ pub struct Stamps {
     pub latencies: Mutex<Vec<Duration>>,
 }
 
-/// Stamps every write when the actor issues it; then, when asked, checks
-/// the invariants over the cluster as the write finds it (the state after
-/// the write before), and makes the write wait as a real API server's
-/// answer would.
+/// Stamps every write when the actor issues it; makes it wait as a real
+/// API server's answer would; then, when asked, checks the invariants
+/// over the cluster as the write finds it (the state after the write
+/// before). Writes run on the runtime's worker threads, several at once:
+/// while checks are on, a write is applied alone (`one_at_a_time`, from
+/// its check to its end), so that no check reads a store another write is
+/// changing; they still wait their latency together.
 struct Stamping {
     stamps: Arc<Stamps>,
     cluster: Arc<MemCluster>,
     /// Nanoseconds every write waits before it is applied.
     latency: AtomicU64,
     checks: Mutex<Option<Checks>>,
+    one_at_a_time: tokio::sync::Semaphore,
 }
 
 /// The invariants checked before every write.
@@ -53,17 +57,36 @@ impl WriteGuard for Stamping {
             .lock()
             .unwrap()
             .push((Instant::now(), op.as_str(), what.to_string()));
-        if let Some(c) = self.checks.lock().unwrap().as_mut() {
-            // On the actors' thread, so nothing moves while it looks.
-            let found = c.checker.check(&self.cluster);
-            c.writes += 1;
-            c.violations.extend(found);
-        }
         let latency = Duration::from_nanos(self.latency.load(Ordering::Relaxed));
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
+        if self.checking() {
+            // Given back when the write is over (`finished`).
+            self.one_at_a_time
+                .acquire()
+                .await
+                .expect("the semaphore is never closed")
+                .forget();
+            if let Some(c) = self.checks.lock().unwrap().as_mut() {
+                let found = c.checker.check(&self.cluster);
+                c.writes += 1;
+                c.violations.extend(found);
+            }
+        }
         Ok(None)
+    }
+
+    fn finished(&self) {
+        if self.checking() {
+            self.one_at_a_time.add_permits(1);
+        }
+    }
+}
+
+impl Stamping {
+    fn checking(&self) -> bool {
+        self.checks.lock().unwrap().is_some()
     }
 }
 
@@ -99,6 +122,7 @@ impl Harness {
             cluster: cluster.clone(),
             latency: AtomicU64::new(0),
             checks: Mutex::new(None),
+            one_at_a_time: tokio::sync::Semaphore::new(1),
         });
         let ports = Ports {
             writer: Arc::new(Guarded {
@@ -134,7 +158,9 @@ impl Harness {
         self.guard.latency.store(nanos, Ordering::Relaxed);
     }
 
-    /// From now on the invariants are checked before every write.
+    /// From now on the invariants are checked before every write. Call it
+    /// while no write is under way (after `settle`): a write admitted
+    /// before would give back a turn it never took.
     pub fn check_every_write(&self) {
         *self.guard.checks.lock().unwrap() = Some(Checks::default());
     }

@@ -126,8 +126,12 @@ impl MemCluster {
         self.faults().fail_writes.pop_front().flatten()
     }
 
+    /// Journals a write; `journal` is held from before the store made it,
+    /// so that the journal's order is the store's even when writes run on
+    /// several threads at once.
     fn journal_write(
         &self,
+        journal: &mut Journal,
         op: &'static str,
         what: &ObjRef,
         rule: RuleId,
@@ -145,7 +149,7 @@ impl MemCluster {
             ),
             Err(e) => (false, Some(e.to_string()), None),
         };
-        self.journal().entries.push(Entry {
+        journal.entries.push(Entry {
             at: humantime::format_duration(std::time::Duration::from_millis(
                 elapsed.as_millis() as u64
             ))
@@ -196,6 +200,7 @@ impl MemCluster {
         }
         let what = obj.obj_ref();
         let (kind, v) = (what.kind.name(), gpu_claims_actors::api::to_json(&obj));
+        let mut journal = self.journal();
         let (op, r) = match update {
             None => ("create", self.store.create(kind, v)),
             Some(Subresource::Main) => {
@@ -206,7 +211,8 @@ impl MemCluster {
             }
             Some(sub) => ("update_status", self.store.update(kind, v, sub)),
         };
-        self.journal_write(op, &what, rule, &r);
+        self.journal_write(&mut journal, op, &what, rule, &r);
+        drop(journal);
         self.typed(what.kind, r.map_err(write_error)?)
     }
 }
@@ -230,6 +236,7 @@ impl Writer for MemCluster {
             return Err(e);
         }
         let ns = what.namespace.as_deref().unwrap_or_default();
+        let mut journal = self.journal();
         let r = self.store.delete(
             what.kind.name(),
             ns,
@@ -237,7 +244,8 @@ impl Writer for MemCluster {
             pre.uid.as_deref(),
             pre.resource_version.as_deref(),
         );
-        self.journal_write("delete", &what, rule, &r);
+        self.journal_write(&mut journal, "delete", &what, rule, &r);
+        drop(journal);
         let w = r.map_err(write_error)?;
         if w.removed {
             return Ok(Deleted::Gone);

@@ -103,10 +103,10 @@ impl Supervisor {
     }
 
     fn allocation_changed(&mut self, a: AllocationChange, ctx: &mut Context<Self>) {
+        // Its claim first: whether it holds GPUs without an allocation.
+        self.poke::<ClaimActor>(&a.key, ctx);
         // An orphan to delete, or (deleted) one placement deleted itself.
         self.place(PlacementPoke::Allocation(a.key.clone()));
-        // Its claim: whether it holds GPUs without an allocation.
-        self.poke::<ClaimActor>(&a.key, ctx);
         if let Some(f) = a.freed {
             let namespace = split_key(&a.key).0.to_string();
             self.place(PlacementPoke::Freed {
@@ -137,17 +137,27 @@ impl Supervisor {
     }
 
     fn vmi_changed(&mut self, v: VmiChange, ctx: &mut Context<Self>) {
-        if v.life_changed || v.request_changed {
-            self.place(PlacementPoke::Vmi(v.key.clone()));
-        }
+        // Its claims first (L5's detach is the write a VMI going final
+        // owes), then placement's look: actors run in the order they are
+        // told, on one thread.
         if v.life_changed {
             for c in self.env.world.claims_of_vmi(&v.key) {
                 self.poke::<ClaimActor>(&c, ctx);
             }
         }
+        if v.life_changed || v.request_changed {
+            self.place(PlacementPoke::Vmi(v.key.clone()));
+        }
     }
 
     fn pod_changed(&mut self, p: PodChange, ctx: &mut Context<Self>) {
+        // The claims of the VMIs whose launcher changed first (L9 and L12
+        // read launcher pods), then placement's looks.
+        for v in &p.vmis {
+            for c in self.env.world.claims_of_vmi(v) {
+                self.poke::<ClaimActor>(&c, ctx);
+            }
+        }
         // A pod's use of a node changed: the sets waiting on nodes for
         // which the node matters look again, as for a node's change. Room
         // freed may let one be placed; room taken changes what their
@@ -157,10 +167,7 @@ impl Supervisor {
             self.place(PlacementPoke::Node(node.to_string()));
         }
         for v in p.vmis {
-            self.place(PlacementPoke::Vmi(v.clone()));
-            for c in self.env.world.claims_of_vmi(&v) {
-                self.poke::<ClaimActor>(&c, ctx);
-            }
+            self.place(PlacementPoke::Vmi(v));
         }
     }
 

@@ -267,7 +267,9 @@ impl Ask<'_> {
     /// the set's own Lost claims' records) are judged in full; the rest
     /// in the index's order, fewest free first, and the first that passes
     /// every filter is the best of them: every node after it is left with
-    /// as many free or more. Some(None): no node fits.
+    /// as many free or more. Some(None): no node fits; None also when the
+    /// filters turned away `MOST_JUDGED` nodes with room (the pass
+    /// answers).
     fn best_fit_indexed(&self) -> Option<Option<String>> {
         let mut need = self.need.iter();
         let (Some((resource, &want)), None) = (need.next(), need.next()) else {
@@ -303,6 +305,12 @@ impl Ask<'_> {
         /// Nodes taken from the index at a time (its lock is not held
         /// while they are judged).
         const BATCH: usize = 64;
+        /// Nodes with room judged before the walk gives up for the pass:
+        /// where the filters turn away the tightest nodes one after another
+        /// (affinity, taints), the walk must not cost a pass and then
+        /// another.
+        const MOST_JUDGED: usize = 128;
+        let mut judged = 0;
         let mut after = None;
         loop {
             let batch = self.w.nodes_by_free(resource, want, after.as_ref(), BATCH);
@@ -316,6 +324,10 @@ impl Ask<'_> {
                 }
                 if apart.contains(&name) {
                     continue;
+                }
+                judged += 1;
+                if judged > MOST_JUDGED {
+                    return None;
                 }
                 if let Some(n) = self.w.node(&name)
                     && let Ok(left) = self.fit(&n, true)
