@@ -52,7 +52,7 @@ impl World {
         old: Option<&GPUClass>,
         new: Option<&GPUClass>,
     ) {
-        let cap = &self.idx.capacity;
+        let cap = &self.capacity;
         let (was, now) = (old.map(Counts::of), new.map(Counts::of));
         if was == now {
             return;
@@ -85,7 +85,7 @@ impl World {
         old: Option<&Arc<NodeFacts>>,
         new: Option<&Arc<NodeFacts>>,
     ) -> Vec<String> {
-        let cap = &self.idx.capacity;
+        let cap = &self.capacity;
         let mut moved = Vec::new();
         for g in cap.groups.iter() {
             let (before, after) = (g.key().on(old.map(|n| &**n)), g.key().on(new.map(|n| &**n)));
@@ -105,6 +105,6 @@ impl World {
 
     /// A class's capacity, as `capacity_of` would count it.
     pub fn class_capacity(&self, name: &str) -> u64 {
-        self.idx.capacity.by_class.get(name).map_or(0, |c| *c)
+        self.capacity.by_class.get(name).map_or(0, |c| *c)
     }
 }

@@ -68,7 +68,7 @@ impl World {
     /// The free GPUs of these resources on `node` may have moved. Device
     /// resources only: cpu, memory and pods are NodeResourcesFit's.
     pub(super) fn free_moved<'a>(&self, node: &str, resources: impl IntoIterator<Item = &'a str>) {
-        let mut dirty = locked(&self.idx.free.dirty);
+        let mut dirty = locked(&self.free.dirty);
         for r in resources.into_iter().filter(|r| is_extended(r)) {
             dirty.insert((node.to_string(), r.to_string()));
         }
@@ -98,8 +98,8 @@ impl World {
     ) -> Vec<(u64, String)> {
         // The counts first, then the marks: two questions at once cannot
         // set an older count over a newer one. Writers take only the marks.
-        let mut counts = locked(&self.idx.free.counts);
-        let marked = std::mem::take(&mut *locked(&self.idx.free.dirty));
+        let mut counts = locked(&self.free.counts);
+        let marked = std::mem::take(&mut *locked(&self.free.dirty));
         for (n, r) in marked {
             let c = self.count_free(&n, &r);
             counts.set((n, r), c);

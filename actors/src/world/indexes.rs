@@ -31,9 +31,6 @@ pub(crate) struct Indexes {
     pub launchers_by_vmi: DashMap<String, BTreeSet<String>>,
     pub allocated: DashMap<(String, String), u64>,
     pub allocated_by_class: DashMap<String, u64>,
-    /// Per class: GPUs of its resource on Ready nodes it serves, kept up
-    /// to date as nodes and classes change (O(selectors) per node change).
-    pub capacity: super::capacity::Capacity,
     /// Per resource: the classes that serve it.
     pub classes_by_resource: DashMap<String, BTreeSet<String>>,
     /// Per device resource: the VMIs whose spec requests it (G2 reads
@@ -52,8 +49,6 @@ pub(crate) struct Indexes {
     /// Per (namespace, class), and per namespace: GPUs recorded (Q1).
     pub recorded_by_namespace: DashMap<(String, String), u64>,
     pub recorded_by_namespace_total: DashMap<String, u64>,
-    /// Per device resource: nodes by their free GPUs (G3's best fit).
-    pub free: super::free::FreeIndex,
 }
 
 /// Adds `d` to a sum when `sign` is positive, takes it away otherwise.

@@ -71,6 +71,11 @@ pub struct World {
     /// What each pod bound to a node uses there, by pod key.
     bound: DashMap<String, PodUse>,
     pub(crate) idx: indexes::Indexes,
+    /// Per class: GPUs of its resource on Ready nodes it serves, kept up
+    /// to date as nodes and classes change (O(selectors) per node change).
+    capacity: capacity::Capacity,
+    /// Per device resource: nodes by their free GPUs (G3's best fit).
+    free: free::FreeIndex,
     config: RwLock<Arc<Config>>,
     /// Per kind, the highest resourceVersion the watch has brought.
     observed: [AtomicU64; Kind::ALL.len()],
