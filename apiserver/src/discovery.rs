@@ -51,7 +51,7 @@ pub fn group(served: &Served, name: &str) -> Option<Value> {
         "versions": [gv.clone()], "preferredVersion": gv}))
 }
 
-const VERBS: &[&str] = &[
+pub(crate) const VERBS: &[&str] = &[
     "create",
     "delete",
     "deletecollection",

@@ -219,11 +219,19 @@ const REGARDING: [&str; 7] = [
     "regarding.fieldPath",
 ];
 
-/// A dotted field path's value as a selector compares it; absent is "".
+/// The field labels whose value is a Go bool upstream: an absent one is
+/// its zero value, `false` (`fmt.Sprint(node.Spec.Unschedulable)`,
+/// `strconv.FormatBool(pod.Spec.HostNetwork)`), so that
+/// `spec.unschedulable=false` selects the nodes never cordoned.
+const BOOLEAN_FIELDS: [&str; 2] = ["spec.unschedulable", "spec.hostNetwork"];
+
+/// A dotted field path's value as a selector compares it; absent is "",
+/// or `false` for a boolean field.
 fn field(obj: &Value, path: &str) -> String {
     let v = path.split('.').fold(obj, |v, seg| &v[seg]);
     match v {
         Value::String(s) => s.clone(),
+        Value::Null if BOOLEAN_FIELDS.contains(&path) => "false".into(),
         Value::Null => String::new(),
         v => v.to_string(),
     }
@@ -254,6 +262,7 @@ mod tests {
         let m = |s: &str| Selector::parse(None, Some(s)).unwrap().matches(&pod());
         assert!(m("metadata.name=p") && m("spec.nodeName=n1,status.phase!=Pending"));
         assert!(m("spec.missing=") && !m("metadata.namespace=b"));
+        assert!(m("spec.hostNetwork=false") && !m("spec.hostNetwork=true"));
         assert!(Selector::parse(None, Some("nonsense")).is_err());
     }
 }

@@ -41,6 +41,8 @@ struct Watch {
     /// kubectl asked for Tables: each event's object is a one-row Table
     /// (with these printer columns, for a custom resource).
     as_table: Option<Option<Vec<table::Column>>>,
+    /// A metadata-only watch: each object as PartialObjectMetadata.
+    as_metadata: bool,
     /// Resolves when the caller is cut off the server.
     cut: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
 }
@@ -58,6 +60,7 @@ impl Watch {
                     meta,
                 )
             }
+            None if self.as_metadata => crate::partial::object(obj),
             None => obj.clone(),
         };
         json!({"type": type_, "object": object})
@@ -94,11 +97,17 @@ impl Watch {
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        json!({"type": "BOOKMARK", "object": {
+        let object = json!({
             "kind": self.target.resource.kind,
             "apiVersion": self.target.resource.api_version(),
             "metadata": meta,
-        }})
+        });
+        let object = if self.as_metadata {
+            crate::partial::object(&object)
+        } else {
+            object
+        };
+        json!({"type": "BOOKMARK", "object": object})
     }
 
     /// The next line, or None when the stream ends.
@@ -158,11 +167,20 @@ pub async fn reach(s: &ApiServer, rv: u64, plural: &str) -> Result<(), Response>
     }
 }
 
+/// How a watch's objects are answered, as `Accept` asks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Shape {
+    /// kubectl's one-row Tables.
+    pub table: bool,
+    /// Metadata alone (`PartialObjectMetadata`).
+    pub metadata: bool,
+}
+
 pub fn watch(
     s: Arc<ApiServer>,
     target: Target,
     q: HashMap<String, String>,
-    as_table: bool,
+    shape: Shape,
     user: &str,
 ) -> Response {
     let selector = match Selector::for_resource(
@@ -190,7 +208,7 @@ pub fn watch(
         .and_then(|r| r.parse().ok())
         .filter(|r| *r > 0);
     let initial = flag("sendInitialEvents");
-    let table_columns = as_table.then(|| {
+    let table_columns = shape.table.then(|| {
         s.served()
             .custom(target.resource.kind)
             .map(|c| c.columns.clone())
@@ -205,6 +223,7 @@ pub fn watch(
         seen: 0,
         epoch: s.epoch.subscribe(),
         as_table: table_columns,
+        as_metadata: shape.metadata,
         cut: Box::pin(s.cut_off(user)),
     };
     let start = match from {

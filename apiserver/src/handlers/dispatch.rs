@@ -29,6 +29,21 @@ pub(super) async fn resource(
     body: Bytes,
 ) -> Response {
     let path = uri.path();
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .unwrap_or_default();
+    if method == Method::GET
+        && crate::discovery_v2::asked(accept)
+        && let Some(v) = crate::discovery_v2::answer(&caller.served, path)
+    {
+        let mut r = ok(StatusCode::OK, v);
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static(crate::discovery_v2::MEDIA_TYPE),
+        );
+        return r;
+    }
     if method == Method::GET
         && let Some(v) = crate::discovery::answer(&caller.served, path)
             .or_else(|| crate::openapi::answer(&caller.served, path))
@@ -81,10 +96,12 @@ async fn serve(
             (m, name) => not_allowed(m, path, name.as_deref(), t),
         });
     }
-    let table = headers
+    let accept = headers
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok())
-        .is_some_and(|a| a.contains("as=Table"));
+        .unwrap_or_default();
+    let table = accept.contains("as=Table");
+    let metadata = crate::partial::asked(accept);
     let manager = crate::managed::manager_of(
         q.get("fieldManager").map(String::as_str),
         &caller.user_agent,
@@ -113,12 +130,19 @@ async fn serve(
     }
     // Writes are applied and logged one at a time, so that the log's
     // order is the order in which they took effect.
-    let _in_order =
+    let in_order =
         is_write(method).then(|| s.write_order.lock().unwrap_or_else(|e| e.into_inner()));
-    Ok(match (method, t.name.as_deref()) {
-        (&Method::GET, None) if watching => {
-            watch::watch(s.clone(), t.clone(), q.clone(), table, &caller.user)
-        }
+    if watching {
+        let shape = watch::Shape { table, metadata };
+        return Ok(watch::watch(
+            s.clone(),
+            t.clone(),
+            q.clone(),
+            shape,
+            &caller.user,
+        ));
+    }
+    let answer = match (method, t.name.as_deref()) {
         (&Method::GET, None) => req.list(table),
         (&Method::GET, Some(n)) => req.get(n, table),
         (&Method::POST, None) => match created {
@@ -136,6 +160,13 @@ async fn serve(
         (&Method::DELETE, Some(n)) => req.delete(n, body),
         (&Method::DELETE, None) if !t.status => req.delete_collection(body),
         (m, name) => not_allowed(m, path, name, t),
+    };
+    // The write is applied and logged: the order is free for the next.
+    drop(in_order);
+    Ok(if metadata {
+        crate::partial::answer(answer).await
+    } else {
+        answer
     })
 }
 

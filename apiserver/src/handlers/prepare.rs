@@ -1,13 +1,14 @@
 //! What a written object goes through before the store, in
 //! kube-apiserver's order: the part this request may not write taken from
-//! the stored object, metadata validated, the CRD's schema applied
+//! the stored object, the built-in kind's defaults (`defaults`) and what
+//! its registry sets on create (`created`), metadata validated, the CRD's schema applied
 //! (pruning, defaults, validation and CEL rules), a built-in kind decoded
 //! by its type, unknown fields handled as `fieldValidation` says, and the
 //! field manager's managedFields recorded.
 
 use super::{LoggedWrite, Req};
 use crate::store::Apply;
-use crate::{managed, schema, status, typed, validate};
+use crate::{created, defaults, managed, schema, status, typed, validate};
 use axum::response::Response;
 use serde_json::Value;
 
@@ -36,6 +37,10 @@ impl Req<'_> {
         let mode = self.field_validation(name)?;
         let old = self.s.store.get(self.store_kind(), self.ns(), name);
         self.keep_what_it_may_not_write(old.as_ref(), obj);
+        defaults::apply(self.store_kind(), obj);
+        if old.is_none() {
+            created::prepare(&self.s.store, self.store_kind(), obj);
+        }
         let mut causes = validate::metadata(&self.t.resource, obj);
         let crd_schema = self
             .served

@@ -60,7 +60,10 @@ impl Req<'_> {
         if self.t.resource.kind == "Namespace" {
             obj = namespaces::shaped(obj);
         }
-        let r = self.s.store.create_with(self.store_kind(), obj, self.how);
+        let r = self
+            .s
+            .store
+            .create_prepared(self.store_kind(), obj, self.how);
         self.journal("create", "", &r);
         match r {
             Ok(w) => warned(ok(StatusCode::CREATED, self.served(w.object)), &warnings),

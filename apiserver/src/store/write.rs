@@ -37,6 +37,28 @@ impl Store {
     }
 
     pub fn create_with(&self, kind: &str, obj: Value, how: Apply) -> Result<Written, StoreError> {
+        self.create_status(kind, obj, how, false)
+    }
+
+    /// A create whose status the caller has prepared: the API's rule that
+    /// a create does not write a status subresource's `status` applied,
+    /// then what the kind's registry sets on create (a Pod's phase).
+    pub fn create_prepared(
+        &self,
+        kind: &str,
+        obj: Value,
+        how: Apply,
+    ) -> Result<Written, StoreError> {
+        self.create_status(kind, obj, how, true)
+    }
+
+    fn create_status(
+        &self,
+        kind: &str,
+        obj: Value,
+        how: Apply,
+        keep_status: bool,
+    ) -> Result<Written, StoreError> {
         let mut obj = strip_nulls(obj);
         let mut g = self.lock();
         if meta_str(&obj, "name").is_empty() {
@@ -68,6 +90,7 @@ impl Store {
             set_meta(&mut obj, "generation", json!(1));
         }
         if self.has_status(kind)
+            && !keep_status
             && let Some(o) = obj.as_object_mut()
         {
             o.remove("status");
