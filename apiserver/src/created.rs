@@ -11,7 +11,11 @@ pub fn prepare(store: &Store, kind: &str, obj: &mut Value) {
     match kind {
         "CustomResourceDefinition" => crd(obj),
         "Pod" => obj["status"] = json!({"phase": "Pending", "qosClass": qos_class(&obj["spec"])}),
-        "Service" => allocate_cluster_ip(store, &mut obj["spec"]),
+        "Service" => {
+            if let Some(spec) = obj.get_mut("spec") {
+                allocate_cluster_ip(store, spec);
+            }
+        }
         _ => {}
     }
 }

@@ -11,7 +11,11 @@ use serde_json::{Map, Value, json};
 pub fn apply(kind: &str, obj: &mut Value) {
     match kind {
         "Pod" => pod(obj),
-        "Service" => service(&mut obj["spec"]),
+        "Service" => {
+            if let Some(spec) = obj.get_mut("spec") {
+                service(spec);
+            }
+        }
         "Secret" => secret(obj),
         "Namespace" => namespace(obj),
         "Deployment" => deployment(obj),
@@ -28,13 +32,15 @@ fn set(obj: &mut Value, field: &str, value: Value) {
 
 /// `SetDefaults_Pod`, `SetDefaults_PodSpec` and the containers'.
 fn pod(obj: &mut Value) {
-    let spec = &mut obj["spec"];
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
     pod_spec(spec);
     set(spec, "enableServiceLinks", json!(true));
     // Requests default to limits, for a Pod's containers (not a
     // template's: that is why upstream does it here).
     for list in ["containers", "initContainers"] {
-        for c in items(&mut spec[list]) {
+        for c in items(spec, list) {
             let limits = c["resources"]["limits"].as_object().cloned();
             if let Some(limits) = limits {
                 let requests = &mut c["resources"]["requests"];
@@ -61,7 +67,7 @@ fn pod_spec(spec: &mut Value) {
     set(spec, "terminationGracePeriodSeconds", json!(30));
     set(spec, "schedulerName", json!("default-scheduler"));
     for list in ["containers", "initContainers", "ephemeralContainers"] {
-        for c in items(&mut spec[list]) {
+        for c in items(spec, list) {
             container(c);
         }
     }
@@ -76,7 +82,7 @@ fn container(c: &mut Value) {
     set(c, "imagePullPolicy", json!(policy));
     set(c, "terminationMessagePath", json!("/dev/termination-log"));
     set(c, "terminationMessagePolicy", json!("File"));
-    for p in items(&mut c["ports"]) {
+    for p in items(c, "ports") {
         set(p, "protocol", json!("TCP"));
     }
 }
@@ -103,7 +109,7 @@ fn service(spec: &mut Value) {
     set(spec, "sessionAffinity", json!("None"));
     set(spec, "type", json!("ClusterIP"));
     let ty = spec["type"].as_str().unwrap_or_default().to_string();
-    for p in items(&mut spec["ports"]) {
+    for p in items(spec, "ports") {
         set(p, "protocol", json!("TCP"));
         let target = &p["targetPort"];
         if target.is_null() || *target == json!(0) || *target == json!("") {
@@ -155,10 +161,9 @@ fn namespace(obj: &mut Value) {
 
 /// apps/v1 `SetDefaults_Deployment`, and its template's pod spec.
 fn deployment(obj: &mut Value) {
-    let spec = &mut obj["spec"];
-    if !spec.is_object() {
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
         return;
-    }
+    };
     set(spec, "replicas", json!(1));
     set(spec, "revisionHistoryLimit", json!(10));
     set(spec, "progressDeadlineSeconds", json!(600));
@@ -174,12 +179,18 @@ fn deployment(obj: &mut Value) {
         );
         set(&mut strategy["rollingUpdate"], "maxSurge", json!("25%"));
     }
-    pod_spec(&mut spec["template"]["spec"]);
+    if let Some(template) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
+        pod_spec(template);
+    }
 }
 
-/// The objects of a list field (none when absent).
-fn items(v: &mut Value) -> impl Iterator<Item = &mut Value> {
-    v.as_array_mut().into_iter().flatten()
+/// The objects of a list field (none when absent; an absent field is not
+/// made).
+fn items<'a>(v: &'a mut Value, field: &str) -> impl Iterator<Item = &'a mut Value> {
+    v.get_mut(field)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
 }
 
 #[cfg(test)]
@@ -230,6 +241,7 @@ mod tests {
         let again = p.clone();
         apply("Pod", &mut p);
         assert_eq!(p, again, "defaulting twice changes nothing");
+        assert!(!p.to_string().contains("null"), "no field made null: {p}");
         let mut kept = json!({"spec": {"restartPolicy": "Never", "containers": []}});
         apply("Pod", &mut kept);
         assert_eq!(kept["spec"]["restartPolicy"], "Never");

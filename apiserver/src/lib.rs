@@ -15,6 +15,7 @@ pub mod faults;
 mod gc;
 mod handlers;
 mod identity;
+mod kind_rules;
 mod managed;
 pub mod namespaces;
 mod openapi;

@@ -25,6 +25,8 @@ pub enum CauseKind {
     Required,
     /// `Unsupported value: <v>: supported values: ...`
     NotSupported,
+    /// `Forbidden: <detail>`
+    Forbidden,
 }
 
 impl Cause {
@@ -38,6 +40,15 @@ impl Cause {
             value: value.into(),
             detail: detail.into(),
             kind: CauseKind::Invalid,
+        }
+    }
+
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            value: String::new(),
+            detail: detail.into(),
+            kind: CauseKind::Forbidden,
         }
     }
 
@@ -63,6 +74,7 @@ impl Cause {
             CauseKind::Invalid => "FieldValueInvalid",
             CauseKind::Required => "FieldValueRequired",
             CauseKind::NotSupported => "FieldValueNotSupported",
+            CauseKind::Forbidden => "FieldValueForbidden",
         }
     }
 
@@ -74,6 +86,7 @@ impl Cause {
             CauseKind::NotSupported => {
                 format!("Unsupported value: {}: {}", self.value, self.detail)
             }
+            CauseKind::Forbidden => format!("Forbidden: {}", self.detail),
         }
     }
 }

@@ -310,3 +310,78 @@ async fn aggregated_discovery_finds_every_group_with_its_resources() {
     let legacy = c.list_api_groups().await.unwrap();
     assert!(legacy.groups.iter().any(|g| g.name == "apps"));
 }
+
+/// Validation upstream's registries add: a Deployment whose selector does
+/// not select its template, and a Pod update that changes its spec where
+/// upstream does not let it (a container's command), are 422 Invalid in
+/// apimachinery's words; an image change is allowed.
+#[tokio::test]
+async fn a_deployment_that_selects_no_template_and_a_pods_changed_command_are_invalid() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Pod;
+    let (_server, c) = server().await;
+    let pp = PostParams::default();
+    let deployments: Api<Deployment> = Api::namespaced(c.clone(), "default");
+    let d: Deployment = common::from(json!({"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"app": "d"}},
+        "template": {"metadata": {"labels": {"app": "other"}},
+            "spec": {"containers": [{"name": "a", "image": "x"}]}}}}));
+    let e = common::refusal(deployments.create(&pp, &d).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message.contains(r#"spec.template.metadata.labels: Invalid value: map[string]string{"app":"other"}: `selector` does not match template `labels`"#),
+        "{}",
+        e.message
+    );
+    let pods: Api<Pod> = Api::namespaced(c, "default");
+    let pod: Pod = common::from(json!({"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "a", "image": "x:1", "command": ["run"]}]}}));
+    let mut p = pods.create(&pp, &pod).await.unwrap();
+    p.spec.as_mut().unwrap().containers[0].image = Some("x:2".into());
+    let mut p = pods.replace("p", &pp, &p).await.unwrap();
+    p.spec.as_mut().unwrap().containers[0].command = Some(vec!["other".into()]);
+    let e = common::refusal(pods.replace("p", &pp, &p).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message.contains("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"),
+        "{}",
+        e.message
+    );
+}
+
+/// What a scheduling gate's controller writes (gpu-claims' G4): a gated
+/// pod pinned by node selector and ungated in one update is allowed, also
+/// for a pod stored as it was sent, without defaults (a test world's);
+/// once ungated, its node selector is fixed.
+#[tokio::test]
+async fn a_gated_pod_is_pinned_and_ungated_in_one_update_even_stored_without_defaults() {
+    use gpu_claims_apiserver::store::Store;
+    use k8s_openapi::api::core::v1::Pod;
+    let store = std::sync::Arc::new(Store::new(
+        std::sync::Arc::new(k8s_openapi::jiff::Timestamp::now),
+        &["Pod"],
+    ));
+    store.seed(
+        "Pod",
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "t"},
+        "spec": {"containers": [{"name": "compute"}], "schedulingGates": [{"name": "placement"}]}}),
+    );
+    let s = common::builder(&["t"]).store(store).start().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(s.client(), "t");
+    let pp = PostParams::default();
+    let mut p = pods.get("p").await.unwrap();
+    let spec = p.spec.as_mut().unwrap();
+    spec.node_selector
+        .get_or_insert_default()
+        .insert("kubernetes.io/hostname".into(), "n1".into());
+    spec.scheduling_gates = None;
+    let mut p = pods.replace("p", &pp, &p).await.unwrap();
+    let spec = p.spec.as_mut().unwrap();
+    assert!(spec.scheduling_gates.is_none());
+    spec.node_selector
+        .get_or_insert_default()
+        .insert("kubernetes.io/hostname".into(), "n2".into());
+    let e = common::refusal(pods.replace("p", &pp, &p).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+}

@@ -1220,7 +1220,6 @@ async fn a_strategic_merge_patch_merges_lists_by_their_merge_key() {
             &Patch::Strategic(json!({"spec": {
                 "containers": [{"name": "c", "image": "i:2"}],
                 "schedulingGates": [{"name": "g1", "$patch": "delete"}],
-                "tolerations": [{"key": "t2", "operator": "Exists"}],
             }})),
         )
         .await
@@ -1247,14 +1246,39 @@ async fn a_strategic_merge_patch_merges_lists_by_their_merge_key() {
         .map(|g| g.name)
         .collect();
     assert_eq!(gates, ["g2"]);
-    // Tolerations have no merge key upstream: replaced whole.
-    let tolerations: Vec<Option<String>> = spec
+    // Tolerations have no merge key upstream: replaced whole. A list
+    // without the pod's toleration removes it, which a pod's update may
+    // not do (only additions); one with it and another adds that one.
+    let toleration = |keys: &[&str]| {
+        let list: Vec<Value> = keys
+            .iter()
+            .map(|k| json!({"key": k, "operator": "Exists"}))
+            .collect();
+        Patch::Strategic(json!({"spec": {"tolerations": list}}))
+    };
+    let e = refusal(
+        pods.patch("p", &PatchParams::default(), &toleration(&["t2"]))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message.contains("spec.tolerations: Forbidden"),
+        "{}",
+        e.message
+    );
+    let patched = pods
+        .patch("p", &PatchParams::default(), &toleration(&["t1", "t2"]))
+        .await
+        .unwrap();
+    let keys: Vec<Option<String>> = patched
+        .spec
+        .unwrap()
         .tolerations
         .unwrap()
         .into_iter()
         .map(|t| t.key)
         .collect();
-    assert_eq!(tolerations, [Some("t2".to_string())]);
+    assert_eq!(keys, [Some("t1".to_string()), Some("t2".to_string())]);
 }
 
 #[tokio::test]

@@ -1,14 +1,15 @@
 //! What a written object goes through before the store, in
 //! kube-apiserver's order: the part this request may not write taken from
 //! the stored object, the built-in kind's defaults (`defaults`) and what
-//! its registry sets on create (`created`), metadata validated, the CRD's schema applied
+//! its registry sets on create (`created`), metadata and the kind's own
+//! rules validated (`kind_rules`), the CRD's schema applied
 //! (pruning, defaults, validation and CEL rules), a built-in kind decoded
 //! by its type, unknown fields handled as `fieldValidation` says, and the
 //! field manager's managedFields recorded.
 
 use super::{LoggedWrite, Req};
 use crate::store::Apply;
-use crate::{created, defaults, managed, schema, status, typed, validate};
+use crate::{created, defaults, kind_rules, managed, schema, status, typed, validate};
 use axum::response::Response;
 use serde_json::Value;
 
@@ -42,6 +43,7 @@ impl Req<'_> {
             created::prepare(&self.s.store, self.store_kind(), obj);
         }
         let mut causes = validate::metadata(&self.t.resource, obj);
+        causes.extend(kind_rules::check(self.store_kind(), old.as_ref(), obj));
         let crd_schema = self
             .served
             .custom(self.t.resource.kind)
