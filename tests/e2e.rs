@@ -76,13 +76,7 @@ fn e2e_without_the_gpuquota_crd_no_quota_applies_and_vms_are_placed_all_the_same
     // the controller must not stop placing because one kind is missing.
     let mut c = Cluster::new(small, CONFIG);
     c.store
-        .delete(
-            "CustomResourceDefinition",
-            "",
-            "gpuquotas.gpu.cozystack.io",
-            None,
-            None,
-        )
+        .delete("CustomResourceDefinition", "", "gpuquotas.gpu.cozystack.io")
         .unwrap();
     let ctl = c.start_controller();
     started(&mut c);
@@ -133,7 +127,7 @@ fn e2e_a_lost_node_makes_its_claims_lost_and_its_return_attaches_them() {
 fn e2e_a_claims_deletion_waits_for_its_vm() {
     let (mut c, _ctl) = small_started();
     vm_attached(&mut c);
-    c.store.delete("GPUClaim", A, "named", None, None).unwrap();
+    c.store.delete("GPUClaim", A, "named").unwrap();
     c.settle(
         "L9: the deleting claim is held while its VM runs",
         |s| {
@@ -150,14 +144,14 @@ fn e2e_a_claims_deletion_waits_for_its_vm() {
 fn e2e_a_class_deletion_waits_for_its_claims() {
     let (mut c, _ctl) = small_started();
     vm_attached(&mut c);
-    c.store.delete("GPUClass", "", "h200", None, None).unwrap();
+    c.store.delete("GPUClass", "", "h200").unwrap();
     c.settle(
         "L11: the class waits while a claim holds it",
         |s| s.class("h200").is_some_and(|k| is_deleting(&k.metadata)),
         HOLD,
     );
     c.standin.stop_vm(A, "vm");
-    c.store.delete("GPUClaim", A, "named", None, None).unwrap();
+    c.store.delete("GPUClaim", A, "named").unwrap();
     c.settle(
         "L8 then L11: claim and class released",
         |s| s.phase(A, "named") == "gone" && s.class("h200").is_none(),

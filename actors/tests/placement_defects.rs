@@ -141,10 +141,8 @@ fn l8_deletes_the_allocation_the_cache_does_not_show_before_the_finalizer() {
                 gpu_claims_testbed::memory::store::Subresource::Status,
             )
             .unwrap();
-        sim.store
-            .delete("Pod", "t", "virt-launcher-vm1", None, None)
-            .unwrap();
-        sim.store.delete("GPUClaim", "t", "a", None, None).unwrap();
+        sim.store.delete("Pod", "t", "virt-launcher-vm1").unwrap();
+        sim.store.delete("GPUClaim", "t", "a").unwrap();
         sim.settle().await;
         let v = checker.check(&sim.cluster);
         assert!(v.is_empty(), "invariants violated: {v:#?}");

@@ -140,8 +140,8 @@ proptest! {
             v.extend(checker.check(&sim.cluster));
             // A VM stops, its pods go, and time passes beyond every grace.
             let name = format!("vm{stop_vm}");
-            let _ = sim.store.delete(Kind::Pod.name(), "t", &format!("virt-launcher-{name}"), None, None);
-            let _ = sim.store.delete(Kind::Vmi.name(), "t", &name, None, None);
+            let _ = sim.store.delete(Kind::Pod.name(), "t", &format!("virt-launcher-{name}"));
+            let _ = sim.store.delete(Kind::Vmi.name(), "t", &name);
             sim.settle().await;
             v.extend(checker.check(&sim.cluster));
             sim.advance(secs(150)).await;

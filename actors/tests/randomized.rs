@@ -101,22 +101,16 @@ fn stop_vm(sim: &Sim, i: u64) {
         .update("VirtualMachineInstance", v, Subresource::Status);
     for p in sim.store.list("Pod").0 {
         if p["metadata"]["ownerReferences"][0]["name"] == name.as_str() {
-            let _ = sim.store.delete(
-                "Pod",
-                "t",
-                p["metadata"]["name"].as_str().unwrap(),
-                None,
-                None,
-            );
+            let _ = sim
+                .store
+                .delete("Pod", "t", p["metadata"]["name"].as_str().unwrap());
         }
     }
 }
 
 fn remove_vm(sim: &Sim, i: u64) {
     let name = format!("vm{i}");
-    let _ = sim
-        .store
-        .delete("VirtualMachineInstance", "t", &name, None, None);
+    let _ = sim.store.delete("VirtualMachineInstance", "t", &name);
     // The garbage collector: the VMI's pods go with it, before the
     // controller looks (the checker judges I1 and I7 at the end of a step,
     // so an orphaned pod whose claim a later write releases would be
@@ -124,7 +118,7 @@ fn remove_vm(sim: &Sim, i: u64) {
     for p in sim.store.list("Pod").0 {
         if p["metadata"]["ownerReferences"][0]["name"] == name.as_str() {
             let pod = p["metadata"]["name"].as_str().unwrap_or_default();
-            let _ = sim.store.delete("Pod", "t", pod, None, None);
+            let _ = sim.store.delete("Pod", "t", pod);
         }
     }
 }
@@ -227,7 +221,7 @@ fn foreign_pod(sim: &Sim, rng: &mut Rng) {
             }
         }
         _ => {
-            let _ = sim.store.delete("Pod", "ml", &name, None, None);
+            let _ = sim.store.delete("Pod", "ml", &name);
         }
     }
 }
@@ -309,7 +303,7 @@ struct Seen {
 /// too), or deletes it.
 fn set_quota(sim: &Sim, rng: &mut Rng) {
     if rng.below(4) == 0 {
-        let _ = sim.store.delete("GPUQuota", "t", "q", None, None);
+        let _ = sim.store.delete("GPUQuota", "t", "q");
         return;
     }
     let mut q = quota("t", "q").hard("h200", 2 + rng.below(6) as u32);

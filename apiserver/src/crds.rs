@@ -57,7 +57,7 @@ fn clean_up(store: &Store, crd: &Value) {
     for o in store.list(kind).0 {
         let m = &o["metadata"];
         let s = |f: &str| m[f].as_str().unwrap_or_default();
-        let _ = store.delete(kind, s("namespace"), s("name"), None, None);
+        let _ = store.delete(kind, s("namespace"), s("name"));
     }
 }
 

@@ -79,7 +79,7 @@ fn delete(store: &Store, kind: &str, ns: &str, name: &str) {
     let _ = if kind == "Pod" {
         super::pods::delete(store, ns, name, None, None, None, Apply::Commit)
     } else {
-        store.delete(kind, ns, name, None, None)
+        store.delete(kind, ns, name)
     };
 }
 

@@ -134,7 +134,7 @@ fn finish(store: &Store, ns: &str) {
     let inside = store.in_namespace(ns);
     for (kind, name, deleting) in &inside {
         if !deleting {
-            let _ = store.delete(kind, ns, name, None, None);
+            let _ = store.delete(kind, ns, name);
         }
     }
     if store.in_namespace(ns).is_empty()
@@ -142,7 +142,7 @@ fn finish(store: &Store, ns: &str) {
     {
         o["spec"]["finalizers"] = json!([]);
         let _ = store.update("Namespace", o, crate::store::Subresource::Main);
-        let _ = store.delete("Namespace", "", ns, None, None);
+        let _ = store.delete("Namespace", "", ns);
     }
 }
 

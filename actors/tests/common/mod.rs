@@ -299,7 +299,7 @@ impl TestCluster {
     pub fn user_delete(&self, kind: Kind, ns: Option<&str>, name: &str) {
         self.sim
             .store
-            .delete(kind.name(), ns.unwrap_or_default(), name, None, None)
+            .delete(kind.name(), ns.unwrap_or_default(), name)
             .unwrap();
     }
 

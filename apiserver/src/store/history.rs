@@ -196,7 +196,7 @@ mod tests {
             o["data"]["i"] = json!(i.to_string());
             store.update("ConfigMap", o, Subresource::Main).unwrap();
         }
-        store.delete("ConfigMap", "t", "big", None, None).unwrap();
+        store.delete("ConfigMap", "t", "big").unwrap();
         let (changes, bytes) = store.history_size();
         assert!(bytes <= HISTORY_BYTES, "{bytes} bytes in {changes} changes");
         assert!(changes < 52, "older changes were dropped: {changes}");

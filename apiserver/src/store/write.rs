@@ -37,27 +37,24 @@ impl Store {
     }
 
     pub fn create_with(&self, kind: &str, obj: Value, how: Apply) -> Result<Written, StoreError> {
-        self.create_status(kind, obj, how, false)
+        let mut obj = obj;
+        // A create does not write a status subresource's `status`.
+        if self.has_status(kind)
+            && let Some(o) = obj.as_object_mut()
+        {
+            o.remove("status");
+        }
+        self.create_prepared(kind, obj, how)
     }
 
-    /// A create whose status the caller has prepared: the API's rule that
-    /// a create does not write a status subresource's `status` applied,
-    /// then what the kind's registry sets on create (a Pod's phase).
+    /// A create whose status the caller has prepared (the HTTP handler:
+    /// the API's rule that a create does not write the status applied,
+    /// then what the kind's registry sets on create, a Pod's phase).
     pub fn create_prepared(
         &self,
         kind: &str,
         obj: Value,
         how: Apply,
-    ) -> Result<Written, StoreError> {
-        self.create_status(kind, obj, how, true)
-    }
-
-    fn create_status(
-        &self,
-        kind: &str,
-        obj: Value,
-        how: Apply,
-        keep_status: bool,
     ) -> Result<Written, StoreError> {
         let mut obj = strip_nulls(obj);
         let mut g = self.lock();
@@ -88,12 +85,6 @@ impl Store {
         }
         if self.has_generation(kind) {
             set_meta(&mut obj, "generation", json!(1));
-        }
-        if self.has_status(kind)
-            && !keep_status
-            && let Some(o) = obj.as_object_mut()
-        {
-            o.remove("status");
         }
         if how == Apply::DryRun {
             return Ok(Written::changed(obj));
@@ -215,18 +206,12 @@ impl Store {
         Ok(n)
     }
 
-    /// DELETE with optional uid and resourceVersion preconditions.
-    pub fn delete(
-        &self,
-        kind: &str,
-        ns: &str,
-        name: &str,
-        uid: Option<&str>,
-        rv: Option<&str>,
-    ) -> Result<Written, StoreError> {
-        self.delete_with(kind, ns, name, uid, rv, Apply::Commit)
+    /// DELETE, with no preconditions.
+    pub fn delete(&self, kind: &str, ns: &str, name: &str) -> Result<Written, StoreError> {
+        self.delete_with(kind, ns, name, None, None, Apply::Commit)
     }
 
+    /// DELETE with optional uid and resourceVersion preconditions.
     pub fn delete_with(
         &self,
         kind: &str,

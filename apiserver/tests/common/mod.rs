@@ -93,6 +93,17 @@ pub fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<kube::core:
 
 /// Clears the finalizers of `name` (a merge patch): a delete they held
 /// goes on.
+/// A 422 Invalid whose message says `what`.
+pub fn invalid_saying(e: &kube::core::Status, what: &str) {
+    assert_eq!(
+        (e.code, e.reason.as_str()),
+        (422, "Invalid"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains(what), "{}", e.message);
+}
+
 pub async fn clear_finalizers<K>(api: &kube::Api<K>, name: &str)
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,

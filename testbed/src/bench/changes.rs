@@ -141,12 +141,12 @@ pub fn apply(store: &Store, layout: &Layout, kind: Kind, k: usize) {
         Kind::GateClaimDeleted => {
             let i = nth(layout, Role::Pending, k);
             store
-                .delete("GPUClaim", &ns(i), &claim_name(i), None, None)
+                .delete("GPUClaim", &ns(i), &claim_name(i))
                 .expect("the claim");
         }
         Kind::ClassDeleted => {
             store
-                .delete("GPUClass", "", &spare_class(k), None, None)
+                .delete("GPUClass", "", &spare_class(k))
                 .expect("the class");
         }
         Kind::ForeignPodBound => {

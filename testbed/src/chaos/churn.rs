@@ -168,7 +168,7 @@ impl Churn {
         if let Some(c) = self.pick(own) {
             let _ = self
                 .store
-                .delete("GPUClaim", m(&c, "namespace"), m(&c, "name"), None, None);
+                .delete("GPUClaim", m(&c, "namespace"), m(&c, "name"));
             self.did("delete_claim");
         }
     }
@@ -176,7 +176,7 @@ impl Churn {
     /// The platform deletes class l40s (it waits for its claims), or makes it again once gone.
     fn delete_or_make_class(&mut self) {
         if self.store.get("GPUClass", "", "l40s").is_some() {
-            let _ = self.store.delete("GPUClass", "", "l40s", None, None);
+            let _ = self.store.delete("GPUClass", "", "l40s");
             self.did("delete_class");
         } else {
             self.create(class("l40s", L40S).no_finalizer().obj());

@@ -159,7 +159,7 @@ pub fn steps() -> Vec<Step> {
             title: "The tenant deletes vm-train's claim while the VM runs: the claim waits, still Attached",
             rules: "L9",
             act: |c| {
-                let _ = c.store.delete("GPUClaim", A, "vm-train-gpu", None, None);
+                let _ = c.store.delete("GPUClaim", A, "vm-train-gpu");
             },
             until: |s| {
                 s.claim(A, "vm-train-gpu")
@@ -178,7 +178,7 @@ pub fn steps() -> Vec<Step> {
             title: "The platform deletes class l40s while claim shared-l40s holds GPUs of it: the class waits",
             rules: "L11",
             act: |c| {
-                let _ = c.store.delete("GPUClass", "", "l40s", None, None);
+                let _ = c.store.delete("GPUClass", "", "l40s");
             },
             until: |s| s.class("l40s").is_some_and(|k| is_deleting(&k.metadata)),
             hold: Duration::from_millis(1500),
@@ -187,7 +187,7 @@ pub fn steps() -> Vec<Step> {
             title: "The tenant deletes shared-l40s: the claim is released, then the class",
             rules: "L8 L11",
             act: |c| {
-                let _ = c.store.delete("GPUClaim", B, "shared-l40s", None, None);
+                let _ = c.store.delete("GPUClaim", B, "shared-l40s");
             },
             until: |s| s.phase(B, "shared-l40s") == "gone" && s.class("l40s").is_none(),
             hold: now,

@@ -2,7 +2,7 @@
 //! every write journaled.
 
 use super::journal::{Entry, Journal, StatusFields};
-use super::store::{Store, StoreError, Subresource, Written};
+use super::store::{Apply, Store, StoreError, Subresource, Written};
 use async_trait::async_trait;
 use gpu_claims_actors::api::{GPUClaim, true_condition_types};
 use gpu_claims_actors::ports::{
@@ -237,12 +237,13 @@ impl Writer for MemCluster {
         }
         let ns = what.namespace.as_deref().unwrap_or_default();
         let mut journal = self.journal();
-        let r = self.store.delete(
+        let r = self.store.delete_with(
             what.kind.name(),
             ns,
             &what.name,
             pre.uid.as_deref(),
             pre.resource_version.as_deref(),
+            Apply::Commit,
         );
         self.journal_write(&mut journal, "delete", &what, rule, &r);
         drop(journal);

@@ -110,7 +110,7 @@ impl StandIn {
 
     /// The VMI object is deleted (its pods follow by garbage collection).
     pub fn delete_vm(&self, ns: &str, name: &str) {
-        let _ = self.store.delete(VMI, ns, name, None, None);
+        let _ = self.store.delete(VMI, ns, name);
     }
 
     /// Marks a node Ready or NotReady.

@@ -92,7 +92,7 @@ fn the_scheduler_refuses_a_pinned_pod_without_room_in_upstreams_words_and_binds_
         "{why}"
     );
     assert!(p.spec.unwrap().node_name.is_none());
-    store.delete("Pod", "ml", "db", None, None).unwrap();
+    store.delete("Pod", "ml", "db").unwrap();
     // Bind, run, and the VMI follows: a pass each.
     for _ in 0..3 {
         s.reconcile();
@@ -141,7 +141,7 @@ fn a_running_vm_gets_its_vmi_again_when_it_is_deleted_and_a_halted_one_stops() {
         first["metadata"]["ownerReferences"][0]["kind"],
         "VirtualMachine"
     );
-    store.delete(VMI, "t", "vm", None, None).unwrap();
+    store.delete(VMI, "t", "vm").unwrap();
     s.reconcile();
     let second = store.get(VMI, "t", "vm").expect("made again");
     assert_ne!(m(&first, "uid"), m(&second, "uid"));

@@ -147,8 +147,8 @@ pub fn reconcile(store: &Store) -> bool {
             }
             // Always restarts a VM whose VMI ended: the old one goes first.
             ("Always", Some(v)) if is_final(&v) && owned_by(&v, &vm) => {
-                wrote |= m(&v, "deletionTimestamp").is_empty()
-                    && store.delete(VMI, ns, name, None, None).is_ok();
+                wrote |=
+                    m(&v, "deletionTimestamp").is_empty() && store.delete(VMI, ns, name).is_ok();
             }
             ("Halted", Some(v)) if !is_final(&v) && owned_by(&v, &vm) => {
                 let mut o = v;
