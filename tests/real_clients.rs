@@ -596,3 +596,145 @@ fn helm_installs_and_uninstalls_the_chart() {
         );
     }
 }
+
+/// kubectl's typed commands send protobuf bodies, and `kubectl drain`
+/// cordons the node, lists its pods and evicts each through
+/// `pods/eviction`, which a PodDisruptionBudget holds (issue 25): the
+/// commands a newcomer types first, and what a GPU node's maintenance
+/// starts with.
+#[test]
+fn kubectl_creates_in_protobuf_and_drains_a_node_through_evictions_a_budget_holds() {
+    let Some((c, _ctl, k)) = started_for_kubectl() else {
+        return;
+    };
+    assert!(
+        k.run(&["create", "namespace", "x"])
+            .contains("namespace/x created")
+    );
+    let cm = k.run(&["create", "configmap", "c", "-n", "x", "--from-literal=a=b"]);
+    assert!(cm.contains("configmap/c created"), "{cm}");
+    assert_eq!(
+        k.run(&["get", "cm", "c", "-n", "x", "-o", "jsonpath={.data.a}"]),
+        "b"
+    );
+    let d = k.run(&["create", "deployment", "d", "-n", "x", "--image=x"]);
+    assert!(d.contains("deployment.apps/d created"), "{d}");
+    let shape = "jsonpath={.spec.replicas}/{.spec.template.spec.containers[0].image}";
+    assert_eq!(
+        k.run(&["get", "deploy", "d", "-n", "x", "-o", shape]),
+        "1/x"
+    );
+
+    // A ReplicaSet's pod on gpu-node-2, which its kubelet runs, and a
+    // budget that wants it up.
+    let file = c.dir.path().join("web.yaml");
+    std::fs::write(&file, WEB_REPLICASET).unwrap();
+    k.run(&["apply", "-f", file.to_str().unwrap()]);
+    let uid = k.run(&[
+        "get",
+        "rs",
+        "web",
+        "-n",
+        "x",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    std::fs::write(&file, WEB_POD.replace("RS_UID", &uid)).unwrap();
+    k.run(&["apply", "-f", file.to_str().unwrap()]);
+    let ready = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
+    wait_for("the kubelet runs web-1", || {
+        k.run(&["get", "pod", "web-1", "-n", "x", "-o", ready]) == "True"
+    });
+    std::fs::write(&file, WEB_BUDGET).unwrap();
+    k.run(&["apply", "-f", file.to_str().unwrap()]);
+    let allowed = "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}";
+    wait_for("the budget counts web-1", || {
+        k.run(&["get", "pdb", "web", "-n", "x", "-o", allowed]) == "1/0"
+    });
+    let table = k.run(&["get", "pdb", "-n", "x"]);
+    assert!(
+        table.contains("MIN AVAILABLE") && table.contains("ALLOWED DISRUPTIONS"),
+        "{table}"
+    );
+
+    // Held: the eviction is refused (429) until drain's timeout.
+    let drain = [
+        "drain",
+        "gpu-node-2",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+    ];
+    let held = k
+        .cmd(&[&drain[..], &["--timeout=3s"]].concat())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&held.stderr);
+    assert!(!held.status.success(), "{said}");
+    assert!(said.contains("disruption budget"), "{said}");
+    assert_eq!(
+        k.run(&[
+            "get",
+            "node",
+            "gpu-node-2",
+            "-o",
+            "jsonpath={.spec.unschedulable}"
+        ]),
+        "true"
+    );
+    assert_eq!(
+        k.run(&["get", "pod", "web-1", "-n", "x", "-o", ready]),
+        "True"
+    );
+
+    // Let go: evicted, and drain waits until the kubelet has stopped it.
+    k.run(&["delete", "pdb", "web", "-n", "x"]);
+    let out = k.run(&[&drain[..], &["--timeout=60s"]].concat());
+    assert!(
+        out.contains("pod/web-1 evicted") && out.contains("node/gpu-node-2 drained"),
+        "{out}"
+    );
+    let left = k.cmd(&["get", "pod", "web-1", "-n", "x"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&left.stderr).contains("NotFound"));
+}
+
+/// Polls `done` (each call a kubectl round trip) until it holds; fails
+/// after 30 s.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const WEB_REPLICASET: &str = "apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: web, namespace: x}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: x}]}
+";
+
+const WEB_POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+  namespace: x
+  labels: {app: web}
+  ownerReferences:
+  - {apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: RS_UID, controller: true}
+spec:
+  nodeName: gpu-node-2
+  containers: [{name: c, image: x}]
+";
+
+const WEB_BUDGET: &str = "apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: x}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+";

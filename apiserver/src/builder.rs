@@ -153,13 +153,18 @@ impl Handle {
     /// A client of the server, without auth (the server lets anonymous
     /// callers on loopback do anything). Must be called in a tokio runtime.
     pub fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.config()).expect("a plain-HTTP kube client builds")
+    }
+
+    /// The config `client` builds its client from, for a client of other
+    /// settings (`default_retry = false` to see a 429 rather than retry it).
+    pub fn config(&self) -> kube::Config {
         let url = self
             .server
             .url()
             .parse()
             .expect("the server's own URL parses");
-        let config = kube::Config::new(url);
-        kube::Client::try_from(config).expect("a plain-HTTP kube client builds")
+        kube::Config::new(url)
     }
 
     /// A client of the server as user `name`, with a bearer token of its

@@ -77,6 +77,13 @@ fn entry(r: &Resource) -> Vec<Value> {
             "kind": r.kind, "verbs": ["get", "patch", "update"],
         }));
     }
+    if r.kind == "Pod" && !r.custom {
+        // What `kubectl drain` looks for to evict rather than delete.
+        out.push(json!({
+            "name": "pods/eviction", "singularName": "", "namespaced": true,
+            "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"],
+        }));
+    }
     out
 }
 

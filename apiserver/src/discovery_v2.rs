@@ -89,12 +89,23 @@ fn resource(r: &Resource) -> Value {
     if !r.categories.is_empty() {
         out["categories"] = json!(r.categories);
     }
+    let mut subresources = Vec::new();
     if r.status {
-        out["subresources"] = json!([{
+        subresources.push(json!({
             "subresource": "status",
             "responseKind": kind,
             "verbs": ["get", "patch", "update"],
-        }]);
+        }));
+    }
+    if r.kind == "Pod" && !r.custom {
+        subresources.push(json!({
+            "subresource": "eviction",
+            "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+            "verbs": ["create"],
+        }));
+    }
+    if !subresources.is_empty() {
+        out["subresources"] = json!(subresources);
     }
     out
 }

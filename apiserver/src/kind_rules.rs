@@ -43,7 +43,7 @@ fn deployment(d: &Value) -> Vec<Cause> {
 
 /// Whether a LabelSelector (matchLabels and matchExpressions) selects
 /// these labels; an empty one selects everything.
-fn selects(selector: &Value, labels: &Map<String, Value>) -> bool {
+pub(crate) fn selects(selector: &Value, labels: &Map<String, Value>) -> bool {
     let has = |k: &str| labels.get(k).and_then(Value::as_str);
     let equal = selector["matchLabels"]
         .as_object()

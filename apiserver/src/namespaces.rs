@@ -150,7 +150,7 @@ fn finish(store: &Store, ns: &str) {
 /// before the server serves (`rx`), so that no change is missed: a
 /// terminating namespace finished once it is empty, and every active one
 /// kept with its `default` ServiceAccount; and, on the same changes, the
-/// aggregated ClusterRoles kept. Runs until the store is dropped.
+/// aggregated ClusterRoles and the disruption budgets' status kept. Runs until the store is dropped.
 pub(crate) async fn control(
     store: Arc<Store>,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::store::StoreEvent>,
@@ -158,6 +158,7 @@ pub(crate) async fn control(
     while let Some(ev) = rx.recv().await {
         crate::bootstrap::keep_default_account(&store, &ev);
         crate::aggregation::keep_aggregated(&store, &ev);
+        crate::disruption::keep_budgets(&store, &ev);
         let ns = if ev.kind == "Namespace" {
             if ev.type_ == EventType::Deleted || !terminating(&ev.object) {
                 continue;

@@ -34,6 +34,17 @@ fn columns(r: &Resource, custom: Option<&[Column]>) -> Vec<Column> {
             c("Version", "string", ".status.nodeInfo.kubeletVersion"),
         ],
         "Namespace" => vec![c("Status", "string", ".status.phase"), age],
+        // kubectl get pdb: a bound not set is N/A.
+        "PodDisruptionBudget" => vec![
+            c("Min Available", "string", "@pdb-minAvailable"),
+            c("Max Unavailable", "string", "@pdb-maxUnavailable"),
+            c(
+                "Allowed Disruptions",
+                "integer",
+                ".status.disruptionsAllowed",
+            ),
+            age,
+        ],
         // kubectl get events: the last time seen, what it is about.
         "Event" => vec![
             c("Last Seen", "string", "@event-last-seen"),
@@ -144,6 +155,13 @@ fn cell(obj: &Value, (_, type_, path): &Column) -> Value {
         "@node-roles" => return node_roles(obj).into(),
         "@event-last-seen" => return event_last_seen(obj).into(),
         "@event-object" => return event_object(obj).into(),
+        p if p.starts_with("@pdb-") => {
+            return match &obj["spec"][&p["@pdb-".len()..]] {
+                Value::Null => "N/A".into(),
+                Value::String(s) => s.clone().into(),
+                v => v.to_string().into(),
+            };
+        }
         _ => {}
     }
     match (type_.as_str(), at(obj, path)) {

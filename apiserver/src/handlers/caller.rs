@@ -100,6 +100,7 @@ fn access(
             .unwrap_or_default(),
         resource: match target {
             Some(t) if t.status => format!("{}/status", t.resource.plural),
+            Some(t) if t.eviction => format!("{}/eviction", t.resource.plural),
             Some(t) => t.resource.plural.to_string(),
             None => path.to_string(),
         },

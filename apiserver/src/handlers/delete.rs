@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 impl Req<'_> {
     /// DeleteOptions: the body's, or none; its own `dryRun` counts too
     /// (client-go sends it there, not in the query).
-    fn delete_options(&self, body: &[u8]) -> Result<(Value, Apply), Box<Response>> {
+    pub(super) fn delete_options(&self, body: &[u8]) -> Result<(Value, Apply), Box<Response>> {
         let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
             Value::Null
         } else {
@@ -57,7 +57,12 @@ impl Req<'_> {
         }
     }
 
-    fn delete_one(&self, n: &str, opts: &Value, how: Apply) -> Result<Written, StoreError> {
+    pub(super) fn delete_one(
+        &self,
+        n: &str,
+        opts: &Value,
+        how: Apply,
+    ) -> Result<Written, StoreError> {
         let pre = &opts["preconditions"];
         let policy = opts["propagationPolicy"]
             .as_str()
@@ -142,6 +147,7 @@ impl Req<'_> {
                 namespace: (!ns.is_empty()).then_some(ns),
                 name: Some(name.clone()),
                 status: false,
+                eviction: false,
             };
             let req = Req { t: &one, ..*self };
             match req.delete_one(&name, &opts, how) {

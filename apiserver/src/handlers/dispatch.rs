@@ -24,15 +24,17 @@ pub(super) async fn resource(
     Extension(caller): Extension<Caller>,
     method: Method,
     uri: Uri,
-    headers: HeaderMap,
+    mut headers: HeaderMap,
     Query(q): Query<Q>,
-    body: Bytes,
+    mut body: Bytes,
 ) -> Response {
     let path = uri.path();
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok())
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .to_owned();
+    let accept = accept.as_str();
     if method == Method::GET
         && crate::discovery_v2::asked(accept)
         && let Some(v) = crate::discovery_v2::answer(&caller.served, path)
@@ -54,9 +56,55 @@ pub(super) async fn resource(
         let msg = "the server could not find the requested resource";
         return status(404, "NotFound", msg, None, "");
     };
-    match serve(&s, &caller, &t, &method, path, &headers, &q, &body).await {
-        Ok(r) | Err(r) => r,
+    if let Err(r) = protobuf_as_json(&method, &mut headers, &mut body, &t) {
+        return *r;
     }
+    let answer = match serve(&s, &caller, &t, &method, path, &headers, &q, &body).await {
+        Ok(r) | Err(r) => r,
+    };
+    if crate::protobuf::preferred(accept) && !is_watch(&q) {
+        return crate::protobuf::answer(answer).await;
+    }
+    answer
+}
+
+/// A protobuf body (not a patch's: patches are JSON) read as the JSON it
+/// stands for, so that what follows sees one format; one that does not
+/// decode is a 400, as kube-apiserver's decoder answers.
+fn protobuf_as_json(
+    method: &Method,
+    headers: &mut HeaderMap,
+    body: &mut Bytes,
+    t: &Target,
+) -> Result<(), Refused> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or_default();
+    // Custom resources have no protobuf form: binary_body answers 415.
+    if *method == Method::PATCH
+        || t.resource.custom
+        || body.is_empty()
+        || !crate::protobuf::is_protobuf(content_type)
+    {
+        return Ok(());
+    }
+    let object = crate::protobuf::decode(body).map_err(|e| {
+        let msg = e.to_string();
+        Box::new(status(
+            400,
+            "BadRequest",
+            &msg,
+            t.name.as_deref(),
+            t.resource.plural,
+        ))
+    })?;
+    *body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    Ok(())
 }
 
 fn is_write(method: &Method) -> bool {
@@ -143,6 +191,8 @@ async fn serve(
         ));
     }
     let answer = match (method, t.name.as_deref()) {
+        (&Method::POST, Some(n)) if t.eviction => req.evict(n, body),
+        (m, name) if t.eviction => not_allowed(m, path, name, t),
         (&Method::GET, None) => req.list(table),
         (&Method::GET, Some(n)) => req.get(n, table),
         (&Method::POST, None) => match created {
@@ -258,8 +308,9 @@ fn inject(s: &ApiServer, user: &str, t: &Target, method: &Method) -> Result<(), 
     }))
 }
 
-/// Protobuf (and CBOR) bodies are refused with 415, so that a client that
-/// can falls back to JSON, as it does with a server that lacks them.
+/// A protobuf patch and CBOR bodies are refused with 415 (a protobuf
+/// object was read as JSON before), so that a client that can falls back
+/// to JSON, as it does with a server that lacks them.
 fn binary_body(content_type: &str, t: &Target) -> Result<(), Refused> {
     if !(content_type.contains("protobuf") || content_type.contains("cbor")) {
         return Ok(());

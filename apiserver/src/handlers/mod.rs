@@ -9,6 +9,7 @@
 mod caller;
 mod delete;
 mod dispatch;
+mod evict;
 mod log;
 mod prepare;
 mod read;

@@ -92,6 +92,8 @@ pub struct Target {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub status: bool,
+    /// `pods/{name}/eviction`: a POST evicts the pod (handlers/evict.rs).
+    pub eviction: bool,
 }
 
 /// Reads a path against what `find` (group, version, plural) serves.
@@ -106,14 +108,18 @@ fn parse_with(path: &str, find: impl Fn(&str, &str, &str) -> Option<Resource>) -
         ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
         _ => (None, rest),
     };
-    let (plural, name, status) = match rest {
-        [p] => (*p, None, false),
-        [p, n] => (*p, Some(n.to_string()), false),
-        [p, n, "status"] => (*p, Some(n.to_string()), true),
+    let (plural, name, status, eviction) = match rest {
+        [p] => (*p, None, false, false),
+        [p, n] => (*p, Some(n.to_string()), false, false),
+        [p, n, "status"] => (*p, Some(n.to_string()), true, false),
+        [p, n, "eviction"] => (*p, Some(n.to_string()), false, true),
         _ => return None,
     };
     let resource = find(group, version, plural)?;
-    if (namespace.is_some() && !resource.namespaced) || (status && !resource.status) {
+    if (namespace.is_some() && !resource.namespaced)
+        || (status && !resource.status)
+        || (eviction && resource.kind != "Pod")
+    {
         return None;
     }
     Some(Target {
@@ -121,5 +127,6 @@ fn parse_with(path: &str, find: impl Fn(&str, &str, &str) -> Option<Resource>) -
         namespace,
         name,
         status,
+        eviction,
     })
 }

@@ -109,6 +109,36 @@ fn pod_scheduled(s: &mut Value, ok: bool, message: Option<&str>) {
     }
 }
 
+/// The kubelet's conditions for a pod in `phase`: Running, its containers
+/// started and Ready (what a PodDisruptionBudget counts as healthy);
+/// finished, no longer Ready (reason `PodCompleted`, as the kubelet says).
+fn pod_phase(s: &mut Value, phase: &str) {
+    s["phase"] = phase.into();
+    let ready = phase == "Running";
+    let reason = (!ready).then_some("PodCompleted");
+    let mut conds: Vec<Value> = s["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| {
+            !matches!(
+                c["type"].as_str(),
+                Some("Initialized" | "ContainersReady" | "Ready")
+            )
+        })
+        .collect();
+    conds.push(json!({"type": "Initialized", "status": "True"}));
+    for kind in ["ContainersReady", "Ready"] {
+        let mut c = json!({"type": kind, "status": if ready { "True" } else { "False" }});
+        if let Some(r) = reason {
+            c["reason"] = r.into();
+        }
+        conds.push(c);
+    }
+    s["conditions"] = conds.into();
+}
+
 impl StandIn {
     pub fn new(store: Arc<Store>) -> Arc<Self> {
         Arc::new(Self {
@@ -188,7 +218,7 @@ impl StandIn {
             if is_final(vmi) {
                 let done = phase(vmi).to_string();
                 for p in mine.iter().filter(|p| !is_final(p)) {
-                    self.set_status("Pod", p, |s| s["phase"] = done.clone().into());
+                    self.set_status("Pod", p, |s| pod_phase(s, &done));
                 }
                 continue;
             }
@@ -270,7 +300,7 @@ impl StandIn {
             return;
         };
         match scheduler::admit_devices(pod, n, pods) {
-            Ok(()) => self.set_status("Pod", pod, |s| s["phase"] = "Running".into()),
+            Ok(()) => self.set_status("Pod", pod, |s| pod_phase(s, "Running")),
             Err(message) => self.set_status("Pod", pod, |s| {
                 s["phase"] = "Failed".into();
                 s["reason"] = "UnexpectedAdmissionError".into();
