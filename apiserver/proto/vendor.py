@@ -30,7 +30,7 @@ PROTOS = [
     "api/rbac/v1",
     "api/coordination/v1", "api/events/v1", "api/admissionregistration/v1",
     "api/networking/v1", "api/scheduling/v1", "api/authorization/v1",
-    "api/authentication/v1", "api/discovery/v1",
+    "api/authentication/v1", "api/certificates/v1", "api/discovery/v1",
     "apiextensions-apiserver/pkg/apis/apiextensions/v1",
     "apimachinery/pkg/api/resource", "apimachinery/pkg/apis/meta/v1",
     "apimachinery/pkg/runtime", "apimachinery/pkg/runtime/schema",

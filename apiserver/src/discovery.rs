@@ -1,7 +1,7 @@
 //! Discovery: what kubectl and client libraries read before anything else
 //! (`/version`, `/api`, `/apis`, and each group version's resource list).
 
-use super::resources::{Resource, Served};
+use super::resources::{Resource, Served, Sub};
 use serde_json::{Value, json};
 
 /// The Kubernetes version the server says it is: the API it models.
@@ -71,18 +71,18 @@ fn entry(r: &Resource) -> Vec<Value> {
     if !r.categories.is_empty() {
         out[0]["categories"] = json!(r.categories);
     }
-    if r.status {
-        out.push(json!({
-            "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
-            "kind": r.kind, "verbs": ["get", "patch", "update"],
-        }));
-    }
-    if r.kind == "Pod" && !r.custom {
-        // What `kubectl drain` looks for to evict rather than delete.
-        out.push(json!({
-            "name": "pods/eviction", "singularName": "", "namespaced": true,
-            "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"],
-        }));
+    for sub in Sub::ALL.into_iter().filter(|s| s.of(r)) {
+        let (group, version, kind, verbs) = sub.discovered(r);
+        let mut entry = json!({
+            "name": format!("{}/{}", r.plural, sub.name()), "singularName": "",
+            "namespaced": r.namespaced, "kind": kind, "verbs": verbs,
+        });
+        if !group.is_empty() {
+            // What `kubectl drain` reads to find the Eviction's version.
+            entry["group"] = group.into();
+            entry["version"] = version.into();
+        }
+        out.push(entry);
     }
     out
 }

@@ -6,7 +6,7 @@
 //! per group version. The answer says its media type, by which client-go
 //! tells it from the legacy lists.
 
-use super::resources::{Resource, Served};
+use super::resources::{Resource, Served, Sub};
 use serde_json::{Value, json};
 
 /// The media type of an aggregated answer.
@@ -89,21 +89,18 @@ fn resource(r: &Resource) -> Value {
     if !r.categories.is_empty() {
         out["categories"] = json!(r.categories);
     }
-    let mut subresources = Vec::new();
-    if r.status {
-        subresources.push(json!({
-            "subresource": "status",
-            "responseKind": kind,
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
-    if r.kind == "Pod" && !r.custom {
-        subresources.push(json!({
-            "subresource": "eviction",
-            "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-            "verbs": ["create"],
-        }));
-    }
+    let subresources: Vec<Value> = Sub::ALL
+        .into_iter()
+        .filter(|s| s.of(r))
+        .map(|sub| {
+            let (group, version, kind, verbs) = sub.discovered(r);
+            let response_kind = match group.is_empty() {
+                true => json!({"group": r.group, "version": r.version, "kind": kind}),
+                false => json!({"group": group, "version": version, "kind": kind}),
+            };
+            json!({"subresource": sub.name(), "responseKind": response_kind, "verbs": verbs})
+        })
+        .collect();
     if !subresources.is_empty() {
         out["subresources"] = json!(subresources);
     }

@@ -31,10 +31,17 @@ pub struct WriteRecord {
     pub holder: Option<String>,
 }
 
+/// The audience of the API server's own tokens (kube-apiserver's
+/// `--api-audiences` as kind and kubeadm set it).
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+
 #[derive(Default)]
 pub(crate) struct Identities {
     /// Token to user.
     tokens: Mutex<HashMap<String, String>>,
+    /// The audiences of the tokens a TokenRequest was given (others are
+    /// for the API server, `API_AUDIENCE`).
+    audiences: Mutex<HashMap<String, Vec<String>>>,
     pub(crate) log: Mutex<Vec<WriteRecord>>,
     /// The users cut off the server.
     cut: tokio::sync::watch::Sender<BTreeSet<String>>,
@@ -54,6 +61,29 @@ impl ApiServer {
             .unwrap_or_else(|e| e.into_inner())
             .insert(token.clone(), name.to_string());
         token
+    }
+
+    /// A token for `user` (a service account's, from a TokenRequest) that
+    /// is valid for `audiences`.
+    pub(crate) fn issue_token(&self, user: &str, audiences: Vec<String>) -> String {
+        let token = self.add_user(user);
+        self.identities
+            .audiences
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.clone(), audiences);
+        token
+    }
+
+    /// The audiences a token is valid for.
+    pub(crate) fn audiences_of_token(&self, token: &str) -> Vec<String> {
+        self.identities
+            .audiences
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned()
+            .unwrap_or_else(|| vec![API_AUDIENCE.to_string()])
     }
 
     /// The user a bearer token was given to (a TokenReview's answer).

@@ -44,7 +44,7 @@ pub use faults::Faults;
 pub use identity::{ANONYMOUS, WriteRecord};
 pub use resources::Served;
 pub(crate) use resources::{
-    Custom, Registry, Resource, Target, kinds_without_generation, status_kinds,
+    Custom, Registry, Resource, Sub, Target, kinds_without_generation, status_kinds,
 };
 
 use crate::store::Store;

@@ -52,10 +52,28 @@ fn token_review(s: &ApiServer, spec: &Value) -> Result<Value, Vec<Cause>> {
     if token.is_empty() {
         return Err(vec![Cause::required("spec.token")]);
     }
+    let wanted: Vec<String> = spec["audiences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    let has = s.audiences_of_token(token);
+    // As the token authenticator: the audiences asked for that the token
+    // has, or its own when none are asked; none in common is a refusal.
+    let granted: Vec<String> = match wanted.is_empty() {
+        true => has.clone(),
+        false => wanted.iter().filter(|a| has.contains(a)).cloned().collect(),
+    };
     Ok(match s.user_of_token(token) {
+        Some(_) if granted.is_empty() => json!({
+            "authenticated": false, "user": {},
+            "error": format!("[invalid bearer token, token audiences {has:?} is invalid for the target audiences {wanted:?}]"),
+        }),
         Some(name) => json!({
             "authenticated": true,
             "user": {"username": name, "uid": "", "groups": groups_of(&name)},
+            "audiences": granted,
         }),
         // As kube-apiserver: an unknown token is not an error, only not
         // authenticated.

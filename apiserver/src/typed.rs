@@ -54,8 +54,9 @@ macro_rules! kinds {
 
 use k8s_openapi::api::{
     admissionregistration::v1 as admission, apps::v1 as apps, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, networking::v1 as networking,
-    policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
+    certificates::v1 as certificates, coordination::v1 as coordination, core::v1 as core,
+    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+    scheduling::v1 as scheduling,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 
@@ -83,6 +84,7 @@ kinds! {
     "Job" => batch::Job,
     "CronJob" => batch::CronJob,
     "PodDisruptionBudget" => policy::PodDisruptionBudget,
+    "CertificateSigningRequest" => certificates::CertificateSigningRequest,
     "NetworkPolicy" => networking::NetworkPolicy,
     "PriorityClass" => scheduling::PriorityClass,
     "CustomResourceDefinition" => apiextensions::CustomResourceDefinition,

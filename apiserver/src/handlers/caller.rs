@@ -99,8 +99,13 @@ fn access(
             .map(|t| t.resource.group.to_string())
             .unwrap_or_default(),
         resource: match target {
-            Some(t) if t.status => format!("{}/status", t.resource.plural),
-            Some(t) if t.eviction => format!("{}/eviction", t.resource.plural),
+            Some(Target {
+                sub: Some(sub),
+                resource,
+                ..
+            }) => {
+                format!("{}/{}", resource.plural, sub.name())
+            }
             Some(t) => t.resource.plural.to_string(),
             None => path.to_string(),
         },

@@ -146,8 +146,7 @@ impl Req<'_> {
                 resource: self.t.resource,
                 namespace: (!ns.is_empty()).then_some(ns),
                 name: Some(name.clone()),
-                status: false,
-                eviction: false,
+                sub: None,
             };
             let req = Req { t: &one, ..*self };
             match req.delete_one(&name, &opts, how) {

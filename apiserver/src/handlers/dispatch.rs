@@ -8,7 +8,7 @@ use super::caller::Caller;
 use super::{LoggedWrite, Q, Req, is_watch, ok};
 use crate::faults::Injected;
 use crate::store::Apply;
-use crate::{ApiServer, Target, status, watch};
+use crate::{ApiServer, Sub, Target, status, watch};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -191,8 +191,9 @@ async fn serve(
         ));
     }
     let answer = match (method, t.name.as_deref()) {
-        (&Method::POST, Some(n)) if t.eviction => req.evict(n, body),
-        (m, name) if t.eviction => not_allowed(m, path, name, t),
+        (m, Some(n)) if t.sub.is_some_and(|s| s != Sub::Status) => req
+            .subresource(m, n, content_type, body)
+            .unwrap_or_else(|| not_allowed(m, path, Some(n), t)),
         (&Method::GET, None) => req.list(table),
         (&Method::GET, Some(n)) => req.get(n, table),
         (&Method::POST, None) => match created {
@@ -208,7 +209,7 @@ async fn serve(
         (&Method::PUT, Some(n)) => req.update(n, body),
         (&Method::PATCH, Some(n)) => req.patch(n, content_type, body),
         (&Method::DELETE, Some(n)) => req.delete(n, body),
-        (&Method::DELETE, None) if !t.status => req.delete_collection(body),
+        (&Method::DELETE, None) if t.sub.is_none() => req.delete_collection(body),
         (m, name) => not_allowed(m, path, name, t),
     };
     // The write is applied and logged: the order is free for the next.

@@ -14,6 +14,8 @@ mod log;
 mod prepare;
 mod read;
 mod req;
+mod subresource;
+mod token;
 mod write;
 
 pub(crate) use log::LoggedWrite;

@@ -67,7 +67,7 @@ impl Req<'_> {
             return Err(Box::new(self.refuse_invalid(name, old.is_some(), &causes)));
         }
         if !applied {
-            let sub = if self.t.status { "status" } else { "" };
+            let sub = if self.t.is_status() { "status" } else { "" };
             let api = self.t.resource.api_version();
             managed::record_update(old.as_ref(), obj, self.manager, sub, &api);
         }
@@ -113,7 +113,7 @@ impl Req<'_> {
                 obj.as_object_mut().map(|m| m.remove("status"));
             }
         };
-        if !self.t.status {
+        if !self.t.is_status() {
             set_status(obj, old.and_then(|o| o.get("status")).cloned());
         } else if let Some(o) = old {
             let status = obj.get("status").cloned();

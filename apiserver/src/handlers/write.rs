@@ -72,7 +72,7 @@ impl Req<'_> {
     }
 
     fn sub(&self) -> Subresource {
-        if self.t.status {
+        if self.t.is_status() {
             Subresource::Status
         } else {
             Subresource::Main
@@ -81,7 +81,7 @@ impl Req<'_> {
 
     /// What an update did, in the journal's words.
     fn op_of(&self, old: Option<&Value>, new: &Value) -> &'static str {
-        if self.t.status {
+        if self.t.is_status() {
             return "update_status";
         }
         let count = |v: &Value| v["metadata"]["finalizers"].as_array().map_or(0, Vec::len);
@@ -152,7 +152,7 @@ impl Req<'_> {
         // conflict that the patch itself did not ask for.
         for _ in 0..8 {
             let Some(mut doc) = self.s.store.get(self.store_kind(), self.ns(), n) else {
-                if kind == PatchKind::Apply && !self.t.status {
+                if kind == PatchKind::Apply && !self.t.is_status() {
                     let api = self.t.resource.api_version();
                     let made = managed::apply(None, &p, self.manager, force, &api)
                         .unwrap_or_else(|_| p.clone());

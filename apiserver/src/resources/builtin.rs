@@ -26,6 +26,7 @@ const fn r(
         generation: true,
         review: false,
         custom: false,
+        scale: None,
     }
 }
 
@@ -191,6 +192,19 @@ pub const BUILTIN: &[Resource] = &[
             "poddisruptionbudget",
             "PodDisruptionBudget",
             true,
+        )
+    },
+    // What kube-rs's tests and a kubelet's client certificates use: a
+    // request, its approval (a subresource), its signed certificate.
+    Resource {
+        short_names: &["csr"],
+        status: true,
+        ..plain(
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+            "certificatesigningrequest",
+            "CertificateSigningRequest",
+            false,
         )
     },
     Resource {

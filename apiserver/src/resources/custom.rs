@@ -1,7 +1,7 @@
 //! The custom resource of a CustomResourceDefinition, as kube-apiserver
 //! serves one once it is Established.
 
-use super::Resource;
+use super::{Resource, ScalePaths};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 /// Resource's `&'static str`s. Each distinct text is kept once, so serving
@@ -80,6 +80,15 @@ pub fn custom_of(crd: &CustomResourceDefinition) -> Option<Custom> {
         generation: true,
         review: false,
         custom: true,
+        scale: v
+            .subresources
+            .as_ref()
+            .and_then(|s| s.scale.as_ref())
+            .map(|s| ScalePaths {
+                spec_replicas: interned(&s.spec_replicas_path),
+                status_replicas: interned(&s.status_replicas_path),
+                label_selector: s.label_selector_path.as_deref().map(interned),
+            }),
     };
     let schema = v
         .schema

@@ -9,7 +9,7 @@ mod served;
 
 pub use builtin::{BUILTIN, kinds_without_generation, status_kinds};
 pub use custom::{Custom, custom_of};
-pub use served::{Registry, Served, Target};
+pub use served::{Registry, Served, Sub, Target};
 
 /// One served resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +36,17 @@ pub struct Resource {
     pub review: bool,
     /// Served from a CustomResourceDefinition.
     pub custom: bool,
+    /// A custom resource's scale subresource, as its CRD declares it.
+    pub scale: Option<ScalePaths>,
+}
+
+/// Where a custom resource keeps what its `scale` subresource shows
+/// (`.spec.replicas`-style JSON paths, from the CRD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: &'static str,
+    pub status_replicas: &'static str,
+    pub label_selector: Option<&'static str>,
 }
 
 impl Resource {

@@ -91,9 +91,106 @@ pub struct Target {
     pub resource: Resource,
     pub namespace: Option<String>,
     pub name: Option<String>,
-    pub status: bool,
-    /// `pods/{name}/eviction`: a POST evicts the pod (handlers/evict.rs).
-    pub eviction: bool,
+    /// The subresource addressed, if any.
+    pub sub: Option<Sub>,
+}
+
+/// The subresources served, each as upstream's registry serves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sub {
+    /// `status`: the status alone is written.
+    Status,
+    /// `pods/eviction`: a POST evicts the pod (handlers/evict.rs).
+    Eviction,
+    /// `scale` of a custom resource that declares one: an autoscaling/v1
+    /// Scale over its replicas paths (handlers/views.rs).
+    Scale,
+    /// `pods/ephemeralcontainers`: the pod, where only ephemeral
+    /// containers may be added (handlers/views.rs).
+    EphemeralContainers,
+    /// `certificatesigningrequests/approval`: the CSR, where only its
+    /// conditions change (handlers/views.rs).
+    Approval,
+    /// `serviceaccounts/token`: a POSTed TokenRequest answered with a
+    /// token the server accepts (handlers/token.rs).
+    Token,
+}
+
+impl Sub {
+    fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "status" => Self::Status,
+            "eviction" => Self::Eviction,
+            "scale" => Self::Scale,
+            "ephemeralcontainers" => Self::EphemeralContainers,
+            "approval" => Self::Approval,
+            "token" => Self::Token,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Status => "status",
+            Self::Eviction => "eviction",
+            Self::Scale => "scale",
+            Self::EphemeralContainers => "ephemeralcontainers",
+            Self::Approval => "approval",
+            Self::Token => "token",
+        }
+    }
+
+    /// Every subresource, in discovery's order.
+    pub const ALL: [Sub; 6] = [
+        Self::Status,
+        Self::Scale,
+        Self::Eviction,
+        Self::EphemeralContainers,
+        Self::Approval,
+        Self::Token,
+    ];
+
+    /// What discovery says of this subresource of `r`: the group,
+    /// version and kind it answers with (empty group and version: `r`'s
+    /// own), and its verbs.
+    pub fn discovered(
+        self,
+        r: &Resource,
+    ) -> (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+    ) {
+        const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
+        match self {
+            Self::Status | Self::EphemeralContainers | Self::Approval => {
+                ("", "", r.kind, GET_PATCH_UPDATE)
+            }
+            Self::Scale => ("autoscaling", "v1", "Scale", GET_PATCH_UPDATE),
+            Self::Eviction => ("policy", "v1", "Eviction", &["create"]),
+            Self::Token => ("authentication.k8s.io", "v1", "TokenRequest", &["create"]),
+        }
+    }
+
+    /// Whether `r` has this subresource.
+    pub fn of(self, r: &Resource) -> bool {
+        let builtin = !r.custom;
+        match self {
+            Self::Status => r.status,
+            Self::Eviction | Self::EphemeralContainers => builtin && r.kind == "Pod",
+            Self::Scale => r.scale.is_some(),
+            Self::Approval => builtin && r.kind == "CertificateSigningRequest",
+            Self::Token => builtin && r.kind == "ServiceAccount",
+        }
+    }
+}
+
+impl Target {
+    /// The status subresource.
+    pub fn is_status(&self) -> bool {
+        self.sub == Some(Sub::Status)
+    }
 }
 
 /// Reads a path against what `find` (group, version, plural) serves.
@@ -108,25 +205,20 @@ fn parse_with(path: &str, find: impl Fn(&str, &str, &str) -> Option<Resource>) -
         ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
         _ => (None, rest),
     };
-    let (plural, name, status, eviction) = match rest {
-        [p] => (*p, None, false, false),
-        [p, n] => (*p, Some(n.to_string()), false, false),
-        [p, n, "status"] => (*p, Some(n.to_string()), true, false),
-        [p, n, "eviction"] => (*p, Some(n.to_string()), false, true),
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(n.to_string()), None),
+        [p, n, sub] => (*p, Some(n.to_string()), Some(Sub::named(sub)?)),
         _ => return None,
     };
     let resource = find(group, version, plural)?;
-    if (namespace.is_some() && !resource.namespaced)
-        || (status && !resource.status)
-        || (eviction && resource.kind != "Pod")
-    {
+    if (namespace.is_some() && !resource.namespaced) || sub.is_some_and(|s| !s.of(&resource)) {
         return None;
     }
     Some(Target {
         resource,
         namespace,
         name,
-        status,
-        eviction,
+        sub,
     })
 }

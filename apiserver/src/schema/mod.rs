@@ -28,9 +28,12 @@ pub fn admit(schema: Option<&Value>, obj: &mut Value, old: Option<&Value>) -> Ve
             walk(v, s, k, old.and_then(|o| o.get(k)), &mut causes);
         }
     }
-    fields.retain(|k, _| {
-        matches!(k.as_str(), "apiVersion" | "kind" | "metadata") || props.get(k).is_some()
-    });
+    // A root that preserves unknown fields keeps them, as anywhere else.
+    if schema["x-kubernetes-preserve-unknown-fields"] != true {
+        fields.retain(|k, _| {
+            matches!(k.as_str(), "apiVersion" | "kind" | "metadata") || props.get(k).is_some()
+        });
+    }
     default_fields(fields, schema);
     for r in required(schema) {
         if !fields.contains_key(r) {

@@ -109,3 +109,19 @@ fn maps_check_their_values_and_other_kinds_pass() {
     assert!(admit(schema_of("Pod").as_ref(), &mut pod, None).is_empty());
     assert_eq!(pod["spec"]["anything"], 1);
 }
+
+#[test]
+fn a_root_that_preserves_unknown_fields_keeps_them() {
+    let schema = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let mut obj = json!({"apiVersion": "example.com/v1", "kind": "Foo",
+        "metadata": {"name": "f"}, "spec": {"replicas": 2}, "extra": 1});
+    assert!(admit(Some(&schema), &mut obj, None).is_empty());
+    assert_eq!(
+        (obj["spec"]["replicas"].as_i64(), obj["extra"].as_i64()),
+        (Some(2), Some(1))
+    );
+    let pruning = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true}}});
+    assert!(admit(Some(&pruning), &mut obj, None).is_empty());
+    assert_eq!(obj.get("extra"), None);
+}

@@ -1,0 +1,219 @@
+//! The subresources kube-rs's own cluster tests and kubectl use beyond
+//! `status` (issue 25, item 5): a custom resource's `scale`, a service
+//! account's `token` (TokenRequest, checked by TokenReview), a pod's
+//! `ephemeralcontainers` and a CertificateSigningRequest's `approval`,
+//! each as upstream's registry serves it.
+
+mod common;
+
+use common::{from, refusal};
+use gpu_claims_apiserver::ApiServer;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+fn foo_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "foos.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "foos", "singular": "foo", "kind": "Foo"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas",
+                    "labelSelectorPath": ".status.selector"}}}]}})
+}
+
+#[tokio::test]
+async fn a_custom_resources_scale_reads_and_writes_the_paths_its_crd_names() {
+    let s = ApiServer::builder()
+        .crd_json(foo_crd())
+        .namespace("a")
+        .start()
+        .await
+        .unwrap();
+    let c = s.client();
+    let ar = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Foo".into(),
+        plural: "foos".into(),
+    };
+    let foos: Api<DynamicObject> = Api::namespaced_with(c.clone(), "a", &ar);
+    let foo: DynamicObject = from(json!({"apiVersion": "example.com/v1", "kind": "Foo",
+        "metadata": {"name": "baz"}, "spec": {"replicas": 2}}));
+    foos.create(&PostParams::default(), &foo).await.unwrap();
+    let scale = foos.get_scale("baz").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(2));
+    assert_eq!(scale.status.unwrap().replicas, 0);
+    let st = json!({"status": {"replicas": 1, "selector": "app=baz"}});
+    foos.patch_status("baz", &PatchParams::default(), &Patch::Merge(&st))
+        .await
+        .unwrap();
+    let patched = foos
+        .patch_scale(
+            "baz",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.spec.unwrap().replicas, Some(3));
+    let status = patched.status.unwrap();
+    assert_eq!(
+        (status.replicas, status.selector.as_deref()),
+        (1, Some("app=baz"))
+    );
+    assert_eq!(foos.get("baz").await.unwrap().data["spec"]["replicas"], 3);
+    let e = refusal(
+        foos.patch_scale(
+            "baz",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": -1}})),
+        )
+        .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    // Discovery says what the subresource answers with.
+    let list = c.list_api_group_resources("example.com/v1").await.unwrap();
+    let scale = list
+        .resources
+        .iter()
+        .find(|r| r.name == "foos/scale")
+        .unwrap();
+    assert_eq!(
+        (scale.kind.as_str(), scale.group.as_deref()),
+        ("Scale", Some("autoscaling"))
+    );
+}
+
+#[tokio::test]
+async fn a_token_request_gives_a_token_token_review_accepts_for_its_audiences() {
+    let (_s, c) = common::server().await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(c.clone(), "a");
+    accounts
+        .create(
+            &PostParams::default(),
+            &from(json!({"metadata": {"name": "fakesa"}})),
+        )
+        .await
+        .unwrap();
+    let ask = |audiences: Value, expiration: Value| -> TokenRequest {
+        from(json!({"spec": {"audiences": audiences, "expirationSeconds": expiration}}))
+    };
+    let answer = accounts
+        .create_token_request(
+            "fakesa",
+            &PostParams::default(),
+            &ask(json!(["api"]), json!(null)),
+        )
+        .await
+        .unwrap();
+    let token = answer.status.unwrap().token.unwrap();
+    assert!(!token.is_empty());
+    let reviews: Api<TokenReview> = Api::all(c.clone());
+    let review = |token: &str, audiences: Value| -> TokenReview {
+        from(json!({"spec": {"token": token, "audiences": audiences}}))
+    };
+    let r = reviews
+        .create(&PostParams::default(), &review(&token, json!(["api"])))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(r.authenticated, Some(true));
+    assert_eq!(r.audiences, Some(vec!["api".to_string()]));
+    assert_eq!(
+        r.user.unwrap().username.as_deref(),
+        Some("system:serviceaccount:a:fakesa")
+    );
+    // For another audience the token is not valid.
+    let r = reviews
+        .create(&PostParams::default(), &review(&token, json!(["vault"])))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(r.authenticated, Some(false));
+    assert!(
+        r.error
+            .unwrap()
+            .contains("invalid for the target audiences")
+    );
+    // No such account; a token that lives under ten minutes.
+    let e = refusal(
+        accounts
+            .create_token_request(
+                "nobody",
+                &PostParams::default(),
+                &ask(json!([]), json!(null)),
+            )
+            .await,
+    );
+    assert_eq!(e.code, 404);
+    let e = refusal(
+        accounts
+            .create_token_request("fakesa", &PostParams::default(), &ask(json!([]), json!(60)))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+}
+
+#[tokio::test]
+async fn ephemeral_containers_are_added_through_their_subresource_and_never_removed() {
+    let (_s, c) = common::server().await;
+    let pods: Api<Pod> = Api::namespaced(c, "a");
+    let pod: Pod = from(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}));
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let debugger = json!({"spec": {"ephemeralContainers": [
+        {"name": "debugger", "image": "busybox", "command": ["sh"], "targetContainerName": "c"}]}});
+    let patched = pods
+        .patch_ephemeral_containers("p", &PatchParams::default(), &Patch::Strategic(debugger))
+        .await
+        .unwrap();
+    let added = patched.spec.unwrap().ephemeral_containers.unwrap();
+    assert_eq!(added[0].name, "debugger");
+    let got = pods.get_ephemeral_containers("p").await.unwrap();
+    assert_eq!(got.spec.unwrap().ephemeral_containers.unwrap().len(), 1);
+    let removed = json!([{"op": "replace", "path": "/spec/ephemeralContainers", "value": []}]);
+    let e = refusal(
+        pods.patch_ephemeral_containers(
+            "p",
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(removed).unwrap()),
+        )
+        .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+}
+
+#[tokio::test]
+async fn a_csrs_approval_changes_its_conditions_alone() {
+    let (_s, c) = common::server().await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(c);
+    let csr: CertificateSigningRequest = from(json!({"metadata": {"name": "fake"},
+        "spec": {"request": "cmVxdWVzdA==", "signerName": "kubernetes.io/kube-apiserver-client",
+            "usages": ["client auth"]}}));
+    csrs.create(&PostParams::default(), &csr).await.unwrap();
+    let approval = json!({"spec": {"signerName": "changed"}, "status": {"conditions": [
+        {"type": "Approved", "status": "True", "reason": "kube-rsClient", "message": "approved"}]}});
+    csrs.patch_approval("fake", &PatchParams::default(), &Patch::Merge(approval))
+        .await
+        .unwrap();
+    let after = csrs.get_approval("fake").await.unwrap();
+    assert_eq!(
+        after.status.unwrap().conditions.unwrap()[0].type_,
+        "Approved"
+    );
+    assert_eq!(
+        after.spec.signer_name,
+        "kubernetes.io/kube-apiserver-client"
+    );
+}
