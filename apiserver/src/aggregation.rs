@@ -27,6 +27,32 @@ const USER_FACING: [(&str, Option<&str>); 3] = [
 
 /// Stores `admin`, `edit` and `view` unless they are there.
 pub(crate) fn builtin_roles(store: &Store) {
+    // cluster-admin, bound to system:masters, as the bootstrap policy
+    // makes it: what `kubectl get clusterrole cluster-admin` and kube-rs's
+    // tests find on every cluster.
+    let bootstrap = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+    let autoupdate = json!({"rbac.authorization.kubernetes.io/autoupdate": "true"});
+    if store.get("ClusterRole", "", "cluster-admin").is_none() {
+        store.seed(
+            "ClusterRole",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "cluster-admin", "labels": bootstrap, "annotations": autoupdate},
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                    {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+        );
+    }
+    if store
+        .get("ClusterRoleBinding", "", "cluster-admin")
+        .is_none()
+    {
+        store.seed(
+            "ClusterRoleBinding",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "cluster-admin", "labels": bootstrap, "annotations": autoupdate},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]}),
+        );
+    }
     for (role, joins) in USER_FACING {
         if store.get("ClusterRole", "", role).is_some() {
             continue;

@@ -39,6 +39,54 @@ pub(crate) fn kubernetes_service(store: &Store, addr: SocketAddr) {
     }
 }
 
+/// The control plane's ComponentStatuses, all healthy: this server is
+/// the scheduler's, the controller manager's and etcd's stand-in.
+pub(crate) fn component_statuses(store: &Store) {
+    for (name, message) in [
+        ("scheduler", "ok"),
+        ("controller-manager", "ok"),
+        ("etcd-0", "{\"health\":\"true\",\"reason\":\"\"}"),
+    ] {
+        if store.get("ComponentStatus", "", name).is_none() {
+            store.seed(
+                "ComponentStatus",
+                json!({"apiVersion": "v1", "kind": "ComponentStatus", "metadata": {"name": name},
+                    "conditions": [{"type": "Healthy", "status": "True", "message": message}]}),
+            );
+        }
+    }
+}
+
+/// An APIService for every built-in group version served, as
+/// kube-apiserver's autoregistration keeps them (`v1.` for the core group,
+/// `v1.apps`, ...), each Available and served locally.
+pub(crate) fn api_services(store: &Store) {
+    let mut seen = std::collections::BTreeSet::new();
+    for r in crate::resources::BUILTIN {
+        if !seen.insert((r.group, r.version)) {
+            continue;
+        }
+        let name = format!("{}.{}", r.version, r.group);
+        if store.get("APIService", "", &name).is_some() {
+            continue;
+        }
+        let (group_priority, version_priority) = if r.group.is_empty() {
+            (18000, 1)
+        } else {
+            (17000, 15)
+        };
+        store.seed(
+            "APIService",
+            json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": name, "labels": {"kube-aggregator.kubernetes.io/automanaged": "onstart"}},
+                "spec": {"group": r.group, "version": r.version,
+                    "groupPriorityMinimum": group_priority, "versionPriority": version_priority},
+                "status": {"conditions": [{"type": "Available", "status": "True",
+                    "reason": "Local", "message": "Local APIServices are always available"}]}}),
+        );
+    }
+}
+
 fn active(ns: &Value) -> bool {
     !ns["metadata"]["deletionTimestamp"].is_string()
 }

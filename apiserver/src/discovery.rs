@@ -63,7 +63,7 @@ pub(crate) const VERBS: &[&str] = &[
 ];
 
 fn entry(r: &Resource) -> Vec<Value> {
-    let verbs: &[&str] = if r.review { &["create"] } else { VERBS };
+    let verbs = r.verbs();
     let mut out = vec![json!({
         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
         "kind": r.kind, "verbs": verbs, "shortNames": r.short_names,

@@ -71,11 +71,7 @@ fn group(served: &Served, g: &str) -> Value {
 
 fn resource(r: &Resource) -> Value {
     let kind = json!({"group": r.group, "version": r.version, "kind": r.kind});
-    let verbs: &[&str] = if r.review {
-        &["create"]
-    } else {
-        super::discovery::VERBS
-    };
+    let verbs = r.verbs();
     let mut out = json!({
         "resource": r.plural,
         "responseKind": kind,

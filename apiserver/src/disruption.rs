@@ -42,7 +42,7 @@ fn in_namespace(store: &Store, kind: &str, ns: &str) -> Vec<Value> {
 
 /// A pod kube-controller-manager counts as healthy: not deleting, and
 /// Ready (`apipod.IsPodReady`).
-fn healthy(pod: &Value) -> bool {
+pub(crate) fn healthy(pod: &Value) -> bool {
     !pod["metadata"]["deletionTimestamp"].is_string()
         && pod["status"]["conditions"]
             .as_array()
@@ -64,40 +64,47 @@ fn scaled(v: &Value, expected: i64) -> Option<i64> {
     }
 }
 
-/// The pods a budget's controllers want: the sum of the `spec.replicas`
-/// of the selected pods' controllers where they have a scale (ReplicaSet,
-/// StatefulSet, ReplicationController), else the pods themselves.
+/// The pods a budget's controllers want (`getExpectedScale`): the sum of
+/// the `spec.replicas` of the selected pods' controllers that have a
+/// scale, each counted once: a ReplicaSet a Deployment owns counts as the
+/// Deployment, a StatefulSet and a ReplicationController as themselves.
+/// Pods with no such controller are not counted.
 fn expected_pods(store: &Store, ns: &str, pods: &[Value]) -> i64 {
     let mut controllers: Vec<(String, String)> = Vec::new();
-    let mut uncontrolled = 0;
     for p in pods {
-        let owner = p["metadata"]["ownerReferences"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|o| o["controller"] == true);
-        match owner.and_then(|o| Some((o["kind"].as_str()?, o["name"].as_str()?))) {
-            Some((kind, name))
-                if matches!(kind, "ReplicaSet" | "StatefulSet" | "ReplicationController") =>
-            {
-                let key = (kind.to_string(), name.to_string());
-                if !controllers.contains(&key) {
-                    controllers.push(key);
-                }
-            }
-            _ => uncontrolled += 1,
+        let Some((kind, name)) = controller_of(&p["metadata"]) else {
+            continue;
+        };
+        let key = match kind.as_str() {
+            "ReplicaSet" => store
+                .get("ReplicaSet", ns, &name)
+                .and_then(|rs| controller_of(&rs["metadata"]))
+                .filter(|(k, _)| k == "Deployment")
+                .unwrap_or((kind, name)),
+            "StatefulSet" | "ReplicationController" => (kind, name),
+            _ => continue,
+        };
+        if !controllers.contains(&key) {
+            controllers.push(key);
         }
     }
-    let scale: i64 = controllers
+    controllers
         .iter()
-        .map(|(kind, name)| {
-            store
-                .get(kind, ns, name)
-                .and_then(|c| c["spec"]["replicas"].as_i64())
-                .unwrap_or(1)
-        })
-        .sum();
-    scale + uncontrolled
+        .filter_map(|(kind, name)| store.get(kind, ns, name)?["spec"]["replicas"].as_i64())
+        .sum()
+}
+
+/// The kind and name of an object's controller (its ownerReference with
+/// `controller: true`).
+fn controller_of(meta: &Value) -> Option<(String, String)> {
+    let owner = meta["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"] == true)?;
+    Some((
+        owner["kind"].as_str()?.to_string(),
+        owner["name"].as_str()?.to_string(),
+    ))
 }
 
 /// The status the disruption controller writes for `budget` now, keeping
@@ -145,12 +152,12 @@ pub(crate) fn status(store: &Store, budget: &Value) -> Value {
         (expected, (expected - unavailable).max(0))
     } else if let Some(Value::Number(n)) = spec.get("minAvailable") {
         (pods.len() as i64, n.as_i64().unwrap_or(0))
-    } else {
+    } else if let Some(min) = spec.get("minAvailable") {
         let expected = expected_pods(store, ns, &pods);
-        let min = spec
-            .get("minAvailable")
-            .map_or(Some(0), |m| scaled(m, expected));
-        (expected, min.unwrap_or(0))
+        (expected, scaled(min, expected).unwrap_or(0))
+    } else {
+        // Neither bound: nothing expected, nothing allowed.
+        (0, 0)
     };
     let allowed = if expected <= 0 {
         0

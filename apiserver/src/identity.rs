@@ -144,9 +144,15 @@ impl ApiServer {
             .tokens
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        // A token a TokenRequest gave for other audiences is not one for
+        // the API server.
+        let for_api = self
+            .audiences_of_token(token)
+            .iter()
+            .any(|a| a == API_AUDIENCE);
         match tokens.get(token) {
-            Some(user) => Ok(user.clone()),
-            None => Err(status(401, "Unauthorized", "Unauthorized", None, "")),
+            Some(user) if for_api => Ok(user.clone()),
+            _ => Err(status(401, "Unauthorized", "Unauthorized", None, "")),
         }
     }
 

@@ -41,6 +41,18 @@ fn deployment(d: &Value) -> Vec<Cause> {
     )]
 }
 
+/// A selector expression's key and values.
+pub(crate) fn expression(e: &Value) -> (&str, Vec<&str>) {
+    let key = e["key"].as_str().unwrap_or_default();
+    let values = e["values"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    (key, values)
+}
+
 /// Whether a LabelSelector (matchLabels and matchExpressions) selects
 /// these labels; an empty one selects everything.
 pub(crate) fn selects(selector: &Value, labels: &Map<String, Value>) -> bool {
@@ -55,13 +67,7 @@ pub(crate) fn selects(selector: &Value, labels: &Map<String, Value>) -> bool {
         .into_iter()
         .flatten()
         .all(|e| {
-            let key = e["key"].as_str().unwrap_or_default();
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
+            let (key, values) = expression(e);
             match e["operator"].as_str().unwrap_or_default() {
                 "In" => has(key).is_some_and(|v| values.contains(&v)),
                 "NotIn" => has(key).is_none_or(|v| !values.contains(&v)),

@@ -224,6 +224,8 @@ impl ApiServer {
         });
         namespaces::adopt(&store);
         bootstrap::kubernetes_service(&store, server.addr);
+        bootstrap::api_services(&store);
+        bootstrap::component_statuses(&store);
         let (changes, _) = store.watch();
         bootstrap::default_accounts(&store);
         aggregation::builtin_roles(&store);

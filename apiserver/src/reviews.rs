@@ -59,12 +59,13 @@ fn token_review(s: &ApiServer, spec: &Value) -> Result<Value, Vec<Cause>> {
         .filter_map(|a| a.as_str().map(str::to_string))
         .collect();
     let has = s.audiences_of_token(token);
-    // As the token authenticator: the audiences asked for that the token
-    // has, or its own when none are asked; none in common is a refusal.
-    let granted: Vec<String> = match wanted.is_empty() {
-        true => has.clone(),
-        false => wanted.iter().filter(|a| has.contains(a)).cloned().collect(),
+    // As the token authenticator: the audiences asked for (the API
+    // server's when none are) that the token has; none is a refusal.
+    let wanted = match wanted.is_empty() {
+        true => vec![crate::identity::API_AUDIENCE.to_string()],
+        false => wanted,
     };
+    let granted: Vec<String> = wanted.iter().filter(|a| has.contains(a)).cloned().collect();
     Ok(match s.user_of_token(token) {
         Some(_) if granted.is_empty() => json!({
             "authenticated": false, "user": {},

@@ -59,6 +59,7 @@ use k8s_openapi::api::{
     scheduling::v1 as scheduling,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apiregistration;
 
 kinds! {
     "Pod" => core::Pod,
@@ -81,10 +82,13 @@ kinds! {
     "StatefulSet" => apps::StatefulSet,
     "DaemonSet" => apps::DaemonSet,
     "ReplicaSet" => apps::ReplicaSet,
+    "ReplicationController" => core::ReplicationController,
     "Job" => batch::Job,
     "CronJob" => batch::CronJob,
     "PodDisruptionBudget" => policy::PodDisruptionBudget,
     "CertificateSigningRequest" => certificates::CertificateSigningRequest,
+    "APIService" => apiregistration::APIService,
+    "ComponentStatus" => core::ComponentStatus,
     "NetworkPolicy" => networking::NetworkPolicy,
     "PriorityClass" => scheduling::PriorityClass,
     "CustomResourceDefinition" => apiextensions::CustomResourceDefinition,

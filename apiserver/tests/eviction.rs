@@ -186,3 +186,35 @@ async fn discovery_names_the_eviction_subresource_as_kubectl_drain_looks_for_it(
     );
     assert_eq!(eviction.verbs, ["create"]);
 }
+
+/// Upstream's default `IfHealthyBudget`: a pod that is not Ready goes
+/// without taking a disruption while the budget has the healthy pods it
+/// wants (a crashlooping pod does not hold a drain).
+#[tokio::test]
+async fn a_pod_that_is_not_ready_goes_while_its_budget_is_healthy() {
+    let (_s, c) = server().await;
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "a");
+    running(&pods, "ready").await;
+    let sick = from(
+        json!({"metadata": {"name": "sick", "labels": {"app": "web"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]}}),
+    );
+    pods.create(&PostParams::default(), &sick).await.unwrap();
+    let status = json!({"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "False"}]}});
+    pods.patch_status(
+        "sick",
+        &Default::default(),
+        &kube::api::Patch::Merge(status),
+    )
+    .await
+    .unwrap();
+    budget(&c, "web", json!({"minAvailable": 1})).await;
+    assert_eq!(
+        pods.evict("sick", &EvictParams::default())
+            .await
+            .unwrap()
+            .code,
+        201
+    );
+}

@@ -146,6 +146,27 @@ async fn a_token_request_gives_a_token_token_review_accepts_for_its_audiences() 
             .unwrap()
             .contains("invalid for the target audiences")
     );
+    // A token for another audience is not one for the API server itself,
+    // and a review that names no audience asks for the API server's.
+    let vault = accounts
+        .create_token_request(
+            "fakesa",
+            &PostParams::default(),
+            &ask(json!(["vault"]), json!(null)),
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap();
+    let r = reviews
+        .create(&PostParams::default(), &review(&vault, json!([])))
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(r.authenticated, Some(false));
     // No such account; a token that lives under ten minutes.
     let e = refusal(
         accounts
@@ -215,5 +236,81 @@ async fn a_csrs_approval_changes_its_conditions_alone() {
     assert_eq!(
         after.spec.signer_name,
         "kubernetes.io/kube-apiserver-client"
+    );
+}
+
+#[tokio::test]
+async fn a_deployments_scale_is_its_replicas_and_selector_as_kubectl_scale_reads_them() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let (_s, c) = common::server().await;
+    let deployments: Api<Deployment> = Api::namespaced(c, "a");
+    let d: Deployment = from(json!({"metadata": {"name": "d"}, "spec": {"replicas": 1,
+        "selector": {"matchLabels": {"app": "d", "tier": "gpu"}},
+        "template": {"metadata": {"labels": {"app": "d", "tier": "gpu"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}}}));
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let scale = deployments.get_scale("d").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(1));
+    assert_eq!(
+        scale.status.unwrap().selector.as_deref(),
+        Some("app=d,tier=gpu")
+    );
+    // kubectl scale: the Scale read, then written back at its version.
+    let mut scale = deployments.get_scale("d").await.unwrap();
+    scale.spec.as_mut().unwrap().replicas = Some(4);
+    let written = deployments
+        .replace_scale("d", &PostParams::default(), &scale)
+        .await
+        .unwrap();
+    assert_eq!(written.spec.unwrap().replicas, Some(4));
+    assert_eq!(deployments.get("d").await.unwrap().spec.replicas, Some(4));
+    // At the version it was read at, which is no longer the object's: 409.
+    let e = refusal(
+        deployments
+            .replace_scale("d", &PostParams::default(), &scale)
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+}
+
+/// What a cluster has before anyone writes, which clients look up: the
+/// control plane's ComponentStatuses (read-only), an APIService per group
+/// version, and `cluster-admin`; and objects written as Go writes them,
+/// `kind` first (kube-rs's tests compare a decoder's error position).
+#[tokio::test]
+async fn component_statuses_api_services_and_cluster_admin_are_there_from_the_start() {
+    use k8s_openapi::api::core::v1::ComponentStatus;
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    let (_s, c) = common::server().await;
+    let statuses: Api<ComponentStatus> = Api::all(c.clone());
+    let scheduler = statuses.get("scheduler").await.unwrap();
+    assert_eq!(scheduler.conditions.unwrap()[0].type_, "Healthy");
+    let e = refusal(statuses.delete("scheduler", &Default::default()).await);
+    assert_eq!((e.code, e.reason.as_str()), (405, "MethodNotAllowed"));
+    let services: Api<APIService> = Api::all(c.clone());
+    for name in ["v1.", "v1.apps", "v1.policy"] {
+        let s = services.get(name).await.unwrap();
+        assert_eq!(
+            s.status.unwrap().conditions.unwrap()[0].status,
+            "True",
+            "{name}"
+        );
+    }
+    let admin = Api::<ClusterRole>::all(c.clone())
+        .get("cluster-admin")
+        .await
+        .unwrap();
+    assert_eq!(admin.rules.unwrap()[0].verbs, ["*"]);
+    let req = http::Request::get("/api/v1/namespaces/default/services/kubernetes")
+        .body(Vec::new())
+        .unwrap();
+    let text = c.request_text(req).await.unwrap();
+    assert!(
+        text.starts_with(r#"{"kind":"Service","apiVersion":"v1","metadata":"#),
+        "{text}"
     );
 }

@@ -62,7 +62,9 @@ pub(super) async fn resource(
     let answer = match serve(&s, &caller, &t, &method, path, &headers, &q, &body).await {
         Ok(r) | Err(r) => r,
     };
-    if crate::protobuf::preferred(accept) && !is_watch(&q) {
+    // Custom resources have no protobuf form: JSON, which such clients
+    // accept too (upstream answers them so).
+    if crate::protobuf::preferred(accept) && !is_watch(&q) && !t.resource.custom {
         return crate::protobuf::answer(answer).await;
     }
     answer
@@ -129,6 +131,9 @@ async fn serve(
         .get(header::CONTENT_TYPE)
         .and_then(|c| c.to_str().ok())
         .unwrap_or_default();
+    if t.resource.read_only && is_write(method) {
+        return Err(not_allowed(method, path, t.name.as_deref(), t));
+    }
     let how = if is_write(method) {
         anonymous_on_loopback(s, &caller.user, method).map_err(|r| *r)?;
         let how = dry_run(q, true, t).map_err(|r| *r)?;

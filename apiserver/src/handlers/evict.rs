@@ -4,7 +4,7 @@
 //! uses, and what evicts a GPU node's VMs before maintenance.
 
 use super::{Req, not_found, ok, store_error};
-use crate::store::{Apply, Subresource};
+use crate::store::{Apply, StoreError, Subresource};
 use crate::{disruption, status};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -16,9 +16,7 @@ impl Req<'_> {
             Ok(v) => v,
             Err(e) => return status(400, "BadRequest", &e.to_string(), Some(n), "pods"),
         };
-        if let Some(named) = eviction["metadata"]["name"].as_str()
-            && named != n
-        {
+        if eviction["metadata"]["name"].as_str() != Some(n) {
             let msg = "name in URL does not match name in Eviction object";
             return status(400, "BadRequest", msg, Some(n), "pods");
         }
@@ -38,10 +36,12 @@ impl Req<'_> {
         if !ignores_budgets(&pod) {
             let budgets = disruption::budgets_for(&self.s.store, &pod);
             if budgets.len() > 1 {
+                // Upstream's own Status here has a code and no reason.
                 let msg = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
-                return status(500, "InternalError", msg, Some(n), "pods");
+                return status(500, "", msg, None, "pods");
             }
             if let Some(budget) = budgets.first()
+                && !unhealthy_may_go(&pod, budget, &disruption::status(&self.s.store, budget))
                 && let Err(refused) = self.take_disruption(budget, n, how)
             {
                 return *refused;
@@ -62,36 +62,75 @@ impl Req<'_> {
     /// with 429 when none is allowed; else written less one, the pod
     /// recorded as disrupted until its deletion is seen.
     fn take_disruption(&self, budget: &Value, n: &str, how: Apply) -> Result<(), Box<Response>> {
-        let now = disruption::status(&self.s.store, budget);
-        let allowed = now["disruptionsAllowed"].as_i64().unwrap_or(0);
-        if allowed <= 0 {
-            let name = budget["metadata"]["name"].as_str().unwrap_or_default();
-            let cause = format!(
-                "The disruption budget {name} needs {} healthy pods and has {} currently",
-                now["desiredHealthy"], now["currentHealthy"]
-            );
-            return Err(Box::new(too_many_requests(&cause)));
+        let name = budget["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = self.ns();
+        // As upstream's retry on a conflict (the disruption controller
+        // writes the same status): re-read and decide again, then 504.
+        for _ in 0..CONFLICT_RETRIES {
+            let Some(budget) = self.s.store.get("PodDisruptionBudget", ns, name) else {
+                return Ok(());
+            };
+            let now = disruption::status(&self.s.store, &budget);
+            let allowed = now["disruptionsAllowed"].as_i64().unwrap_or(0);
+            if allowed <= 0 {
+                let cause = format!(
+                    "The disruption budget {name} needs {} healthy pods and has {} currently",
+                    now["desiredHealthy"], now["currentHealthy"]
+                );
+                return Err(Box::new(too_many_requests(&cause)));
+            }
+            if how == Apply::DryRun {
+                return Ok(());
+            }
+            let mut taken = budget.clone();
+            taken["status"] = now;
+            taken["status"]["disruptionsAllowed"] = json!(allowed - 1);
+            let stamp = jiff::Timestamp::now()
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string();
+            taken["status"]["disruptedPods"][n] = json!(stamp);
+            match self
+                .s
+                .store
+                .update("PodDisruptionBudget", taken, Subresource::Status)
+            {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict(_)) => continue,
+                Err(e) => {
+                    let msg = format!("writing the status of PodDisruptionBudget {name}: {e}");
+                    return Err(Box::new(status(
+                        500,
+                        "InternalError",
+                        &msg,
+                        Some(n),
+                        "pods",
+                    )));
+                }
+            }
         }
-        if how == Apply::DryRun {
-            return Ok(());
-        }
-        let mut taken = budget.clone();
-        taken["status"] = now;
-        taken["status"]["disruptionsAllowed"] = json!(allowed - 1);
-        let stamp = jiff::Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
-        taken["status"]["disruptedPods"][n] = json!(stamp);
-        self.s
-            .store
-            .update("PodDisruptionBudget", taken, Subresource::Status)
-            .map(|_| ())
-            .map_err(|e| {
-                let name = budget["metadata"]["name"].as_str().unwrap_or_default();
-                let msg = format!("writing the status of PodDisruptionBudget {name}: {e}");
-                Box::new(status(500, "InternalError", &msg, Some(n), "pods"))
-            })
+        let msg = format!("couldn't update PodDisruptionBudget {name:?} due to conflicts");
+        Err(Box::new(status(504, "Timeout", &msg, Some(n), "pods")))
     }
+}
+
+/// How often an eviction re-reads a budget whose write met a conflict.
+const CONFLICT_RETRIES: usize = 20;
+
+/// A pod that is not Ready may go without a disruption when its budget
+/// says so (`unhealthyPodEvictionPolicy: AlwaysAllow`), or, by default
+/// (`IfHealthyBudget`), while the budget has the healthy pods it wants.
+fn unhealthy_may_go(pod: &Value, budget: &Value, now: &Value) -> bool {
+    if disruption::healthy(pod) {
+        return false;
+    }
+    if budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow" {
+        return true;
+    }
+    let (current, desired) = (
+        now["currentHealthy"].as_i64(),
+        now["desiredHealthy"].as_i64(),
+    );
+    matches!((current, desired), (Some(c), Some(d)) if d > 0 && c >= d)
 }
 
 /// A pod whose eviction is a plain delete: finished, never started

@@ -73,7 +73,33 @@ async fn openapi_v2(
 pub(super) type Q = HashMap<String, String>;
 
 pub(super) fn ok(code: StatusCode, v: Value) -> Response {
-    (code, axum::Json(v)).into_response()
+    let json = header::HeaderValue::from_static("application/json");
+    (code, [(header::CONTENT_TYPE, json)], go_ordered(&v)).into_response()
+}
+
+/// An object's JSON in the order Go's encoder writes its fields: `kind`,
+/// `apiVersion`, `metadata`, then the rest (a client's decoder may name a
+/// position in its errors, as kube-rs's tests compare).
+fn go_ordered(v: &Value) -> Vec<u8> {
+    let Some(fields) = v.as_object() else {
+        return serde_json::to_vec(v).unwrap_or_default();
+    };
+    const FIRST: [&str; 3] = ["kind", "apiVersion", "metadata"];
+    let ordered = FIRST
+        .iter()
+        .filter_map(|k| fields.get_key_value(*k))
+        .chain(fields.iter().filter(|(k, _)| !FIRST.contains(&k.as_str())));
+    let mut out = vec![b'{'];
+    for (i, (k, v)) in ordered.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut out, k);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, v);
+    }
+    out.push(b'}');
+    out
 }
 
 /// `watch=true` (or `1`) in a list's query.

@@ -54,10 +54,12 @@ impl Req<'_> {
                     "spec": {"replicas": at(o, paths.spec_replicas).as_i64().unwrap_or(0)},
                     "status": {"replicas": at(o, paths.status_replicas).as_i64().unwrap_or(0)},
                 });
-                if let Some(selector) = paths.label_selector.map(|p| at(o, p))
-                    && selector.is_string()
-                {
-                    scale["status"]["selector"] = selector.clone();
+                let selector = match paths.label_selector {
+                    Some(p) => at(o, p).as_str().map(str::to_string),
+                    None => built_in_selector(&o["spec"]["selector"]),
+                };
+                if let Some(selector) = selector {
+                    scale["status"]["selector"] = selector.into();
                 }
                 scale
             }
@@ -94,7 +96,12 @@ impl Req<'_> {
         let part = match sub {
             Sub::Scale => {
                 let paths = self.t.resource.scale.expect("a scale target has its paths");
-                let replicas = new_view["spec"]["replicas"].clone();
+                // ScaleSpec.replicas is omitempty: a Go client scaling to
+                // zero sends no replicas at all.
+                let replicas = match &new_view["spec"]["replicas"] {
+                    Value::Null => json!(0),
+                    r => r.clone(),
+                };
                 if replicas.as_i64().is_none_or(|r| r < 0) {
                     let msg = format!(
                         "Scale.autoscaling {n:?} is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"
@@ -193,6 +200,35 @@ fn only_added(stored: &Value, new: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A built-in workload's selector as its Scale says it (`a=b,c=d`): a
+/// LabelSelector's matchLabels and expressions, or a
+/// ReplicationController's plain map.
+fn built_in_selector(selector: &Value) -> Option<String> {
+    let labels = selector
+        .get("matchLabels")
+        .unwrap_or(selector)
+        .as_object()?;
+    let mut terms: Vec<String> = labels
+        .iter()
+        .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+        .collect();
+    for e in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let (key, values) = crate::kind_rules::expression(e);
+        terms.push(match e["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            _ => format!("!{key}"),
+        });
+    }
+    terms.sort();
+    Some(terms.join(","))
 }
 
 /// The value at a `.a.b.c` path (a CRD's scale paths).

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 /// an hour when not asked.
 const MIN_EXPIRATION: i64 = 600;
 const DEFAULT_EXPIRATION: i64 = 3600;
+const MAX_EXPIRATION: i64 = 1 << 32;
 
 impl Req<'_> {
     pub(super) fn token(&self, n: &str, body: &[u8]) -> Response {
@@ -38,15 +39,34 @@ impl Req<'_> {
                 );
             }
         };
+        let shape_ok = request["metadata"].is_null() || request["metadata"].is_object();
+        if !shape_ok || !(request["spec"].is_null() || request["spec"].is_object()) {
+            let msg = "the body is not a TokenRequest: metadata and spec must be objects";
+            return status(400, "BadRequest", msg, Some(n), "serviceaccounts");
+        }
+        if let Some(named) = request["metadata"]["name"].as_str()
+            && !named.is_empty()
+            && named != n
+        {
+            let msg = format!(
+                "TokenRequest.authentication.k8s.io {named:?} is invalid: metadata.name: Invalid value: {named:?}: must match the service account name if specified"
+            );
+            return status(422, "Invalid", &msg, Some(n), "serviceaccounts");
+        }
         if self.s.store.get("ServiceAccount", self.ns(), n).is_none() {
             return self.not_found(n);
         }
         let expiration = request["spec"]["expirationSeconds"]
             .as_i64()
             .unwrap_or(DEFAULT_EXPIRATION);
-        if expiration < MIN_EXPIRATION {
+        if !(MIN_EXPIRATION..=MAX_EXPIRATION).contains(&expiration) {
             let msg = format!(
-                "TokenRequest.authentication.k8s.io {n:?} is invalid: spec.expirationSeconds: Invalid value: {expiration}: may not specify a duration less than 10 minutes"
+                "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: {expiration}: {}",
+                if expiration < MIN_EXPIRATION {
+                    "may not specify a duration less than 10 minutes"
+                } else {
+                    "may not specify a duration larger than 2^32 seconds"
+                }
             );
             return status(422, "Invalid", &msg, Some(n), "serviceaccounts");
         }

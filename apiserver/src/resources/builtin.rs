@@ -25,6 +25,7 @@ const fn r(
         categories: &[],
         generation: true,
         review: false,
+        read_only: false,
         custom: false,
         scale: None,
     }
@@ -164,22 +165,35 @@ pub const BUILTIN: &[Resource] = &[
         short_names: &["ep"],
         ..plain("", "endpoints", "endpoints", "Endpoints", true)
     },
-    workload(
+    scalable(workload(
         "apps",
         "deployments",
         "deployment",
         "Deployment",
         &["deploy"],
-    ),
-    workload(
+    )),
+    scalable(workload(
         "apps",
         "statefulsets",
         "statefulset",
         "StatefulSet",
         &["sts"],
-    ),
+    )),
     workload("apps", "daemonsets", "daemonset", "DaemonSet", &["ds"]),
-    workload("apps", "replicasets", "replicaset", "ReplicaSet", &["rs"]),
+    scalable(workload(
+        "apps",
+        "replicasets",
+        "replicaset",
+        "ReplicaSet",
+        &["rs"],
+    )),
+    scalable(workload(
+        "",
+        "replicationcontrollers",
+        "replicationcontroller",
+        "ReplicationController",
+        &["rc"],
+    )),
     workload("batch", "jobs", "job", "Job", &[]),
     workload("batch", "cronjobs", "cronjob", "CronJob", &["cj"]),
     Resource {
@@ -192,6 +206,31 @@ pub const BUILTIN: &[Resource] = &[
             "poddisruptionbudget",
             "PodDisruptionBudget",
             true,
+        )
+    },
+    // The control plane's components, as the deprecated API still lists
+    // them (bootstrap.rs keeps them; kube-runtime's tests read one).
+    Resource {
+        short_names: &["cs"],
+        read_only: true,
+        ..plain(
+            "",
+            "componentstatuses",
+            "componentstatus",
+            "ComponentStatus",
+            false,
+        )
+    },
+    // The API's group versions as kube-aggregator lists them
+    // (bootstrap.rs stores one per group version served).
+    Resource {
+        status: true,
+        ..plain(
+            "apiregistration.k8s.io",
+            "apiservices",
+            "apiservice",
+            "APIService",
+            false,
         )
     },
     // What kube-rs's tests and a kubelet's client certificates use: a
@@ -250,6 +289,19 @@ pub const BUILTIN: &[Resource] = &[
 ];
 
 /// A namespaced workload of `group`/v1: spec, status, generation.
+/// A workload with replicas: its `scale` subresource over
+/// `.spec.replicas` (what `kubectl scale` and autoscalers write).
+const fn scalable(r: Resource) -> Resource {
+    Resource {
+        scale: Some(super::ScalePaths {
+            spec_replicas: ".spec.replicas",
+            status_replicas: ".status.replicas",
+            label_selector: None,
+        }),
+        ..r
+    }
+}
+
 const fn workload(
     group: &'static str,
     plural: &'static str,

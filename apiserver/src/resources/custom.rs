@@ -79,6 +79,7 @@ pub fn custom_of(crd: &CustomResourceDefinition) -> Option<Custom> {
         categories: interned_list(&names.categories),
         generation: true,
         review: false,
+        read_only: false,
         custom: true,
         scale: v
             .subresources

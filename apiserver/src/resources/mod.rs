@@ -36,6 +36,8 @@ pub struct Resource {
     pub review: bool,
     /// Served from a CustomResourceDefinition.
     pub custom: bool,
+    /// Only read (get, list), as ComponentStatuses: the server keeps them.
+    pub read_only: bool,
     /// A custom resource's scale subresource, as its CRD declares it.
     pub scale: Option<ScalePaths>,
 }
@@ -50,6 +52,17 @@ pub struct ScalePaths {
 }
 
 impl Resource {
+    /// The verbs discovery lists.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        if self.review {
+            &["create"]
+        } else if self.read_only {
+            &["get", "list"]
+        } else {
+            crate::discovery::VERBS
+        }
+    }
+
     /// Served from a CustomResourceDefinition, not built in.
     pub fn is_custom(&self) -> bool {
         self.custom
