@@ -314,3 +314,28 @@ async fn component_statuses_api_services_and_cluster_admin_are_there_from_the_st
         "{text}"
     );
 }
+
+/// ReplicationControllers (item 8), the core group's oldest workload:
+/// stored, decoded by their type, scaled through `scale` with their plain
+/// map selector.
+#[tokio::test]
+async fn a_replication_controller_is_served_and_scaled_by_its_map_selector() {
+    use k8s_openapi::api::core::v1::ReplicationController;
+    let (_s, c) = common::server().await;
+    let rcs: Api<ReplicationController> = Api::namespaced(c, "a");
+    let rc: ReplicationController = from(json!({"metadata": {"name": "rc"}, "spec": {
+        "replicas": 2, "selector": {"app": "rc"},
+        "template": {"metadata": {"labels": {"app": "rc"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}}}}));
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let scale = rcs.get_scale("rc").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(2));
+    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=rc"));
+    // A Scale written with no replicas (Go's omitempty of 0) scales to zero.
+    let mut zero = rcs.get_scale("rc").await.unwrap();
+    zero.spec = Some(Default::default());
+    rcs.replace_scale("rc", &PostParams::default(), &zero)
+        .await
+        .unwrap();
+    assert_eq!(rcs.get("rc").await.unwrap().spec.unwrap().replicas, Some(0));
+}
