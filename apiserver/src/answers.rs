@@ -38,7 +38,12 @@ pub(crate) fn object_status(
     status_with(code, reason, message, Some(details))
 }
 
-fn status_with(code: u16, reason: &str, message: &str, details: Option<Value>) -> Response {
+pub(crate) fn status_with(
+    code: u16,
+    reason: &str,
+    message: &str,
+    details: Option<Value>,
+) -> Response {
     let body = json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "reason": reason, "code": code,

@@ -32,12 +32,11 @@ fn selects(budget: &Value, labels: &Map<String, Value>) -> bool {
 }
 
 fn in_namespace(store: &Store, kind: &str, ns: &str) -> Vec<Value> {
+    // A range of the store, not a copy of every object of the kind: this
+    // runs on every pod change.
     store
-        .list(kind)
+        .list_page(kind, Some(ns), None, usize::MAX, |_| true)
         .0
-        .into_iter()
-        .filter(|o| o["metadata"]["namespace"] == ns)
-        .collect()
 }
 
 /// A pod kube-controller-manager counts as healthy: not deleting, and
@@ -121,7 +120,7 @@ pub(crate) fn status(store: &Store, budget: &Value) -> Value {
             selects(budget, &labels)
         })
         .collect();
-    let now = jiff::Timestamp::now();
+    let now = store.wall_now();
     let mut disrupted = Map::new();
     for (name, at) in budget["status"]["disruptedPods"]
         .as_object()
@@ -134,7 +133,7 @@ pub(crate) fn status(store: &Store, budget: &Value) -> Value {
         });
         let fresh = at
             .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
             .is_some_and(|t| now.as_second() - t.as_second() < DELETION_TIMEOUT_SECS);
         if live && fresh {
             disrupted.insert(name.clone(), at.clone());
@@ -164,7 +163,7 @@ pub(crate) fn status(store: &Store, budget: &Value) -> Value {
     } else {
         (current - desired).max(0)
     };
-    let condition = condition(budget, allowed > 0, &now);
+    let condition = condition(budget, allowed > 0, &store.now());
     let mut status = json!({
         "observedGeneration": budget["metadata"]["generation"].as_i64().unwrap_or(1),
         "disruptionsAllowed": allowed,
@@ -181,7 +180,7 @@ pub(crate) fn status(store: &Store, budget: &Value) -> Value {
 
 /// The `DisruptionAllowed` condition, its transition time kept while its
 /// status holds.
-fn condition(budget: &Value, allowed: bool, now: &jiff::Timestamp) -> Value {
+fn condition(budget: &Value, allowed: bool, now: &str) -> Value {
     let (status, reason) = match allowed {
         true => ("True", "SufficientPods"),
         false => ("False", "InsufficientPods"),
@@ -193,7 +192,7 @@ fn condition(budget: &Value, allowed: bool, now: &jiff::Timestamp) -> Value {
         .find(|c| c["type"] == "DisruptionAllowed" && c["status"] == status);
     let since = previous
         .and_then(|c| c["lastTransitionTime"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+        .unwrap_or_else(|| now.to_string());
     json!({"type": "DisruptionAllowed", "status": status, "reason": reason,
         "lastTransitionTime": since,
         "observedGeneration": budget["metadata"]["generation"].as_i64().unwrap_or(1)})

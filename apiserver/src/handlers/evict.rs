@@ -7,7 +7,7 @@ use super::{Req, not_found, ok, store_error};
 use crate::store::{Apply, StoreError, Subresource};
 use crate::{disruption, status};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Value, json};
 
 impl Req<'_> {
@@ -85,9 +85,7 @@ impl Req<'_> {
             let mut taken = budget.clone();
             taken["status"] = now;
             taken["status"]["disruptionsAllowed"] = json!(allowed - 1);
-            let stamp = jiff::Timestamp::now()
-                .strftime("%Y-%m-%dT%H:%M:%SZ")
-                .to_string();
+            let stamp = self.s.store.now();
             taken["status"]["disruptedPods"][n] = json!(stamp);
             match self
                 .s
@@ -144,11 +142,10 @@ fn ignores_budgets(pod: &Value) -> bool {
 
 /// 429, as `errors.NewTooManyRequests` with the budget's cause.
 fn too_many_requests(cause: &str) -> Response {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": "Cannot evict pod as it would violate the pod's disruption budget.",
-        "reason": "TooManyRequests", "code": 429,
-        "details": {"causes": [{"reason": "DisruptionBudget", "message": cause}]},
-    });
-    (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response()
+    crate::answers::status_with(
+        429,
+        "TooManyRequests",
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+        Some(json!({"causes": [{"reason": "DisruptionBudget", "message": cause}]})),
+    )
 }

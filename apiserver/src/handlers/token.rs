@@ -79,9 +79,10 @@ impl Req<'_> {
         };
         let user = format!("system:serviceaccount:{}:{n}", self.ns());
         let token = self.s.issue_token(&user, audiences.clone());
-        let expires = jiff::Timestamp::now()
-            .checked_add(jiff::SignedDuration::from_secs(expiration))
-            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let now = self.s.store.wall_now();
+        let expires = now
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(expiration))
+            .unwrap_or(now);
         request["apiVersion"] = "authentication.k8s.io/v1".into();
         request["kind"] = "TokenRequest".into();
         request["metadata"]["name"] = n.into();

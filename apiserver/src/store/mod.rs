@@ -204,8 +204,14 @@ impl Store {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn now(&self) -> String {
-        (self.wall)().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    /// Now, on the server's wall clock (a test's, where it sets one).
+    pub(crate) fn wall_now(&self) -> k8s_openapi::jiff::Timestamp {
+        (self.wall)()
+    }
+
+    /// Now as the API writes a time (RFC 3339, seconds).
+    pub(crate) fn now(&self) -> String {
+        self.wall_now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
     }
 
     fn has_status(&self, kind: &str) -> bool {
