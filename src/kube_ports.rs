@@ -272,7 +272,8 @@ impl gpu_claims_actors::ports::Recorder for KubeRecorder {
                 EventType::Normal
             },
             reason: event.reason.clone(),
-            note: Some(event.message.clone()),
+            // Messages carry what tenants wrote; shown, not acted on.
+            note: Some(event.note().into_owned()),
             action: event.rule.as_str().into(),
             secondary: None,
         };

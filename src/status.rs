@@ -6,6 +6,7 @@
 use crate::clients::Clients;
 use crate::kube_ports::{api, typed};
 use gpu_claims_actors::api::Kind;
+use gpu_claims_actors::printable::printable;
 use gpu_claims_actors::status::{Report, report};
 use gpu_claims_actors::world::World;
 use kube::api::ListParams;
@@ -115,7 +116,11 @@ async fn list(clients: &Clients, kind: Kind) -> anyhow::Result<Listed> {
         for o in page.items {
             match typed(kind, o) {
                 Ok(obj) => items.push(obj),
-                Err(e) => eprintln!("skipping a {} that cannot be read: {e}", kind.name()),
+                Err(e) => eprintln!(
+                    "skipping a {} that cannot be read: {}",
+                    kind.name(),
+                    printable(&e.to_string())
+                ),
             }
         }
         token = page.metadata.continue_.filter(|t| !t.is_empty());
@@ -125,13 +130,20 @@ async fn list(clients: &Clients, kind: Kind) -> anyhow::Result<Listed> {
     }
 }
 
-/// Columns padded to their widest cell.
+/// Columns padded to their widest cell. Every cell is shown through
+/// `printable`: names and messages come from what tenants wrote (a claim's
+/// class in a ClassMissing message), and a raw ESC, CR or newline could
+/// act on the operator's terminal or forge a row or a section.
 fn columns(rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c).into_owned()).collect())
+        .collect();
     let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    for r in rows {
+    for r in &rows {
         let cells: Vec<String> = r
             .iter()
             .zip(&widths)
@@ -239,4 +251,43 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(out, "not read: {why} (what needs it counts none)");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_claims_actors::status::WaitingSet;
+
+    #[test]
+    fn a_tenants_control_characters_are_shown_in_the_table_not_acted_on() {
+        // A className of ESC sequences, CR and newline, as a tenant could
+        // store it under a CRD without a pattern, in the ClassMissing message.
+        let forged = "h200\u{1b}[2J\u{1b}]0;pwned\u{7}\r\nWAITING AT THE GATE\n  (none)";
+        let report = Report {
+            classes: Vec::new(),
+            nodes: Vec::new(),
+            quotas: Vec::new(),
+            waiting: vec![WaitingSet {
+                namespace: "t".into(),
+                vmi: "vm\u{1b}[31m".into(),
+                claims: vec!["a".into()],
+                reason: "ClassMissing".into(),
+                message: format!("GPUClass {forged} does not exist"),
+            }],
+            not_read: Vec::new(),
+        };
+        let out = table(&report);
+        assert!(!out.contains(['\u{1b}', '\r', '\u{7}']), "{out:?}");
+        let sections = out
+            .lines()
+            .filter(|l| l.starts_with("WAITING AT THE GATE"))
+            .count();
+        assert_eq!(sections, 1, "no forged section: {out}");
+        let row = out.lines().find(|l| l.contains("ClassMissing")).unwrap();
+        assert!(
+            row.contains("h200^[[2J^[]0;pwned\\u{7}\\r\\nWAITING AT THE GATE\\n  (none)"),
+            "{row}"
+        );
+        assert!(row.contains("t/vm^[[31m"), "{row}");
+    }
 }

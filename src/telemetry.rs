@@ -64,6 +64,7 @@ fn fmt_of(format: LogFormat, sink: Sink, ansi: bool) -> Fmt {
     match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_ansi(ansi)
+            .fmt_fields(text_fields())
             .with_writer(sink)
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
@@ -72,6 +73,26 @@ fn fmt_of(format: LogFormat, sink: Sink, ansi: bool) -> Fmt {
             .with_writer(sink)
             .boxed(),
     }
+}
+
+/// The text format's fields, as tracing-subscriber writes them (the
+/// message, then `name=value` separated by spaces), with every value shown
+/// through `printable`: names and messages a tenant wrote (a claim's
+/// class, a VMI's annotation) can hold ESC, CR or newline, and a raw one
+/// would forge log lines or act on the operator's terminal. JSON escapes
+/// them already.
+fn text_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let shown = format!("{value:?}");
+        let shown = gpu_claims_actors::printable::printable(&shown);
+        if field.name() == "message" {
+            w.write_str(&shown)
+        } else {
+            write!(w, "{}={shown}", field.name())
+        }
+    })
+    .delimited(" ")
 }
 
 impl Logging {

@@ -141,3 +141,29 @@ fn every_write_line_of_an_actor_names_its_claim_and_rule() {
         assert!(l.contains("claim=t/") || l.contains("class="), "{l}");
     }
 }
+
+#[test]
+fn text_log_lines_show_a_tenants_control_characters_and_stay_one_line() {
+    let buf = Buf::default();
+    let b = buf.clone();
+    let (subscriber, _logging) = Logging::build(
+        &config(&[], "info"),
+        Arc::new(move || {
+            let b = b.clone();
+            Sink::new(move || b.clone())
+        }),
+    );
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let class = "h200\u{1b}[2J\r\nINFO forged line";
+    let span = tracing::info_span!("claim", claim = %format!("t/{class}"));
+    let _in = span.enter();
+    tracing::info!(class = %class, debug = ?class, "class {class} does not exist");
+    let out = buf.take();
+    assert_eq!(out.lines().count(), 1, "{out:?}");
+    assert!(!out.contains(['\u{1b}', '\r']), "{out:?}");
+    assert!(
+        out.contains("class h200^[[2J\\r\\nINFO forged line does not exist"),
+        "{out}"
+    );
+    assert!(out.contains("claim=t/h200^[[2J"), "{out}");
+}

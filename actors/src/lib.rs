@@ -12,6 +12,7 @@ pub mod api;
 pub mod config;
 pub mod controller;
 pub mod ports;
+pub mod printable;
 pub mod rules;
 pub mod status;
 pub mod world;

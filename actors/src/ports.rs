@@ -297,6 +297,15 @@ pub struct Event {
     pub rule: RuleId,
 }
 
+impl Event {
+    /// The message as an Event's note shows it: what tenants wrote in it
+    /// (a claim's class, a VMI's annotation or device name) can hold
+    /// control characters, and `kubectl describe` prints notes raw.
+    pub fn note(&self) -> std::borrow::Cow<'_, str> {
+        crate::printable::printable(&self.message)
+    }
+}
+
 /// What the actors report for metrics: `run` exports it to Prometheus,
 /// the benchmark measures with it. Every method defaults to nothing.
 pub trait Telemetry: Send + Sync {

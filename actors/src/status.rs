@@ -133,7 +133,7 @@ fn node_rows(w: &World, resources: &BTreeSet<String>) -> Vec<NodeRow> {
                 allocatable,
                 recorded,
                 used_outside_records: outside,
-                free: allocatable.saturating_sub(recorded + outside),
+                free: allocatable.saturating_sub(recorded.saturating_add(outside)),
             });
         }
     }

@@ -389,3 +389,111 @@ fn q1_g3_a_record_moved_with_its_lost_claim_counts_once_before_the_watch_shows_t
         );
     }
 }
+
+/// A GPUQuota `t/q` as a real API server stored it under an older CRD
+/// (no maximum): a limit past u32, which the controller cannot read.
+fn unreadable_quota() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "gpu.cozystack.io/v1alpha1",
+        "kind": "GPUQuota",
+        "metadata": {"namespace": "t", "name": "q"},
+        "spec": {"hard": {"probe": 1, "h200": 4_294_967_296u64}},
+    })
+}
+
+/// Settles `objs`, stores the unreadable quota, settles, then starts vm1
+/// (naming claim t/a) and `more`: the quota is there before the sets are.
+async fn then_the_vms(t: &mut TestCluster, more: Vec<Obj>) {
+    t.settle().await;
+    t.sim.store.seed("GPUQuota", unreadable_quota());
+    t.settle().await;
+    for o in vm1_naming("a").into_iter().chain(more) {
+        t.user_create(o);
+    }
+    t.settle().await;
+}
+
+fn claims_only() -> Vec<Obj> {
+    let mut objs = tenant(0, "h200", 2, vec![]);
+    objs.retain(|o| !matches!(o.kind(), Kind::Vmi | Kind::Pod));
+    objs.push(claim("u", "b").count(2).obj());
+    objs
+}
+
+#[test]
+fn q1_a_quota_that_cannot_be_read_stops_placement_in_its_namespace_until_fixed() {
+    with_world(Config::default(), claims_only(), |mut t| async move {
+        // Another tenant's set is not held up.
+        then_the_vms(&mut t, naming("u", "vm", "b")).await;
+        let (reason, message) = t.waiting("t/a").expect("t's set waits");
+        assert_eq!(reason, "QuotaUnreadable");
+        assert!(message.contains("GPUQuota q cannot be read"), "{message}");
+        assert!(message.contains("4294967296"), "says why: {message}");
+        assert_eq!(t.phase("u/b"), ClaimPhase::Attached, "u has no such quota");
+        // A restart lists it: still unreadable, still closed.
+        assert_eq!(t.writes_on_restart().await, Vec::<String>::new());
+        assert_eq!(
+            t.waiting("t/a").map(|w| w.0).as_deref(),
+            Some("QuotaUnreadable")
+        );
+        // Fixed to a limit it can read, which has room: placed.
+        let mut fixed = t.sim.store.get("GPUQuota", "t", "q").unwrap();
+        fixed["spec"]["hard"] = serde_json::json!({"h200": 4});
+        t.sim
+            .store
+            .update(
+                "GPUQuota",
+                fixed,
+                gpu_claims_testbed::memory::store::Subresource::Main,
+            )
+            .unwrap();
+        t.settle().await;
+        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn q1_a_quota_that_cannot_be_read_and_is_deleted_no_longer_stops_placement() {
+    with_world(Config::default(), claims_only(), |mut t| async move {
+        then_the_vms(&mut t, vec![]).await;
+        assert_eq!(
+            t.waiting("t/a").map(|w| w.0).as_deref(),
+            Some("QuotaUnreadable")
+        );
+        t.user_delete(Kind::Quota, Some("t"), "q");
+        t.settle().await;
+        assert_eq!(t.phase("t/a"), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn q1_a_quota_read_once_then_unreadable_then_deleted_leaves_nothing_behind() {
+    // The cached version from before it became unreadable (a limit of 1)
+    // must go with its deletion, which the watch cannot read either.
+    let mut objs = claims_only();
+    objs.push(quota("t", "q").hard("h200", 1).obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        for o in vm1_naming("a") {
+            t.user_create(o);
+        }
+        t.settle().await;
+        assert_eq!(t.waiting("t/a").map(|w| w.0).as_deref(), Some("OverQuota"));
+        let mut bad = t.sim.store.get("GPUQuota", "t", "q").unwrap();
+        bad["spec"]["hard"]["h200"] = 4_294_967_296u64.into();
+        let main = gpu_claims_testbed::memory::store::Subresource::Main;
+        t.sim.store.update("GPUQuota", bad, main).unwrap();
+        t.settle().await;
+        assert_eq!(
+            t.waiting("t/a").map(|w| w.0).as_deref(),
+            Some("QuotaUnreadable")
+        );
+        t.user_delete(Kind::Quota, Some("t"), "q");
+        t.settle().await;
+        assert_eq!(
+            t.phase("t/a"),
+            ClaimPhase::Attached,
+            "no limit of 1 is left"
+        );
+    });
+}

@@ -104,6 +104,7 @@ fn i5_converged_world_gets_no_writes_on_resync() {
                 kind,
                 objects: objs,
                 list_rv: None,
+                unreadable: Vec::new(),
             });
         }
         t.settle().await;

@@ -12,7 +12,9 @@
 //! and the scheduler binds a pinned pod only where it fits, else marks it
 //! Unschedulable (G7 then recovers its VM). In two seeds of three the
 //! tenant has GPUQuotas, which the platform raises, lowers, deletes and
-//! makes again as VMs come and go (Q1, Q2). I1-I8 hold throughout.
+//! makes again as VMs come and go (Q1, Q2). Hostile tenants bind pods
+//! asking for the largest amounts Kubernetes stores, and a node now and
+//! then advertises the most cpu it can (issue 33). I1-I8 hold throughout.
 //! 1000 seeds.
 mod common;
 use common::*;
@@ -42,6 +44,9 @@ impl Rng {
 }
 
 const VMS: u64 = 6;
+
+/// The largest quantity Kubernetes stores for a count (an int64).
+const HUGE: &str = "9223372036854775807";
 
 /// GPUs of claim `c{i}` (the odd VMs name it).
 fn claim_count(i: u64) -> u64 {
@@ -141,7 +146,8 @@ fn fits(sim: &Sim, pod: &Pod, node: &str) -> Option<String> {
         if let Some(u) = PodUse::from_pod(&p).filter(|u| &*u.node == node) {
             pods += 1;
             for (r, a) in u.requests.iter() {
-                *requested.entry(r.to_string()).or_default() += a;
+                let sum = requested.entry(r.to_string()).or_default();
+                *sum = sum.saturating_add(a);
             }
         }
     }
@@ -207,9 +213,21 @@ fn foreign_pod(sim: &Sim, rng: &mut Rng) {
             let p = pod("ml", &name)
                 .requests(&[(H200, &gpus), ("cpu", "1"), ("memory", "32Gi")])
                 .scheduled(node)
-                .phase("Running")
-                .build();
-            if fits(sim, &p, node).is_none() {
+                .phase("Running");
+            // One in four is a hostile tenant's, bound by `nodeName` past
+            // the scheduler, asking for the largest amounts Kubernetes
+            // stores (issue 33): it must count as more than the node has.
+            let (p, hostile) = match rng.below(8) {
+                0 => (
+                    p.container("second", &[(H200, HUGE)])
+                        .requests(&[(H200, HUGE)]),
+                    true,
+                ),
+                1 => (p.sidecar("side", &[(H200, HUGE), ("memory", HUGE)]), true),
+                _ => (p, false),
+            };
+            let p = p.build();
+            if hostile || fits(sim, &p, node).is_none() {
                 sim.store
                     .seed("Pod", gpu_claims_actors::api::to_json(&Obj::Pod(p)));
             }
@@ -232,12 +250,15 @@ struct NodeState {
     ready: bool,
     cordoned: bool,
     tainted: bool,
+    /// Advertises the largest cpu and memory Kubernetes stores.
+    huge: bool,
 }
 
 const UP: NodeState = NodeState {
     ready: true,
     cordoned: false,
     tainted: false,
+    huge: false,
 };
 
 fn set_node(sim: &Sim, name: &str, s: NodeState) {
@@ -253,6 +274,9 @@ fn set_node(sim: &Sim, name: &str, s: NodeState) {
     }
     if s.tainted {
         n = n.taint("gpu", "", "NoSchedule");
+    }
+    if s.huge {
+        n = n.allocatable("cpu", HUGE).allocatable("memory", HUGE);
     }
     let n = n.obj();
     let mut v = gpu_claims_actors::api::to_json(&n);
@@ -297,6 +321,10 @@ struct Seen {
     progress_checks: usize,
     /// Steps that ended with a set waiting OverQuota.
     over_quota: usize,
+    /// Steps that ended with a set waiting on a quota it cannot read.
+    quota_unreadable: usize,
+    /// Steps that ended with a hostile pod bound to a node.
+    hostile_pods: usize,
 }
 
 /// The platform sets the tenant's quota (per class, sometimes a total
@@ -310,7 +338,12 @@ fn set_quota(sim: &Sim, rng: &mut Rng) {
     if rng.below(2) == 0 {
         q = q.total(3 + rng.below(6) as u32);
     }
-    let v = gpu_claims_actors::api::to_json(&q.obj());
+    let mut v = gpu_claims_actors::api::to_json(&q.obj());
+    // Now and then one stored under an older CRD with no maximum, which
+    // the controller cannot read: placement in `t` stops until it is fixed.
+    if rng.below(6) == 0 {
+        v["spec"]["hard"]["h200"] = 4_294_967_296u64.into();
+    }
     if sim.store.get("GPUQuota", "t", "q").is_some() {
         let mut v = v;
         v["metadata"]
@@ -323,12 +356,12 @@ fn set_quota(sim: &Sim, rng: &mut Rng) {
     }
 }
 
-/// Whether some claim says its set waits OverQuota.
-fn waits_over_quota(sim: &Sim) -> bool {
+/// Whether some claim says its set waits for `reason`.
+fn waits(sim: &Sim, reason: &str) -> bool {
     sim.store.list("GPUClaim").0.iter().any(|c| {
         c["status"]["conditions"]
             .as_array()
-            .is_some_and(|cs| cs.iter().any(|x| x["reason"] == "OverQuota"))
+            .is_some_and(|cs| cs.iter().any(|x| x["reason"] == reason))
     })
 }
 
@@ -389,6 +422,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                             ready: rng.below(3) > 0,
                             cordoned: rng.below(4) == 0,
                             tainted: rng.below(3) == 0,
+                            huge: rng.below(6) == 0,
                         },
                     ),
                     5 if quotas && rng.below(3) == 0 => set_quota(&sim, &mut rng),
@@ -398,7 +432,15 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
             }
             sim.settle().await;
             v.extend(checker.check(&sim.cluster));
-            seen.over_quota += usize::from(waits_over_quota(&sim));
+            seen.over_quota += usize::from(waits(&sim, "OverQuota"));
+            seen.quota_unreadable += usize::from(waits(&sim, "QuotaUnreadable"));
+            seen.hostile_pods += usize::from(
+                sim.store
+                    .list("Pod")
+                    .0
+                    .iter()
+                    .any(|p| p.to_string().contains(HUGE)),
+            );
             // Now and then the watches catch up and retries fire: the
             // controller has settled, and nothing it remembers may keep a
             // set waiting that a fresh controller would place (I6).
@@ -521,7 +563,9 @@ fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge()
             && seen.released > 0
             && seen.recovered > 0
             && seen.progress_checks > 0
-            && seen.over_quota > 0,
+            && seen.over_quota > 0
+            && seen.quota_unreadable > 0
+            && seen.hostile_pods > 0,
         "{seen:?}"
     );
 }

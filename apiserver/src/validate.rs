@@ -27,6 +27,9 @@ pub enum CauseKind {
     NotSupported,
     /// `Forbidden: <detail>`
     Forbidden,
+    /// `Too many: <n>: must have at most <max> items` (`field.TooMany`:
+    /// maxItems and maxProperties).
+    TooMany,
 }
 
 impl Cause {
@@ -52,6 +55,16 @@ impl Cause {
         }
     }
 
+    /// `field.TooMany(path, n, max)`.
+    pub fn too_many(field: impl Into<String>, n: usize, max: u64) -> Self {
+        Self {
+            field: field.into(),
+            value: n.to_string(),
+            detail: format!("must have at most {max} items"),
+            kind: CauseKind::TooMany,
+        }
+    }
+
     pub fn required(field: impl Into<String>) -> Self {
         Self {
             field: field.into(),
@@ -69,17 +82,18 @@ impl Cause {
         }
     }
 
-    fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self.kind {
             CauseKind::Invalid => "FieldValueInvalid",
             CauseKind::Required => "FieldValueRequired",
             CauseKind::NotSupported => "FieldValueNotSupported",
             CauseKind::Forbidden => "FieldValueForbidden",
+            CauseKind::TooMany => "FieldValueTooMany",
         }
     }
 
     /// The cause's message, without its field.
-    fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         match self.kind {
             CauseKind::Invalid => format!("Invalid value: {}: {}", self.value, self.detail),
             CauseKind::Required => "Required value".into(),
@@ -87,6 +101,7 @@ impl Cause {
                 format!("Unsupported value: {}: {}", self.value, self.detail)
             }
             CauseKind::Forbidden => format!("Forbidden: {}", self.detail),
+            CauseKind::TooMany => format!("Too many: {}: {}", self.value, self.detail),
         }
     }
 }
@@ -106,8 +121,19 @@ fn dns_label(p: &str) -> bool {
         && b.iter().all(|c| edge(*c) || *c == b'-')
 }
 
+/// `IsDNS1123Subdomain`: at most 253 characters in all, and its regex;
+/// unlike a label, a part between dots has no bound of its own (a
+/// 100-character name with no dot is a valid object name).
 fn dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(dns_label)
+    let part = |p: &str| {
+        let b = p.as_bytes();
+        let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        !b.is_empty()
+            && edge(b[0])
+            && edge(b[b.len() - 1])
+            && b.iter().all(|c| edge(*c) || *c == b'-')
+    };
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(part)
 }
 
 pub(crate) fn name_part(s: &str) -> bool {
@@ -215,7 +241,9 @@ mod tests {
         let claim = kind("GPUClaim");
         let ns = kind("Namespace");
         let named = |n: &str| json!({"metadata": {"name": n}});
-        for good in ["a", "vm-1", "a.b", "y", "0"] {
+        // A single part of 100 characters: Kubernetes bounds only the whole.
+        let long_part = "a".repeat(100);
+        for good in ["a", "vm-1", "a.b", "y", "0", &long_part] {
             assert!(metadata(claim, &named(good)).is_empty(), "{good}");
         }
         for bad in ["Bad_Name", "-a", "a-", "A", "a..b", &"a".repeat(254)] {

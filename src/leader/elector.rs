@@ -139,7 +139,7 @@ impl Elector {
             }
         } else if holder.is_none() || expired {
             // A change of holder, as client-go counts it.
-            self.spec(spec.lease_transitions.unwrap_or(0) + 1)
+            self.spec(spec.lease_transitions.unwrap_or(0).saturating_add(1))
         } else {
             return Ok(Round::HeldByAnother);
         };

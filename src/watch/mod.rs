@@ -8,6 +8,7 @@ use crate::kube_ports::{api, typed};
 use crate::telemetry::FailureStreak;
 use actix::Addr;
 use futures::StreamExt;
+use gpu_claims_actors::api::DecodeError;
 use gpu_claims_actors::controller::{Supervisor, WorldEvent};
 use gpu_claims_actors::ports::{Kind, Obj};
 use kube::Client;
@@ -36,6 +37,7 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
         watcher(api(&client, kind, None), config).backoff(backoff::WatchBackoff::default());
     let mut stream = std::pin::pin!(stream);
     let mut listed: Vec<Obj> = Vec::new();
+    let mut unreadable = Vec::new();
     let mut streak = FailureStreak::default();
     // An optional kind the cluster does not serve, told once as empty.
     let mut absent = false;
@@ -66,6 +68,7 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                             kind,
                             objects: Vec::new(),
                             list_rv: None,
+                            unreadable: Vec::new(),
                         };
                         if to.send(empty).await.is_err() {
                             return;
@@ -84,10 +87,14 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
             let out = match ev {
                 watcher::Event::Init => {
                     listed.clear();
+                    unreadable.clear();
                     None
                 }
                 watcher::Event::InitApply(o) => {
-                    listed.extend(convert(kind, o, &to).await);
+                    match typed_or_why(kind, o) {
+                        Ok(obj) => listed.push(obj),
+                        Err(bad) => unreadable.push(bad),
+                    }
                     None
                 }
                 watcher::Event::InitDone => {
@@ -97,10 +104,11 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                         kind,
                         objects: std::mem::take(&mut listed),
                         list_rv: None,
+                        unreadable: std::mem::take(&mut unreadable),
                     })
                 }
-                watcher::Event::Apply(o) => convert(kind, o, &to).await.map(WorldEvent::Apply),
-                watcher::Event::Delete(o) => convert(kind, o, &to).await.map(WorldEvent::Delete),
+                watcher::Event::Apply(o) => Some(event(kind, o, false)),
+                watcher::Event::Delete(o) => Some(event(kind, o, true)),
             };
             if let Some(ev) = out
                 && to.send(ev).await.is_err()
@@ -122,17 +130,26 @@ fn optional_not_served(kind: Kind, error: &watcher::Error) -> bool {
     )
 }
 
-async fn convert(kind: Kind, o: DynamicObject, to: &Addr<Supervisor>) -> Option<Obj> {
-    let name = format!(
-        "{}/{}",
-        o.metadata.namespace.clone().unwrap_or_default(),
-        o.metadata.name.clone().unwrap_or_default()
-    );
-    match typed(kind, o) {
-        Ok(obj) => Some(obj),
-        Err(error) => {
-            let _ = to.send(WorldEvent::Unreadable { kind, name, error }).await;
-            None
-        }
+/// The object read, or its `ns/name` (or name) and why it cannot be.
+fn typed_or_why(kind: Kind, o: DynamicObject) -> Result<Obj, (String, DecodeError)> {
+    let name = match &o.metadata.namespace {
+        Some(ns) => format!("{ns}/{}", o.metadata.name.as_deref().unwrap_or_default()),
+        None => o.metadata.name.clone().unwrap_or_default(),
+    };
+    typed(kind, o).map_err(|e| (name, e))
+}
+
+/// A watch event as the supervisor takes it; one that cannot be read is
+/// said as such, never dropped (an unreadable object is not an absent one).
+fn event(kind: Kind, o: DynamicObject, gone: bool) -> WorldEvent {
+    match typed_or_why(kind, o) {
+        Ok(obj) if gone => WorldEvent::Delete(obj),
+        Ok(obj) => WorldEvent::Apply(obj),
+        Err((name, error)) => WorldEvent::Unreadable {
+            kind,
+            name,
+            error,
+            gone,
+        },
     }
 }

@@ -24,9 +24,13 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct GPUClaimSpec {
-    /// The GPUClass whose GPUs this claim asks for. Immutable.
+    /// The GPUClass whose GPUs this claim asks for (a DNS subdomain, as
+    /// Kubernetes names objects). Immutable.
     #[x_kube(validation = Rule::new("self == oldSelf").message("className is immutable"))]
-    #[schemars(length(min = 1))]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub class_name: String,
     /// How many GPUs, all on one node. Immutable.
     #[serde(default = "default_count")]

@@ -5,6 +5,7 @@
 //! operator crate serializes them: both reach them here without a cycle.
 
 mod allocation;
+pub mod amount;
 mod claim;
 mod class;
 mod conditions;

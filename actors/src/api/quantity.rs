@@ -1,7 +1,10 @@
 //! Kubernetes quantities (`resource.Quantity`) read as whole device counts.
 //! A node advertises GPUs as an extended resource whose allocatable must be
 //! a whole, non-negative number; anything else (`abc`, `-8`, `8.5`, a number
-//! past u64) is refused with the reason, never read as some other count.
+//! past what Kubernetes counts, [`MOST`]) is refused with the reason, never
+//! read as some other count.
+
+use super::amount::MOST;
 
 use std::fmt;
 
@@ -126,7 +129,11 @@ fn scaled(q: &str, scale: i32, round_up: bool) -> Result<u64, QuantityError> {
         }
         n = whole + u128::from(rest != 0);
     }
-    u64::try_from(n).map_err(|_| QuantityError::TooLarge)
+    // Past an int64 Kubernetes cannot count it either (`Quantity.Value`).
+    u64::try_from(n)
+        .ok()
+        .filter(|n| *n <= MOST)
+        .ok_or(QuantityError::TooLarge)
 }
 
 /// A quantity as a whole count: `8`, `1k`, `2000m`, `1.5k`, `4e2`.
@@ -171,7 +178,9 @@ mod tests {
             ("8.5", Err(Fractional)),
             ("1500m", Err(Fractional)),
             ("18446744073709552k", Err(TooLarge)),
-            ("18446744073709551615", Ok(u64::MAX)),
+            ("9223372036854775807", Ok(MOST)),
+            ("9223372036854775808", Err(TooLarge)),
+            ("18446744073709551615", Err(TooLarge)),
             ("18446744073709551616", Err(TooLarge)),
             ("1e40", Err(TooLarge)),
         ];
@@ -200,6 +209,11 @@ mod tests {
             ("memory", "-1Gi", Err(Negative)),
             ("memory", "lots", Err(Malformed)),
             ("memory", "64Ei", Err(TooLarge)),
+            ("memory", "8Ei", Err(TooLarge)),
+            ("memory", "9223372036854775807", Ok(MOST)),
+            // kube-scheduler's MilliValue of this wraps to -1000m.
+            ("cpu", "9223372036854775807", Err(TooLarge)),
+            ("cpu", "9223372036854775807m", Ok(MOST)),
         ];
         for (resource, q, want) in cases {
             assert_eq!(&scheduler_amount(resource, q), want, "{resource} {q:?}");

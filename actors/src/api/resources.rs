@@ -5,6 +5,7 @@
 //! init containers (sidecars) added, the largest regular init container
 //! if larger, plus `spec.overhead`.
 
+use super::amount::MOST;
 use super::quantity::{QuantityError, scheduler_amount};
 use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -110,12 +111,18 @@ fn max(into: &mut Sums, from: &Sums) {
     }
 }
 
-/// A resource list's amounts; a quantity that is not one (the API server
-/// refuses those) counts as none.
+/// A resource list's amounts, as a pod asks for them. A quantity past
+/// what Kubernetes counts asks for [`MOST`]: more than any node has, never
+/// none. One that is not a quantity at all or is negative (the API server
+/// refuses those, 422) counts as none.
 pub fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> Sums {
     list.into_iter()
         .flatten()
-        .filter_map(|(n, q)| Some((n.clone(), scheduler_amount(n, &q.0).ok()?)))
+        .filter_map(|(n, q)| match scheduler_amount(n, &q.0) {
+            Ok(a) => Some((n.clone(), a)),
+            Err(QuantityError::TooLarge) => Some((n.clone(), MOST)),
+            Err(_) => None,
+        })
         .collect()
 }
 

@@ -1,6 +1,7 @@
 //! L1 and L11 for classes, and class status.
 
 use super::{RuleId, needs_finalizer};
+use crate::api::amount::{MOST, Tally};
 use crate::api::{CLASS_FINALIZER, GPUClass, GPUClassStatus, has_finalizer, is_deleting};
 use crate::world::World;
 
@@ -18,10 +19,11 @@ pub enum ClassStep {
 }
 
 /// The status a class should show: capacity on Ready nodes that serve it,
-/// and what its claims hold or owe.
+/// and what its claims hold or owe. Past what Kubernetes counts (an int64:
+/// nodes that together advertise more) it shows the most it can store.
 pub fn class_status(c: &GPUClass, w: &World, capacity: u64) -> GPUClassStatus {
     let mut status = c.status.clone().unwrap_or_default();
-    status.capacity = Some(capacity);
+    status.capacity = Some(capacity.min(MOST));
     status.allocated = Some(
         w.class_usage(c.metadata.name.as_deref().unwrap_or_default())
             .allocated,
@@ -31,13 +33,13 @@ pub fn class_status(c: &GPUClass, w: &World, capacity: u64) -> GPUClassStatus {
 
 /// GPUs of the class's resource on Ready nodes that match its selector.
 pub fn capacity_of(c: &GPUClass, w: &World) -> u64 {
-    let mut sum = 0;
+    let mut sum = Tally::default();
     w.for_each_node(|n| {
         if n.ready && n.matches(c.spec.node_selector.as_ref()) {
-            sum += n.allocatable(&c.spec.resource_name);
+            sum.add(n.allocatable(&c.spec.resource_name));
         }
     });
-    sum
+    sum.get()
 }
 
 /// L1, then L11 (a deleting class loses its finalizer once no claim of it

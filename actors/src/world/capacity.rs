@@ -7,6 +7,7 @@
 //! of classes, or a pool of classes per tenant, pays for its selectors).
 
 use super::World;
+use crate::api::amount::Tally;
 use crate::api::{GPUClass, NodeFacts};
 use dashmap::DashMap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,7 +39,7 @@ impl Counts {
 #[derive(Default)]
 pub(crate) struct Capacity {
     /// Per class, its capacity.
-    by_class: DashMap<String, u64>,
+    by_class: DashMap<String, Tally>,
     /// The classes of each group.
     groups: DashMap<Counts, BTreeSet<String>>,
 }
@@ -69,7 +70,7 @@ impl World {
         }
         match now {
             Some(g) => {
-                let n = self.nodes.iter().map(|n| g.on(Some(&n))).sum();
+                let n = self.nodes.iter().map(|n| g.on(Some(&n))).collect();
                 cap.by_class.insert(name.to_string(), n);
                 cap.groups.entry(g).or_default().insert(name.to_string());
             }
@@ -94,7 +95,8 @@ impl World {
             }
             for name in g.value() {
                 let mut c = cap.by_class.entry(name.clone()).or_default();
-                *c = (*c + after).saturating_sub(before);
+                c.add(after);
+                c.sub(before);
                 moved.push(name.clone());
             }
         }
@@ -105,6 +107,6 @@ impl World {
 
     /// A class's capacity, as `capacity_of` would count it.
     pub fn class_capacity(&self, name: &str) -> u64 {
-        self.capacity.by_class.get(name).map_or(0, |c| *c)
+        self.capacity.by_class.get(name).map_or(0, |c| c.get())
     }
 }

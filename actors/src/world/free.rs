@@ -80,8 +80,9 @@ impl World {
         let n = self.node(node)?;
         let allocatable = n.allocatable(resource);
         (allocatable > 0).then(|| {
-            let used =
-                self.allocated_on(node, resource) + self.used_beyond_allocations(node, resource);
+            let used = self
+                .allocated_on(node, resource)
+                .saturating_add(self.used_beyond_allocations(node, resource));
             allocatable.saturating_sub(used)
         })
     }

@@ -55,7 +55,7 @@ pub(crate) struct Indexes {
 fn shift<K: std::hash::Hash + Eq>(map: &DashMap<K, u64>, k: K, d: u64, sign: i64) {
     let mut e = map.entry(k).or_default();
     *e = if sign > 0 {
-        *e + d
+        e.saturating_add(d)
     } else {
         e.saturating_sub(d)
     };
@@ -125,7 +125,13 @@ fn remove(map: &DashMap<String, BTreeSet<String>>, term: &str, k: &str) {
 
 fn shift_usage(map: &DashMap<String, ClassUsage>, class: &str, u: ClassUsage, sign: i64) {
     let mut e = map.entry(class.to_string()).or_default();
-    let apply = |v: u64, d: u64| if sign > 0 { v + d } else { v.saturating_sub(d) };
+    let apply = |v: u64, d: u64| {
+        if sign > 0 {
+            v.saturating_add(d)
+        } else {
+            v.saturating_sub(d)
+        }
+    };
     e.allocated = apply(e.allocated, u.allocated);
     e.holders = apply(e.holders, u.holders);
 }

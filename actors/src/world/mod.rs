@@ -12,6 +12,7 @@ mod capacity;
 mod free;
 mod indexes;
 mod pods;
+mod unreadable;
 mod view;
 
 pub use apply::{
@@ -81,6 +82,8 @@ pub struct World {
     observed: [AtomicU64; Kind::ALL.len()],
     /// Per kind, whether its watch has listed once.
     listed: [AtomicBool; Kind::ALL.len()],
+    /// Per namespace: its GPUQuotas that cannot be read, name to why.
+    unreadable_quotas: DashMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 impl World {

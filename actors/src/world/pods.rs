@@ -5,6 +5,7 @@
 //! a question about a node costs what that node's launcher pods cost.
 
 use super::{World, key};
+use crate::api::amount::{Tally, total};
 use crate::api::{PodUse, ResourceName};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -14,8 +15,9 @@ use std::sync::Arc;
 pub struct NodeUse {
     /// The node's name, shared by its pods' entries.
     name: Arc<str>,
-    /// Their requests summed, per resource.
-    requested: HashMap<ResourceName, u64>,
+    /// Their requests summed, per resource (a hostile pod's huge request
+    /// taken away again leaves the others' exact).
+    requested: HashMap<ResourceName, Tally>,
     pods: u64,
     /// The launcher pods among them, pod key to VMI key: their GPUs may be
     /// covered by their VMI's allocations.
@@ -53,15 +55,13 @@ impl World {
             e.name = u.node.clone();
         }
         for (r, a) in u.requests.iter() {
-            let sum = e.requested.entry(ResourceName::new(r)).or_default();
-            *sum = if sign > 0 {
-                sum.saturating_add(a)
-            } else {
-                sum.saturating_sub(a)
-            };
+            e.requested
+                .entry(ResourceName::new(r))
+                .or_default()
+                .shift(a, sign > 0);
         }
         if sign > 0 {
-            e.pods += 1;
+            e.pods = e.pods.saturating_add(1);
             if let Some(v) = vmi {
                 e.launchers.insert(k.to_string(), v.to_string());
             }
@@ -83,8 +83,7 @@ impl World {
         self.idx.node_use.get(node).map_or(0, |e| {
             e.requested
                 .get(&ResourceName::new(resource))
-                .copied()
-                .unwrap_or(0)
+                .map_or(0, |t| t.get())
         })
     }
 
@@ -101,35 +100,37 @@ impl World {
         let Some(e) = self.idx.node_use.get(node) else {
             return 0;
         };
-        let total = e
+        let requested = e
             .requested
             .get(&ResourceName::new(resource))
-            .copied()
-            .unwrap_or(0);
-        if total == 0 {
+            .map_or(0, |t| t.get());
+        if requested == 0 {
             return 0;
         }
         let mut by_vmi: BTreeMap<&str, u64> = BTreeMap::new();
         for (pod, vmi) in &e.launchers {
             let asks = self.bound.get(pod).map_or(0, |u| u.requests.get(resource));
-            *by_vmi.entry(vmi).or_default() += asks;
+            let sum = by_vmi.entry(vmi).or_default();
+            *sum = sum.saturating_add(asks);
         }
-        let covered: u64 = by_vmi
-            .into_iter()
-            .filter(|(_, asks)| *asks > 0)
-            .map(|(vmi, asks)| asks.min(self.allocated_to_vmi(vmi, node, resource)))
-            .sum();
-        total.saturating_sub(covered)
+        let covered = total(
+            by_vmi
+                .into_iter()
+                .filter(|(_, asks)| *asks > 0)
+                .map(|(vmi, asks)| asks.min(self.allocated_to_vmi(vmi, node, resource))),
+        );
+        requested.saturating_sub(covered)
     }
 
     /// GPUs of `resource` that the claims of the VMI `ns/name` hold on `node`.
     fn allocated_to_vmi(&self, vmi: &str, node: &str, resource: &str) -> u64 {
-        self.claims_of_vmi(vmi)
-            .iter()
-            .filter_map(|c| self.allocation(c))
-            .filter(|r| r.spec.node_name == node && r.spec.resource_name == resource)
-            .map(|r| u64::from(r.spec.count))
-            .sum()
+        total(
+            self.claims_of_vmi(vmi)
+                .iter()
+                .filter_map(|c| self.allocation(c))
+                .filter(|r| r.spec.node_name == node && r.spec.resource_name == resource)
+                .map(|r| u64::from(r.spec.count)),
+        )
     }
 
     /// The pods whose use is kept, by key (for a relist).

@@ -166,6 +166,7 @@ fn walk(v: &mut Value, s: &Value, path: &str, old: Option<&Value>, out: &mut Vec
         ));
         return;
     }
+    counts(v, s, path, out);
     match v {
         Value::Object(fields) => object(fields, s, path, old, out),
         Value::Array(items) => {
@@ -214,6 +215,47 @@ fn object(
             out.push(Cause::required(format!("{path}.{r}")));
         }
     }
+}
+
+/// maxProperties, minProperties, maxItems and minItems, as kube-openapi's
+/// validator words them (the maxima as `field.TooMany`).
+fn counts(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
+    let (n, most, least, what) = match v {
+        Value::Object(m) => (m.len(), "maxProperties", "minProperties", "properties"),
+        Value::Array(a) => (a.len(), "maxItems", "minItems", "items"),
+        _ => return,
+    };
+    if let Some(max) = s[most].as_u64()
+        && n as u64 > max
+    {
+        out.push(Cause::too_many(path, n, max));
+    }
+    if let Some(min) = s[least].as_u64()
+        && (n as u64) < min
+    {
+        out.push(Cause::invalid(
+            path,
+            n.to_string(),
+            format!("{path} in body should have at least {min} {what}"),
+        ));
+    }
+}
+
+/// A schema's `pattern`, compiled once per pattern (schemas are few; a
+/// pattern that does not compile matches nothing, as the API server would
+/// have refused its CRD).
+fn pattern_matches(pattern: &str, text: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static COMPILED: OnceLock<Mutex<HashMap<String, Option<regex::Regex>>>> = OnceLock::new();
+    let mut cache = COMPILED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let re = cache
+        .entry(pattern.to_string())
+        .or_insert_with(|| regex::Regex::new(pattern).ok());
+    re.as_ref().is_some_and(|re| re.is_match(text))
 }
 
 fn scalar(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
@@ -269,8 +311,17 @@ fn scalar(v: &Value, s: &Value, path: &str, out: &mut Vec<Cause>) {
         {
             out.push(Cause::invalid(
                 path,
-                shown,
+                shown.clone(),
                 format!("{path} in body should be at most {max} chars long"),
+            ));
+        }
+        if let Some(p) = s["pattern"].as_str()
+            && !pattern_matches(p, text)
+        {
+            out.push(Cause::invalid(
+                path,
+                shown,
+                format!("{path} in body should match '{p}'"),
             ));
         }
     }

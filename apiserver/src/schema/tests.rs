@@ -125,3 +125,49 @@ fn a_root_that_preserves_unknown_fields_keeps_them() {
     assert!(admit(Some(&pruning), &mut obj, None).is_empty());
     assert_eq!(obj.get("extra"), None);
 }
+
+/// A schema of its own, for the keywords our CRDs do not all use.
+fn with_schema(schema: Value, v: &mut Value) -> Vec<Cause> {
+    let wrapped = json!({"type": "object", "properties": {"spec": schema}});
+    let mut obj =
+        json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "x"}, "spec": v.clone()});
+    let causes = admit(Some(&wrapped), &mut obj, None);
+    *v = obj["spec"].take();
+    causes
+}
+
+#[test]
+fn pattern_and_the_counts_of_properties_and_items_are_checked_as_kube_openapi_words_them() {
+    let s = json!({"type": "object", "maxProperties": 2, "minProperties": 1,
+        "additionalProperties": {"type": "string", "pattern": "^[a-z]+$"}});
+    let mut v = json!({"a": "ok", "b": "NO", "c": "x"});
+    let causes = with_schema(s.clone(), &mut v);
+    let said: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "spec: Too many: 3: must have at most 2 items",
+            "spec.b: Invalid value: \"NO\": spec.b in body should match '^[a-z]+$'",
+        ]
+    );
+    assert_eq!(causes[0].reason(), "FieldValueTooMany");
+    let causes = with_schema(s, &mut json!({}));
+    assert_eq!(
+        causes[0].detail,
+        "spec in body should have at least 1 properties"
+    );
+    let s = json!({"type": "array", "maxItems": 1, "minItems": 1, "items": {"type": "string"}});
+    let causes = with_schema(s.clone(), &mut json!(["a", "b"]));
+    assert_eq!(
+        causes[0].message(),
+        "Too many: 2: must have at most 1 items"
+    );
+    let causes = with_schema(s, &mut json!([]));
+    assert_eq!(
+        causes[0].detail,
+        "spec in body should have at least 1 items"
+    );
+}

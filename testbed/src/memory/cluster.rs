@@ -279,7 +279,9 @@ impl Reader for MemCluster {
 
 #[async_trait]
 impl gpu_claims_actors::ports::Recorder for MemCluster {
-    async fn publish(&self, event: gpu_claims_actors::ports::Event) {
+    async fn publish(&self, mut event: gpu_claims_actors::ports::Event) {
+        // As the operator's recorder publishes it.
+        event.message = event.note().into_owned();
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -4,7 +4,7 @@
 
 use super::store::{EventType, Store};
 use actix::Addr;
-use gpu_claims_actors::api::from_json as from_value;
+use gpu_claims_actors::api::{DecodeError, from_json as from_value};
 use gpu_claims_actors::controller::{Supervisor, WorldEvent};
 use gpu_claims_actors::ports::{Kind, Obj};
 use std::sync::Arc;
@@ -59,14 +59,18 @@ pub fn feed(
     for kind in &kinds {
         let (objs, rv) = store.list(kind.name());
         listed_at = listed_at.max(rv);
-        let objects: Vec<Obj> = objs
-            .into_iter()
-            .filter_map(|v| typed(*kind, v, &to))
-            .collect();
+        let (mut objects, mut unreadable) = (Vec::new(), Vec::new());
+        for v in objs {
+            match typed(*kind, v) {
+                Ok(o) => objects.push(o),
+                Err(bad) => unreadable.push(bad),
+            }
+        }
         to.do_send(WorldEvent::Relisted {
             kind: *kind,
             objects,
             list_rv: Some(rv),
+            unreadable,
         });
     }
     // Each kind's events are stamped on arrival and delivered by its own
@@ -112,26 +116,29 @@ impl Drop for AbortOnDrop {
 }
 
 fn deliver(kind: Kind, ev: super::store::StoreEvent, to: &Addr<Supervisor>) {
-    let Some(obj) = typed(kind, ev.object, to) else {
-        return;
-    };
-    to.do_send(match ev.type_ {
-        EventType::Deleted => WorldEvent::Delete(obj),
-        EventType::Added | EventType::Modified => WorldEvent::Apply(obj),
+    let gone = ev.type_ == EventType::Deleted;
+    to.do_send(match typed(kind, ev.object) {
+        Ok(obj) if gone => WorldEvent::Delete(obj),
+        Ok(obj) => WorldEvent::Apply(obj),
+        Err((name, error)) => WorldEvent::Unreadable {
+            kind,
+            name,
+            error,
+            gone,
+        },
     });
 }
 
-fn typed(kind: Kind, v: serde_json::Value, to: &Addr<Supervisor>) -> Option<Obj> {
-    let name = format!(
-        "{}/{}",
+/// The object read, or its key (`ns/name`, or its name) and why not.
+fn typed(kind: Kind, v: serde_json::Value) -> Result<Obj, (String, DecodeError)> {
+    let (ns, name) = (
         v["metadata"]["namespace"].as_str().unwrap_or_default(),
-        v["metadata"]["name"].as_str().unwrap_or_default()
+        v["metadata"]["name"].as_str().unwrap_or_default(),
     );
-    match from_value(kind, v) {
-        Ok(o) => Some(o),
-        Err(error) => {
-            to.do_send(WorldEvent::Unreadable { kind, name, error });
-            None
-        }
-    }
+    let name = if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    };
+    from_value(kind, v).map_err(|e| (name, e))
 }

@@ -60,7 +60,8 @@ pub fn bound_use(pods: &[Value], except: Option<&str>) -> BTreeMap<String, Bound
             .unwrap_or_default()
             .iter()
         {
-            *e.requested.entry(r.to_string()).or_default() += a;
+            let sum = e.requested.entry(r.to_string()).or_default();
+            *sum = sum.saturating_add(a);
         }
     }
     out

@@ -3,7 +3,7 @@
 //! changed), exactly the actors it concerns.
 
 use super::Supervisor;
-use crate::api::{GPUClaim, NodeFacts, vmi_owner};
+use crate::api::{DecodeError, GPUClaim, NodeFacts, vmi_owner};
 use crate::controller::placement::{PlacementPoke, Relisted};
 use crate::controller::{ClaimActor, ClassActor, QuotaActor};
 use crate::ports::{Kind, Obj};
@@ -50,7 +50,36 @@ impl Supervisor {
         }
     }
 
+    /// An object the watch brought that cannot be read. Its cached version
+    /// stays; a GPUQuota's namespace is also told, as Q1 fails closed on a
+    /// quota it cannot read (and opens again once it can, or it is gone).
+    pub(super) fn unreadable(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        error: &DecodeError,
+        gone: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        if gone {
+            tracing::info!(kind = kind.name(), object = %name, "an object that could not be read is gone");
+            // Its cached version (from before it became unreadable) goes too.
+            let change = self.env.world.forget(kind, name);
+            self.fan_out(change, ctx);
+        } else {
+            tracing::warn!(kind = kind.name(), object = %name, %error, "an object that cannot be read; its cached version stays");
+        }
+        let why = (!gone).then(|| error.to_string());
+        if self.env.world.set_unreadable(kind, name, why) {
+            self.place(PlacementPoke::Namespace(split_key(name).0.to_string()));
+        }
+    }
+
     fn quota_changed(&mut self, q: QuotaChange, ctx: &mut Context<Self>) {
+        // A quota that can be read again is no longer unreadable.
+        if self.env.world.set_unreadable(Kind::Quota, &q.key, None) {
+            self.place(PlacementPoke::Namespace(split_key(&q.key).0.to_string()));
+        }
         self.poke::<QuotaActor>(&q.key, ctx);
         // Q1: a quota made, removed or given other limits: the namespace's
         // waiting sets look again (its own status writes are no such change).
@@ -214,11 +243,14 @@ impl Supervisor {
         kind: Kind,
         objs: Vec<Obj>,
         list_rv: Option<u64>,
+        unreadable: &[(String, String)],
         ctx: &mut Context<Self>,
     ) {
+        // What cannot be read is not gone: its cached version stays.
         let keep: HashSet<String> = objs
             .iter()
             .filter_map(|o| object_key(kind, o.meta()))
+            .chain(unreadable.iter().map(|(k, _)| k.clone()))
             .collect();
         let w = self.env.world.clone();
         for k in w.keys(kind).into_iter().filter(|k| !keep.contains(k)) {

@@ -156,10 +156,26 @@ impl Handler<WorldEvent> for Supervisor {
                 kind,
                 objects,
                 list_rv,
-            } => self.relisted(kind, objects, list_rv, ctx),
-            WorldEvent::Unreadable { kind, name, error } => {
-                tracing::warn!(kind = kind.name(), object = %name, %error, "ignoring an object that cannot be read; its cached version stays");
+                unreadable,
+            } => {
+                let found: Vec<(String, String)> = unreadable
+                    .into_iter()
+                    .map(|(name, error)| {
+                        tracing::warn!(kind = kind.name(), object = %name, %error, "an object that cannot be read");
+                        (name, error.to_string())
+                    })
+                    .collect();
+                for ns in self.env.world.relisted_unreadable(kind, &found) {
+                    self.place(PlacementPoke::Namespace(ns));
+                }
+                self.relisted(kind, objects, list_rv, &found, ctx)
             }
+            WorldEvent::Unreadable {
+                kind,
+                name,
+                error,
+                gone,
+            } => self.unreadable(kind, &name, &error, gone, ctx),
         }
     }
 }

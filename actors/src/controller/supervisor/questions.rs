@@ -19,12 +19,18 @@ pub enum WorldEvent {
         kind: Kind,
         objects: Vec<Obj>,
         list_rv: Option<u64>,
+        /// The objects the list found that cannot be read (`ns/name`, why):
+        /// never taken as absent (a GPUQuota among them stops placement in
+        /// its namespace).
+        unreadable: Vec<(String, crate::api::DecodeError)>,
     },
-    /// An object that could not be read; the cached version (if any) stays.
+    /// An object that could not be read; the cached version (if any)
+    /// stays. `gone`: it was deleted (a Delete that could not be read).
     Unreadable {
         kind: Kind,
         name: String,
         error: crate::api::DecodeError,
+        gone: bool,
     },
 }
 

@@ -4,6 +4,7 @@
 
 use super::written::WrittenAllocations;
 use super::{WaitReason, Waiting};
+use crate::api::amount::total;
 use crate::api::{GPUClass, LauncherPod, NodeFacts, PodScheduling};
 use crate::rules::scheduling::fit::{NodeRoom, fits_request};
 use crate::rules::scheduling::{affinity_matches, tolerates_cordon, untolerated};
@@ -155,24 +156,30 @@ impl Ask<'_> {
         {
             return Err(Unfit::DevicesLost);
         }
-        let mut left = 0;
+        // Every amount here is one a node or a pod wrote: summed
+        // saturating, so a hostile pod's request reads as "more than the
+        // node has", never wraps to a small use (and "left" to a tight fit).
+        let mut left = 0u64;
         for (res, want) in &self.need {
-            let own: u64 = self
-                .own
-                .iter()
-                .filter(|(n, r, _)| *n == node.name && r == res)
-                .map(|(_, _, c)| c)
-                .sum();
+            let own = total(
+                self.own
+                    .iter()
+                    .filter(|(n, r, _)| *n == node.name && r == res)
+                    .map(|(_, _, c)| *c),
+            );
             // Capacity as the node really has it: its allocations (ours
             // not yet seen included) and what other pods use beyond them.
-            let used = (self.w.allocated_on(&node.name, res)
-                + self.written.on(self.w, &node.name, res))
+            let used = total([
+                self.w.allocated_on(&node.name, res),
+                self.written.on(self.w, &node.name, res),
+            ])
             .saturating_sub(own)
-                + self.w.used_beyond_allocations(&node.name, res);
+            .saturating_add(self.w.used_beyond_allocations(&node.name, res));
             let free = node.allocatable(res).saturating_sub(used);
-            left += free
+            let after = free
                 .checked_sub(*want)
                 .ok_or_else(|| Unfit::NoRoom(res.clone()))?;
+            left = left.saturating_add(after);
         }
         Ok(left)
     }
@@ -184,13 +191,17 @@ impl Ask<'_> {
     fn pod_room(&self, node: &NodeFacts) -> Option<String> {
         // The node's pods, and those we pinned that the cache does not show yet.
         let requested = |r: &str| {
-            self.w.pods_requested(&node.name, r)
-                + self.written.pinned_requests(self.w, &node.name, r)
+            self.w
+                .pods_requested(&node.name, r)
+                .saturating_add(self.written.pinned_requests(self.w, &node.name, r))
         };
         let room = NodeRoom {
             allocatable: &node.allocatable,
             requested: &requested,
-            pods: self.w.pods_on(&node.name) + self.written.pinned_pods(self.w, &node.name),
+            pods: self
+                .w
+                .pods_on(&node.name)
+                .saturating_add(self.written.pinned_pods(self.w, &node.name)),
         };
         let gpus = |r: &str| self.resources.iter().any(|g| g == r);
         self.pods.iter().find_map(|p| {

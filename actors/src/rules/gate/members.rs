@@ -4,6 +4,7 @@
 
 use super::written::WrittenAllocations;
 use super::{WaitReason, Waiting, wait};
+use crate::api::amount::add_to;
 use crate::api::{ClaimPhase, GPUClaim, GPUClass, Vmi, is_deleting, vmi_owner};
 use crate::world::{World, key};
 use std::collections::{BTreeMap, BTreeSet};
@@ -129,7 +130,11 @@ pub fn request_mismatch(
     }
     let mut held: BTreeMap<&str, u64> = BTreeMap::new();
     for (c, k) in claims.iter().zip(classes) {
-        *held.entry(k.spec.resource_name.as_str()).or_default() += u64::from(c.spec.count);
+        add_to(
+            &mut held,
+            k.spec.resource_name.as_str(),
+            u64::from(c.spec.count),
+        );
     }
     let resources: BTreeSet<&str> = served.into_iter().chain(held.keys().copied()).collect();
     let mut differs = String::new();

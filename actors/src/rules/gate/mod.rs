@@ -14,6 +14,7 @@ pub use written::{Assumed, Released, WrittenAllocations};
 
 use super::request::vmi_request;
 use super::template_name;
+use crate::api::amount::add_to;
 use crate::api::{ClaimPhase, GPUClaim, LauncherPod, Vmi, is_deleting};
 use crate::world::{World, key};
 use members::Member;
@@ -31,6 +32,8 @@ pub enum WaitReason {
     SplitNodes,
     OverBudget,
     OverQuota,
+    /// Q1 fails closed: a GPUQuota of the namespace cannot be read.
+    QuotaUnreadable,
     PinnedElsewhere,
     NoCapacity,
 }
@@ -46,6 +49,7 @@ impl WaitReason {
             WaitReason::SplitNodes => "SplitNodes",
             WaitReason::OverBudget => "OverBudget",
             WaitReason::OverQuota => "OverQuota",
+            WaitReason::QuotaUnreadable => "QuotaUnreadable",
             WaitReason::PinnedElsewhere => "PinnedElsewhere",
             WaitReason::NoCapacity => "NoCapacity",
         }
@@ -258,12 +262,18 @@ fn check_budgets(
 ) -> Result<(), Waiting> {
     let mut new_by_class: BTreeMap<&str, u64> = BTreeMap::new();
     for m in unplaced.iter().filter(|m| m.recorded_on.is_none()) {
-        *new_by_class.entry(&m.claim.spec.class_name).or_default() += u64::from(m.claim.spec.count);
+        add_to(
+            &mut new_by_class,
+            &m.claim.spec.class_name,
+            u64::from(m.claim.spec.count),
+        );
     }
     for (class, add) in &new_by_class {
         let budget = w.class(class).and_then(|c| c.spec.budget);
-        let held = w.allocated_to_class(class) + written.of_class(w, class);
-        if let Some(b) = budget.filter(|b| held + add > u64::from(*b)) {
+        let held = w
+            .allocated_to_class(class)
+            .saturating_add(written.of_class(w, class));
+        if let Some(b) = budget.filter(|b| held.saturating_add(*add) > u64::from(*b)) {
             return Err(wait(
                 WaitReason::OverBudget,
                 // Without the class's current usage: a message that changed
@@ -280,7 +290,7 @@ fn check_budgets(
 fn needs(unplaced: &[&Member]) -> BTreeMap<String, u64> {
     let mut need = BTreeMap::new();
     for m in unplaced {
-        *need.entry(m.resource.clone()).or_default() += u64::from(m.claim.spec.count);
+        add_to(&mut need, m.resource.clone(), u64::from(m.claim.spec.count));
     }
     need
 }

@@ -4,6 +4,7 @@
 use super::members::Member;
 use super::written::WrittenAllocations;
 use super::{WaitReason, Waiting, wait};
+use crate::api::amount::{add_to, total};
 use crate::world::World;
 use std::collections::BTreeMap;
 
@@ -18,20 +19,38 @@ pub(super) fn check_quotas(
     ns: &str,
     unplaced: &[&Member],
 ) -> Result<(), Waiting> {
+    // Fail closed: a quota that cannot be read may forbid this set (a set
+    // whose claims all hold their GPUs already takes nothing more).
+    if unplaced.is_empty() {
+        return Ok(());
+    }
+    if let Some((name, why)) = w.unreadable_quotas_in(ns).into_iter().next() {
+        return Err(wait(
+            WaitReason::QuotaUnreadable,
+            format!(
+                "GPUQuota {name} cannot be read ({why}): nothing is placed in this namespace until it is fixed or deleted"
+            ),
+        ));
+    }
     let quotas = w.quotas_in(ns);
     if quotas.is_empty() {
         return Ok(());
     }
     let mut add: BTreeMap<&str, u64> = BTreeMap::new();
     for m in unplaced.iter().filter(|m| m.recorded_on.is_none()) {
-        *add.entry(&m.claim.spec.class_name).or_default() += u64::from(m.claim.spec.count);
+        add_to(
+            &mut add,
+            &m.claim.spec.class_name,
+            u64::from(m.claim.spec.count),
+        );
     }
-    let add_total: u64 = add.values().sum();
+    let add_total = total(add.values().copied());
     if add_total == 0 {
         return Ok(());
     }
     let held = |class: Option<&str>| {
-        w.recorded_in_namespace(ns, class) + written.in_namespace(w, ns, class)
+        w.recorded_in_namespace(ns, class)
+            .saturating_add(written.in_namespace(w, ns, class))
     };
     for q in &quotas {
         let name = q.metadata.name.as_deref().unwrap_or_default();
@@ -39,7 +58,7 @@ pub(super) fn check_quotas(
             let Some(hard) = q.spec.hard.get(*class) else {
                 continue;
             };
-            if held(Some(class)) + more > u64::from(*hard) {
+            if held(Some(class)).saturating_add(*more) > u64::from(*hard) {
                 // Without the current usage, as for budgets: a message
                 // that moved with every placement in the namespace would
                 // be written again each time; the quota's status has it.
@@ -54,7 +73,7 @@ pub(super) fn check_quotas(
         if let Some(total) = q
             .spec
             .total
-            .filter(|t| held(None) + add_total > u64::from(*t))
+            .filter(|t| held(None).saturating_add(add_total) > u64::from(*t))
         {
             return Err(wait(
                 WaitReason::OverQuota,

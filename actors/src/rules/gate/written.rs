@@ -10,6 +10,7 @@
 //! forever, and strand VMs behind a budget nobody holds.
 
 use crate::api::Kind;
+use crate::api::amount::total;
 use crate::api::{GPUAllocationSpec, PodUse};
 use crate::world::World;
 use std::collections::HashMap;
@@ -161,9 +162,7 @@ impl WrittenAllocations {
     /// What pods we pinned to `node` request of `resource`, where the
     /// cache does not count them yet.
     pub fn pinned_requests(&self, w: &World, node: &str, resource: &str) -> u64 {
-        self.unseen_pins(w, node)
-            .map(|u| u.requests.get(resource))
-            .sum()
+        total(self.unseen_pins(w, node).map(|u| u.requests.get(resource)))
     }
 
     /// How many pods we pinned to `node` the cache does not count yet.
@@ -214,10 +213,11 @@ impl WrittenAllocations {
 
     /// GPUs of `resource` on `node` held by entries the cache does not count yet.
     pub fn on(&self, w: &World, node: &str, resource: &str) -> u64 {
-        self.uncounted(w)
-            .filter(|s| s.node_name == node && s.resource_name == resource)
-            .map(|s| u64::from(s.count))
-            .sum()
+        total(
+            self.uncounted(w)
+                .filter(|s| s.node_name == node && s.resource_name == resource)
+                .map(|s| u64::from(s.count)),
+        )
     }
 
     /// Nodes where entries the cache does not count yet hold GPUs of
@@ -231,22 +231,24 @@ impl WrittenAllocations {
 
     /// GPUs of `class` held by entries the cache does not count yet.
     pub fn of_class(&self, w: &World, class: &str) -> u64 {
-        self.uncounted_anywhere(w)
-            .map(|(_, s)| s)
-            .filter(|s| s.class_name == class)
-            .map(|s| u64::from(s.count))
-            .sum()
+        total(
+            self.uncounted_anywhere(w)
+                .map(|(_, s)| s)
+                .filter(|s| s.class_name == class)
+                .map(|s| u64::from(s.count)),
+        )
     }
 
     /// GPUs held in namespace `ns` by entries the cache does not count
     /// yet: of `class`, or of every class when `class` is None.
     pub fn in_namespace(&self, w: &World, ns: &str, class: Option<&str>) -> u64 {
-        self.uncounted_anywhere(w)
-            .filter(|(k, s)| {
-                crate::world::split_key(k).0 == ns && class.is_none_or(|c| s.class_name == c)
-            })
-            .map(|(_, s)| u64::from(s.count))
-            .sum()
+        total(
+            self.uncounted_anywhere(w)
+                .filter(|(k, s)| {
+                    crate::world::split_key(k).0 == ns && class.is_none_or(|c| s.class_name == c)
+                })
+                .map(|(_, s)| u64::from(s.count)),
+        )
     }
 
     /// Pending entries whose spec the cache does not show: counted on top of it.

@@ -56,7 +56,7 @@ pub fn fits_request(
         (cap, (node.requested)(r))
     };
     if let Some(&allowed) = node.allocatable.get(PODS)
-        && node.pods + 1 > allowed
+        && node.pods.saturating_add(1) > allowed
     {
         out.push(Insufficient {
             resource: PODS.into(),

@@ -130,15 +130,30 @@ impl Checker {
         let quotas = all(c, Kind::Quota, |o| {
             if let Obj::Quota(x) = o { Some(x) } else { None }
         });
+        // A quota the controller cannot read is no absent quota: nothing
+        // may be placed in its namespace (fail closed).
+        let unreadable_quotas: Vec<(String, String)> = c
+            .store
+            .list(Kind::Quota.name())
+            .0
+            .into_iter()
+            .filter(|q| from_value(Kind::Quota, q.clone()).is_err())
+            .map(|q| {
+                let m = &q["metadata"];
+                let s = |f: &str| m[f].as_str().unwrap_or_default().to_string();
+                (s("namespace"), s("name"))
+            })
+            .collect();
         let mut per_class: HashMap<&str, u64> = HashMap::new();
         // I8: per namespace, by class ("" for all classes together).
         let mut per_namespace: HashMap<(&str, &str), u64> = HashMap::new();
         for r in records {
             let gpus = u64::from(r.spec.count);
-            *per_class.entry(&r.spec.class_name).or_default() += gpus;
+            let add = |sum: &mut u64| *sum = sum.saturating_add(gpus);
+            add(per_class.entry(&r.spec.class_name).or_default());
             let ns = r.metadata.namespace.as_deref().unwrap_or_default();
-            *per_namespace.entry((ns, &r.spec.class_name)).or_default() += gpus;
-            *per_namespace.entry((ns, "")).or_default() += gpus;
+            add(per_namespace.entry((ns, &r.spec.class_name)).or_default());
+            add(per_namespace.entry((ns, "")).or_default());
         }
         for r in records {
             let Some((_, _, created)) = placed.iter().find(|(ns, n, _)| {
@@ -150,7 +165,8 @@ impl Checker {
             let alloc = w.node(node).map_or(0, |n| n.allocatable(res));
             let recorded = w.allocated_on(node, res);
             let beyond = w.used_beyond_allocations(node, res);
-            if recorded + beyond > alloc {
+            // In 128 bits: the checker must not wrap where the controller must not.
+            if u128::from(recorded) + u128::from(beyond) > u128::from(alloc) {
                 v.push(format!(
                     "I1: node {node} has {recorded} {res} recorded and {beyond} used by pods beyond records, {alloc} allocatable"
                 ));
@@ -170,6 +186,14 @@ impl Checker {
             }
             if *created {
                 quotas_hold(r, &quotas, &per_namespace, v);
+                let ns = r.metadata.namespace.as_deref().unwrap_or_default();
+                for q in unreadable_quotas.iter().filter(|(qns, _)| qns == ns) {
+                    v.push(format!(
+                        "I8: GPUAllocation {ns}/{} was made while GPUQuota {ns}/{} cannot be read",
+                        r.metadata.name.as_deref().unwrap_or_default(),
+                        q.1
+                    ));
+                }
             }
         }
     }
@@ -304,8 +328,21 @@ fn launchers_may_hold(c: &MemCluster, vmi: &Vmi) -> bool {
 fn world_of(c: &MemCluster) -> World {
     let fresh = World::new(gpu_claims_actors::config::Config::default());
     for kind in Kind::ALL {
-        for o in all(c, kind, Some) {
-            fresh.load(o);
+        for v in c.store.list(kind.name()).0 {
+            let k = match v["metadata"]["namespace"].as_str() {
+                Some(ns) => key(ns, v["metadata"]["name"].as_str().unwrap_or_default()),
+                None => v["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            // As the controller's watch: what it cannot read is said so.
+            match from_value(kind, v) {
+                Ok(o) => fresh.load(o),
+                Err(e) => {
+                    fresh.set_unreadable(kind, &k, Some(e.to_string()));
+                }
+            }
         }
     }
     fresh
