@@ -4,7 +4,7 @@
 //! section 6).
 
 use crate::{config, telemetry::Logging};
-use gpu_claims_testbed::{plan::simulate, snapshot};
+use gpu_claims_testbed::plan;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -42,8 +42,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<()> {
     // Logs go to stderr and stay quiet: stdout is the contract.
     config.log.filter = "warn".into();
     Logging::init(&config);
-    let objects = snapshot::load(&snapshot)?;
-    let (writes, states) = simulate(config, objects, &after);
+    let (writes, states) = plan::run_snapshot(config, &snapshot, &after, output == Output::State)?;
     let lines: Vec<String> = match output {
         Output::Writes => writes
             .iter()

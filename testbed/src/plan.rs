@@ -3,13 +3,15 @@
 //! prints is a contract other tools parse (SPEC section 6).
 
 use crate::memory::Entry;
-use crate::memory::sim::{Sim, run_sim};
+use crate::memory::sim::{Sim, run_sim, seed, sim_store};
 use crate::memory::store::EventType;
+use crate::snapshot::{SnapshotError, load_each};
 use gpu_claims_actors::api::{GPUClaim, is_deleting, pod::is_gated, true_condition_types};
 use gpu_claims_actors::ports::{Kind, Obj};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 /// One object's state, as `--output state` prints it.
@@ -29,43 +31,97 @@ pub struct State {
     pub gated: Option<bool>,
 }
 
-/// Runs the controller on `objects`, settling at 0 and after each step.
+/// Runs the controller on `objects`, settling at 0 and after each step:
+/// its writes, and every object's state after the last settle.
 pub fn simulate(
     config: gpu_claims_actors::Config,
     objects: Vec<Obj>,
     after: &[Duration],
 ) -> (Vec<Entry>, Vec<State>) {
+    run(config, objects, after, true)
+}
+
+/// Runs the controller on `objects` as `simulate` does; the states only
+/// when `states` (they cost a pass over every object, `writes` needs none).
+pub fn run(
+    config: gpu_claims_actors::Config,
+    objects: Vec<Obj>,
+    after: &[Duration],
+    states: bool,
+) -> (Vec<Entry>, Vec<State>) {
     run_sim(|| async move {
-        let sim = Sim::start(config, &objects, None);
-        let (mut changes, _) = sim.store.watch();
-        let mut seen: BTreeMap<(Kind, String, String), Value> = BTreeMap::new();
-        for kind in Kind::ALL {
-            for v in sim.store.list(kind.name()).0 {
-                seen.insert(state_key(kind, &v), v);
-            }
+        let store = sim_store();
+        for o in &objects {
+            seed(&store, o);
         }
+        // The store has them now; the snapshot's copies would only double
+        // what a large dump costs.
+        drop(objects);
+        settled(Sim::start_on(config, store, None), after, states).await
+    })
+}
+
+/// `plan` on a snapshot file: each object is stored as it is read, so a
+/// cluster's dump costs what the store keeps of it and no more.
+pub fn run_snapshot(
+    config: gpu_claims_actors::Config,
+    snapshot: &Path,
+    after: &[Duration],
+    states: bool,
+) -> Result<(Vec<Entry>, Vec<State>), SnapshotError> {
+    run_sim(|| async move {
+        let store = sim_store();
+        load_each(snapshot, |o| seed(&store, &o))?;
+        Ok(settled(Sim::start_on(config, store, None), after, states).await)
+    })
+}
+
+/// Settles `sim` at 0 and after each step: its writes, and with `states`
+/// every object's state after the last settle.
+async fn settled(sim: Sim, after: &[Duration], states: bool) -> (Vec<Entry>, Vec<State>) {
+    {
+        // What the run deletes is gone from the store at its end: its last
+        // version comes from the change that deleted it. What exists at
+        // the end is read from the store then (no copy of every object).
+        let (mut changes, _) = sim.store.watch();
         sim.settle().await;
         for d in after {
             sim.advance(*d).await;
         }
+        let mut gone: BTreeMap<(Kind, String, String), Value> = BTreeMap::new();
         while let Ok(ev) = changes.try_recv() {
             let Some(kind) = Kind::from_name(&ev.kind) else {
                 continue;
             };
-            let mut v = ev.object;
+            let k = state_key(kind, &ev.object);
             if ev.type_ == EventType::Deleted {
+                let mut v = ev.object;
                 v["gone"] = true.into();
+                gone.insert(k, v);
+            } else {
+                gone.remove(&k);
             }
-            seen.insert(state_key(kind, &v), v);
         }
         let writes = sim.cluster.journal().effective().cloned().collect();
-        (
-            writes,
-            seen.into_iter()
-                .filter_map(|((k, _, _), v)| state(k, v))
-                .collect(),
-        )
-    })
+        if !states {
+            return (writes, Vec::new());
+        }
+        let mut all: BTreeMap<(Kind, String, String), State> = BTreeMap::new();
+        for kind in Kind::ALL {
+            for v in sim.store.list(kind.name()).0 {
+                let k = state_key(kind, &v);
+                if let Some(s) = state(kind, v) {
+                    all.insert(k, s);
+                }
+            }
+        }
+        for (k, v) in gone {
+            if let Some(s) = state(k.0, v) {
+                all.entry(k).or_insert(s);
+            }
+        }
+        (writes, all.into_values().collect())
+    }
 }
 
 /// The cluster's objects after settling: a snapshot of the converged world.

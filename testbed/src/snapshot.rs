@@ -103,6 +103,9 @@ pub enum ParseError {
 /// until memory runs out.
 pub const MAX_DOCUMENTS: usize = 2_000_000;
 pub const MAX_NODES: usize = 200_000_000;
+/// The most bytes a snapshot file may hold (a dump of 1,000,000 kubelet
+/// nodes is about 6 GB of YAML).
+pub const MAX_BYTES: usize = 16 << 30;
 
 fn options() -> serde_saphyr::Options {
     serde_saphyr::options! {
@@ -111,19 +114,34 @@ fn options() -> serde_saphyr::Options {
             max_documents: MAX_DOCUMENTS,
             max_nodes: MAX_NODES,
             max_events: 2 * MAX_NODES,
-            max_total_scalar_bytes: 4 << 30,
+            max_total_scalar_bytes: MAX_BYTES,
+            // The file is read as a stream, never held whole.
+            max_reader_input_bytes: Some(MAX_BYTES),
         },
     }
 }
 
 /// The objects of a snapshot file.
 pub fn load(path: &Path) -> Result<Vec<Obj>, SnapshotError> {
+    let mut objs = Vec::new();
+    load_each(path, |o| objs.push(o))?;
+    Ok(objs)
+}
+
+/// Hands each object of a snapshot file to `each`, read a document at a
+/// time: a cluster's dump is never held whole, as text or as a tree
+/// (50,000 pods peaked at gigabytes so), and each object is kept as the
+/// controller reads it (`slim`). On an error, what was handed before it
+/// is no snapshot: the caller drops it.
+pub fn load_each(path: &Path, each: impl FnMut(Obj)) -> Result<(), SnapshotError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
+    let file = std::fs::File::open(path).map_err(|source| SnapshotError::Read {
         path: shown.clone(),
         source,
     })?;
-    parse(&text).map_err(|e| match e {
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let docs = serde_saphyr::read_with_options::<_, Value>(&mut reader, options());
+    objects(docs, each).map_err(|e| match e {
         ParseError::Yaml(source) => SnapshotError::Yaml {
             path: shown,
             source,
@@ -142,21 +160,33 @@ pub fn load(path: &Path) -> Result<Vec<Obj>, SnapshotError> {
 
 /// Parses snapshot text.
 pub fn parse(text: &str) -> Result<Vec<Obj>, ParseError> {
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(text, options()).map_err(|e| match e {
+    let mut reader = text.as_bytes();
+    let mut objs = Vec::new();
+    let docs = serde_saphyr::read_with_options::<_, Value>(&mut reader, options());
+    objects(docs, |o| objs.push(o))?;
+    Ok(objs)
+}
+
+/// The objects of a stream of documents, each turned into its object (and
+/// dropped as a tree) before the next is read.
+fn objects(
+    docs: impl Iterator<Item = Result<Value, serde_saphyr::Error>>,
+    mut each: impl FnMut(Obj),
+) -> Result<(), ParseError> {
+    let mut seen: std::collections::HashMap<gpu_claims_actors::ports::ObjRef, usize> =
+        Default::default();
+    for (i, v) in docs.enumerate() {
+        let v = v.map_err(|e| match e {
             serde_saphyr::Error::Budget { breach, .. } => {
                 ParseError::TooLarge(format!("{breach:?}"))
             }
             e => ParseError::Yaml(Box::new(e)),
         })?;
-    let mut objs = Vec::new();
-    let mut seen: std::collections::HashMap<gpu_claims_actors::ports::ObjRef, usize> =
-        Default::default();
-    for (i, v) in docs.into_iter().enumerate() {
         let doc = i + 1;
+        let mut v = v;
         let items = if v["kind"] == "List" {
-            match v.get("items") {
-                Some(Value::Array(items)) => items.clone(),
+            match v.get_mut("items") {
+                Some(Value::Array(items)) => std::mem::take(items),
                 None | Some(Value::Null) => Vec::new(),
                 Some(_) => {
                     return Err(ParseError::Object {
@@ -182,10 +212,124 @@ pub fn parse(text: &str) -> Result<Vec<Obj>, ParseError> {
                     },
                 });
             }
-            objs.push(o);
+            each(slim(o));
         }
     }
-    Ok(objs)
+    Ok(())
+}
+
+/// An object as the controller reads it: a pod outside gpu-claims
+/// (`slim_pod`) and a node (`slim_node`) keep what the controller reads
+/// and `plan`'s state shows, every other kind is kept whole. A cluster's
+/// dump is mostly pods and nodes, and mostly bytes nothing reads: so
+/// `plan` reads one at about the controller's own cost per object.
+fn slim(o: Obj) -> Obj {
+    match o {
+        Obj::Pod(p) => slim_pod(p),
+        Obj::Node(n) => Obj::Node(slim_node(n)),
+        o => o,
+    }
+}
+
+/// A node as the controller reads it (`NodeFacts`): its name, labels and
+/// deletion, whether it is cordoned and its taints, its allocatable and
+/// its Ready condition's status. A kubelet's node also lists every
+/// image it holds, its addresses, capacity and system info: most of its
+/// bytes, none of them read.
+fn slim_node(n: k8s_openapi::api::core::v1::Node) -> k8s_openapi::api::core::v1::Node {
+    use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let m = n.metadata;
+    Node {
+        metadata: ObjectMeta {
+            name: m.name,
+            uid: m.uid,
+            labels: m.labels,
+            deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
+            ..Default::default()
+        },
+        spec: n.spec.map(|s| NodeSpec {
+            unschedulable: s.unschedulable,
+            taints: s.taints,
+            ..Default::default()
+        }),
+        status: n.status.map(|s| NodeStatus {
+            allocatable: s.allocatable,
+            // Ready is the one condition the controller reads.
+            conditions: s.conditions.map(|cs| {
+                cs.into_iter()
+                    .filter(|c| c.type_ == "Ready")
+                    .map(|c| NodeCondition {
+                        type_: c.type_,
+                        status: c.status,
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// A pod as the controller reads it, unless it is a launcher pod (those it
+/// writes, so they stay whole). Of a pod outside gpu-claims the controller
+/// reads only where it is bound, whether it has finished, and what it
+/// requests (SPEC §1, "Pods bound to nodes"): it keeps that, each
+/// container's requests as the API server defaults them (a limit without
+/// a request requests its limit), and its name, finalizers and deletion
+/// for `plan`'s state. Images, environments, volumes, probes, labels and
+/// statuses are nearly all of a pod's bytes and change nothing the
+/// controller decides.
+fn slim_pod(p: k8s_openapi::api::core::v1::Pod) -> Obj {
+    use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    if gpu_claims_actors::api::LauncherPod::from_pod(&p).is_some() {
+        return Obj::Pod(p);
+    }
+    let container = |c: Container| {
+        let requests = c.resources.and_then(|r| {
+            let mut req = r.limits.unwrap_or_default();
+            req.extend(r.requests.unwrap_or_default());
+            (!req.is_empty()).then_some(req)
+        });
+        Container {
+            name: c.name,
+            resources: requests.map(|r| ResourceRequirements {
+                requests: Some(r),
+                ..Default::default()
+            }),
+            restart_policy: c.restart_policy,
+            ..Default::default()
+        }
+    };
+    let spec = p.spec.map(|s| PodSpec {
+        node_name: s.node_name,
+        scheduling_gates: s.scheduling_gates,
+        containers: s.containers.into_iter().map(container).collect(),
+        init_containers: s
+            .init_containers
+            .map(|cs| cs.into_iter().map(container).collect()),
+        overhead: s.overhead,
+        resources: s.resources,
+        ..Default::default()
+    });
+    let m = p.metadata;
+    Obj::Pod(Pod {
+        metadata: ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
+            ..Default::default()
+        },
+        spec,
+        status: p.status.map(|s| PodStatus {
+            phase: s.phase,
+            ..Default::default()
+        }),
+    })
 }
 
 fn object(v: Value) -> Result<Obj, ObjectError> {
@@ -230,4 +374,86 @@ fn object(v: Value) -> Result<Obj, ObjectError> {
         });
     }
     Ok(obj)
+}
+
+#[cfg(test)]
+mod slim_tests {
+    use super::*;
+    use gpu_claims_actors::api::{NodeFacts, PodUse};
+
+    /// The generator's kubelet node and a worker pod, as a dump has them.
+    const FAT: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: n1, uid: u1, labels: {kubernetes.io/hostname: n1, zone: a}, annotations: {a: b}}
+spec: {podCIDR: 10.244.0.0/24, unschedulable: true, taints: [{key: k, value: v, effect: NoSchedule}]}
+status:
+  addresses: [{type: InternalIP, address: 10.0.0.1}]
+  capacity: {cpu: "96", nvidia.com/H200: "8"}
+  allocatable: {cpu: "95", memory: 1000Gi, pods: "110", nvidia.com/H200: "8"}
+  conditions:
+  - {type: MemoryPressure, status: "False", reason: KubeletHasSufficientMemory, message: ok}
+  - {type: Ready, status: "True", reason: KubeletReady, message: ready}
+  images: [{names: [registry.example.com/a:v1], sizeBytes: 100}]
+  nodeInfo: {kubeletVersion: v1.32.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w, namespace: ml, uid: p1, labels: {app: x}, annotations: {a: b}, finalizers: [f]}
+spec:
+  nodeName: n1
+  tolerations: [{key: k, operator: Exists}]
+  initContainers:
+  - {name: side, image: s, restartPolicy: Always, resources: {limits: {nvidia.com/H200: "1"}}}
+  - {name: init, image: i, resources: {requests: {cpu: "8"}}}
+  containers:
+  - name: main
+    image: registry.example.com/trainer:v1
+    env: [{name: A, value: b}]
+    resources: {requests: {cpu: "4", memory: 32Gi}, limits: {cpu: "8", memory: 64Gi, nvidia.com/H200: "2"}}
+  overhead: {cpu: 100m}
+  volumes: [{name: d, emptyDir: {}}]
+status:
+  phase: Running
+  conditions: [{type: Ready, status: "True"}]
+  containerStatuses: [{name: main, ready: true, restartCount: 0, image: x, imageID: y}]
+"#;
+
+    #[test]
+    fn a_slim_node_and_pod_are_what_the_controller_reads_of_the_fat_ones() {
+        let mut reader = FAT.as_bytes();
+        let fat: Vec<Obj> = serde_saphyr::read_with_options::<_, Value>(&mut reader, options())
+            .map(|v| object(v.unwrap()).unwrap())
+            .collect();
+        let slimmed = parse(FAT).unwrap();
+        let (Obj::Node(fat_node), Obj::Node(slim_node)) = (&fat[0], &slimmed[0]) else {
+            panic!("a node first")
+        };
+        assert_eq!(
+            NodeFacts::from_node(fat_node),
+            NodeFacts::from_node(slim_node)
+        );
+        assert!(slim_node.status.as_ref().unwrap().images.is_none());
+        let (Obj::Pod(fat_pod), Obj::Pod(slim_pod)) = (&fat[1], &slimmed[1]) else {
+            panic!("a pod second")
+        };
+        let used = PodUse::from_pod(slim_pod).expect("bound and running");
+        assert_eq!(Some(&used), PodUse::from_pod(fat_pod).as_ref());
+        assert_eq!(
+            used.requests.get("nvidia.com/H200"),
+            3,
+            "2 and a sidecar's 1"
+        );
+        assert_eq!(
+            used.requests.get("cpu"),
+            8_100,
+            "the init container's 8 over the main one's 4, plus overhead"
+        );
+        assert_eq!(slim_pod.metadata.finalizers, fat_pod.metadata.finalizers);
+        let json = serde_json::to_string(slim_pod).unwrap();
+        assert!(
+            !json.contains("registry.example.com") && !json.contains("env"),
+            "{json}"
+        );
+    }
 }

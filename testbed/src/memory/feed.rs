@@ -46,6 +46,9 @@ impl From<Option<Duration>> for Lag {
     }
 }
 
+/// Objects copied out of the store at once while listing.
+const LIST_PAGE: usize = 500;
+
 /// Starts the feed on the current tokio runtime.
 pub fn feed(
     store: Arc<Store>,
@@ -57,15 +60,30 @@ pub fn feed(
     let (mut rx, _) = store.watch();
     let mut listed_at = 0;
     for kind in &kinds {
-        let (objs, rv) = store.list(kind.name());
-        listed_at = listed_at.max(rv);
+        // A page at a time, each read as typed before the next is copied:
+        // a cluster of 50,000 pods is never copied whole (nothing writes
+        // meanwhile: the simulation runs on this one thread).
         let (mut objects, mut unreadable) = (Vec::new(), Vec::new());
-        for v in objs {
-            match typed(*kind, v) {
-                Ok(o) => objects.push(o),
-                Err(bad) => unreadable.push(bad),
+        let mut after: Option<(String, String)> = None;
+        let rv = loop {
+            let at = after.as_ref().map(|(ns, n)| (ns.as_str(), n.as_str()));
+            let (page, more, rv) = store.list_page(kind.name(), None, at, LIST_PAGE, |_| true);
+            after = page.last().map(|v| {
+                let m = &v["metadata"];
+                let s = |f: &str| m[f].as_str().unwrap_or_default().to_string();
+                (s("namespace"), s("name"))
+            });
+            for v in page {
+                match typed(*kind, v) {
+                    Ok(o) => objects.push(o),
+                    Err(bad) => unreadable.push(bad),
+                }
             }
-        }
+            if !more || after.is_none() {
+                break rv;
+            }
+        };
+        listed_at = listed_at.max(rv);
         to.do_send(WorldEvent::Relisted {
             kind: *kind,
             objects,

@@ -42,6 +42,11 @@ pub fn sim_store() -> Arc<Store> {
     Arc::new(Store::new(wall, STATUS_KINDS))
 }
 
+/// Puts `o` in `store` as part of the cluster at time 0.
+pub fn seed(store: &Store, o: &Obj) {
+    store.seed(o.kind().name(), gpu_claims_actors::api::to_json(o));
+}
+
 /// A process that can die: after `left` more writes, every write hangs
 /// forever (the process is gone; nothing it does lands).
 pub struct Mortality {
@@ -94,12 +99,23 @@ impl Sim {
     /// Starts a controller on a cluster holding `objects`. Call inside an
     /// actix System (see [`run_sim`]).
     pub fn start(config: Config, objects: &[Obj], lag: impl Into<Lag>) -> Sim {
-        let lag = lag.into();
         let store = sim_store();
-        let cluster = MemCluster::new(store.clone());
         for o in objects {
-            cluster.seed(o);
+            seed(&store, o);
         }
+        Self::start_on(config, store, lag)
+    }
+
+    /// Starts a controller on a store already holding the cluster at time 0
+    /// (`seed`), so that a large snapshot is stored as it is read, never
+    /// held twice.
+    pub fn start_on(config: Config, store: Arc<Store>, lag: impl Into<Lag>) -> Sim {
+        let lag = lag.into();
+        // The objects are the cluster at time 0, not changes a watch could
+        // start behind: kept as history they would be held twice (a dump
+        // of 50,000 pods, hundreds of megabytes).
+        store.forget_history();
+        let cluster = MemCluster::new(store.clone());
         let process = Self::spawn(&cluster, &config, lag.clone());
         Sim {
             cluster,
