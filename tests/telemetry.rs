@@ -25,6 +25,20 @@ impl Buf {
     }
 }
 
+/// Logging built as `run` builds it, into a buffer the test reads.
+fn capture(config: &Config) -> (Buf, impl tracing::Subscriber + Send + Sync, Logging) {
+    let buf = Buf::default();
+    let b = buf.clone();
+    let (subscriber, logging) = Logging::build(
+        config,
+        Arc::new(move || {
+            let b = b.clone();
+            Sink::new(move || b.clone())
+        }),
+    );
+    (buf, subscriber, logging)
+}
+
 fn config(traced: &[&str], filter: &str) -> Config {
     let mut c = Config::default();
     c.trace.claims = traced.iter().map(|s| s.to_string()).collect();
@@ -34,15 +48,7 @@ fn config(traced: &[&str], filter: &str) -> Config {
 
 #[test]
 fn trace_claims_switches_chosen_actors_to_trace_at_run_time() {
-    let buf = Buf::default();
-    let b = buf.clone();
-    let (subscriber, mut logging) = Logging::build(
-        &config(&["t/a"], "warn"),
-        Arc::new(move || {
-            let b = b.clone();
-            Sink::new(move || b.clone())
-        }),
-    );
+    let (buf, subscriber, mut logging) = capture(&config(&["t/a"], "warn"));
     let _guard = tracing::subscriber::set_default(subscriber);
     run_sim(|| async {
         let objs = vec![
@@ -83,15 +89,7 @@ fn trace_claims_switches_chosen_actors_to_trace_at_run_time() {
 
 #[test]
 fn log_filter_reloads() {
-    let buf = Buf::default();
-    let b = buf.clone();
-    let (subscriber, mut logging) = Logging::build(
-        &config(&[], "info"),
-        Arc::new(move || {
-            let b = b.clone();
-            Sink::new(move || b.clone())
-        }),
-    );
+    let (buf, subscriber, mut logging) = capture(&config(&[], "info"));
     let _guard = tracing::subscriber::set_default(subscriber);
     tracing::info!(rule = "L1", "one");
     logging.apply(&config(&[], "warn"));
@@ -107,15 +105,7 @@ fn log_filter_reloads() {
 
 #[test]
 fn every_write_line_of_an_actor_names_its_claim_and_rule() {
-    let buf = Buf::default();
-    let b = buf.clone();
-    let (subscriber, _logging) = Logging::build(
-        &config(&[], "info"),
-        Arc::new(move || {
-            let b = b.clone();
-            Sink::new(move || b.clone())
-        }),
-    );
+    let (buf, subscriber, _logging) = capture(&config(&[], "info"));
     let _guard = tracing::subscriber::set_default(subscriber);
     run_sim(|| async {
         let mut objs = vec![
@@ -144,15 +134,7 @@ fn every_write_line_of_an_actor_names_its_claim_and_rule() {
 
 #[test]
 fn text_log_lines_show_a_tenants_control_characters_and_stay_one_line() {
-    let buf = Buf::default();
-    let b = buf.clone();
-    let (subscriber, _logging) = Logging::build(
-        &config(&[], "info"),
-        Arc::new(move || {
-            let b = b.clone();
-            Sink::new(move || b.clone())
-        }),
-    );
+    let (buf, subscriber, _logging) = capture(&config(&[], "info"));
     let _guard = tracing::subscriber::set_default(subscriber);
     let class = "h200\u{1b}[2J\r\nINFO forged line";
     let span = tracing::info_span!("claim", claim = %format!("t/{class}"));

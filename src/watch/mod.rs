@@ -139,17 +139,7 @@ fn typed_or_why(kind: Kind, o: DynamicObject) -> Result<Obj, (String, DecodeErro
     typed(kind, o).map_err(|e| (name, e))
 }
 
-/// A watch event as the supervisor takes it; one that cannot be read is
-/// said as such, never dropped (an unreadable object is not an absent one).
+/// A watch event as the supervisor takes it.
 fn event(kind: Kind, o: DynamicObject, gone: bool) -> WorldEvent {
-    match typed_or_why(kind, o) {
-        Ok(obj) if gone => WorldEvent::Delete(obj),
-        Ok(obj) => WorldEvent::Apply(obj),
-        Err((name, error)) => WorldEvent::Unreadable {
-            kind,
-            name,
-            error,
-            gone,
-        },
-    }
+    WorldEvent::read(kind, typed_or_why(kind, o), gone)
 }

@@ -135,16 +135,7 @@ impl Drop for AbortOnDrop {
 
 fn deliver(kind: Kind, ev: super::store::StoreEvent, to: &Addr<Supervisor>) {
     let gone = ev.type_ == EventType::Deleted;
-    to.do_send(match typed(kind, ev.object) {
-        Ok(obj) if gone => WorldEvent::Delete(obj),
-        Ok(obj) => WorldEvent::Apply(obj),
-        Err((name, error)) => WorldEvent::Unreadable {
-            kind,
-            name,
-            error,
-            gone,
-        },
-    });
+    to.do_send(WorldEvent::read(kind, typed(kind, ev.object), gone));
 }
 
 /// The object read, or its key (`ns/name`, or its name) and why not.

@@ -34,6 +34,29 @@ pub enum WorldEvent {
     },
 }
 
+impl WorldEvent {
+    /// A watch event of `kind` as read: the object (applied, or deleted
+    /// when `gone`), or its key (`ns/name`, or its name) and why it cannot
+    /// be read, said as such and never dropped (an unreadable object is
+    /// not an absent one).
+    pub fn read(
+        kind: Kind,
+        read: Result<Obj, (String, crate::api::DecodeError)>,
+        gone: bool,
+    ) -> Self {
+        match read {
+            Ok(obj) if gone => WorldEvent::Delete(obj),
+            Ok(obj) => WorldEvent::Apply(obj),
+            Err((name, error)) => WorldEvent::Unreadable {
+                kind,
+                name,
+                error,
+                gone,
+            },
+        }
+    }
+}
+
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ConfigChanged(pub Config);
