@@ -15,6 +15,8 @@ pub fn prepare(store: &Store, kind: &str, obj: &mut Value) {
             if let Some(spec) = obj.get_mut("spec") {
                 allocate_cluster_ip(store, spec);
             }
+            // `Status = ServiceStatus{}`: Go writes the empty struct it holds.
+            obj["status"] = json!({"loadBalancer": {}});
         }
         _ => {}
     }

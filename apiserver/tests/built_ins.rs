@@ -145,6 +145,9 @@ async fn a_created_service_is_defaulted_and_gets_a_cluster_ip_of_its_own() {
         .create(&PostParams::default(), &svc("b"))
         .await
         .unwrap();
+    // Go writes the empty ServiceStatus it holds (issue 33, item 6).
+    let status = serde_json::to_value(a.status.as_ref()).unwrap();
+    assert_eq!(status, json!({"loadBalancer": {}}));
     let (a, b) = (a.spec.unwrap(), b.spec.unwrap());
     assert_eq!(a.type_.as_deref(), Some("ClusterIP"));
     assert_eq!(a.session_affinity.as_deref(), Some("None"));

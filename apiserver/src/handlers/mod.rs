@@ -42,6 +42,10 @@ pub(crate) fn router(s: Arc<ApiServer>) -> Router {
         .route("/readyz", health())
         .route("/openapi/v2", get(openapi_v2).fallback(dispatch::resource))
         .fallback(dispatch::resource)
+        // The caller's layer bounds the body (MAX_BODY, Kubernetes' 3 MiB,
+        // answered as a Status); axum's own 2 MiB default would refuse
+        // what Kubernetes takes, in plain text.
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(
             s.clone(),
             caller::prelude,
