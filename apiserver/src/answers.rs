@@ -46,40 +46,28 @@ pub(crate) fn status_with(
 ) -> Response {
     // In Go's field order (metav1.Status, then StatusDetails): clients
     // that show or compare the error's text see what kube-apiserver sends.
-    let details = details.map(|d| {
-        ordered(
-            &d,
-            &[
-                "name",
-                "group",
-                "kind",
-                "uid",
-                "causes",
-                "retryAfterSeconds",
-            ],
-        )
-    });
-    let mut body = ordered(
-        &json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code,
-        }),
-        &[
-            "kind",
-            "apiVersion",
-            "metadata",
-            "status",
-            "message",
-            "reason",
-        ],
-    );
-    // `details` comes before `code`; a null one is left out (omitempty).
-    body.pop();
-    if let Some(d) = details {
-        body.extend_from_slice(b",\"details\":");
-        body.extend_from_slice(&d);
-    }
-    body.extend_from_slice(format!(",\"code\":{code}}}").as_bytes());
+    // A null `details` is left out (omitempty).
+    const DETAILS: [&str; 6] = [
+        "name",
+        "group",
+        "kind",
+        "uid",
+        "causes",
+        "retryAfterSeconds",
+    ];
+    let text = |v: &str| serde_json::to_vec(v).unwrap_or_default();
+    let fields = [
+        ("kind", text("Status")),
+        ("apiVersion", text("v1")),
+        ("metadata", b"{}".to_vec()),
+        ("status", text("Failure")),
+        ("message", text(message)),
+        ("reason", text(reason)),
+    ]
+    .into_iter()
+    .chain(details.map(|d| ("details", in_order(&d, &DETAILS))))
+    .chain([("code", code.to_string().into_bytes())]);
+    let body = json_object(fields);
     let code = axum::http::StatusCode::from_u16(code)
         .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
     (
@@ -90,23 +78,36 @@ pub(crate) fn status_with(
         .into_response()
 }
 
-/// `v`'s fields named in `order`, in that order (absent or null ones left
-/// out), as one JSON object.
-fn ordered(v: &Value, order: &[&str]) -> Vec<u8> {
+/// A JSON object of these fields, each already written as JSON, in this
+/// order: Go's encoder writes a struct's fields in their declared order,
+/// and serde_json's maps would sort them.
+pub(crate) fn json_object<'a>(fields: impl IntoIterator<Item = (&'a str, Vec<u8>)>) -> Vec<u8> {
     let mut out = vec![b'{'];
-    for k in order {
-        let Some(x) = v.get(*k).filter(|x| !x.is_null()) else {
-            continue;
-        };
-        if out.len() > 1 {
+    for (i, (k, v)) in fields.into_iter().enumerate() {
+        if i > 0 {
             out.push(b',');
         }
         let _ = serde_json::to_writer(&mut out, k);
         out.push(b':');
-        let _ = serde_json::to_writer(&mut out, x);
+        out.extend_from_slice(&v);
     }
     out.push(b'}');
     out
+}
+
+/// An object's JSON with the fields named in `first` first, in that order
+/// (those absent left out), then the rest as stored.
+pub(crate) fn in_order(v: &Value, first: &[&str]) -> Vec<u8> {
+    let Some(fields) = v.as_object() else {
+        return serde_json::to_vec(v).unwrap_or_default();
+    };
+    let named = first.iter().filter_map(|k| fields.get_key_value(*k));
+    let rest = fields.iter().filter(|(k, _)| !first.contains(&k.as_str()));
+    json_object(
+        named
+            .chain(rest)
+            .map(|(k, x)| (k.as_str(), serde_json::to_vec(x).unwrap_or_default())),
+    )
 }
 
 #[cfg(test)]

@@ -85,25 +85,7 @@ pub(super) fn ok(code: StatusCode, v: Value) -> Response {
 /// `apiVersion`, `metadata`, then the rest (a client's decoder may name a
 /// position in its errors, as kube-rs's tests compare).
 fn go_ordered(v: &Value) -> Vec<u8> {
-    let Some(fields) = v.as_object() else {
-        return serde_json::to_vec(v).unwrap_or_default();
-    };
-    const FIRST: [&str; 3] = ["kind", "apiVersion", "metadata"];
-    let ordered = FIRST
-        .iter()
-        .filter_map(|k| fields.get_key_value(*k))
-        .chain(fields.iter().filter(|(k, _)| !FIRST.contains(&k.as_str())));
-    let mut out = vec![b'{'];
-    for (i, (k, v)) in ordered.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let _ = serde_json::to_writer(&mut out, k);
-        out.push(b':');
-        let _ = serde_json::to_writer(&mut out, v);
-    }
-    out.push(b'}');
-    out
+    crate::answers::in_order(v, &["kind", "apiVersion", "metadata"])
 }
 
 /// `watch=true` (or `1`) in a list's query.
