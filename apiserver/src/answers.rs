@@ -65,6 +65,8 @@ pub(crate) fn status_with(
         ("reason", text(reason)),
     ]
     .into_iter()
+    // An empty reason is left out (omitempty), as for a 500 from storage.
+    .filter(|(k, v)| *k != "reason" || v.as_slice() != b"\"\"")
     .chain(details.map(|d| ("details", in_order(&d, &DETAILS))))
     .chain([("code", code.to_string().into_bytes())]);
     let body = json_object(fields);

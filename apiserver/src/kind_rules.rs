@@ -15,7 +15,38 @@ pub fn check(kind: &str, old: Option<&Value>, new: &Value) -> Vec<Cause> {
     match (kind, old) {
         ("Deployment", _) => deployment(new),
         ("Pod", Some(old)) => pod_update(old, new),
+        ("Pod", None) | ("Node", _) => crate::resource_values::check(kind, new),
+        ("ConfigMap", _) => data_size(new, &["data", "binaryData"], ""),
+        ("Secret", _) => data_size(new, &["data"], "data"),
         _ => Vec::new(),
+    }
+}
+
+/// `core.MaxSecretSize`: what a ConfigMap's or a Secret's data may hold.
+const MAX_DATA_BYTES: usize = 1 << 20;
+
+/// `ValidateConfigMap` and `ValidateSecret`: the values together (a
+/// Secret's and binaryData's decoded from base64) at most 1 MiB, refused
+/// as `field.TooLong` on `field` (a ConfigMap's is the empty path).
+fn data_size(obj: &Value, maps: &[&str], field: &str) -> Vec<Cause> {
+    let mut total = 0usize;
+    for m in maps {
+        let base64 = *m == "binaryData" || field == "data";
+        for v in obj[*m].as_object().into_iter().flat_map(|o| o.values()) {
+            let s = v.as_str().unwrap_or_default();
+            // Decoded bytes: 3 for every 4 characters, less the padding.
+            let len = if base64 {
+                (s.len() / 4 * 3).saturating_sub(s.bytes().rev().take_while(|c| *c == b'=').count())
+            } else {
+                s.len()
+            };
+            total = total.saturating_add(len);
+        }
+    }
+    if total > MAX_DATA_BYTES {
+        vec![Cause::too_long(field, MAX_DATA_BYTES)]
+    } else {
+        Vec::new()
     }
 }
 

@@ -25,7 +25,9 @@ mod partial;
 mod patch;
 pub mod pods;
 mod protobuf;
+mod quantity;
 mod rbac;
+mod resource_values;
 mod resources;
 mod reviews;
 mod schema;
@@ -48,7 +50,7 @@ pub(crate) use resources::{
 };
 
 use crate::store::Store;
-pub(crate) use answers::{object_status, status};
+pub(crate) use answers::{object_status, status, status_with};
 use axum::Router;
 use axum::body::Bytes;
 use faults::Dice;
@@ -101,8 +103,9 @@ pub struct ApiServer {
     /// Shut down: a restart does not serve again.
     stopped: std::sync::atomic::AtomicBool,
     started: tokio::time::Instant,
-    /// Every kind of request served, as RBAC would judge it.
-    audit: Mutex<std::collections::BTreeSet<Access>>,
+    /// Every kind of request served, as RBAC would judge it, and the
+    /// bytes its strings take.
+    audit: Mutex<(std::collections::BTreeSet<Access>, usize)>,
     /// Callers by token, their writes, and who is cut off.
     identities: identity::Identities,
     /// Held while a write is applied and logged.
@@ -300,17 +303,21 @@ impl ApiServer {
         self.audit
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .0
             .iter()
             .cloned()
             .collect()
     }
 
-    /// Records a kind of request, bounded: at most `AUDIT_MAX` kinds, user
-    /// agents cut to 256 bytes, and a path that is no resource recorded
-    /// only when it is one the server serves (discovery, OpenAPI, health):
-    /// anyone may ask for any path, and the record must not grow with them.
+    /// Records a kind of request, bounded: at most `AUDIT_MAX` kinds and
+    /// `AUDIT_BYTES` of their strings, user agents cut to 256 bytes, a
+    /// namespace no namespace could be named recorded as such, and a path
+    /// that is no resource recorded only when it is one the server serves
+    /// (discovery, OpenAPI, health): anyone may ask for any path, and the
+    /// record must not grow with them.
     pub(crate) fn audit_request(&self, mut a: Access) {
         const AUDIT_MAX: usize = 4096;
+        const AUDIT_BYTES: usize = 1 << 20;
         let mut cut = a.user_agent.len().min(256);
         while !a.user_agent.is_char_boundary(cut) {
             cut -= 1;
@@ -319,9 +326,21 @@ impl ApiServer {
         if a.group.is_empty() && a.resource.starts_with('/') && !served_path(&a.resource) {
             a.resource = "(a path the server does not serve)".into();
         }
+        if let Some(ns) = &mut a.namespace
+            && ns.len() > 63
+        {
+            *ns = "(no namespace's name)".into();
+        }
+        let size = [&a.user, &a.user_agent, &a.verb, &a.group, &a.resource]
+            .iter()
+            .map(|s| s.len())
+            .sum::<usize>()
+            + a.namespace.as_ref().map_or(0, String::len);
         let mut g = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-        if g.len() < AUDIT_MAX && !g.contains(&a) {
-            g.insert(a);
+        let (set, bytes) = &mut *g;
+        if set.len() < AUDIT_MAX && *bytes + size <= AUDIT_BYTES && !set.contains(&a) {
+            set.insert(a);
+            *bytes += size;
         }
     }
 

@@ -30,6 +30,9 @@ pub enum CauseKind {
     /// `Too many: <n>: must have at most <max> items` (`field.TooMany`:
     /// maxItems and maxProperties).
     TooMany,
+    /// `Too long: may not be more than <n> bytes` (`field.TooLong`: the
+    /// value itself is not shown).
+    TooLong,
 }
 
 impl Cause {
@@ -65,6 +68,16 @@ impl Cause {
         }
     }
 
+    /// `field.TooLong(path, _, max)`.
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        Self {
+            field: field.into(),
+            value: String::new(),
+            detail: format!("may not be more than {max} bytes"),
+            kind: CauseKind::TooLong,
+        }
+    }
+
     pub fn required(field: impl Into<String>) -> Self {
         Self {
             field: field.into(),
@@ -89,6 +102,7 @@ impl Cause {
             CauseKind::NotSupported => "FieldValueNotSupported",
             CauseKind::Forbidden => "FieldValueForbidden",
             CauseKind::TooMany => "FieldValueTooMany",
+            CauseKind::TooLong => "FieldValueTooLong",
         }
     }
 
@@ -96,7 +110,9 @@ impl Cause {
     pub(crate) fn message(&self) -> String {
         match self.kind {
             CauseKind::Invalid => format!("Invalid value: {}: {}", self.value, self.detail),
-            CauseKind::Required => "Required value".into(),
+            CauseKind::Required if self.detail.is_empty() => "Required value".into(),
+            CauseKind::Required => format!("Required value: {}", self.detail),
+            CauseKind::TooLong => format!("Too long: {}", self.detail),
             CauseKind::NotSupported => {
                 format!("Unsupported value: {}: {}", self.value, self.detail)
             }
@@ -146,6 +162,93 @@ pub(crate) fn name_part(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(*c, b'-' | b'_' | b'.'))
 }
 
+/// `IsQualifiedName`'s messages (none: a qualified name): an optional
+/// DNS subdomain prefix and '/', then a name part of at most 63
+/// characters.
+pub(crate) fn qualified_name_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = s.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                if prefix.len() > 253 {
+                    errs.push("prefix part must be no more than 253 characters".to_string());
+                }
+                if !dns_subdomain(prefix) {
+                    errs.push(format!("prefix part {SUBDOMAIN}"));
+                }
+            }
+            name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                &QUALIFIED["name part ".len()..]
+            )];
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".to_string());
+    }
+    let b = name.as_bytes();
+    let matches = !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(*c, b'-' | b'_' | b'.'));
+    if !matches {
+        errs.push(QUALIFIED.to_string());
+    }
+    errs
+}
+
+/// `TotalAnnotationSizeLimitB`: keys and values of all annotations.
+const ANNOTATIONS_MAX_BYTES: usize = 256 << 10;
+
+/// `ValidateAnnotations`: keys are qualified names (lowercased), and all
+/// of them together at most 256 KiB.
+fn annotations(m: &Value, out: &mut Vec<Cause>) {
+    let Some(annotations) = m["annotations"].as_object() else {
+        return;
+    };
+    let mut total = 0usize;
+    for (k, v) in annotations {
+        for msg in qualified_name_errors(&k.to_lowercase()) {
+            out.push(Cause::invalid(
+                "metadata.annotations",
+                format!("{k:?}"),
+                msg,
+            ));
+        }
+        total = total.saturating_add(k.len() + v.as_str().map_or(0, str::len));
+    }
+    if total > ANNOTATIONS_MAX_BYTES {
+        out.push(Cause::too_long(
+            "metadata.annotations",
+            ANNOTATIONS_MAX_BYTES,
+        ));
+    }
+}
+
+/// `ValidateFinalizers`: each a qualified name.
+fn finalizers(m: &Value, out: &mut Vec<Cause>) {
+    for f in m["finalizers"].as_array().into_iter().flatten() {
+        let name = f.as_str().unwrap_or_default();
+        for msg in qualified_name_errors(name) {
+            out.push(Cause::invalid(
+                "metadata.finalizers",
+                format!("{name:?}"),
+                msg,
+            ));
+        }
+    }
+}
+
 pub(crate) fn label_key(k: &str) -> bool {
     match k.split_once('/') {
         Some((prefix, name)) => dns_subdomain(prefix) && name_part(name),
@@ -186,6 +289,8 @@ pub fn metadata(r: &Resource, obj: &Value) -> Vec<Cause> {
             }
         }
     }
+    annotations(m, &mut out);
+    finalizers(m, &mut out);
     out
 }
 

@@ -6,7 +6,7 @@
 
 use super::select::Selector;
 use super::{ApiServer, Target, events, in_namespace, line, status, table};
-use crate::store::{EventType, StoreEvent};
+use crate::store::{EventType, StoreEvent, WatchRx};
 use axum::body::{Body, Bytes};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -14,7 +14,6 @@ use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc::Receiver;
 
 /// The longest a watch runs (a day), whatever `timeoutSeconds` asks.
 const MAX_WATCH_SECONDS: u64 = 86_400;
@@ -29,7 +28,7 @@ pub const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
 struct Watch {
     pending: VecDeque<Value>,
-    rx: Option<Receiver<StoreEvent>>,
+    rx: Option<WatchRx>,
     deadline: tokio::time::Instant,
     target: Target,
     selector: Selector,

@@ -1,7 +1,8 @@
 //! Issue 21, item 7: the embedded API server under clients that misbehave,
 //! as kube-apiserver holds up under them: a watch that never reads is
 //! closed instead of queueing without bound, the audit record does not
-//! grow with the paths asked for, a huge `timeoutSeconds` is a long watch
+//! grow with the paths or namespaces asked for, a watch that never reads
+//! holds at most its bytes of shared events, a huge `timeoutSeconds` is a long watch
 //! and not a panic, headers sent slowly are cut off, bad label selectors
 //! are 400, a watch from the future is 504, a body too large is a 413
 //! Status, and anonymous writes are refused off loopback.
@@ -123,6 +124,81 @@ fn the_audit_record_does_not_grow_with_the_paths_asked_for() {
         audit.len()
     );
     assert!(audit.iter().all(|a| a.resource.len() < 100));
+}
+
+/// 20 watches over HTTP that never read, of a 400 KB ConfigMap written
+/// 80 times: each is closed once its waiting events pass
+/// `WATCH_QUEUE_BYTES`, as kube-apiserver drops a watcher that does not
+/// keep up (its client lists again), rather than holding every event.
+#[test]
+fn slow_watches_of_a_large_object_are_closed_by_the_bytes_they_hold() {
+    let rt = runtime();
+    let s = server(&rt, "127.0.0.1:0");
+    let mut watches: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut w = TcpStream::connect(s.addr()).unwrap();
+            write!(
+                w,
+                "GET /api/v1/namespaces/a/configmaps?watch=true HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            w
+        })
+        .collect();
+    // Every watch is registered before the writes (each answers its headers).
+    for w in &mut watches {
+        w.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = [0u8; 12];
+        w.read_exact(&mut head).unwrap();
+    }
+    let writes = 80;
+    s.store
+        .create("ConfigMap", configmap("big", 400 << 10))
+        .unwrap();
+    for i in 0..writes {
+        let mut o = s.store.get("ConfigMap", "a", "big").unwrap();
+        o["data"]["i"] = json!(i.to_string());
+        s.store
+            .update(
+                "ConfigMap",
+                o,
+                gpu_claims_apiserver::store::Subresource::Main,
+            )
+            .unwrap();
+    }
+    for mut w in watches {
+        w.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut out = Vec::new();
+        assert!(w.read_to_end(&mut out).is_ok(), "the stream ended");
+        let events = String::from_utf8_lossy(&out)
+            .matches("\"MODIFIED\"")
+            .count();
+        assert!(
+            events < writes,
+            "{events} of {writes} events kept for a watch that never read"
+        );
+    }
+}
+
+/// A namespace in a path is the caller's to choose: 300 of 20 KB each
+/// are recorded as one, and the record stays small.
+#[test]
+fn the_audit_record_does_not_grow_with_the_namespaces_asked_for() {
+    let rt = runtime();
+    let s = server(&rt, "127.0.0.1:0");
+    let long = "n".repeat(20_000);
+    for i in 0..300 {
+        let path = format!("/api/v1/namespaces/{long}{i}/configmaps");
+        request(s.addr(), "GET", &path, "", None);
+    }
+    let audit = s.audit();
+    let bytes: usize = audit
+        .iter()
+        .map(|a| {
+            a.user_agent.len() + a.resource.len() + a.namespace.as_ref().map_or(0, String::len)
+        })
+        .sum();
+    assert!(bytes < 10_000, "{bytes} bytes in {} records", audit.len());
 }
 
 #[test]

@@ -116,6 +116,9 @@ pub(super) fn store_error(e: &StoreError, r: &Resource, name: &str) -> Response 
             format!("Operation cannot be fulfilled on {qualified} {name:?}: {why}"),
         ),
         StoreError::Invalid(_) => (422, "Invalid", e.to_string()),
+        // ErrorToAPIStatus's fallback: an error that is no Status is a
+        // 500 with no reason and no details.
+        StoreError::TooLarge => return crate::status_with(500, "", &e.to_string(), None),
     };
     crate::object_status(code, reason, &message, name, r)
 }

@@ -9,7 +9,9 @@
 
 use super::{LoggedWrite, Req};
 use crate::store::Apply;
-use crate::{created, defaults, kind_rules, managed, schema, status, typed, validate};
+use crate::{
+    created, defaults, kind_rules, managed, resource_values, schema, status, typed, validate,
+};
 use axum::response::Response;
 use serde_json::Value;
 
@@ -113,6 +115,12 @@ impl Req<'_> {
                 obj.as_object_mut().map(|m| m.remove("status"));
             }
         };
+        // nodeStrategy.PrepareForCreate: "Nodes allow *all* fields,
+        // including status, to be set on create" (the kubelet registers
+        // its node with its capacity).
+        if old.is_none() && self.store_kind() == "Node" {
+            return;
+        }
         if !self.t.is_status() {
             set_status(obj, old.and_then(|o| o.get("status")).cloned());
         } else if let Some(o) = old {
@@ -128,6 +136,9 @@ impl Req<'_> {
     /// dropped and answered as unknown fields; a body it cannot decode is
     /// refused.
     fn decode_built_in(&self, name: &str, obj: &mut Value) -> Result<Vec<String>, Refused> {
+        if let Some(why) = resource_values::malformed(self.store_kind(), obj) {
+            return Err(Box::new(self.cannot_handle(name, &why)));
+        }
         match typed::check(self.store_kind(), obj) {
             typed::Decoded::Untyped => Ok(Vec::new()),
             typed::Decoded::Invalid(why) => Err(Box::new(self.cannot_handle(name, &why))),

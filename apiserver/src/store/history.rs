@@ -2,10 +2,58 @@
 //! replays, bounded as a real API server's watch cache is (and etcd
 //! compacts): by count and by bytes. Older is `410 Gone`.
 
-use super::{EventType, Inner, Store, StoreEvent, Subscriber, WATCH_BUFFER};
+use super::{EventType, Inner, Store, StoreEvent, Subscriber, WATCH_BUFFER, WATCH_QUEUE_BYTES};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::mpsc;
+
+/// What a watch over HTTP has waiting: events and their bytes.
+#[derive(Default)]
+struct Queued {
+    events: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+/// The store's end of a watch over HTTP.
+pub(super) struct WatchTx {
+    tx: mpsc::UnboundedSender<(Arc<StoreEvent>, usize)>,
+    queued: Arc<Queued>,
+}
+
+impl WatchTx {
+    /// Queues `ev`, or false when the watch is gone or too far behind
+    /// (`WATCH_BUFFER` events or `WATCH_QUEUE_BYTES` waiting): it is then
+    /// closed, as kube-apiserver's cacher closes a watcher that does not
+    /// keep up, and its client lists or watches again.
+    fn send(&self, ev: &Arc<StoreEvent>, size: usize) -> bool {
+        let events = self.queued.events.load(Ordering::Acquire);
+        let bytes = self.queued.bytes.load(Ordering::Acquire);
+        if events >= WATCH_BUFFER || bytes.saturating_add(size) > WATCH_QUEUE_BYTES {
+            return false;
+        }
+        self.queued.events.fetch_add(1, Ordering::AcqRel);
+        self.queued.bytes.fetch_add(size, Ordering::AcqRel);
+        self.tx.send((ev.clone(), size)).is_ok()
+    }
+}
+
+/// A watch's end: the changes, in order, until it is closed.
+pub struct WatchRx {
+    rx: mpsc::UnboundedReceiver<(Arc<StoreEvent>, usize)>,
+    queued: Arc<Queued>,
+}
+
+impl WatchRx {
+    /// The next change, or None once the store closed the watch.
+    pub async fn recv(&mut self) -> Option<Arc<StoreEvent>> {
+        let (ev, size) = self.rx.recv().await?;
+        self.queued.events.fetch_sub(1, Ordering::AcqRel);
+        self.queued.bytes.fetch_sub(size, Ordering::AcqRel);
+        Some(ev)
+    }
+}
 
 /// How much change history is kept: as a real API server's watch cache is
 /// bounded by its capacity (and etcd compacts), by count and by bytes; a
@@ -82,22 +130,19 @@ impl Store {
     ) {
         let json_len = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
         let size = json_len(object) + prev.as_ref().map_or(0, json_len);
-        let ev = StoreEvent {
+        let ev = Arc::new(StoreEvent {
             kind: kind.to_string(),
             type_,
             object: object.clone(),
             prev,
             resource_version: g.rv,
-        };
+        });
         g.history.push_back((ev.clone(), size));
         g.history_bytes += size;
         Self::trim_history(g);
-        // A watch over HTTP whose consumer falls `WATCH_BUFFER` events
-        // behind is closed, as kube-apiserver's cacher closes one: its
-        // client lists or watches again from its last version.
         g.watchers.retain(|w| match w {
-            Subscriber::All(tx) => tx.send(ev.clone()).is_ok(),
-            Subscriber::Bounded(tx) => tx.try_send(ev.clone()).is_ok(),
+            Subscriber::All(tx) => tx.send(StoreEvent::clone(&ev)).is_ok(),
+            Subscriber::Bounded(tx) => tx.send(&ev, size),
         });
     }
 
@@ -151,13 +196,10 @@ impl Store {
     }
 
     /// Changes after `rv` (replayed from history), then every change from
-    /// now on, at most `WATCH_BUFFER` of them waiting to be read: past it
-    /// the receiver is closed (the watch ends).
-    #[allow(clippy::type_complexity)]
-    pub fn watch_from(
-        &self,
-        rv: u64,
-    ) -> Result<(Vec<StoreEvent>, mpsc::Receiver<StoreEvent>), Gone> {
+    /// now on, at most `WATCH_BUFFER` of them and `WATCH_QUEUE_BYTES`
+    /// waiting to be read: past either the receiver is closed (the watch
+    /// ends).
+    pub fn watch_from(&self, rv: u64) -> Result<(Vec<Arc<StoreEvent>>, WatchRx), Gone> {
         let mut g = self.lock();
         if !Self::reaches(&g, rv) {
             return Err(Gone);
@@ -168,9 +210,13 @@ impl Store {
             .filter(|(e, _)| e.resource_version > rv)
             .map(|(e, _)| e.clone())
             .collect();
-        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
-        g.watchers.push(Subscriber::Bounded(tx));
-        Ok((replay, rx))
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(Queued::default());
+        g.watchers.push(Subscriber::Bounded(WatchTx {
+            tx,
+            queued: queued.clone(),
+        }));
+        Ok((replay, WatchRx { rx, queued }))
     }
 }
 
@@ -180,11 +226,51 @@ mod tests {
     use serde_json::json;
     use std::sync::Arc;
 
+    fn store() -> Store {
+        Store::new(Arc::new(k8s_openapi::jiff::Timestamp::now), &[])
+    }
+
+    /// 20 watches that never read, of a 400 KB ConfigMap written 25
+    /// times, held a copy of every event each (350 MB); the events are
+    /// shared now, and a watch with `WATCH_QUEUE_BYTES` waiting is closed.
+    #[tokio::test]
+    async fn a_watch_that_never_reads_holds_shared_events_and_at_most_its_bytes() {
+        let store = store();
+        let rv = store.list("ConfigMap").1;
+        let mut watches: Vec<_> = (0..20).map(|_| store.watch_from(rv).unwrap().1).collect();
+        let big = "x".repeat(400 << 10);
+        store
+            .create(
+                "ConfigMap",
+                json!({"metadata": {"namespace": "t", "name": "big"}, "data": {"v": big}}),
+            )
+            .unwrap();
+        let writes = 60;
+        for i in 0..writes {
+            let mut o = store.get("ConfigMap", "t", "big").unwrap();
+            o["data"]["i"] = json!(i.to_string());
+            store.update("ConfigMap", o, Subresource::Main).unwrap();
+        }
+        let (first, second) = watches.split_at_mut(1);
+        let a = first[0].recv().await.unwrap();
+        let b = second[0].recv().await.unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one event, shared by every watch");
+        for w in &mut watches {
+            let mut got = 1;
+            while w.recv().await.is_some() {
+                got += 1;
+            }
+            // Each event holds the object and the one before: ~800 KB.
+            assert!(got < writes, "closed after {got} of {} events", writes + 1);
+            assert!(got * (800 << 10) <= WATCH_QUEUE_BYTES + (800 << 10));
+        }
+    }
+
     /// 50 writes of a 1 MiB object held 51 MB of history after the object
     /// was gone; the bytes bound the history now, as the count does.
     #[test]
     fn the_change_history_is_bounded_by_bytes_as_well_as_count() {
-        let store = Store::new(Arc::new(k8s_openapi::jiff::Timestamp::now), &[]);
+        let store = store();
         let big = "x".repeat(1 << 20);
         let first = store.seed(
             "ConfigMap",

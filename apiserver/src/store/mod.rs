@@ -13,16 +13,21 @@ mod history;
 
 /// Changes a watch over HTTP may have waiting before it is closed.
 pub const WATCH_BUFFER: usize = 4096;
+/// Bytes of changed objects (as JSON) a watch over HTTP may have waiting
+/// before it is closed: a watcher that never reads holds no more, however
+/// large the objects. The events themselves are shared (with the history
+/// and every other watch), not copied per watch.
+pub const WATCH_QUEUE_BYTES: usize = 16 << 20;
 
 /// Who gets the store's changes: the server's own loops (every change,
 /// however far behind), or a watch over HTTP (bounded).
 enum Subscriber {
     All(mpsc::UnboundedSender<StoreEvent>),
-    Bounded(mpsc::Sender<StoreEvent>),
+    Bounded(history::WatchTx),
 }
 mod write;
 
-pub use history::{Gone, HISTORY, HISTORY_BYTES, HistoryLimits};
+pub use history::{Gone, HISTORY, HISTORY_BYTES, HistoryLimits, WatchRx};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
@@ -64,6 +69,22 @@ pub enum StoreError {
     Conflict(String),
     #[error("invalid: {0}")]
     Invalid(String),
+    /// Larger than etcd stores (its `--max-request-bytes`, 1.5 MiB):
+    /// kube-apiserver passes etcd's words on as a 500 with no reason.
+    #[error("etcdserver: request is too large")]
+    TooLarge,
+}
+
+/// etcd's default `--max-request-bytes`: the largest object it stores.
+pub const MAX_OBJECT_BYTES: usize = 3 << 19;
+
+/// Whether etcd would refuse `obj`: its size as stored there, a built-in
+/// kind's protobuf (computed only when its JSON is past the bound: JSON
+/// is the larger), a custom resource's JSON.
+pub(crate) fn too_large_for_etcd(obj: &Value) -> bool {
+    let json = serde_json::to_vec(obj).map_or(usize::MAX, |b| b.len());
+    json > MAX_OBJECT_BYTES
+        && crate::protobuf::encode(obj).is_none_or(|b| b.len() > MAX_OBJECT_BYTES)
 }
 
 /// Which part of an object an update writes.
@@ -114,7 +135,7 @@ struct Inner {
     watchers: Vec<Subscriber>,
     /// Recent changes, so a watch can start from a resourceVersion, and
     /// the bytes of their objects (as JSON).
-    history: std::collections::VecDeque<(StoreEvent, usize)>,
+    history: std::collections::VecDeque<(Arc<StoreEvent>, usize)>,
     history_bytes: usize,
     limits: HistoryLimits,
 }

@@ -89,6 +89,9 @@ impl Store {
         if how == Apply::DryRun {
             return Ok(Written::changed(obj));
         }
+        if super::too_large_for_etcd(&obj) {
+            return Err(StoreError::TooLarge);
+        }
         g.rv += 1;
         g.uids += 1;
         set_meta(&mut obj, "resourceVersion", json!(g.rv.to_string()));
@@ -145,6 +148,9 @@ impl Store {
         let removed = deleting && finalizers(&new).is_empty();
         if how == Apply::DryRun {
             return Ok(Written::changed_or_removed(new, removed));
+        }
+        if !removed && super::too_large_for_etcd(&new) {
+            return Err(StoreError::TooLarge);
         }
         g.rv += 1;
         let mut new = new;

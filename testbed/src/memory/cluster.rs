@@ -43,6 +43,9 @@ fn write_error(e: StoreError) -> WriteError {
         StoreError::AlreadyExists(m) => WriteError::Conflict(status(409, "AlreadyExists", m)),
         StoreError::Conflict(m) => WriteError::Conflict(status(409, "Conflict", m)),
         StoreError::Invalid(m) => WriteError::Invalid(status(422, "Invalid", m)),
+        StoreError::TooLarge => {
+            WriteError::Refused(status(500, "", "etcdserver: request is too large"))
+        }
     }
 }
 
