@@ -3,6 +3,7 @@
 mod admission;
 mod aggregation;
 mod answers;
+mod audit;
 mod bootstrap;
 mod builder;
 mod crds;
@@ -41,6 +42,7 @@ mod watch;
 mod yaml;
 
 pub use admission::conditions_hold;
+pub use audit::Access;
 pub use builder::{Builder, CrdError, Handle, StartError, install_crd};
 pub use faults::Faults;
 pub use identity::{ANONYMOUS, WriteRecord};
@@ -103,9 +105,8 @@ pub struct ApiServer {
     /// Shut down: a restart does not serve again.
     stopped: std::sync::atomic::AtomicBool,
     started: tokio::time::Instant,
-    /// Every kind of request served, as RBAC would judge it, and the
-    /// bytes its strings take.
-    audit: Mutex<(std::collections::BTreeSet<Access>, usize)>,
+    /// Every kind of request served, as RBAC would judge it.
+    audit: audit::Audit,
     /// Callers by token, their writes, and who is cut off.
     identities: identity::Identities,
     /// Held while a write is applied and logged.
@@ -114,22 +115,6 @@ pub struct ApiServer {
     services: admission::Services,
     /// The custom resources of the stored CRDs.
     registry: Registry,
-}
-
-/// One kind of request, in RBAC's terms.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Access {
-    /// Who asked (`system:anonymous` without a token).
-    pub user: String,
-    pub user_agent: String,
-    /// get, list, watch, create, update, patch, delete; for a path that is
-    /// no resource (discovery), the HTTP method.
-    pub verb: String,
-    pub group: String,
-    /// The plural, with `/status` for the subresource; for a path that is
-    /// no resource, the path.
-    pub resource: String,
-    pub namespace: Option<String>,
 }
 
 /// How long a client may take to send a request's headers.
@@ -180,16 +165,6 @@ async fn serve_connections(
     }
 }
 
-/// The paths that are no resource the server answers: health, version,
-/// discovery and OpenAPI.
-fn served_path(path: &str) -> bool {
-    matches!(
-        path,
-        "/healthz" | "/livez" | "/readyz" | "/version" | "/api" | "/apis" | "/openapi/v2"
-    ) || path.starts_with("/openapi/v3")
-        || (path.starts_with("/api/") || path.starts_with("/apis/")) && path.len() <= 256
-}
-
 /// A store with the API server's status subresources and the real wall clock.
 pub fn new_store() -> Arc<Store> {
     let wall = Arc::new(k8s_openapi::jiff::Timestamp::now);
@@ -219,7 +194,7 @@ impl ApiServer {
             controllers: Mutex::default(),
             stopped: std::sync::atomic::AtomicBool::new(false),
             started: tokio::time::Instant::now(),
-            audit: Mutex::default(),
+            audit: audit::Audit::default(),
             identities: identity::Identities::default(),
             write_order: Mutex::default(),
             services: admission::Services::default(),
@@ -300,48 +275,11 @@ impl ApiServer {
 
     /// The kinds of request served so far.
     pub fn audit(&self) -> Vec<Access> {
-        self.audit
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-            .iter()
-            .cloned()
-            .collect()
+        self.audit.kinds()
     }
 
-    /// Records a kind of request, bounded: at most `AUDIT_MAX` kinds and
-    /// `AUDIT_BYTES` of their strings, user agents cut to 256 bytes, a
-    /// namespace no namespace could be named recorded as such, and a path
-    /// that is no resource recorded only when it is one the server serves
-    /// (discovery, OpenAPI, health): anyone may ask for any path, and the
-    /// record must not grow with them.
-    pub(crate) fn audit_request(&self, mut a: Access) {
-        const AUDIT_MAX: usize = 4096;
-        const AUDIT_BYTES: usize = 1 << 20;
-        let mut cut = a.user_agent.len().min(256);
-        while !a.user_agent.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        a.user_agent.truncate(cut);
-        if a.group.is_empty() && a.resource.starts_with('/') && !served_path(&a.resource) {
-            a.resource = "(a path the server does not serve)".into();
-        }
-        if let Some(ns) = &mut a.namespace
-            && ns.len() > 63
-        {
-            *ns = "(no namespace's name)".into();
-        }
-        let size = [&a.user, &a.user_agent, &a.verb, &a.group, &a.resource]
-            .iter()
-            .map(|s| s.len())
-            .sum::<usize>()
-            + a.namespace.as_ref().map_or(0, String::len);
-        let mut g = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-        let (set, bytes) = &mut *g;
-        if set.len() < AUDIT_MAX && *bytes + size <= AUDIT_BYTES && !set.contains(&a) {
-            set.insert(a);
-            *bytes += size;
-        }
+    pub(crate) fn audit_request(&self, a: Access) {
+        self.audit.record(a);
     }
 
     pub fn set_faults(&self, f: Faults) {

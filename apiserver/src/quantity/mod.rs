@@ -9,6 +9,10 @@
 
 use std::fmt;
 
+mod arithmetic;
+mod canonical;
+use arithmetic::{add_one, compare, dec_scaled, int64_scaled, shift_down, times_pow2};
+
 /// Why a string is not a quantity, in upstream's words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuantityError {
@@ -33,7 +37,7 @@ impl fmt::Display for QuantityError {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
+pub(super) enum Format {
     DecimalExponent,
     BinarySI,
     DecimalSI,
@@ -308,7 +312,7 @@ impl Quantity {
     }
 
     /// The exact value as (negative, digits, power of ten).
-    fn decimal(&self) -> (bool, String, i64) {
+    pub(super) fn decimal(&self) -> (bool, String, i64) {
         let (negative, digits, exponent) = match &self.amount {
             Amount::Int64 { value, scale } => (
                 *value < 0,
@@ -337,293 +341,7 @@ impl Quantity {
             (true, true) => compare(&bd, -be, &ad, -ae),
         }
     }
-
-    /// `String()`: the canonical form upstream's messages show.
-    pub fn canonical(&self) -> String {
-        let (negative, digits, exponent) = self.decimal();
-        let digits = digits.as_str();
-        if digits.is_empty() {
-            return "0".into();
-        }
-        let sign = if negative { "-" } else { "" };
-        if self.format == Format::BinarySI
-            && let Some(s) = self.binary(digits, exponent)
-        {
-            return format!("{sign}{s}");
-        }
-        // Factors of ten into the exponent, which is then a multiple of 3.
-        let trimmed = digits.trim_end_matches('0');
-        let mut exp = exponent + (digits.len() - trimmed.len()) as i64;
-        let mut number = trimmed.to_string();
-        while exp.rem_euclid(3) != 0 {
-            number.push('0');
-            exp -= 1;
-        }
-        let suffix = match self.format {
-            Format::DecimalExponent if exp == 0 => String::new(),
-            Format::DecimalExponent => format!("e{exp}"),
-            _ => match exp {
-                -9 => "n",
-                -6 => "u",
-                -3 => "m",
-                3 => "k",
-                6 => "M",
-                9 => "G",
-                12 => "T",
-                15 => "P",
-                18 => "E",
-                // 0, and (as upstream) an exponent with no suffix.
-                _ => "",
-            }
-            .to_string(),
-        };
-        format!("{sign}{number}{suffix}")
-    }
-
-    /// A BinarySI amount of 1024 or more that is whole, in powers of 1024.
-    fn binary(&self, digits: &str, exponent: i64) -> Option<String> {
-        if exponent < 0 && digits.len() as i64 + exponent <= 0 {
-            return None;
-        }
-        let whole = if exponent >= 0 {
-            format!("{digits}{}", "0".repeat(usize::try_from(exponent).ok()?))
-        } else {
-            let cut = digits.len() - usize::try_from(-exponent).ok()?;
-            if digits[cut..].bytes().any(|c| c != b'0') {
-                return None;
-            }
-            digits[..cut].to_string()
-        };
-        let mut n: u128 = whole.parse().ok()?;
-        if n < 1024 {
-            return None;
-        }
-        let mut power = 0;
-        while n.is_multiple_of(1024) && power < 6 {
-            n /= 1024;
-            power += 1;
-        }
-        let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][power];
-        Some(format!("{n}{suffix}"))
-    }
-}
-
-/// int64Amount's `AsScaledInt64`: value × 10^shift, 0 on overflow; a
-/// negative shift divides and rounds away from zero.
-fn int64_scaled(value: i64, shift: i32) -> i64 {
-    if shift >= 0 {
-        let mut v = value;
-        for _ in 0..shift {
-            match v.checked_mul(10) {
-                Some(n) => v = n,
-                None => return 0,
-            }
-        }
-        return v;
-    }
-    let mut v = value;
-    let mut fraction = false;
-    for _ in 0..-shift {
-        fraction |= v % 10 != 0;
-        v /= 10;
-        if v == 0 {
-            return match (fraction, value > 0) {
-                (false, _) => 0,
-                (true, true) => 1,
-                (true, false) => -1,
-            };
-        }
-    }
-    match (fraction, value > 0) {
-        (false, _) => v,
-        (true, true) => v + 1,
-        (true, false) => v - 1,
-    }
-}
-
-/// `scaledValue(unscaled, scale, 3)` on an inf.Dec: `dif` = scale − 3.
-fn dec_scaled(negative: bool, digits: &str, dif: i64) -> i64 {
-    let signed = |low: u64| {
-        let v = low as i64;
-        if negative { v.wrapping_neg() } else { v }
-    };
-    if dif == 0 {
-        return signed(low64(digits));
-    }
-    if dif < 0 {
-        // unscaled.Int64() * int64(math.Pow10(-dif)): past 10^18 the
-        // float does not fit an int64, and amd64 makes it MinInt64.
-        let factor = if -dif <= 18 {
-            10i64.pow((-dif) as u32)
-        } else {
-            i64::MIN
-        };
-        return signed(low64(digits)).wrapping_mul(factor);
-    }
-    // Division rounds up (toward +inf for a positive amount): ceil.
-    let (q, rest) = shift_down(digits, dif);
-    if !negative {
-        return (low64(&q) as i64).wrapping_add(i64::from(rest));
-    }
-    // Euclidean DivMod of a negative amount: q = -(trunc + rest), then +1.
-    let trunc = low64(&q) as i64;
-    trunc
-        .wrapping_add(i64::from(rest))
-        .wrapping_neg()
-        .wrapping_add(i64::from(rest))
-}
-
-/// A decimal digit string mod 2^64.
-fn low64(digits: &str) -> u64 {
-    digits.bytes().fold(0u64, |acc, c| {
-        acc.wrapping_mul(10).wrapping_add(u64::from(c - b'0'))
-    })
-}
-
-/// digits / 10^n truncated, and whether anything was cut off.
-fn shift_down(digits: &str, n: i64) -> (String, bool) {
-    let keep = usize::try_from(digits.len() as i64 - n).unwrap_or(0);
-    let keep = keep.min(digits.len());
-    let rest = digits[keep..].bytes().any(|c| c != b'0');
-    (digits[..keep].to_string(), rest)
-}
-
-fn add_one(digits: &str) -> String {
-    let mut b: Vec<u8> = digits.bytes().collect();
-    for c in b.iter_mut().rev() {
-        if *c == b'9' {
-            *c = b'0';
-        } else {
-            *c += 1;
-            return String::from_utf8(b).unwrap_or_default();
-        }
-    }
-    format!("1{}", String::from_utf8(b).unwrap_or_default())
-}
-
-/// digits × 2^k, in decimal.
-fn times_pow2(digits: &str, k: u32) -> String {
-    if digits.is_empty() {
-        return String::new();
-    }
-    let mut out: Vec<u8> = digits.bytes().rev().map(|c| c - b'0').collect();
-    for _ in 0..k {
-        let mut carry = 0;
-        for d in out.iter_mut() {
-            let v = *d * 2 + carry;
-            *d = v % 10;
-            carry = v / 10;
-        }
-        if carry > 0 {
-            out.push(carry);
-        }
-    }
-    out.iter().rev().map(|d| char::from(b'0' + d)).collect()
-}
-
-/// Compares two non-negative decimals given as digits × 10^-scale.
-fn compare(a: &str, a_scale: i64, b: &str, b_scale: i64) -> std::cmp::Ordering {
-    let a = a.trim_start_matches('0');
-    let b = b.trim_start_matches('0');
-    // Integer digit counts first, then the digits aligned.
-    let (ai, bi) = (a.len() as i64 - a_scale, b.len() as i64 - b_scale);
-    if a.is_empty() || b.is_empty() {
-        return a.len().min(1).cmp(&b.len().min(1));
-    }
-    if ai != bi {
-        return ai.cmp(&bi);
-    }
-    let width = a.len().max(b.len());
-    let pad = |s: &str| format!("{s:0<width$}");
-    pad(a).cmp(&pad(b))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Outcomes as upstream's parser gives them (`quantity_test.go`, and
-    /// the arithmetic of `ScaledValue` worked by hand).
-    #[test]
-    fn quantities_parse_as_upstream_and_show_its_canonical_form() {
-        for (input, canonical) in [
-            ("4", "4"),
-            ("-4", "-4"),
-            ("0.5", "500m"),
-            ("-0.5", "-500m"),
-            ("1.5", "1500m"),
-            ("1000", "1k"),
-            ("100m", "100m"),
-            ("1Ki", "1Ki"),
-            ("2048", "2048"),
-            ("1.5Gi", "1536Mi"),
-            ("4e3", "4e3"),
-            ("1e40", "10e39"),
-            ("0", "0"),
-            ("-", "0"),
-            ("k", "0"),
-            ("9223372036854775807", "9223372036854775807"),
-            ("12345678901234567890123", "12345678901234567890123"),
-        ] {
-            let q = parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
-            assert_eq!(q.canonical(), canonical, "{input}");
-        }
-        for (input, err) in [
-            ("", QuantityError::Format),
-            ("abc", QuantityError::Format),
-            ("1.2.3", QuantityError::Format),
-            ("1 Gi", QuantityError::Format),
-            ("1ki", QuantityError::Suffix),
-            ("1e", QuantityError::Suffix),
-            ("1Kib", QuantityError::Format),
-        ] {
-            assert_eq!(parse(input), Err(err), "{input}");
-        }
-    }
-
-    #[test]
-    fn an_integer_resource_must_have_a_whole_milli_value_with_gos_overflow() {
-        for (input, whole) in [
-            ("4", true),
-            ("0.5", false),
-            ("1500m", false),
-            ("2000m", true),
-            ("1n", false),
-            ("1e40", true),
-            // The decimal path: (2^63-1) * 1000 wraps to -1000.
-            ("9223372036854775807", true),
-            ("0.0000000001", false),
-            ("1Ki", true),
-        ] {
-            let q = parse(input).unwrap();
-            assert_eq!(q.is_whole(), whole, "{input}: milli {}", q.milli_value());
-        }
-        assert_eq!(parse("9223372036854775807").unwrap().milli_value(), -1000);
-        assert_eq!(parse("0.5").unwrap().milli_value(), 500);
-        assert!(parse("-1").unwrap().is_negative());
-        assert!(!parse("-0").unwrap().is_negative());
-    }
-
-    #[test]
-    fn quantities_compare_by_exact_value() {
-        use std::cmp::Ordering::*;
-        let q = |s: &str| parse(s).unwrap();
-        assert_eq!(q("1").cmp_value(&q("1000m")), Equal);
-        assert_eq!(q("1Ki").cmp_value(&q("1024")), Equal);
-        assert_eq!(q("2").cmp_value(&q("1500m")), Greater);
-        assert_eq!(q("-1").cmp_value(&q("0")), Less);
-        assert_eq!(q("-1").cmp_value(&q("-2")), Greater);
-        assert_eq!(q("1e40").cmp_value(&q("9223372036854775807")), Greater);
-    }
-
-    #[test]
-    fn json_numbers_are_quantities_too() {
-        let q = from_json(&serde_json::json!(4)).unwrap();
-        assert_eq!(q.canonical(), "4");
-        assert_eq!(
-            from_json(&serde_json::json!(-0.5)).unwrap().canonical(),
-            "-500m"
-        );
-        assert!(from_json(&serde_json::json!(true)).is_err());
-    }
-}
+mod tests;
