@@ -25,6 +25,24 @@ fn plan(args: &[&str]) -> (bool, Vec<Value>, String) {
     )
 }
 
+/// Issue 33, item 1: a pod bound to n1 asking for int64's most GPUs in two
+/// containers counts as more than n1 has (it wrapped to a small number
+/// once, and a 6-GPU VM was placed beside a tenant's 4 on 8): the VM's
+/// set waits, and no allocation is written.
+#[test]
+fn g3_plan_does_not_place_beside_a_pod_asking_for_the_most_gpus_kubernetes_stores() {
+    let (ok, writes, err) = plan(&["--snapshot", "config/examples/hostile-pod.yaml"]);
+    assert!(ok, "{err}");
+    assert!(
+        !writes.iter().any(|w| w["kind"] == "GPUAllocation"),
+        "no allocation: {writes:?}"
+    );
+    let waiting = writes
+        .iter()
+        .any(|w| w["kind"] == "GPUClaim" && w["name"] == "vm1-gpu" && w["rule"] == "G5");
+    assert!(waiting, "the set waits: {writes:?}");
+}
+
 #[test]
 fn plan_on_the_lifecycle_example_fires_every_rule_in_order() {
     let (ok, writes, err) = plan(&[
