@@ -395,7 +395,7 @@ fn plan_on_the_placement_example_places_moves_and_waits_with_every_reason() {
         ("d-one", "ClassMissing"),
         ("i-one", "ClaimInUse"),
         ("h-one", "SplitNodes"),
-        ("g-one", "PinnedElsewhere"),
+        ("g-one", "NoCapacity"),
         ("f-nine", "NoCapacity"),
         ("e-two", "OverBudget"),
     ] {

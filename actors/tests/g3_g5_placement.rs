@@ -204,13 +204,14 @@ fn g5_a_set_that_cannot_be_placed_waits_with_the_reason_and_its_pod_at_the_gate(
             "NoCapacity",
         ),
         (
-            "G4 a pod pinned elsewhere than the held node makes the set wait",
+            // E1: held on n1, which the pod's pin rules out, and n2 full.
+            "G5 a pod pinned elsewhere than the held node, with no room there, waits for capacity",
             gate(
-                &[("n1", 8), ("n2", 8)],
+                &[("n1", 8), ("n2", 0)],
                 claim("t", "a").bound("n1").with_allocation(H200),
                 vm1_naming_and("a", |p| p.pinned("n2")),
             ),
-            "PinnedElsewhere",
+            "NoCapacity",
         ),
     ];
     for (case, objs, reason) in rows {

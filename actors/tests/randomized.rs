@@ -325,6 +325,8 @@ struct Seen {
     quota_unreadable: usize,
     /// Steps that ended with a hostile pod bound to a node.
     hostile_pods: usize,
+    /// Claims moved off a held node that could not take their VM (E1).
+    moved: usize,
 }
 
 /// The platform sets the tenant's quota (per class, sometimes a total
@@ -524,6 +526,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                 ("update_pod", _) => seen.placed += 1,
                 (_, "G5") => seen.waited += 1,
                 (_, "G6") => seen.lost += 1,
+                ("update", "E1") => seen.moved += 1,
                 ("delete", "L8") => seen.released += 1,
                 _ => {}
             }
@@ -565,7 +568,8 @@ fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge()
             && seen.progress_checks > 0
             && seen.over_quota > 0
             && seen.quota_unreadable > 0
-            && seen.hostile_pods > 0,
+            && seen.hostile_pods > 0
+            && seen.moved > 0,
         "{seen:?}"
     );
 }

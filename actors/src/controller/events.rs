@@ -75,6 +75,19 @@ pub fn transition(
     Some(event(key, uid, rule, false, reason, message))
 }
 
+/// E1's Event on a claim that moved off a node that cannot take its VM:
+/// where from, why, and where to.
+pub fn moved(key: &str, c: &GPUClaim, from: &crate::rules::Moved, to: &str) -> Event {
+    event(
+        key,
+        c.metadata.uid.clone(),
+        RuleId::E1,
+        false,
+        "Moved",
+        format!("moved from node {} to {to}: {}", from.node, from.why),
+    )
+}
+
 /// The Event for a write the API server refused as invalid: bad input the
 /// controller cannot fix, said where the owner of the claim looks.
 pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: Intent, error: &str) -> Event {

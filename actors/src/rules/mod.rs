@@ -24,7 +24,7 @@ pub use attachment::{Grace, decide_attachment};
 pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
 pub use finalizer::needs_finalizer;
 pub use gate::{
-    AllocationWrite, Assumed, GateStep, NodesThatMatter, Plan, Released, Unfit, WaitReason,
+    AllocationWrite, Assumed, GateStep, Moved, NodesThatMatter, Plan, Released, Unfit, WaitReason,
     WrittenAllocations, at_the_gate, decide_gate, pod_unfit, request_mismatch, requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
@@ -64,6 +64,8 @@ pub enum RuleId {
     G5,
     /// G7: a VMI whose pinned launcher pod the scheduler cannot place is deleted.
     G7,
+    /// E1: a held claim moves off a node that cannot take its VM.
+    E1,
     /// Allocations: an allocation whose claim is gone is deleted, and a
     /// claim whose allocation is gone is reported (SPEC section 1).
     Allocations,
@@ -94,6 +96,7 @@ impl RuleId {
             RuleId::G4 => "G4",
             RuleId::G5 => "G5",
             RuleId::G7 => "G7",
+            RuleId::E1 => "E1",
             RuleId::Allocations => "records",
             RuleId::ClassStatus => "class-status",
             RuleId::Q2 => "Q2",

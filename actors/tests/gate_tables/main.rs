@@ -195,19 +195,29 @@ fn g3_g5_gate_decisions_table() {
             Wait(SplitNodes, "on 2 nodes"),
         ),
         row(
-            "G4 PinnedElsewhere: held on n1, the pod pinned to n2",
+            "E1 held on n1, the pod pinned to n2: the claim moves to n2",
             vec![
                 h200_nodes(&[("n1", 8), ("n2", 8)]),
                 claim("t", "a").bound("n1").with_allocation(H200),
                 vm_naming_with("a", |p| p.pinned("n2")),
             ],
-            Wait(
-                PinnedElsewhere,
-                "its claims hold GPUs on n1, where its pods cannot run: node not matching",
-            ),
+            Place("n2"),
         ),
         row(
-            "G3 PinnedElsewhere: the held node has a taint the pod does not tolerate",
+            "E1 the held node has a taint the pod does not tolerate: the claim moves",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("n1", 8).taint("maintenance", "", "NoSchedule"),
+                    gpu_node("n2", 8),
+                ]),
+                claim("t", "a").bound("n1").with_allocation(H200),
+                vm_naming("a"),
+            ],
+            Place("n2"),
+        ),
+        row(
+            "E1 the held node has a taint the pod does not tolerate, and no other node",
             vec![
                 h200(),
                 nodes(vec![gpu_node("n1", 8).taint(
@@ -218,7 +228,10 @@ fn g3_g5_gate_decisions_table() {
                 claim("t", "a").bound("n1").with_allocation(H200),
                 vm_naming("a"),
             ],
-            Wait(PinnedElsewhere, "node with a taint not tolerated"),
+            Wait(
+                NoCapacity,
+                "node with a taint not tolerated; no other node can take it",
+            ),
         ),
         row(
             "G3 the held node is used when it passes",

@@ -233,7 +233,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
             ),
         ),
         row(
-            "G3 PinnedElsewhere: the held node has no room left for the pod's memory",
+            "E1 the held node has no room left for the pod's memory: the claim moves",
             vec![
                 h200(),
                 nodes(vec![sized("a", 8, "64Gi"), sized("b", 8, "1Ti")]),
@@ -241,10 +241,7 @@ fn g2_g3_g5_as_the_node_really_is_table() {
                 foreign("db", "a", &[("memory", "60Gi")]),
                 vm_naming_with("a", |p| p.requests(&[("memory", "8Gi")])),
             ],
-            Wait(
-                PinnedElsewhere,
-                "its claims hold GPUs on a, where its pods cannot run: node without room for memory",
-            ),
+            Place("b"),
         ),
     ];
     check_rows(rows);

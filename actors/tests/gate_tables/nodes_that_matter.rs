@@ -47,7 +47,9 @@ fn g3_a_set_any_node_may_take_waits_on_all_of_them_past_a_few() {
 }
 
 #[test]
-fn g3_a_set_held_on_its_node_waits_on_that_node_only() {
+fn e1_a_set_held_on_a_node_that_cannot_take_it_waits_on_every_node_it_could_move_to() {
+    // The held node is cordoned and every other node full: any node's
+    // change may let the claim move (or the held node take it again).
     let got = nodes_of(vec![
         h200(),
         full_nodes_with("pin"),
@@ -55,7 +57,15 @@ fn g3_a_set_held_on_its_node_waits_on_that_node_only() {
         claim("t", "a").bound("held").with_allocation(H200),
         vm_naming("a"),
     ]);
-    assert_eq!(got, only(&["held"]));
+    assert_eq!(got, NodesThatMatter::All);
+    // A few nodes: the held one and the ones it could move to.
+    let few = nodes_of(vec![
+        h200_nodes(&[("b", 0)]),
+        vec![gpu_node("held", 8).cordoned().obj()],
+        claim("t", "a").bound("held").with_allocation(H200),
+        vm_naming("a"),
+    ]);
+    assert_eq!(few, only(&["b", "held"]));
 }
 
 #[test]

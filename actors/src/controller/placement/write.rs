@@ -239,13 +239,32 @@ async fn delete_allocation(
 }
 
 /// G4: allocations, then claim statuses, then each pod pinned and ungated.
+/// A claim that moves off a node that cannot take the set (E1) has its
+/// allocation and status written as E1's, and a `Moved` Event once its
+/// status names the new node.
 async fn place(env: &Env, plan: Plan, done: &mut Done) -> Result<(), IoError> {
-    for r in plan.allocations {
-        write_allocation(env, &plan.node, r, done).await?;
+    let moved = |k: &str| {
+        plan.moved
+            .iter()
+            .find(|(m, _)| m == k)
+            .map(|(_, from)| from)
+    };
+    let rule_of = |k: &str| moved(k).map_or(RuleId::G4, |_| RuleId::E1);
+    for r in plan.allocations.clone() {
+        let rule = rule_of(&record_key(r.record()));
+        write_allocation(env, &plan.node, r, rule, done).await?;
     }
-    for (c, status) in plan.statuses {
-        tracing::info!(claim = %claim_key(&c), rule = "G4", node = %plan.node, intent = "bind", "writing");
-        write_status(env, &c, status, RuleId::G4, done).await?;
+    for (c, status) in plan.statuses.clone() {
+        let k = claim_key(&c);
+        let rule = rule_of(&k);
+        tracing::info!(claim = %k, rule = %rule, node = %plan.node, intent = "bind", "writing");
+        write_status(env, &c, status, rule, done).await?;
+        if let Some(from) = moved(&k) {
+            super::super::events::publish(
+                env,
+                super::super::events::moved(&k, &c, from, &plan.node),
+            );
+        }
     }
     for pk in plan.pods {
         pin_and_ungate(env, &plan.node, pk, done).await?;
@@ -257,6 +276,7 @@ async fn write_allocation(
     env: &Env,
     node: &str,
     r: AllocationWrite,
+    rule: RuleId,
     done: &mut Done,
 ) -> Result<(), IoError> {
     let (create, rec) = match r {
@@ -264,20 +284,21 @@ async fn write_allocation(
         AllocationWrite::Move(rec) => (false, rec),
     };
     let k = record_key(&rec);
-    tracing::info!(claim = %k, rule = "G4", node = %node, intent = "allocate", "writing");
+    tracing::info!(claim = %k, rule = %rule, node = %node, intent = "allocate", "writing");
     let spec = rec.spec.clone();
     let what = Obj::Allocation(rec.clone()).obj_ref();
     let w = if create {
         OwnWrite::Create(Obj::Allocation(rec))
     } else {
-        // The Lost claim's allocation moves: its cached version, on the new node.
+        // The allocation of a claim that moves (Lost, G6; or off a node
+        // that cannot take the set, E1): its cached version, on the new node.
         let Some(mut cur) = env.world.allocation(&k).map(|r| GPUAllocation::clone(&r)) else {
             return Err(IoError::Newer { what });
         };
         cur.spec = spec.clone();
         OwnWrite::Replace(Obj::Allocation(cur))
     };
-    let written = write(env, what.clone(), 0, w, RuleId::G4).await?;
+    let written = write(env, what.clone(), 0, w, rule).await?;
     let Some(written) = written else {
         return Err(IoError::Newer { what });
     };

@@ -226,7 +226,7 @@ impl Ask<'_> {
     }
 
     /// The node the set's placed claims hold: it must still take the set.
-    fn held(&self, h: &str) -> Result<String, (WaitReason, String)> {
+    pub(super) fn held(&self, h: &str) -> Result<String, (WaitReason, String)> {
         let Some(node) = self.w.node(h) else {
             return Err((
                 WaitReason::NoCapacity,

@@ -2,6 +2,7 @@
 //! there and this VMI's, none being deleted, every class there, the set
 //! matching what the VMI's spec requests, none another VMI's.
 
+use super::plan::Moved;
 use super::written::WrittenAllocations;
 use super::{WaitReason, Waiting, wait};
 use crate::api::amount::add_to;
@@ -16,9 +17,29 @@ pub(super) struct Member {
     pub resource: String,
     /// The node of its allocation (the cache's, or one we wrote), if any.
     pub recorded_on: Option<String>,
-    /// Lost, or placed on a node that failed (G6 is about to say Lost):
-    /// it holds no node and moves.
+    /// Lost, or placed on a node that failed (G6 is about to say Lost),
+    /// or whose allocation a move cut short already names another node
+    /// than its status: it holds no node and moves.
     pub moves: bool,
+    /// E1: held on a node that cannot take the set, it moves from there.
+    pub moved_from: Option<Moved>,
+}
+
+impl Member {
+    /// Whether it holds its GPUs on `node` (and does not move already).
+    pub fn holds_on(&self, node: &str) -> bool {
+        !self.moves && held_on(&self.claim, self.recorded_on.as_deref()) == Some(node)
+    }
+}
+
+/// Where a claim holds GPUs: its status for a placed claim, its
+/// allocation for a Pending one whose placement was cut short.
+fn held_on<'a>(c: &'a GPUClaim, recorded_on: Option<&'a str>) -> Option<&'a str> {
+    match c.phase() {
+        ClaimPhase::Bound | ClaimPhase::Attached => c.node_name(),
+        ClaimPhase::Pending => recorded_on,
+        ClaimPhase::Lost => None,
+    }
 }
 
 /// The VMI owner of a claim when it is another VMI than `v` (L2: a later
@@ -170,19 +191,18 @@ fn member(c: &Arc<GPUClaim>, w: &World, written: &WrittenAllocations, resource: 
                 .filter(|s| s.claim_uid == uid)
                 .map(|s| s.node_name.clone())
         });
-    // Where it holds GPUs: its status for a placed claim, its allocation
-    // for a Pending one whose placement was cut short.
-    let node = match c.phase() {
-        ClaimPhase::Bound | ClaimPhase::Attached => c.node_name().map(str::to_string),
-        ClaimPhase::Pending => recorded_on.clone(),
-        ClaimPhase::Lost => None,
-    };
+    let node = held_on(c, recorded_on.as_deref());
+    // A move cut short (E1, G6): the allocation names the new node, the
+    // status still the old one; the set is placed afresh, as a move.
+    let cut_short = node.is_some() && recorded_on.is_some() && node != recorded_on.as_deref();
     let moves = c.phase() == ClaimPhase::Lost
-        || node.is_some_and(|n| crate::rules::lost::node_failed(w, &n, &resource).is_some());
+        || cut_short
+        || node.is_some_and(|n| crate::rules::lost::node_failed(w, n, &resource).is_some());
     Member {
         claim: c.clone(),
         resource,
         recorded_on,
         moves,
+        moved_from: None,
     }
 }

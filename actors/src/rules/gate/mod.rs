@@ -9,7 +9,7 @@ mod written;
 
 pub use choice::{NodesThatMatter, Unfit, pod_unfit};
 pub use members::request_mismatch;
-pub use plan::{AllocationWrite, Plan};
+pub use plan::{AllocationWrite, Moved, Plan};
 pub use written::{Assumed, Released, WrittenAllocations};
 
 use super::request::vmi_request;
@@ -17,6 +17,7 @@ use super::template_name;
 use crate::api::amount::add_to;
 use crate::api::{ClaimPhase, GPUClaim, LauncherPod, Vmi, is_deleting};
 use crate::world::{World, key};
+use choice::Ask;
 use members::Member;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -192,34 +193,52 @@ fn place(
     found: &[Arc<GPUClaim>],
     pods: &[Arc<LauncherPod>],
 ) -> Result<Plan, Waiting> {
-    let name = v.metadata.name.as_deref().unwrap_or_default();
-    let members = members::members(v, w, written, names, found)?;
+    let mut members = members::members(v, w, written, names, found)?;
     let held = held_node(&members)?;
-    let unplaced: Vec<&Member> = members
-        .iter()
-        .filter(|m| m.moves || (m.claim.phase() == ClaimPhase::Pending && m.recorded_on.is_none()))
-        .collect();
+    let Some(h) = held else {
+        return place_on(v, w, written, &members, pods, None);
+    };
+    // The node its claims hold must still take the set; where it cannot
+    // (cordoned, a taint, the pods' selector, no room for the pods, not
+    // Ready), the claims move (E1). Every claim of the set is this VMI's
+    // or attached to no live VMI (else the set waited ClaimInUse), and
+    // this VMI's pods all wait at the gate: nothing runs on those GPUs.
+    let why = match Ask::new(w, written, pods, &members).held(&h) {
+        Ok(_) => return place_on(v, w, written, &members, pods, Some(h)),
+        Err((_, why)) => why,
+    };
+    for m in members.iter_mut().filter(|m| m.holds_on(&h)) {
+        m.moves = true;
+        m.moved_from = Some(Moved {
+            node: h.clone(),
+            why: why.clone(),
+        });
+    }
+    place_on(v, w, written, &members, pods, None).map_err(|other| {
+        Waiting {
+            reason: other.reason,
+            message: format!("{why}; no other node can take it: {}", other.message),
+            nodes: other.nodes,
+        }
+        .also_on([h.clone()])
+    })
+}
+
+/// The set placed on `held`, or on the best fit where none is held.
+fn place_on(
+    v: &Vmi,
+    w: &World,
+    written: &WrittenAllocations,
+    members: &[Member],
+    pods: &[Arc<LauncherPod>],
+    held: Option<String>,
+) -> Result<Plan, Waiting> {
+    let name = v.metadata.name.as_deref().unwrap_or_default();
+    let unplaced = unplaced(members);
     check_budgets(w, written, &unplaced)?;
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();
     quota::check_quotas(w, written, ns, &unplaced)?;
-    let ask = choice::Ask {
-        w,
-        written,
-        pods,
-        classes: members
-            .iter()
-            .filter_map(|m| w.class(&m.claim.spec.class_name))
-            .collect(),
-        resources: members.iter().map(|m| m.resource.clone()).collect(),
-        need: needs(&unplaced),
-        own: unplaced
-            .iter()
-            .filter_map(|m| {
-                let node = m.recorded_on.clone()?;
-                Some((node, m.resource.clone(), u64::from(m.claim.spec.count)))
-            })
-            .collect(),
-    };
+    let ask = Ask::new(w, written, pods, members);
     // The nodes the members hold or are recorded on matter too: whether
     // a member moves (its node failed) decides which node holds the set.
     let member_nodes = members.iter().flat_map(|m| {
@@ -230,7 +249,46 @@ fn place(
         .choose(held.as_deref())
         .map_err(|w| w.also_on(member_nodes))?;
     let pod_keys = pods.iter().map(|p| key(&p.namespace, &p.name)).collect();
-    Ok(plan::plan(name, &node, &members, &unplaced, pod_keys))
+    Ok(plan::plan(name, &node, members, &unplaced, pod_keys))
+}
+
+/// The members that take GPUs where the set is placed: those that move,
+/// and Pending ones without an allocation.
+fn unplaced(members: &[Member]) -> Vec<&Member> {
+    members
+        .iter()
+        .filter(|m| m.moves || (m.claim.phase() == ClaimPhase::Pending && m.recorded_on.is_none()))
+        .collect()
+}
+
+impl<'a> Ask<'a> {
+    /// What the node choice asks of a node for these members.
+    fn new(
+        w: &'a World,
+        written: &'a WrittenAllocations,
+        pods: &'a [Arc<LauncherPod>],
+        members: &[Member],
+    ) -> Self {
+        let unplaced = unplaced(members);
+        Ask {
+            w,
+            written,
+            pods,
+            classes: members
+                .iter()
+                .filter_map(|m| w.class(&m.claim.spec.class_name))
+                .collect(),
+            resources: members.iter().map(|m| m.resource.clone()).collect(),
+            need: needs(&unplaced),
+            own: unplaced
+                .iter()
+                .filter_map(|m| {
+                    let node = m.recorded_on.clone()?;
+                    Some((node, m.resource.clone(), u64::from(m.claim.spec.count)))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The node the set's placed claims hold (Bound/Attached, or Pending with

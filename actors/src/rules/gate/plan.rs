@@ -6,6 +6,7 @@ use crate::api::{
     AttachedTo, CONDITION_LOST, CONDITION_WAITING, ClaimPhase, GPUAllocation, GPUAllocationSpec,
     GPUClaim, GPUClaimStatus, remove_condition,
 };
+use crate::world::key;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
@@ -26,6 +27,15 @@ impl AllocationWrite {
     }
 }
 
+/// E1: a claim moves off the node it held, which cannot take its VM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Moved {
+    /// The node it held.
+    pub node: String,
+    /// Why that node cannot take the set (G3's words).
+    pub why: String,
+}
+
 /// The writes that place a set (G4), in order: allocations, claim statuses, pods.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -33,6 +43,10 @@ pub struct Plan {
     pub allocations: Vec<AllocationWrite>,
     pub statuses: Vec<(Arc<GPUClaim>, GPUClaimStatus)>,
     pub pods: Vec<String>,
+    /// The claims that move off a node that cannot take the set (E1), by
+    /// key: their allocation's move and status are E1's writes, and each
+    /// gets a `Moved` Event once its status names the new node.
+    pub moved: Vec<(String, Moved)>,
 }
 
 pub(super) fn plan(
@@ -88,10 +102,23 @@ pub(super) fn plan(
             (s != old).then(|| (m.claim.clone(), s))
         })
         .collect();
+    let moved = members
+        .iter()
+        .filter_map(|m| {
+            let from = m.moved_from.clone()?;
+            let c = &m.claim.metadata;
+            let k = key(
+                c.namespace.as_deref().unwrap_or_default(),
+                c.name.as_deref().unwrap_or_default(),
+            );
+            Some((k, from))
+        })
+        .collect();
     Plan {
         node: node.to_string(),
         allocations,
         statuses,
         pods,
+        moved,
     }
 }
