@@ -23,6 +23,12 @@ enum Command {
     /// Where the GPUs are: per class, node, quota, and each set waiting at
     /// the gate (also `kubectl gpu-claims status`, as kubectl-gpu_claims).
     Status(crate::status::StatusArgs),
+    /// Cordons a node, taints it for evacuation, and waits until the
+    /// controller has restarted its GPU VMs elsewhere (E2, E3); also
+    /// `kubectl gpu-claims drain`. Exit 1 at the timeout, saying what blocks.
+    Drain(crate::drain::DrainArgs),
+    /// Undoes `drain`: the node schedulable again, its evacuation taint gone.
+    Uncordon(crate::drain::UncordonArgs),
     /// Runs the controller on a snapshot, in memory, on a simulated clock.
     #[cfg(feature = "dev")]
     Plan(crate::dev::plan::PlanArgs),
@@ -43,6 +49,8 @@ impl Cli {
                 Ok(())
             }
             Command::Status(args) => crate::status::status(args),
+            Command::Drain(args) => crate::drain::drain(args),
+            Command::Uncordon(args) => crate::drain::uncordon(args),
             #[cfg(feature = "dev")]
             Command::Plan(args) => crate::dev::plan::plan(args),
             #[cfg(feature = "dev")]

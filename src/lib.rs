@@ -12,6 +12,7 @@ pub mod controller;
 pub mod crd;
 #[cfg(feature = "dev")]
 pub mod dev;
+pub mod drain;
 pub mod file_read;
 pub mod file_watch;
 pub mod http;

@@ -53,25 +53,39 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
 }
 
 async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
-    let clients = match &args.kubeconfig {
+    let clients = connect(args.kubeconfig.as_deref(), args.request_timeout).await?;
+    let (world, not_read) = read_world(&clients).await?;
+    let mut r = report(&world);
+    r.not_read = not_read;
+    Ok(r)
+}
+
+/// Clients for the kubeconfig at `path`, or the default one.
+pub async fn connect(
+    path: Option<&std::path::Path>,
+    request_timeout: Duration,
+) -> anyhow::Result<Clients> {
+    Ok(match path {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-            Clients::from_kubeconfig(&text, args.request_timeout).await?
+            Clients::from_kubeconfig(&text, request_timeout).await?
         }
-        None => Clients::infer(args.request_timeout).await?,
-    };
+        None => Clients::infer(request_timeout).await?,
+    })
+}
+
+/// Every kind listed into one world, and the kinds that could not be read.
+pub async fn read_world(clients: &Clients) -> anyhow::Result<(World, Vec<String>)> {
     let world = World::new(Default::default());
     let mut not_read = Vec::new();
     for kind in Kind::ALL {
-        match list(&clients, kind).await? {
+        match list(clients, kind).await? {
             Listed::Objects(objects) => objects.into_iter().for_each(|o| world.load(o)),
             Listed::Not(why) => not_read.push(format!("{}: {why}", kind.name())),
         }
     }
-    let mut r = report(&world);
-    r.not_read = not_read;
-    Ok(r)
+    Ok((world, not_read))
 }
 
 enum Listed {
@@ -247,6 +261,31 @@ pub fn table(r: &Report) -> String {
         &["VMI", "CLAIMS", "REASON", "MESSAGE"],
         waiting.collect(),
     );
+    let evacuating = r.evacuating.iter().map(|e| {
+        let mut why: Vec<String> = e
+            .without_vm
+            .iter()
+            .map(|v| format!("{v}: no VirtualMachine owner"))
+            .collect();
+        why.extend(e.waiting.iter().map(|(c, w)| format!("{c}: {w}")));
+        vec![
+            e.node.clone(),
+            e.live.len().to_string(),
+            e.moving.len().to_string(),
+            (e.without_vm.len() + e.waiting.len()).to_string(),
+            if why.is_empty() {
+                "-".into()
+            } else {
+                why.join("; ")
+            },
+        ]
+    });
+    section(
+        &mut out,
+        "EVACUATING",
+        &["NODE", "LIVE VMS", "MOVING", "BLOCKED", "WHY"],
+        evacuating.collect(),
+    );
     for why in &r.not_read {
         let _ = writeln!(out, "not read: {why} (what needs it counts none)");
     }
@@ -274,6 +313,7 @@ mod tests {
                 reason: "ClassMissing".into(),
                 message: format!("GPUClass {forged} does not exist"),
             }],
+            evacuating: Vec::new(),
             not_read: Vec::new(),
         };
         let out = table(&report);

@@ -24,6 +24,39 @@ pub struct Config {
     pub trace: TraceConfig,
     #[serde(default)]
     pub api: ApiConfig,
+    #[serde(default)]
+    pub evacuation: EvacuationConfig,
+}
+
+/// E2: how a node tainted `gpu.cozystack.io/evacuate` is emptied of its
+/// GPU VMs.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EvacuationConfig {
+    /// How many VM restarts may be under way at once, cluster-wide.
+    #[serde(default = "one")]
+    pub max_concurrent: u32,
+    /// How long a restart counts as under way when the VM's new VMI does
+    /// not run.
+    #[serde(default = "default_evacuation_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_evacuation_timeout() -> Duration {
+    Duration::from_secs(600)
+}
+
+impl Default for EvacuationConfig {
+    fn default() -> Self {
+        Self {
+            max_concurrent: one(),
+            timeout: default_evacuation_timeout(),
+        }
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
@@ -117,6 +150,7 @@ impl Default for Config {
             log: LogConfig::default(),
             trace: TraceConfig::default(),
             api: ApiConfig::default(),
+            evacuation: EvacuationConfig::default(),
         }
     }
 }
@@ -162,6 +196,12 @@ impl Config {
         if self.api.request_timeout.is_zero() {
             return Err(InvalidConfig::RequestTimeout);
         }
+        if self.evacuation.max_concurrent == 0 {
+            return Err(InvalidConfig::EvacuationMaxConcurrent);
+        }
+        if self.evacuation.timeout.is_zero() {
+            return Err(InvalidConfig::EvacuationTimeout);
+        }
         Ok(())
     }
 
@@ -185,4 +225,8 @@ pub enum InvalidConfig {
     TraceKey { key: String },
     #[error("api.requestTimeout: must be more than 0")]
     RequestTimeout,
+    #[error("evacuation.maxConcurrent: must be at least 1 (0 would never move a VM)")]
+    EvacuationMaxConcurrent,
+    #[error("evacuation.timeout: must be more than 0")]
+    EvacuationTimeout,
 }

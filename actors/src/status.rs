@@ -15,6 +15,8 @@ pub struct Report {
     pub nodes: Vec<NodeRow>,
     pub quotas: Vec<QuotaRow>,
     pub waiting: Vec<WaitingSet>,
+    /// Nodes tainted for evacuation (E2, E3), and how far each has come.
+    pub evacuating: Vec<EvacuatingNode>,
     /// Kinds that could not be read (not served, not permitted), and why:
     /// the figures that need them count none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -73,6 +75,62 @@ pub struct WaitingSet {
     pub message: String,
 }
 
+/// A node being evacuated (E3): its GPU VMs still live there (by VMI),
+/// those of them with no VirtualMachine owner (kept: they would not come
+/// back), the claims held there whose VM is not running (a restart under
+/// way, or a VM stopped), and the claims held there whose set waits at the
+/// gate, with why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvacuatingNode {
+    pub node: String,
+    pub live: Vec<String>,
+    pub without_vm: Vec<String>,
+    pub moving: Vec<String>,
+    pub waiting: Vec<(String, String)>,
+}
+
+impl EvacuatingNode {
+    /// Whether no GPU VM is live on the node any more.
+    pub fn done(&self) -> bool {
+        self.live.is_empty()
+    }
+}
+
+/// How far the evacuation of `node` has come.
+pub fn evacuating_node(w: &World, node: &str) -> EvacuatingNode {
+    let evacuees = crate::rules::evacuees(w, node);
+    let live: BTreeSet<&str> = evacuees.iter().map(|e| e.vmi.as_str()).collect();
+    let mut moving = Vec::new();
+    let mut waiting = Vec::new();
+    for ck in w.claims_on_node(node) {
+        let Some(c) = w.claim(&ck) else { continue };
+        if c.node_name() != Some(node) {
+            continue;
+        }
+        let attached = c
+            .attached_vmi_name()
+            .map(|v| key(crate::world::split_key(&ck).0, v));
+        if !attached.as_deref().is_some_and(|v| live.contains(v)) {
+            moving.push(ck.clone());
+        }
+        if let Some((reason, message)) = waiting_condition(&c) {
+            waiting.push((ck, format!("{reason}: {message}")));
+        }
+    }
+    EvacuatingNode {
+        node: node.to_string(),
+        live: evacuees.iter().map(|e| e.vmi.clone()).collect(),
+        without_vm: evacuees
+            .iter()
+            .filter(|e| e.vm.is_none())
+            .map(|e| e.vmi.clone())
+            .collect(),
+        moving,
+        waiting,
+    }
+}
+
 fn waiting_condition(c: &GPUClaim) -> Option<(String, String)> {
     c.waiting().map(|x| (x.reason.clone(), x.message.clone()))
 }
@@ -111,6 +169,11 @@ pub fn report(w: &World) -> Report {
         nodes: node_rows(w, &resources),
         quotas: quota_rows(w),
         waiting,
+        evacuating: w
+            .evacuating_nodes()
+            .iter()
+            .map(|n| evacuating_node(w, n))
+            .collect(),
         not_read: Vec::new(),
     }
 }

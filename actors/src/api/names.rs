@@ -9,6 +9,8 @@ pub const CLASS_ANNOTATION: &str = "gpu.cozystack.io/class";
 pub const COUNT_ANNOTATION: &str = "gpu.cozystack.io/count";
 pub const SCHEDULING_GATE: &str = "gpu.cozystack.io/claims";
 pub const DEVICES_LOST_TAINT: &str = "gpu.cozystack.io/devices-lost";
+/// E2: a node whose GPU VMs are to move elsewhere (any effect).
+pub const EVACUATE_TAINT: &str = "gpu.cozystack.io/evacuate";
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 pub const LAUNCHER_LABEL: &str = "kubevirt.io";
 pub const LAUNCHER_LABEL_VALUE: &str = "virt-launcher";

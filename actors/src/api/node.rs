@@ -2,7 +2,7 @@
 //! Node so that heartbeats, which change none of them, reach no actor.
 
 use super::quantity::QuantityError;
-use super::{DEVICES_LOST_TAINT, HOSTNAME_LABEL};
+use super::{DEVICES_LOST_TAINT, EVACUATE_TAINT, HOSTNAME_LABEL};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use std::collections::BTreeMap;
 
@@ -24,6 +24,9 @@ pub struct NodeFacts {
     pub taints: Vec<Taint>,
     /// Values of the devices-lost taints ("" covers every resource).
     pub lost_taints: Vec<String>,
+    /// Tainted `gpu.cozystack.io/evacuate`, whatever the effect (E2): no
+    /// placement here, and its GPU VMs restart elsewhere.
+    pub evacuating: bool,
 }
 
 impl NodeFacts {
@@ -67,6 +70,7 @@ impl NodeFacts {
             unreadable,
             taints,
             lost_taints,
+            evacuating: all_taints.iter().any(|t| t.key == EVACUATE_TAINT),
         })
     }
 

@@ -9,6 +9,7 @@
 mod allocations;
 mod attachment;
 mod class;
+mod evacuation;
 mod finalizer;
 mod gate;
 mod lost;
@@ -22,6 +23,10 @@ mod unschedulable;
 pub use allocations::{ALLOCATION_GRACE, allocation_missing, decide_allocation_report};
 pub use attachment::{Grace, decide_attachment};
 pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
+pub use evacuation::{
+    EVACUATE_TAINT, EvacuationStep, Evacuee, Restart, decide_evacuation, evacuees, restart_done,
+    restart_waits, vm_owner,
+};
 pub use finalizer::needs_finalizer;
 pub use gate::{
     AllocationWrite, Assumed, GateStep, Moved, NodesThatMatter, Plan, Released, Unfit, WaitReason,
@@ -66,6 +71,8 @@ pub enum RuleId {
     G7,
     /// E1: a held claim moves off a node that cannot take its VM.
     E1,
+    /// E2: a VM holding GPUs on an evacuating node is restarted elsewhere.
+    E2,
     /// Allocations: an allocation whose claim is gone is deleted, and a
     /// claim whose allocation is gone is reported (SPEC section 1).
     Allocations,
@@ -97,6 +104,7 @@ impl RuleId {
             RuleId::G5 => "G5",
             RuleId::G7 => "G7",
             RuleId::E1 => "E1",
+            RuleId::E2 => "E2",
             RuleId::Allocations => "records",
             RuleId::ClassStatus => "class-status",
             RuleId::Q2 => "Q2",

@@ -49,6 +49,8 @@ pub(crate) struct Indexes {
     /// Per (namespace, class), and per namespace: GPUs recorded (Q1).
     pub recorded_by_namespace: DashMap<(String, String), u64>,
     pub recorded_by_namespace_total: DashMap<String, u64>,
+    /// The nodes tainted for evacuation (E2).
+    pub evacuating: DashMap<String, ()>,
 }
 
 /// Adds `d` to a sum when `sign` is positive, takes it away otherwise.
@@ -340,6 +342,11 @@ impl World {
         new: Option<Arc<NodeFacts>>,
     ) -> (Option<Arc<NodeFacts>>, Vec<String>) {
         let old = put(&self.nodes, name, &new);
+        if new.as_ref().is_some_and(|n| n.evacuating) {
+            self.idx.evacuating.insert(name.to_string(), ());
+        } else {
+            self.idx.evacuating.remove(name);
+        }
         let allocatable = |n: &Option<Arc<NodeFacts>>| n.as_ref().map(|n| n.allocatable.clone());
         if allocatable(&old) != allocatable(&new) {
             let resources = old.iter().chain(&new).flat_map(|n| n.allocatable.keys());

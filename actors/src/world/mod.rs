@@ -304,6 +304,23 @@ impl World {
     }
 
     /// Claim keys whose status.nodeName is `node`.
+    /// The nodes tainted for evacuation (E2), by name.
+    pub fn evacuating_nodes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .idx
+            .evacuating
+            .iter()
+            .map(|e| e.key().clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Whether any node is being evacuated.
+    pub fn any_evacuating(&self) -> bool {
+        !self.idx.evacuating.is_empty()
+    }
+
     pub fn claims_on_node(&self, node: &str) -> Vec<String> {
         self.idx
             .claims_by_node

@@ -28,10 +28,14 @@ where
     Fut: Future<Output = ()>,
 {
     run_sim(|| async move {
+        let mut checker = Checker::for_config(&config);
         let sim = Sim::start(config, &objects, None);
+        // A baseline look before the controller writes (I10 judges a
+        // delete by what was there before it).
+        checker.check(&sim.cluster);
         f(TestCluster {
             sim,
-            checker: Checker::default(),
+            checker,
             seen: 0,
         })
         .await
@@ -52,9 +56,12 @@ pub fn settled<T>(
     look: impl FnOnce(&mut TestCluster) -> T,
 ) -> T {
     run_sim(|| async move {
+        let mut checker = Checker::for_config(&config);
+        let sim = Sim::start(config, &objects, None);
+        checker.check(&sim.cluster);
         let mut t = TestCluster {
-            sim: Sim::start(config, &objects, None),
-            checker: Checker::default(),
+            checker,
+            sim,
             seen: 0,
         };
         t.settle().await;

@@ -75,6 +75,11 @@ impl MemCluster {
         })
     }
 
+    /// Time since the cluster started: the clock of its journal.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
     /// Journals only `user`'s writes over HTTP from now on.
     pub fn journal_only(&self, user: &str) {
         *self.journal_user.lock().unwrap_or_else(|e| e.into_inner()) = Some(user.into());

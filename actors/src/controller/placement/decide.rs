@@ -27,6 +27,7 @@ impl Placement {
         match work {
             PlacementPoke::Vmi(k) => self.decide_vmi(k, ctx),
             PlacementPoke::Allocation(k) => self.decide_allocation(k),
+            PlacementPoke::Evacuation => self.decide_evacuation(ctx),
             PlacementPoke::Claim(_)
             | PlacementPoke::Capacity
             | PlacementPoke::Freed { .. }

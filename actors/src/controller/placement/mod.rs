@@ -10,6 +10,7 @@
 //! count, the log and the backoff are the scaffold's.
 
 mod decide;
+mod evacuation;
 mod flight;
 mod own_writes;
 mod pinned;
@@ -64,6 +65,9 @@ pub enum PlacementPoke {
     /// A GPUQuota of this namespace changed, or a new allocation took from
     /// one (Q1): the namespace's waiting sets look again.
     Namespace(String),
+    /// A node's evacuation taint, a VMI or a claim changed while a node is
+    /// evacuated, or a restart timed out: E2 looks again.
+    Evacuation,
 }
 
 /// A poke with the time its change entered the supervisor.
@@ -117,6 +121,8 @@ pub struct Placement {
     recheck: RecheckAsked,
     /// G7: pinned pods the scheduler cannot place.
     pinned: pinned::Pinned,
+    /// E2: the restarts under way.
+    evac: evacuation::Evacuation,
     /// Writes under way, and the work parked behind them.
     flight: flight::InFlight,
     /// The failures of writes under way together share one backoff wait:
@@ -140,6 +146,7 @@ impl Placement {
             waiting: WaitingSets::default(),
             recheck: RecheckAsked::default(),
             pinned: pinned::Pinned::default(),
+            evac: evacuation::Evacuation::default(),
             flight: flight::InFlight::default(),
             burst: None,
         }
@@ -159,6 +166,9 @@ impl Placement {
         let fut = execute(self.env.clone(), write);
         scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
             act.remember(&done);
+            if let Some((vm, r)) = done.restarted.clone() {
+                act.restart_issued(vm, r, ctx);
+            }
             act.land(flight, ctx);
             let result = match done.error {
                 None => {

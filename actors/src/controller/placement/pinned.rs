@@ -4,7 +4,7 @@
 //! already issued (a lagging cache still shows the VMI; deleting it again
 //! would change nothing). An entry goes when its VMI leaves that state.
 
-use super::write::Write;
+use super::write::{VmiDelete, Write};
 use super::{Placement, PlacementPoke};
 use crate::api::{Kind, ObjRef, Vmi};
 use crate::ports::Event;
@@ -69,7 +69,7 @@ impl Placement {
             humantime::format_duration(grace),
             stuck.message
         );
-        Some(Write::DeleteVmi {
+        Some(Write::DeleteVmi(Box::new(VmiDelete {
             key: k.to_string(),
             uid: uid.clone(),
             resource_version: rv,
@@ -81,7 +81,9 @@ impl Placement {
                 message: format!("G7: {message}"),
                 rule: RuleId::G7,
             },
-        })
+            rule: RuleId::G7,
+            restart: None,
+        })))
     }
 
     /// The delete landed (or found the VMI gone or changed).

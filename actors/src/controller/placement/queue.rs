@@ -27,7 +27,8 @@ fn namespace(w: &PlacementPoke) -> &str {
         | PlacementPoke::NodesChanged
         | PlacementPoke::Node(_)
         | PlacementPoke::BudgetUsed(_)
-        | PlacementPoke::Namespace(_) => "",
+        | PlacementPoke::Namespace(_)
+        | PlacementPoke::Evacuation => "",
     }
 }
 

@@ -145,7 +145,10 @@ impl RecheckAsked {
             PlacementPoke::Namespace(ns) => {
                 self.namespaces.insert(ns);
             }
-            PlacementPoke::Vmi(_) | PlacementPoke::Allocation(_) | PlacementPoke::Claim(_) => {}
+            PlacementPoke::Vmi(_)
+            | PlacementPoke::Allocation(_)
+            | PlacementPoke::Claim(_)
+            | PlacementPoke::Evacuation => {}
         }
     }
 

@@ -10,7 +10,7 @@ use crate::api::{
     SCHEDULING_GATE, rv_number,
 };
 use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions};
-use crate::rules::{AllocationWrite, Plan, RuleId};
+use crate::rules::{AllocationWrite, Plan, Restart, RuleId};
 use crate::world::key;
 use std::sync::Arc;
 
@@ -29,14 +29,20 @@ pub(super) enum Write {
     Place(Box<Plan>),
     /// G5: Waiting conditions.
     Wait(Vec<(Arc<GPUClaim>, GPUClaimStatus)>),
-    /// G7: delete the VMI whose pinned pod cannot be placed, on the
-    /// preconditions the cache showed; its Warning Event once issued.
-    DeleteVmi {
-        key: String,
-        uid: String,
-        resource_version: String,
-        event: Event,
-    },
+    /// Delete a VMI (G7, E2).
+    DeleteVmi(Box<VmiDelete>),
+}
+
+/// Delete a VMI on the preconditions the cache showed, and publish its
+/// Event once issued: G7 (its pinned pod cannot be placed) or E2 (its VM
+/// is restarted off an evacuating node: the restart it begins).
+pub(super) struct VmiDelete {
+    pub key: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub event: Event,
+    pub rule: RuleId,
+    pub restart: Option<(String, Restart)>,
 }
 
 impl Write {
@@ -47,7 +53,7 @@ impl Write {
             Write::DeleteAllocation { .. } => (RuleId::Allocations, Intent::DeleteAllocation),
             Write::Place(_) => (RuleId::G4, Intent::Place),
             Write::Wait(_) => (RuleId::G5, Intent::Wait),
-            Write::DeleteVmi { .. } => (RuleId::G7, Intent::DeleteVmi),
+            Write::DeleteVmi(d) => (d.rule, Intent::DeleteVmi),
         }
     }
 
@@ -64,7 +70,7 @@ impl Write {
                 .chain(plan.allocations.iter().map(|a| record_key(a.record())))
                 .collect(),
             Write::Wait(changes) => changes.iter().map(|(c, _)| claim_key(c)).collect(),
-            Write::DeleteVmi { .. } => Vec::new(),
+            Write::DeleteVmi(_) => Vec::new(),
         }
     }
 }
@@ -85,6 +91,9 @@ pub(super) struct Done {
     pub deleted_allocation: Option<(String, String)>,
     /// A VMI deleted by G7 (or found gone or changed): key, uid, resourceVersion.
     pub deleted_vmi: Option<(String, String, String)>,
+    /// E2: a VM's restart begun (its VMI deleted, or found gone or
+    /// changed): the VM and the restart.
+    pub restarted: Option<(String, Restart)>,
     pub error: Option<IoError>,
 }
 
@@ -176,13 +185,16 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
             }
         }
         Write::Place(plan) => place(env, *plan, done).await?,
-        Write::DeleteVmi {
-            key,
-            uid,
-            resource_version,
-            event,
-        } => {
-            tracing::warn!(vmi = %key, rule = "G7", intent = "delete-vmi", "{}", event.message);
+        Write::DeleteVmi(d) => {
+            let VmiDelete {
+                key,
+                uid,
+                resource_version,
+                event,
+                rule,
+                restart,
+            } = *d;
+            tracing::warn!(vmi = %key, rule = %rule, intent = "delete-vmi", "{}", event.message);
             let (ns, name) = crate::world::split_key(&key);
             let what = ObjRef::new(Kind::Vmi, Some(ns), name);
             let pre = Preconditions {
@@ -190,14 +202,17 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
                 resource_version: Some(resource_version.clone()),
             };
             let known = resource_version.parse().unwrap_or(0);
-            match write(env, what, known, OwnWrite::Delete(pre), RuleId::G7).await {
+            match write(env, what, known, OwnWrite::Delete(pre), rule).await {
                 Ok(_) => super::super::events::publish(env, event),
                 // Done too: not the VMI the cache showed (the next version
                 // is decided on afresh).
                 Err(IoError::Newer { .. }) => {}
                 Err(e) => return Err(e),
             }
-            done.deleted_vmi = Some((key, uid, resource_version));
+            match restart {
+                Some(r) => done.restarted = Some(r),
+                None => done.deleted_vmi = Some((key, uid, resource_version)),
+            }
         }
     }
     Ok(())

@@ -34,6 +34,10 @@ impl Supervisor {
     }
 
     fn claim_changed(&mut self, c: ClaimChange, ctx: &mut Context<Self>) {
+        // E2: a claim moved or waiting may end or block an evacuation.
+        if c.new_version && self.env.world.any_evacuating() {
+            self.place(PlacementPoke::Evacuation);
+        }
         if c.new_version {
             self.poke::<ClaimActor>(&c.key, ctx);
             self.claim_to_placement(&c.key, c.old.as_deref(), c.now.as_deref());
@@ -177,6 +181,11 @@ impl Supervisor {
         if v.life_changed || v.request_changed {
             self.place(PlacementPoke::Vmi(v.key.clone()));
         }
+        // E2: a VM restarted off an evacuating node runs again (a phase
+        // change: any new version), or a VMI holding GPUs there came or went.
+        if self.env.world.any_evacuating() {
+            self.place(PlacementPoke::Evacuation);
+        }
     }
 
     fn pod_changed(&mut self, p: PodChange, ctx: &mut Context<Self>) {
@@ -203,6 +212,12 @@ impl Supervisor {
     fn node_changed(&mut self, n: NodeChange, ctx: &mut Context<Self>) {
         if let Some(now) = &n.now {
             self.report_unreadable(now, n.old.as_deref());
+        }
+        // E2: a node tainted for evacuation, or no longer.
+        let evacuating =
+            |f: &Option<std::sync::Arc<NodeFacts>>| f.as_ref().is_some_and(|f| f.evacuating);
+        if evacuating(&n.old) || evacuating(&n.now) {
+            self.place(PlacementPoke::Evacuation);
         }
         // The node's claims first: G6 and L4 are the writes this change
         // owes, and they should not queue behind placement's look.

@@ -121,6 +121,10 @@ impl Supervisor {
         for r in w.keys(Kind::Allocation) {
             self.place(PlacementPoke::Allocation(r));
         }
+        // E2: after the sets, so that a restart's new VMI is decided first.
+        if w.any_evacuating() {
+            self.place(PlacementPoke::Evacuation);
+        }
         for k in w.keys(Kind::Claim) {
             self.poke::<ClaimActor>(&k, ctx);
         }

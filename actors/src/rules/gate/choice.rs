@@ -34,6 +34,8 @@ pub enum Unfit {
     ClassSelector,
     /// Its lost set covers a resource of the set.
     DevicesLost,
+    /// Tainted for evacuation (E2): its GPU VMs go elsewhere.
+    Evacuating,
     /// Not enough free GPUs of this resource.
     NoRoom(String),
 }
@@ -48,6 +50,7 @@ impl Unfit {
             Unfit::PodRoom(r) | Unfit::NoRoom(r) => format!("without room for {r}"),
             Unfit::ClassSelector => "not selected by the class".into(),
             Unfit::DevicesLost => "that lost their devices".into(),
+            Unfit::Evacuating => "being evacuated".into(),
         }
     }
 
@@ -138,6 +141,10 @@ impl Ask<'_> {
         }
         if !node.ready {
             return Err(Unfit::NotReady);
+        }
+        // E2: whatever the pods tolerate, an evacuating node takes no set.
+        if node.evacuating {
+            return Err(Unfit::Evacuating);
         }
         if let Some(u) = unfit {
             return Err(u);

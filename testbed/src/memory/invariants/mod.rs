@@ -1,7 +1,9 @@
-//! The invariants I1-I8 of SPEC sections 7 and 8, checked against the
-//! in-memory cluster. Tests call [`Checker::check`] (I1-I5, I7, I8) after every step, and
+//! The invariants I1-I8 and I10 of SPEC sections 7, 8 and 10, checked
+//! against the in-memory cluster. Tests call [`Checker::check`] (I1-I5,
+//! I7, I8, I10) after every step, and
 //! [`progress`] (I6) once the controller has settled.
 
+mod evacuation;
 mod records;
 
 use super::cluster::MemCluster;
@@ -27,6 +29,8 @@ pub struct Checker {
     unschedulable_since: HashMap<String, Instant>,
     /// I7's bound: `unschedulableGrace` plus a settle.
     unschedulable_limit: Duration,
+    /// I10: the restarts evacuation began.
+    evacuations: evacuation::Evacuations,
 }
 
 /// What I7 allows past `unschedulableGrace`: the controller's settle (a
@@ -66,7 +70,21 @@ impl Checker {
             journal_pos: 0,
             unschedulable_since: HashMap::new(),
             unschedulable_limit: grace + I7_SETTLE,
+            evacuations: evacuation::Evacuations::default(),
         }
+    }
+
+    /// A checker for a controller running `config` (I7's grace, I10's
+    /// evacuation settings).
+    pub fn for_config(config: &gpu_claims_actors::config::Config) -> Self {
+        Self::with_unschedulable_grace(config.unschedulable_grace)
+            .with_evacuation(config.evacuation.max_concurrent, config.evacuation.timeout)
+    }
+
+    /// Judges evacuation (I10) against these settings.
+    pub fn with_evacuation(mut self, max_concurrent: u32, timeout: Duration) -> Self {
+        self.evacuations = evacuation::Evacuations::with(max_concurrent, timeout);
+        self
     }
 
     /// The violations since the last check; empty when all hold.
@@ -101,6 +119,8 @@ impl Checker {
                 e.op, e.kind, e.namespace, e.name
             ));
         }
+        self.evacuations
+            .check(c, &journal.entries[self.journal_pos..], &mut v);
         self.journal_pos = journal.entries.len();
         drop(journal);
         self.prev_claims = claims;

@@ -1,0 +1,163 @@
+//! E2: evacuating a node. The taint `gpu.cozystack.io/evacuate` (any
+//! effect) keeps placements off a node (G3's filters) and restarts its GPU
+//! VMs elsewhere: each live VMI attached to a claim held there, owned by a
+//! VirtualMachine, is deleted (so its VM starts a new VMI, which comes to
+//! the gate and moves, E1), a few at a time. A VMI without a VM owner is
+//! never deleted: it would not come back. These are the decisions;
+//! placement remembers the restarts under way and times them out.
+
+use crate::api::{ClaimPhase, Vmi, is_deleting};
+use crate::world::{World, key, split_key};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::api::EVACUATE_TAINT;
+
+/// A live VMI holding GPUs on an evacuating node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Evacuee {
+    /// namespace/name of the VMI.
+    pub vmi: String,
+    pub uid: String,
+    pub resource_version: String,
+    /// The evacuating node its claims hold.
+    pub node: String,
+    /// namespace/name of the VirtualMachine that owns it, if one does.
+    pub vm: Option<String>,
+}
+
+/// A restart under way: a VM whose VMI E2 deleted, until its next VMI
+/// runs or `evacuation.timeout` passes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    /// The uid of the VMI that was deleted.
+    pub old_uid: String,
+    /// The node it was moved off.
+    pub node: String,
+}
+
+/// What E2 does now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EvacuationStep {
+    /// VMIs to delete now (their VMs restart elsewhere), at most as many
+    /// as `maxConcurrent` leaves room for.
+    pub restart: Vec<Evacuee>,
+    /// VMIs with no VirtualMachine owner: kept, and said so.
+    pub bare: Vec<Evacuee>,
+    /// A restarted VM whose new set waits at the gate: no further VM is
+    /// stopped. Its VM and why it waits.
+    pub blocked: Option<(String, String)>,
+    /// VMs left to restart once there is room (for progress reports).
+    pub left: usize,
+}
+
+/// The VirtualMachine (namespace/name) that controls `v`, if one does.
+pub fn vm_owner(v: &Vmi) -> Option<String> {
+    let ns = v.metadata.namespace.as_deref()?;
+    v.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "VirtualMachine" && o.controller == Some(true))
+        .map(|o| key(ns, &o.name))
+}
+
+/// The live VMIs attached to claims held on `node`, by VMI key.
+pub fn evacuees(w: &World, node: &str) -> Vec<Evacuee> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for ck in w.claims_on_node(node) {
+        let Some(c) = w.claim(&ck) else { continue };
+        if !matches!(c.phase(), ClaimPhase::Bound | ClaimPhase::Attached)
+            || c.node_name() != Some(node)
+        {
+            continue;
+        }
+        let Some(vmi) = c.attached_vmi_name() else {
+            continue;
+        };
+        let vk = key(split_key(&ck).0, vmi);
+        let Some(v) = w.vmi(&vk) else { continue };
+        // L2: a VMI-owned claim is attached only to the VMI of its uid.
+        let owned_by_other = crate::api::vmi_owner(&c.metadata).is_some_and(|(_, u)| u != v.uid());
+        if v.is_final() || is_deleting(&v.metadata) || owned_by_other || !seen.insert(vk.clone()) {
+            continue;
+        }
+        out.push(Evacuee {
+            vm: vm_owner(&v),
+            uid: v.uid().to_string(),
+            resource_version: v.metadata.resource_version.clone().unwrap_or_default(),
+            node: node.to_string(),
+            vmi: vk,
+        });
+    }
+    out
+}
+
+/// Why the set of a restarted VM waits at the gate, if it does: the VM's
+/// new VMI (another uid than the deleted one) and a Waiting claim of it.
+pub fn restart_waits(w: &World, vm: &str, r: &Restart) -> Option<String> {
+    let v = w
+        .vmi(vm)
+        .filter(|v| v.uid() != r.old_uid && !v.is_final())?;
+    let (ns, _) = split_key(vm);
+    w.claims_of_vmi(vm)
+        .iter()
+        .chain(
+            super::requested_claims(&v, w)
+                .iter()
+                .map(|n| key(ns, n))
+                .collect::<Vec<_>>()
+                .iter(),
+        )
+        .filter_map(|ck| w.claim(ck))
+        .find_map(|c| {
+            c.conditions()
+                .iter()
+                .find(|k| k.type_ == crate::api::CONDITION_WAITING && k.status == "True")
+                .map(|k| format!("{}: {}", k.reason, k.message))
+        })
+}
+
+/// Whether the restart of `vm` is over: its new VMI runs.
+pub fn restart_done(w: &World, vm: &str, r: &Restart) -> bool {
+    w.vmi(vm).is_some_and(|v| {
+        v.uid() != r.old_uid
+            && v.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+}
+
+/// E2 across the evacuating nodes: which VMIs to delete now, given the
+/// VMs restarted (by VM key) whose new VMI does not run yet, how many of
+/// them still count as under way (not timed out), and how many may be.
+pub fn decide_evacuation(
+    w: &World,
+    restarted: &BTreeMap<String, Restart>,
+    under_way: usize,
+    max_concurrent: u32,
+) -> EvacuationStep {
+    let mut step = EvacuationStep::default();
+    let mut candidates = Vec::new();
+    for node in w.evacuating_nodes() {
+        for e in evacuees(w, &node) {
+            match &e.vm {
+                None => step.bare.push(e),
+                // Being restarted already (the cache may still show it).
+                Some(vm) if restarted.contains_key(vm) => {}
+                Some(_) => candidates.push(e),
+            }
+        }
+    }
+    // Stopping more VMs with nowhere to go helps no one: while a VM it
+    // restarted waits at the gate with a reason, even one timed out, no
+    // further VM is stopped.
+    step.blocked = restarted
+        .iter()
+        .find_map(|(vm, r)| restart_waits(w, vm, r).map(|why| (vm.clone(), why)));
+    let room = usize::try_from(max_concurrent)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(under_way);
+    let take = if step.blocked.is_some() { 0 } else { room };
+    step.left = candidates.len().saturating_sub(take);
+    step.restart = candidates.into_iter().take(take).collect();
+    step
+}

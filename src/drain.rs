@@ -1,0 +1,220 @@
+//! `gpu-claims drain NODE` and `gpu-claims uncordon NODE` (E3), also as
+//! `kubectl gpu-claims drain`: the operator's side of evacuation. `drain`
+//! cordons the node and taints it `gpu.cozystack.io/evacuate:NoSchedule`,
+//! which the controller answers by restarting the node's GPU VMs
+//! elsewhere (E2), and shows how far it has come until no GPU VM is live
+//! there (exit 0) or its timeout (exit 1, saying what blocks). `uncordon`
+//! removes both. Each write is a read, an edit and a replace on the
+//! resourceVersion read, retried on a 409: never a write over someone
+//! else's newer node.
+
+use crate::clients::Clients;
+use crate::status::{connect, read_world};
+use gpu_claims_actors::api::EVACUATE_TAINT;
+use gpu_claims_actors::printable::printable;
+use gpu_claims_actors::status::{EvacuatingNode, evacuating_node};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::Api;
+use kube::api::PostParams;
+use std::io::{IsTerminal, Write as _};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct DrainArgs {
+    /// The node to empty of GPU VMs.
+    node: String,
+    /// The kubeconfig to reach the cluster through (default: $KUBECONFIG,
+    /// ~/.kube/config, or the pod's service account).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// How long to wait for the node's GPU VMs to move before giving up
+    /// (exit 1); the node stays cordoned and tainted.
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// How often to look.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// The deadline of each request.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct UncordonArgs {
+    /// The node to take back into service.
+    node: String,
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+}
+
+/// How many times a node write is tried again after a 409.
+const CONFLICT_RETRIES: usize = 10;
+
+/// Cordons and taints `node` (`evacuate`) or undoes both.
+async fn set_evacuating(clients: &Clients, node: &str, evacuate: bool) -> anyhow::Result<bool> {
+    let nodes: Api<Node> = Api::all(clients.requests.clone());
+    let deadline = clients.request_timeout;
+    for _ in 0..CONFLICT_RETRIES {
+        let mut n = tokio::time::timeout(deadline, nodes.get(node))
+            .await
+            .map_err(|_| anyhow::anyhow!("reading node {node}: no answer within {deadline:?}"))?
+            .map_err(|e| anyhow::anyhow!("reading node {node}: {e}"))?;
+        let spec = n.spec.get_or_insert_default();
+        let taints = spec.taints.get_or_insert_default();
+        let tainted = taints.iter().any(|t| t.key == EVACUATE_TAINT);
+        let cordoned = spec.unschedulable == Some(true);
+        let already = if evacuate {
+            tainted && cordoned
+        } else {
+            !tainted && !cordoned
+        };
+        if already {
+            return Ok(false);
+        }
+        if evacuate {
+            spec.unschedulable = Some(true);
+            if !tainted {
+                taints.push(Taint {
+                    key: EVACUATE_TAINT.into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                });
+            }
+        } else {
+            spec.unschedulable = None;
+            taints.retain(|t| t.key != EVACUATE_TAINT);
+        }
+        if spec.taints.as_ref().is_some_and(Vec::is_empty) {
+            spec.taints = None;
+        }
+        match tokio::time::timeout(deadline, nodes.replace(node, &PostParams::default(), &n))
+            .await
+            .map_err(|_| anyhow::anyhow!("writing node {node}: no answer within {deadline:?}"))?
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(anyhow::anyhow!("writing node {node}: {e}")),
+        }
+    }
+    anyhow::bail!("writing node {node}: it changed under every one of {CONFLICT_RETRIES} tries")
+}
+
+/// What the node's evacuation shows, in one line.
+fn progress_line(first: usize, e: &EvacuatingNode) -> String {
+    let moved = first.saturating_sub(e.live.len());
+    let blocked = e.without_vm.len() + e.waiting.len();
+    format!(
+        "{moved}/{first} GPU VMs moved off {}; {} live there, {} claims moving, {blocked} blocked",
+        e.node,
+        e.live.len(),
+        e.moving.len()
+    )
+}
+
+/// What keeps the node from emptying, one line each.
+fn blockers(e: &EvacuatingNode) -> Vec<String> {
+    let mut out: Vec<String> = e
+        .without_vm
+        .iter()
+        .map(|v| format!("VMI {v} has no VirtualMachine owner: stop it by hand"))
+        .collect();
+    out.extend(
+        e.waiting
+            .iter()
+            .map(|(c, why)| format!("claim {c} waits at the gate: {why}")),
+    );
+    out.extend(
+        e.live
+            .iter()
+            .filter(|v| !e.without_vm.contains(v))
+            .map(|v| format!("VMI {v} still runs there (waiting its turn)")),
+    );
+    out
+}
+
+/// Drains `args.node`: Ok once no GPU VM is live there, an error (exit 1)
+/// at the timeout, after saying what blocks.
+pub fn drain(args: DrainArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(drain_async(args))
+}
+
+async fn drain_async(args: DrainArgs) -> anyhow::Result<()> {
+    let clients = connect(args.kubeconfig.as_deref(), args.request_timeout).await?;
+    let node = args.node.as_str();
+    // What runs there before the taint: the controller starts moving VMs
+    // as soon as it sees it.
+    let (world, _) = read_world(&clients).await?;
+    let first = evacuating_node(&world, node).live.len();
+    if set_evacuating(&clients, node, true).await? {
+        println!("node {node} cordoned and tainted {EVACUATE_TAINT}:NoSchedule");
+    } else {
+        println!("node {node} is already cordoned and tainted {EVACUATE_TAINT}");
+    }
+    let terminal = std::io::stdout().is_terminal();
+    let started = Instant::now();
+    let mut said = String::new();
+    loop {
+        let (world, _) = read_world(&clients).await?;
+        let e = evacuating_node(&world, node);
+        let line = progress_line(first, &e);
+        if terminal {
+            let width = 30usize;
+            let done = (width * first.saturating_sub(e.live.len()))
+                .checked_div(first)
+                .unwrap_or(width);
+            print!(
+                "\r[{}{}] {}",
+                "#".repeat(done),
+                "-".repeat(width - done),
+                printable(&line)
+            );
+            let _ = std::io::stdout().flush();
+        } else if line != said {
+            println!("{}", printable(&line));
+        }
+        said = line;
+        if e.done() {
+            if terminal {
+                println!();
+            }
+            println!("no GPU VM is live on {node}; `kubectl drain {node}` finds none to evict");
+            return Ok(());
+        }
+        if started.elapsed() >= args.timeout {
+            if terminal {
+                println!();
+            }
+            println!(
+                "gave up after {}; {node} stays cordoned and tainted. What blocks:",
+                humantime::format_duration(args.timeout)
+            );
+            for b in blockers(&e) {
+                println!("  {}", printable(&b));
+            }
+            anyhow::bail!("{} GPU VMs still live on {node}", e.live.len());
+        }
+        tokio::time::sleep(args.interval).await;
+    }
+}
+
+pub fn uncordon(args: UncordonArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let clients = connect(args.kubeconfig.as_deref(), args.request_timeout).await?;
+        let node = args.node.as_str();
+        if set_evacuating(&clients, node, false).await? {
+            println!("node {node} uncordoned and its {EVACUATE_TAINT} taint removed");
+        } else {
+            println!("node {node} is neither cordoned nor tainted {EVACUATE_TAINT}");
+        }
+        Ok(())
+    })
+}
