@@ -121,7 +121,7 @@ fn e3_drain_moves_a_nodes_gpu_vms_elsewhere_one_at_a_time_and_uncordon_undoes_it
 #[test]
 fn e3_drain_keeps_a_vmi_without_a_vm_names_it_and_exits_1() {
     let mut c = Cluster::new(two_nodes, CONFIG);
-    let _ctl = c.start_controller();
+    let ctl = c.start_controller();
     // A bare VMI (no VirtualMachine): deleted, it would not come back.
     c.standin.start_vm_with_claims(A, "bare", &["c1"]);
     c.settle(
@@ -150,4 +150,11 @@ fn e3_drain_keeps_a_vmi_without_a_vm_names_it_and_exits_1() {
         c.store.get("VirtualMachineInstance", A, "bare").is_some(),
         "kept"
     );
+    // E3: the metric says it, per node and state.
+    let (code, metrics) = ctl.get("/metrics").expect("the metrics");
+    assert_eq!(code, 200);
+    for (state, n) in [("live", 1), ("under_way", 0), ("blocked", 1)] {
+        let line = format!("gpu_claims_evacuation_vms{{node=\"{node}\",state=\"{state}\"}} {n}");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
 }

@@ -317,6 +317,19 @@ pub trait Telemetry: Send + Sync {
     fn actors(&self, _claims: usize, _classes: usize) {}
     /// How many pinned launcher pods the scheduler reports Unschedulable (G7).
     fn unschedulable_pods(&self, _pods: usize) {}
+    /// E3: per node being evacuated, its GPU VMs live there, restarts of
+    /// them under way, and those blocked (no VM owner, or a restarted VM
+    /// waiting at the gate). A node no longer listed is evacuated no more.
+    fn evacuation(&self, _nodes: &[EvacuationFigures]) {}
+}
+
+/// One evacuating node's figures, for `Telemetry::evacuation`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvacuationFigures {
+    pub node: String,
+    pub live: usize,
+    pub under_way: usize,
+    pub blocked: usize,
 }
 
 /// Telemetry that goes nowhere (`plan`, most tests).

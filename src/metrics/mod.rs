@@ -37,6 +37,13 @@ pub struct ReloadLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeStateLabels {
+    pub node: String,
+    /// live, under_way or blocked.
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
     pub kind: String,
 }
@@ -90,6 +97,10 @@ pub struct Metrics {
     pub actors: Family<KindLabel, Gauge>,
     /// G7: pinned launcher pods the scheduler reports Unschedulable.
     pub unschedulable_pods: Gauge,
+    /// E3: per evacuating node, its GPU VMs by state.
+    pub evacuation_vms: Family<NodeStateLabels, Gauge>,
+    /// The nodes last reported, so a node no longer evacuated loses its series.
+    evacuating: std::sync::Mutex<Vec<String>>,
     pub leader: Gauge,
     /// API requests that got no answer within their deadline.
     pub timeouts: Family<VerbKindLabels, Counter>,
@@ -175,6 +186,8 @@ impl Metrics {
             gate_wait: Histogram::new(buckets(0.05, 3.0, 12)),
             actors: Family::default(),
             unschedulable_pods: Gauge::default(),
+            evacuation_vms: Family::default(),
+            evacuating: std::sync::Mutex::default(),
             leader: Gauge::default(),
             timeouts: Family::default(),
             webhook_requests: Family::default(),
@@ -197,7 +210,7 @@ impl Metrics {
         let seconds = Some(Unit::Seconds);
         // One row a metric: name, help, unit, the metric.
         #[rustfmt::skip]
-        let described: [Row; 12] = [
+        let described: [Row; 13] = [
             ("gpu_claims_webhook_requests", "Admission reviews the gate webhook (G1) answered, by result: allowed, gated, denied, bad_request", None, Box::new(m.webhook_requests.clone())),
             ("gpu_claims_webhook_latency", "How long the gate webhook took to answer a review", seconds.clone(), Box::new(m.webhook_latency.clone())),
             ("gpu_claims_http_auth", "Requests to /metrics and /debug by what delegated authentication and authorization decided: allowed, unauthenticated, forbidden, error", None, Box::new(m.http_auth.clone())),
@@ -208,6 +221,7 @@ impl Metrics {
             ("gpu_claims_gate_wait", "How long launcher pods waited at the scheduling gate, from creation to release (G4)", seconds, Box::new(m.gate_wait.clone())),
             ("gpu_claims_actors", "Actors alive, by kind", None, Box::new(m.actors.clone())),
             ("gpu_claims_unschedulable_pods", "Launcher pods placement pinned that the scheduler reports Unschedulable (G7 deletes their VMI after unschedulableGrace)", None, Box::new(m.unschedulable_pods.clone())),
+            ("gpu_claims_evacuation_vms", "Per node being evacuated (gpu.cozystack.io/evacuate), its GPU VMs: live there, restarts under way, blocked (no VirtualMachine owner, or a restarted VM waiting at the gate) (E2, E3)", None, Box::new(m.evacuation_vms.clone())),
             ("gpu_claims_api_timeouts", "API requests that got no answer within their deadline, by verb and kind", None, Box::new(m.timeouts.clone())),
             ("gpu_claims_leader", "1 while this process holds the leader Lease and writes, 0 on standby", None, Box::new(m.leader.clone())),
         ];
@@ -307,6 +321,33 @@ impl Telemetry for Metrics {
 
     fn unschedulable_pods(&self, pods: usize) {
         self.unschedulable_pods.set(pods as i64);
+    }
+
+    fn evacuation(&self, nodes: &[gpu_claims_actors::ports::EvacuationFigures]) {
+        let mut last = self.evacuating.lock().unwrap_or_else(|e| e.into_inner());
+        for gone in last.iter().filter(|n| !nodes.iter().any(|f| &&f.node == n)) {
+            for state in ["live", "under_way", "blocked"] {
+                self.evacuation_vms.remove(&NodeStateLabels {
+                    node: gone.clone(),
+                    state: state.into(),
+                });
+            }
+        }
+        for f in nodes {
+            for (state, n) in [
+                ("live", f.live),
+                ("under_way", f.under_way),
+                ("blocked", f.blocked),
+            ] {
+                self.evacuation_vms
+                    .get_or_create(&NodeStateLabels {
+                        node: f.node.clone(),
+                        state: state.into(),
+                    })
+                    .set(n as i64);
+            }
+        }
+        *last = nodes.iter().map(|f| f.node.clone()).collect();
     }
 
     fn actors(&self, claims: usize, classes: usize) {

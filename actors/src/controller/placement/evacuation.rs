@@ -104,6 +104,7 @@ impl Placement {
             }
             self.evac.told_blocked = step.blocked.clone();
         }
+        self.report_evacuation(&w, &step);
         let e = step.restart.into_iter().next()?;
         let under_way = counting + 1;
         Some(self.restart(e, under_way, step.left, cfg.evacuation.max_concurrent))
@@ -172,6 +173,37 @@ impl Placement {
             act.enqueue(PlacementPoke::Evacuation, ctx);
         });
         self.evac.timer = Some((at, h));
+    }
+
+    /// `gpu_claims_evacuation_vms{node,state}`: per evacuating node, its
+    /// GPU VMs live there, restarts of them under way, and the blocked.
+    fn report_evacuation(&self, w: &crate::world::World, step: &crate::rules::EvacuationStep) {
+        let figures: Vec<crate::ports::EvacuationFigures> = w
+            .evacuating_nodes()
+            .into_iter()
+            .map(|node| {
+                let under_way = self
+                    .evac
+                    .under_way
+                    .values()
+                    .filter(|(r, _, timed_out)| r.node == node && !*timed_out)
+                    .count();
+                let waiting = step.blocked.as_ref().is_some_and(|(vm, _)| {
+                    self.evac
+                        .under_way
+                        .get(vm)
+                        .is_some_and(|(r, _, _)| r.node == node)
+                });
+                crate::ports::EvacuationFigures {
+                    live: crate::rules::evacuees(w, &node).len(),
+                    under_way,
+                    blocked: step.bare.iter().filter(|e| e.node == node).count()
+                        + usize::from(waiting),
+                    node,
+                }
+            })
+            .collect();
+        self.env.telemetry.evacuation(&figures);
     }
 
     fn tell_node(&self, node: &str, warning: bool, reason: &str, message: String) {

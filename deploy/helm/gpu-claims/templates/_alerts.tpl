@@ -49,6 +49,15 @@ nothing).
       annotations:
         summary: The API server does not answer gpu-claims in time
         description: Requests miss api.requestTimeout; a leader whose Lease requests time out for renewDeadline steps down.
+    - alert: GPUClaimsEvacuationBlocked
+      # evacuation.timeout's default: a blocked evacuation outlasts it.
+      expr: max by (node) (gpu_claims_evacuation_vms{state="blocked"}) > 0
+      for: 10m
+      labels:
+        severity: warning
+      annotations:
+        summary: Evacuating node {{`{{ $labels.node }}`}} is blocked
+        description: A GPU VM on the node has no VirtualMachine owner (stop it by hand), or a VM restarted off it waits at the gate (no other node can take it). `kubectl gpu-claims status` (EVACUATING) and the node's EvacuationBlocked Events say which.
     - alert: GPUClaimsConfigRefused
       expr: sum(increase(gpu_claims_config_reloads_total{result="refused"}[10m])) > 0
       labels:
