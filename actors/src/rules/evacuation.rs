@@ -57,7 +57,11 @@ pub fn vm_owner(v: &Vmi) -> Option<String> {
         .owner_references
         .iter()
         .flatten()
-        .find(|o| o.kind == "VirtualMachine" && o.controller == Some(true))
+        .find(|o| {
+            o.kind == "VirtualMachine"
+                && o.api_version.starts_with("kubevirt.io/")
+                && o.controller == Some(true)
+        })
         .map(|o| key(ns, &o.name))
 }
 

@@ -92,6 +92,10 @@ impl Placement {
                 );
             }
         }
+        // Said once while it blocks; said again should it block anew.
+        self.evac
+            .told_bare
+            .retain(|uid| step.bare.iter().any(|e| &e.uid == uid));
         if step.blocked != self.evac.told_blocked {
             if let Some((vm, why)) = &step.blocked
                 && let Some((r, _, _)) = self.evac.under_way.get(vm)
@@ -107,7 +111,19 @@ impl Placement {
         self.report_evacuation(&w, &step);
         let e = step.restart.into_iter().next()?;
         let under_way = counting + 1;
-        Some(self.restart(e, under_way, step.left, cfg.evacuation.max_concurrent))
+        let write = self.restart(e, under_way, step.left, cfg.evacuation.max_concurrent);
+        // Counted from the decision, not from the delete's answer: a
+        // change that comes while the delete is under way (the VMI's own
+        // deletion, seen by the watch) must not start a second restart.
+        if let Write::DeleteVmi(d) = &write
+            && let Some((vm, r)) = &d.restart
+        {
+            self.evac
+                .under_way
+                .insert(vm.clone(), (r.clone(), now, false));
+            self.wake_for_timeout(timeout, ctx);
+        }
+        Some(write)
     }
 
     /// The delete that restarts `e`'s VM elsewhere, on the preconditions
@@ -141,14 +157,20 @@ impl Placement {
         }))
     }
 
-    /// A restart's delete landed (or found the VMI gone or changed: its VM
-    /// restarts all the same): it is under way, and the next may follow.
-    pub(super) fn restart_issued(&mut self, vm: String, r: Restart, ctx: &mut Context<Self>) {
-        let now = self.env.clock.now();
-        self.evac.under_way.insert(vm, (r, now, false));
-        let timeout = self.env.world.config().evacuation.timeout;
-        self.wake_for_timeout(timeout, ctx);
+    /// A restart's delete landed (or found the VMI gone): it is under way
+    /// (since its decision), and the next may follow where there is room.
+    pub(super) fn restart_issued(&mut self, vm: &str, ctx: &mut Context<Self>) {
+        tracing::debug!(vm, rule = "E2", "restart under way");
         self.enqueue(PlacementPoke::Evacuation, ctx);
+    }
+
+    /// A restart's delete did not land (the VMI changed, or the write
+    /// failed): no restart is under way; the evacuation decides again.
+    pub(super) fn restart_failed(&mut self, vm: &str, ctx: &mut Context<Self>) {
+        self.evac.under_way.remove(vm);
+        ctx.run_later(super::CONFLICT_RETRY, |act, ctx| {
+            act.enqueue(PlacementPoke::Evacuation, ctx)
+        });
     }
 
     /// One timer, at the first instant a restart times out.

@@ -166,8 +166,11 @@ impl Placement {
         let fut = execute(self.env.clone(), write);
         scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
             act.remember(&done);
-            if let Some((vm, r)) = done.restarted.clone() {
-                act.restart_issued(vm, r, ctx);
+            if let Some((vm, _)) = done.restarted.clone() {
+                act.restart_issued(&vm, ctx);
+            }
+            if let Some(vm) = done.restart_failed.clone() {
+                act.restart_failed(&vm, ctx);
             }
             act.land(flight, ctx);
             let result = match done.error {

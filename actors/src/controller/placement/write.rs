@@ -91,9 +91,12 @@ pub(super) struct Done {
     pub deleted_allocation: Option<(String, String)>,
     /// A VMI deleted by G7 (or found gone or changed): key, uid, resourceVersion.
     pub deleted_vmi: Option<(String, String, String)>,
-    /// E2: a VM's restart begun (its VMI deleted, or found gone or
-    /// changed): the VM and the restart.
+    /// E2: a VM's restart begun (its VMI deleted, or found gone): the VM
+    /// and the restart.
     pub restarted: Option<(String, Restart)>,
+    /// E2: a restart decided on whose delete did not land (a newer VMI,
+    /// or a failure): the VM.
+    pub restart_failed: Option<String>,
     pub error: Option<IoError>,
 }
 
@@ -128,14 +131,15 @@ async fn write(
     }
 }
 
-/// A claim's status written: its key and version noted in `done`.
+/// A claim's status written: its key and version noted in `done`;
+/// whether it landed (false: the claim is gone).
 async fn write_status(
     env: &Env,
     c: &GPUClaim,
     status: GPUClaimStatus,
     rule: RuleId,
     done: &mut Done,
-) -> Result<(), IoError> {
+) -> Result<bool, IoError> {
     let mut new = GPUClaim::clone(c);
     new.status = Some(status);
     let what = Obj::Claim(GPUClaim::clone(c)).obj_ref();
@@ -150,8 +154,9 @@ async fn write_status(
     .await?
     {
         done.claims.push((claim_key(c), rv_number(o.meta())));
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 pub(super) async fn execute(env: Arc<Env>, w: Write) -> Done {
@@ -202,12 +207,22 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
                 resource_version: Some(resource_version.clone()),
             };
             let known = resource_version.parse().unwrap_or(0);
+            let vm = restart.as_ref().map(|(vm, _)| vm.clone());
             match write(env, what, known, OwnWrite::Delete(pre), rule).await {
                 Ok(_) => super::super::events::publish(env, event),
-                // Done too: not the VMI the cache showed (the next version
-                // is decided on afresh).
+                // E2: not the VMI the evacuation decided on (its status
+                // changed, or it was made again): no restart began, and
+                // the evacuation decides again on the newer version.
+                Err(IoError::Newer { .. }) if vm.is_some() => {
+                    done.restart_failed = vm;
+                    return Ok(());
+                }
+                // G7: done too (the next version is decided on afresh).
                 Err(IoError::Newer { .. }) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    done.restart_failed = vm;
+                    return Err(e);
+                }
             }
             match restart {
                 Some(r) => done.restarted = Some(r),
@@ -273,8 +288,8 @@ async fn place(env: &Env, plan: Plan, done: &mut Done) -> Result<(), IoError> {
         let k = claim_key(&c);
         let rule = rule_of(&k);
         tracing::info!(claim = %k, rule = %rule, node = %plan.node, intent = "bind", "writing");
-        write_status(env, &c, status, rule, done).await?;
-        if let Some(from) = moved(&k) {
+        let landed = write_status(env, &c, status, rule, done).await?;
+        if let (true, Some(from)) = (landed, moved(&k)) {
             super::super::events::publish(
                 env,
                 super::super::events::moved(&k, &c, from, &plan.node),

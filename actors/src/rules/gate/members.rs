@@ -181,15 +181,16 @@ fn member(c: &Arc<GPUClaim>, w: &World, written: &WrittenAllocations, resource: 
         c.metadata.namespace.as_deref().unwrap_or_default(),
         c.metadata.name.as_deref().unwrap_or_default(),
     );
-    let recorded_on = w
-        .allocation(&k)
-        .filter(|r| r.spec.claim_uid == uid)
-        .map(|r| r.spec.node_name.clone())
+    // What placement wrote that the cache does not show yet is the newer
+    // of the two (a move's allocation while the watch lags behind it).
+    let recorded_on = written
+        .get(w, &k)
+        .filter(|s| s.claim_uid == uid)
+        .map(|s| s.node_name.clone())
         .or_else(|| {
-            written
-                .get(w, &k)
-                .filter(|s| s.claim_uid == uid)
-                .map(|s| s.node_name.clone())
+            w.allocation(&k)
+                .filter(|r| r.spec.claim_uid == uid)
+                .map(|r| r.spec.node_name.clone())
         });
     let node = held_on(c, recorded_on.as_deref());
     // A move cut short (E1, G6): the allocation names the new node, the

@@ -28,10 +28,8 @@ pub(super) struct Evacuations {
     /// As the previous check saw them: each VMI's VM owner, and the
     /// restarted VMs whose new VMI's set waited.
     owners: HashMap<String, Option<String>>,
+    uids: HashMap<String, String>,
     waiting: BTreeSet<String>,
-    /// A previous check has looked: deletes can be judged by what it saw
-    /// (a test checks once before the controller runs, as a baseline).
-    looked: bool,
     /// A node was tainted for evacuation at the previous check: over
     /// HTTP, where the journal does not know the rule of a write, a VMI
     /// the controller deleted then counts as an evacuation's restart.
@@ -46,8 +44,8 @@ impl Default for Evacuations {
             timeout: c.timeout,
             restarted: BTreeMap::new(),
             owners: HashMap::new(),
+            uids: HashMap::new(),
             waiting: BTreeSet::new(),
-            looked: false,
             evacuating_before: false,
         }
     }
@@ -70,27 +68,72 @@ impl Evacuations {
         .into_iter()
         .map(|x| (ns_key(&x.metadata), x))
         .collect();
-        for e in new
-            .iter()
-            .filter(|e| e.rule == "E2" && e.op == "delete" && e.changed)
-        {
+        let claims: HashMap<String, GPUClaim> = all(c, Kind::Claim, |o| match o {
+            Obj::Claim(x) => Some(x),
+            _ => None,
+        })
+        .into_iter()
+        .map(|x| (ns_key(&x.metadata), x))
+        .collect();
+        // What the checks can tell of the restarts before judging the new
+        // deletes: one that runs now ran before any delete of this window
+        // could be judged against it (no false alarm for a VM stopped the
+        // moment the previous one ran); a VM waits only if it waited at
+        // the previous check and still does.
+        self.mark_ran(&vmis);
+        let waiting_now = self.waiting_now(&vmis, &claims);
+        let waited: BTreeSet<String> = self.waiting.intersection(&waiting_now).cloned().collect();
+        // Tainted now or at the previous check: a taint and the deletes it
+        // caused can all come between two checks.
+        let evacuating_now = c.store.list("Node").0.iter().any(|n| {
+            n["spec"]["taints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| t["key"] == gpu_claims_actors::api::EVACUATE_TAINT)
+        });
+        let evacuating = self.evacuating_before || evacuating_now;
+        for e in new.iter().filter(|e| {
+            e.op == "delete"
+                && e.kind == "VirtualMachineInstance"
+                && e.changed
+                && (e.rule == "E2" || (e.rule.is_empty() && evacuating))
+        }) {
             let k = format!("{}/{}", e.namespace.as_deref().unwrap_or_default(), e.name);
-            let owner = self.owners.get(&k).cloned().flatten();
-            let Some(vm) = owner.or_else(|| (!self.looked).then(|| k.clone())) else {
-                v.push(format!(
-                    "I10: VMI {k} without a VirtualMachine owner was deleted"
-                ));
-                continue;
+            // A VMI the previous check did not see (made and deleted in one
+            // step, or before the first look) is judged as its VM's (a VM's
+            // VMI has its name).
+            let vm = match self.owners.get(&k) {
+                Some(Some(vm)) => vm.clone(),
+                Some(None) => {
+                    v.push(format!(
+                        "I10: VMI {k} without a VirtualMachine owner was deleted"
+                    ));
+                    continue;
+                }
+                None => k.clone(),
             };
-            if let Some(w) = self.waiting.iter().find(|w| **w != vm) {
+            // Judged at the delete: the restarts under way then, as far as
+            // the checks have seen them end.
+            let before = self
+                .restarted
+                .iter()
+                .filter(|(m, r)| **m != vm && !r.ran && e.elapsed < r.at + self.timeout)
+                .count();
+            if before >= self.max_concurrent {
+                v.push(format!(
+                    "I10: VM {vm} was stopped with {before} restarts under way, at most {} allowed",
+                    self.max_concurrent
+                ));
+            }
+            if let Some(w) = waited.iter().find(|w| **w != vm) {
                 v.push(format!(
                     "I10: VM {vm} was stopped while the restarted VM {w} waited at the gate"
                 ));
             }
-            let old_uid = vmis
-                .get(&k)
-                .and_then(|x| x.metadata.uid.clone())
-                .unwrap_or_default();
+            // The uid the previous check saw ("" for a VMI it did not see:
+            // any VMI of the VM that runs later is its next).
+            let old_uid = self.uids.get(&k).cloned().unwrap_or_default();
             self.restarted.insert(
                 vm,
                 Restarted {
@@ -101,13 +144,7 @@ impl Evacuations {
             );
         }
         let now = c.elapsed();
-        for (vm, r) in &mut self.restarted {
-            let running = vmis.get(vm).is_some_and(|x| {
-                x.metadata.uid.as_deref() != Some(r.old_uid.as_str())
-                    && x.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-            });
-            r.ran |= running;
-        }
+        self.mark_ran(&vmis);
         let under_way = self
             .restarted
             .values()
@@ -119,41 +156,53 @@ impl Evacuations {
                 self.max_concurrent
             ));
         }
-        let claims: HashMap<String, GPUClaim> = all(c, Kind::Claim, |o| match o {
-            Obj::Claim(x) => Some(x),
-            _ => None,
-        })
-        .into_iter()
-        .map(|x| (ns_key(&x.metadata), x))
-        .collect();
-        self.waiting = self
-            .restarted
+        self.waiting = self.waiting_now(&vmis, &claims);
+        self.owners = vmis.iter().map(|(k, x)| (k.clone(), vm_owner(x))).collect();
+        self.uids = vmis
+            .iter()
+            .map(|(k, x)| (k.clone(), x.metadata.uid.clone().unwrap_or_default()))
+            .collect();
+        self.evacuating_before = evacuating_now;
+    }
+}
+
+impl Evacuations {
+    /// Restarts whose VM's next VMI runs are over for good.
+    fn mark_ran(&mut self, vmis: &HashMap<String, Vmi>) {
+        for (vm, r) in &mut self.restarted {
+            let running = vmis.get(vm).is_some_and(|x| {
+                x.metadata.uid.as_deref() != Some(r.old_uid.as_str())
+                    && x.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            });
+            r.ran |= running;
+        }
+    }
+
+    /// The restarted VMs whose next VMI's set waits now.
+    fn waiting_now(
+        &self,
+        vmis: &HashMap<String, Vmi>,
+        claims: &HashMap<String, GPUClaim>,
+    ) -> BTreeSet<String> {
+        self.restarted
             .iter()
             .filter(|(vm, r)| {
                 !r.ran
                     && vmis.get(*vm).is_some_and(|x| {
                         x.metadata.uid.as_deref() != Some(r.old_uid.as_str())
-                            && waits(&claims, vm, x)
+                            && waits(claims, vm, x)
                     })
             })
             .map(|(vm, _)| vm.clone())
-            .collect();
-        self.owners = vmis.iter().map(|(k, x)| (k.clone(), vm_owner(x))).collect();
-        self.looked = true;
-        self.evacuating_before = c.store.list("Node").0.iter().any(|n| {
-            n["spec"]["taints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|t| t["key"] == gpu_claims_actors::api::EVACUATE_TAINT)
-        });
+            .collect()
     }
 }
 
-/// Whether a claim the VMI's set names (its claims annotation) is Waiting.
+/// Whether a claim the VMI's set names (its claims annotation, or its
+/// template claim `<vmi>-gpu`) is Waiting.
 fn waits(claims: &HashMap<String, GPUClaim>, vm: &str, x: &Vmi) -> bool {
-    let ns = vm.split_once('/').map_or("", |(ns, _)| ns);
-    let names = x
+    let (ns, name) = vm.split_once('/').unwrap_or(("", vm));
+    let mut names = x
         .metadata
         .annotations
         .as_ref()
@@ -164,6 +213,7 @@ fn waits(claims: &HashMap<String, GPUClaim>, vm: &str, x: &Vmi) -> bool {
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
+    names.push(gpu_claims_actors::rules::template_name(name));
     names.iter().any(|n| {
         claims.get(&format!("{ns}/{n}")).is_some_and(|c| {
             c.conditions()
