@@ -10,7 +10,7 @@
 
 use crate::clients::Clients;
 use crate::status::{connect, read_world};
-use gpu_claims_actors::api::EVACUATE_TAINT;
+use gpu_claims_actors::api::{EVACUATE_TAINT, Kind};
 use gpu_claims_actors::printable::printable;
 use gpu_claims_actors::status::{EvacuatingNode, evacuating_node};
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -49,6 +49,11 @@ pub struct UncordonArgs {
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     request_timeout: Duration,
 }
+
+/// What a node's evacuation is read from: the claims held there and the
+/// VMIs attached to them. Listed every `--interval`, so not the pods and
+/// nodes of the whole cluster.
+const WATCHED: [Kind; 2] = [Kind::Claim, Kind::Vmi];
 
 /// How many times a node write is tried again after a 409.
 const CONFLICT_RETRIES: usize = 10;
@@ -149,7 +154,7 @@ async fn drain_async(args: DrainArgs) -> anyhow::Result<()> {
     let node = args.node.as_str();
     // What runs there before the taint: the controller starts moving VMs
     // as soon as it sees it.
-    let (world, _) = read_world(&clients).await?;
+    let (world, _) = read_world(&clients, &WATCHED).await?;
     let first = evacuating_node(&world, node).live.len();
     if set_evacuating(&clients, node, true).await? {
         println!("node {node} cordoned and tainted {EVACUATE_TAINT}:NoSchedule");
@@ -160,7 +165,7 @@ async fn drain_async(args: DrainArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut said = String::new();
     loop {
-        let (world, _) = read_world(&clients).await?;
+        let (world, _) = read_world(&clients, &WATCHED).await?;
         let e = evacuating_node(&world, node);
         let line = progress_line(first, &e);
         if terminal {

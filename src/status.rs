@@ -54,7 +54,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
 
 async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
     let clients = connect(args.kubeconfig.as_deref(), args.request_timeout).await?;
-    let (world, not_read) = read_world(&clients).await?;
+    let (world, not_read) = read_world(&clients, &Kind::ALL).await?;
     let mut r = report(&world);
     r.not_read = not_read;
     Ok(r)
@@ -75,11 +75,11 @@ pub async fn connect(
     })
 }
 
-/// Every kind listed into one world, and the kinds that could not be read.
-pub async fn read_world(clients: &Clients) -> anyhow::Result<(World, Vec<String>)> {
+/// These kinds listed into one world, and the kinds that could not be read.
+pub async fn read_world(clients: &Clients, kinds: &[Kind]) -> anyhow::Result<(World, Vec<String>)> {
     let world = World::new(Default::default());
     let mut not_read = Vec::new();
-    for kind in Kind::ALL {
+    for &kind in kinds {
         match list(clients, kind).await? {
             Listed::Objects(objects) => objects.into_iter().for_each(|o| world.load(o)),
             Listed::Not(why) => not_read.push(format!("{}: {why}", kind.name())),
