@@ -9,10 +9,11 @@
 //! comes back with a new uid. I1-I5 and I10 are checked after every step.
 mod common;
 use common::*;
+use gpu_claims_actors::api::EVACUATE_TAINT;
 use gpu_claims_actors::api::pod::{is_gated, pinned_node};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
-use gpu_claims_actors::rules::{EVACUATE_TAINT, RuleId};
+use gpu_claims_actors::rules::RuleId;
 
 /// Class h200; n1 (8 GPUs) tainted for evacuation, n2 and n3 (`room` GPUs
 /// each); VMs `vms` running on n1, each VMI owned by its VirtualMachine

@@ -10,8 +10,6 @@ use crate::api::{ClaimPhase, Vmi, is_deleting};
 use crate::world::{World, key, split_key};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use crate::api::EVACUATE_TAINT;
-
 /// A live VMI holding GPUs on an evacuating node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Evacuee {
@@ -48,6 +46,8 @@ pub struct EvacuationStep {
     pub blocked: Option<(String, String)>,
     /// VMs left to restart once there is room (for progress reports).
     pub left: usize,
+    /// Per evacuating node, its GPU VMs live there (the metric's `live`).
+    pub live: BTreeMap<String, usize>,
 }
 
 /// The VirtualMachine (namespace/name) that controls `v`, if one does.
@@ -104,22 +104,10 @@ pub fn restart_waits(w: &World, vm: &str, r: &Restart) -> Option<String> {
         .vmi(vm)
         .filter(|v| v.uid() != r.old_uid && !v.is_final())?;
     let (ns, _) = split_key(vm);
-    w.claims_of_vmi(vm)
+    super::requested_claims(&v, w)
         .iter()
-        .chain(
-            super::requested_claims(&v, w)
-                .iter()
-                .map(|n| key(ns, n))
-                .collect::<Vec<_>>()
-                .iter(),
-        )
-        .filter_map(|ck| w.claim(ck))
-        .find_map(|c| {
-            c.conditions()
-                .iter()
-                .find(|k| k.type_ == crate::api::CONDITION_WAITING && k.status == "True")
-                .map(|k| format!("{}: {}", k.reason, k.message))
-        })
+        .filter_map(|n| w.claim(&key(ns, n)))
+        .find_map(|c| c.waiting().map(|k| format!("{}: {}", k.reason, k.message)))
 }
 
 /// Whether the restart of `vm` is over: its new VMI runs.
@@ -142,7 +130,9 @@ pub fn decide_evacuation(
     let mut step = EvacuationStep::default();
     let mut candidates = Vec::new();
     for node in w.evacuating_nodes() {
-        for e in evacuees(w, &node) {
+        let on_node = evacuees(w, &node);
+        step.live.insert(node, on_node.len());
+        for e in on_node {
             match &e.vm {
                 None => step.bare.push(e),
                 // Being restarted already (the cache may still show it).

@@ -108,7 +108,7 @@ impl Placement {
             }
             self.evac.told_blocked = step.blocked.clone();
         }
-        self.report_evacuation(&w, &step);
+        self.report_evacuation(&step);
         let e = step.restart.into_iter().next()?;
         let under_way = counting + 1;
         let write = self.restart(e, under_way, step.left, cfg.evacuation.max_concurrent);
@@ -199,29 +199,29 @@ impl Placement {
 
     /// `gpu_claims_evacuation_vms{node,state}`: per evacuating node, its
     /// GPU VMs live there, restarts of them under way, and the blocked.
-    fn report_evacuation(&self, w: &crate::world::World, step: &crate::rules::EvacuationStep) {
-        let figures: Vec<crate::ports::EvacuationFigures> = w
-            .evacuating_nodes()
-            .into_iter()
-            .map(|node| {
+    fn report_evacuation(&self, step: &crate::rules::EvacuationStep) {
+        let figures: Vec<crate::ports::EvacuationFigures> = step
+            .live
+            .iter()
+            .map(|(node, &live)| {
                 let under_way = self
                     .evac
                     .under_way
                     .values()
-                    .filter(|(r, _, timed_out)| r.node == node && !*timed_out)
+                    .filter(|(r, _, timed_out)| &r.node == node && !*timed_out)
                     .count();
                 let waiting = step.blocked.as_ref().is_some_and(|(vm, _)| {
                     self.evac
                         .under_way
                         .get(vm)
-                        .is_some_and(|(r, _, _)| r.node == node)
+                        .is_some_and(|(r, _, _)| &r.node == node)
                 });
                 crate::ports::EvacuationFigures {
-                    live: crate::rules::evacuees(w, &node).len(),
+                    node: node.clone(),
+                    live,
                     under_way,
-                    blocked: step.bare.iter().filter(|e| e.node == node).count()
+                    blocked: step.bare.iter().filter(|e| &e.node == node).count()
                         + usize::from(waiting),
-                    node,
                 }
             })
             .collect();

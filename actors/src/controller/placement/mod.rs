@@ -166,7 +166,7 @@ impl Placement {
         let fut = execute(self.env.clone(), write);
         scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
             act.remember(&done);
-            if let Some((vm, _)) = done.restarted.clone() {
+            if let Some(vm) = done.restarted.clone() {
                 act.restart_issued(&vm, ctx);
             }
             if let Some(vm) = done.restart_failed.clone() {

@@ -91,9 +91,8 @@ pub(super) struct Done {
     pub deleted_allocation: Option<(String, String)>,
     /// A VMI deleted by G7 (or found gone or changed): key, uid, resourceVersion.
     pub deleted_vmi: Option<(String, String, String)>,
-    /// E2: a VM's restart begun (its VMI deleted, or found gone): the VM
-    /// and the restart.
-    pub restarted: Option<(String, Restart)>,
+    /// E2: a VM's restart begun (its VMI deleted, or found gone).
+    pub restarted: Option<String>,
     /// E2: a restart decided on whose delete did not land (a newer VMI,
     /// or a failure): the VM.
     pub restart_failed: Option<String>,
@@ -224,8 +223,8 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
                     return Err(e);
                 }
             }
-            match restart {
-                Some(r) => done.restarted = Some(r),
+            match vm {
+                Some(vm) => done.restarted = Some(vm),
                 None => done.deleted_vmi = Some((key, uid, resource_version)),
             }
         }
@@ -273,31 +272,30 @@ async fn delete_allocation(
 /// allocation and status written as E1's, and a `Moved` Event once its
 /// status names the new node.
 async fn place(env: &Env, plan: Plan, done: &mut Done) -> Result<(), IoError> {
-    let moved = |k: &str| {
-        plan.moved
-            .iter()
-            .find(|(m, _)| m == k)
-            .map(|(_, from)| from)
-    };
+    let Plan {
+        node,
+        allocations,
+        statuses,
+        pods,
+        moved,
+    } = plan;
+    let moved = |k: &str| moved.iter().find(|(m, _)| m == k).map(|(_, from)| from);
     let rule_of = |k: &str| moved(k).map_or(RuleId::G4, |_| RuleId::E1);
-    for r in plan.allocations.clone() {
+    for r in allocations {
         let rule = rule_of(&record_key(r.record()));
-        write_allocation(env, &plan.node, r, rule, done).await?;
+        write_allocation(env, &node, r, rule, done).await?;
     }
-    for (c, status) in plan.statuses.clone() {
+    for (c, status) in statuses {
         let k = claim_key(&c);
         let rule = rule_of(&k);
-        tracing::info!(claim = %k, rule = %rule, node = %plan.node, intent = "bind", "writing");
+        tracing::info!(claim = %k, rule = %rule, node = %node, intent = "bind", "writing");
         let landed = write_status(env, &c, status, rule, done).await?;
         if let (true, Some(from)) = (landed, moved(&k)) {
-            super::super::events::publish(
-                env,
-                super::super::events::moved(&k, &c, from, &plan.node),
-            );
+            super::super::events::publish(env, super::super::events::moved(&k, &c, from, &node));
         }
     }
-    for pk in plan.pods {
-        pin_and_ungate(env, &plan.node, pk, done).await?;
+    for pk in pods {
+        pin_and_ungate(env, &node, pk, done).await?;
     }
     Ok(())
 }

@@ -26,9 +26,14 @@ pub(super) struct Member {
 }
 
 impl Member {
+    /// Where it holds its GPUs, if anywhere.
+    pub fn held_on(&self) -> Option<&str> {
+        held_on(&self.claim, self.recorded_on.as_deref())
+    }
+
     /// Whether it holds its GPUs on `node` (and does not move already).
     pub fn holds_on(&self, node: &str) -> bool {
-        !self.moves && held_on(&self.claim, self.recorded_on.as_deref()) == Some(node)
+        !self.moves && self.held_on() == Some(node)
     }
 }
 

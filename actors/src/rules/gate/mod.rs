@@ -297,11 +297,7 @@ fn held_node(members: &[Member]) -> Result<Option<String>, Waiting> {
     let held: BTreeSet<String> = members
         .iter()
         .filter(|m| !m.moves)
-        .filter_map(|m| match m.claim.phase() {
-            ClaimPhase::Bound | ClaimPhase::Attached => m.claim.node_name().map(str::to_string),
-            ClaimPhase::Pending => m.recorded_on.clone(),
-            ClaimPhase::Lost => None,
-        })
+        .filter_map(|m| m.held_on().map(str::to_string))
         .collect();
     if held.len() > 1 {
         return Err(wait(
