@@ -128,8 +128,19 @@ impl Store {
         object: &Value,
         prev: Option<Value>,
     ) {
-        let json_len = |v: &Value| serde_json::to_vec(v).map_or(0, |b| b.len());
-        let size = json_len(object) + prev.as_ref().map_or(0, json_len);
+        Self::publish_sized(g, kind, type_, object, super::json_len(object), prev);
+    }
+
+    /// `publish`, the object's JSON bytes known already.
+    pub(super) fn publish_sized(
+        g: &mut Inner,
+        kind: &str,
+        type_: EventType,
+        object: &Value,
+        object_len: usize,
+        prev: Option<Value>,
+    ) {
+        let size = object_len.saturating_add(prev.as_ref().map_or(0, super::json_len));
         let ev = Arc::new(StoreEvent {
             kind: kind.to_string(),
             type_,

@@ -78,11 +78,16 @@ pub enum StoreError {
 /// etcd's default `--max-request-bytes`: the largest object it stores.
 pub const MAX_OBJECT_BYTES: usize = 3 << 19;
 
-/// Whether etcd would refuse `obj`: its size as stored there, a built-in
-/// kind's protobuf (computed only when its JSON is past the bound: JSON
-/// is the larger), a custom resource's JSON.
-pub(crate) fn too_large_for_etcd(obj: &Value) -> bool {
-    let json = serde_json::to_vec(obj).map_or(usize::MAX, |b| b.len());
+/// The bytes of `v` as JSON: what the history counts, and etcd's bound
+/// is judged by first.
+pub(crate) fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
+}
+
+/// Whether etcd would refuse `obj`, whose JSON is `json` bytes: its size
+/// as stored there, a built-in kind's protobuf (computed only when its
+/// JSON is past the bound: JSON is the larger), a custom resource's JSON.
+pub(crate) fn too_large_for_etcd(obj: &Value, json: usize) -> bool {
     json > MAX_OBJECT_BYTES
         && crate::protobuf::encode(obj).is_none_or(|b| b.len() > MAX_OBJECT_BYTES)
 }

@@ -89,14 +89,18 @@ impl Store {
         if how == Apply::DryRun {
             return Ok(Written::changed(obj));
         }
-        if super::too_large_for_etcd(&obj) {
+        // Judged as stored, with its resourceVersion; serialized once, for
+        // etcd's bound and the history's bytes.
+        let rv = g.rv + 1;
+        set_meta(&mut obj, "resourceVersion", json!(rv.to_string()));
+        let len = super::json_len(&obj);
+        if super::too_large_for_etcd(&obj, len) {
             return Err(StoreError::TooLarge);
         }
-        g.rv += 1;
+        g.rv = rv;
         g.uids += 1;
-        set_meta(&mut obj, "resourceVersion", json!(g.rv.to_string()));
         g.objects.insert(k, obj.clone());
-        Self::publish(&mut g, kind, EventType::Added, &obj, None);
+        Self::publish_sized(&mut g, kind, EventType::Added, &obj, len, None);
         Ok(Written::changed(obj))
     }
 
@@ -149,18 +153,20 @@ impl Store {
         if how == Apply::DryRun {
             return Ok(Written::changed_or_removed(new, removed));
         }
-        if !removed && super::too_large_for_etcd(&new) {
+        let rv = g.rv + 1;
+        let mut new = new;
+        set_meta(&mut new, "resourceVersion", json!(rv.to_string()));
+        let len = super::json_len(&new);
+        if !removed && super::too_large_for_etcd(&new, len) {
             return Err(StoreError::TooLarge);
         }
-        g.rv += 1;
-        let mut new = new;
-        set_meta(&mut new, "resourceVersion", json!(g.rv.to_string()));
+        g.rv = rv;
         if removed {
             g.objects.remove(&k);
-            Self::publish(&mut g, kind, EventType::Deleted, &new, Some(old));
+            Self::publish_sized(&mut g, kind, EventType::Deleted, &new, len, Some(old));
         } else {
             g.objects.insert(k, new.clone());
-            Self::publish(&mut g, kind, EventType::Modified, &new, Some(old));
+            Self::publish_sized(&mut g, kind, EventType::Modified, &new, len, Some(old));
         }
         Ok(Written::changed_or_removed(new, removed))
     }
