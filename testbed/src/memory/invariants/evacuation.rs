@@ -60,16 +60,17 @@ impl Evacuations {
         }
     }
 
-    pub(super) fn check(&mut self, c: &MemCluster, new: &[Entry], v: &mut Vec<String>) {
+    /// Judges the new journal entries; `claims` are the cluster's, by key,
+    /// as the checker read them for this check.
+    pub(super) fn check(
+        &mut self,
+        c: &MemCluster,
+        new: &[Entry],
+        claims: &HashMap<String, GPUClaim>,
+        v: &mut Vec<String>,
+    ) {
         let vmis: HashMap<String, Vmi> = all(c, Kind::Vmi, |o| match o {
             Obj::Vmi(x) => Some(x),
-            _ => None,
-        })
-        .into_iter()
-        .map(|x| (ns_key(&x.metadata), x))
-        .collect();
-        let claims: HashMap<String, GPUClaim> = all(c, Kind::Claim, |o| match o {
-            Obj::Claim(x) => Some(x),
             _ => None,
         })
         .into_iter()
@@ -81,7 +82,7 @@ impl Evacuations {
         // moment the previous one ran); a VM waits only if it waited at
         // the previous check and still does.
         self.mark_ran(&vmis);
-        let waiting_now = self.waiting_now(&vmis, &claims);
+        let waiting_now = self.waiting_now(&vmis, claims);
         let waited: BTreeSet<String> = self.waiting.intersection(&waiting_now).cloned().collect();
         // Tainted now or at the previous check: a taint and the deletes it
         // caused can all come between two checks.
@@ -156,7 +157,7 @@ impl Evacuations {
                 self.max_concurrent
             ));
         }
-        self.waiting = self.waiting_now(&vmis, &claims);
+        self.waiting = self.waiting_now(&vmis, claims);
         self.owners = vmis.iter().map(|(k, x)| (k.clone(), vm_owner(x))).collect();
         self.uids = vmis
             .iter()

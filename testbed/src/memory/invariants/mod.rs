@@ -120,7 +120,7 @@ impl Checker {
             ));
         }
         self.evacuations
-            .check(c, &journal.entries[self.journal_pos..], &mut v);
+            .check(c, &journal.entries[self.journal_pos..], &claims, &mut v);
         self.journal_pos = journal.entries.len();
         drop(journal);
         self.prev_claims = claims;
