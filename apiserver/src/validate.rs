@@ -153,9 +153,14 @@ fn dns_subdomain(s: &str) -> bool {
 }
 
 pub(crate) fn name_part(s: &str) -> bool {
+    s.len() <= 63 && qualified_regex(s)
+}
+
+/// A qualified name's name part by its regex alone
+/// (`([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`), whatever its length.
+fn qualified_regex(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter()
@@ -195,13 +200,7 @@ pub(crate) fn qualified_name_errors(s: &str) -> Vec<String> {
     } else if name.len() > 63 {
         errs.push("name part must be no more than 63 characters".to_string());
     }
-    let b = name.as_bytes();
-    let matches = !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(*c, b'-' | b'_' | b'.'));
-    if !matches {
+    if !qualified_regex(name) {
         errs.push(QUALIFIED.to_string());
     }
     errs
