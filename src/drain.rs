@@ -112,9 +112,10 @@ fn progress_line(first: usize, e: &EvacuatingNode) -> String {
     let moved = first.saturating_sub(e.live.len());
     let blocked = e.without_vm.len() + e.waiting.len();
     format!(
-        "{moved}/{first} GPU VMs moved off {}; {} live there, {} claims moving, {blocked} blocked",
+        "{moved}/{first} GPU VMs moved off {}; {} live there, {} restarting, {} claims moving, {blocked} blocked",
         e.node,
         e.live.len(),
+        e.restarting.len(),
         e.moving.len()
     )
 }

@@ -10,7 +10,7 @@ use gpu_claims_actors::ports::{
 };
 use gpu_claims_actors::rules::RuleId;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use std::sync::Arc;
 
 /// The dynamic API of a kind (in `namespace`, when the kind is namespaced).
@@ -200,6 +200,26 @@ impl Writer for KubePorts {
             Err(e) => Err(e),
         };
         self.count("delete", what.kind, rule, &res);
+        res
+    }
+
+    async fn merge_patch(
+        &self,
+        what: ObjRef,
+        patch: serde_json::Value,
+        rule: RuleId,
+    ) -> WriteResult<Obj> {
+        let api = api(&self.client, what.kind, what.namespace.as_deref());
+        let request = async {
+            api.patch(&what.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(write_error)
+        };
+        let res = self
+            .within("patch", what.kind, request, WriteError::Timeout)
+            .await
+            .and_then(|o| self.back(what.kind, o));
+        self.count("patch", what.kind, rule, &res);
         res
     }
 }

@@ -271,6 +271,7 @@ pub fn table(r: &Report) -> String {
         vec![
             e.node.clone(),
             e.live.len().to_string(),
+            e.restarting.len().to_string(),
             e.moving.len().to_string(),
             (e.without_vm.len() + e.waiting.len()).to_string(),
             if why.is_empty() {
@@ -283,7 +284,7 @@ pub fn table(r: &Report) -> String {
     section(
         &mut out,
         "EVACUATING",
-        &["NODE", "LIVE VMS", "MOVING", "BLOCKED", "WHY"],
+        &["NODE", "LIVE VMS", "RESTARTING", "MOVING", "BLOCKED", "WHY"],
         evacuating.collect(),
     );
     for why in &r.not_read {

@@ -59,6 +59,12 @@ const NOT_ALWAYS_REACHED: &[(&str, &str, &str, &str)] = &[
         "the claim actor's re-read after a 409, when an injected conflict hits a claim write",
     ),
     (
+        "",
+        "nodes",
+        "patch",
+        "E2: a restart's mark on the node it moves a VM off (actors/tests/e2_evacuation.rs); the demo's story evacuates no node",
+    ),
+    (
         "events.k8s.io",
         "events",
         "patch",

@@ -131,6 +131,16 @@ pub trait Writer: Send + Sync {
     /// Replaces the status subresource; Conflict on a stale resourceVersion.
     async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj>;
     async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted>;
+    /// A JSON merge patch (RFC 7386) of the object as the server has it:
+    /// for fields of objects the controller does not own (a node's
+    /// annotations), where a replace from the cache would drop what the
+    /// cache does not keep.
+    async fn merge_patch(
+        &self,
+        what: ObjRef,
+        patch: serde_json::Value,
+        rule: RuleId,
+    ) -> WriteResult<Obj>;
 }
 
 /// What a write is, for a guard.
@@ -140,6 +150,7 @@ pub enum WriteOp {
     Replace,
     ReplaceStatus,
     Delete,
+    Patch,
 }
 
 impl WriteOp {
@@ -149,6 +160,7 @@ impl WriteOp {
             WriteOp::Replace => "replace",
             WriteOp::ReplaceStatus => "replace_status",
             WriteOp::Delete => "delete",
+            WriteOp::Patch => "patch",
         }
     }
 }
@@ -227,6 +239,15 @@ impl<G: WriteGuard> Writer for Guarded<G> {
     async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted> {
         let d = self.guard.admit(WriteOp::Delete, &what).await?;
         within(&self.guard, d, self.inner.delete(what, pre, rule)).await
+    }
+    async fn merge_patch(
+        &self,
+        what: ObjRef,
+        patch: serde_json::Value,
+        rule: RuleId,
+    ) -> WriteResult<Obj> {
+        let d = self.guard.admit(WriteOp::Patch, &what).await?;
+        within(&self.guard, d, self.inner.merge_patch(what, patch, rule)).await
     }
 }
 

@@ -77,15 +77,17 @@ pub struct WaitingSet {
 
 /// A node being evacuated (E3): its GPU VMs still live there (by VMI),
 /// those of them with no VirtualMachine owner (kept: they would not come
-/// back), the claims held there whose VM is not running (a restart under
-/// way, or a VM stopped), and the claims held there whose set waits at the
-/// gate, with why.
+/// back), the VMs restarted off it whose restart is not over (the marks
+/// the node keeps, E2), the claims held there whose VM is not running (a
+/// restart under way, or a VM stopped), and the claims held there whose
+/// set waits at the gate, with why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EvacuatingNode {
     pub node: String,
     pub live: Vec<String>,
     pub without_vm: Vec<String>,
+    pub restarting: Vec<String>,
     pub moving: Vec<String>,
     pub waiting: Vec<(String, String)>,
 }
@@ -126,6 +128,16 @@ pub fn evacuating_node(w: &World, node: &str) -> EvacuatingNode {
             .filter(|e| e.vm.is_none())
             .map(|e| e.vmi.clone())
             .collect(),
+        restarting: w
+            .node(node)
+            .map(|n| {
+                n.restarts
+                    .values()
+                    .flatten()
+                    .map(|m| m.vm.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
         moving,
         waiting,
     }

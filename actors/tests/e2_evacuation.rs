@@ -9,8 +9,8 @@
 //! comes back with a new uid. I1-I5 and I10 are checked after every step.
 mod common;
 use common::*;
-use gpu_claims_actors::api::EVACUATE_TAINT;
 use gpu_claims_actors::api::pod::{is_gated, pinned_node};
+use gpu_claims_actors::api::{EVACUATE_TAINT, RESTART_MARK_PREFIX, RestartMark};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj, ObjRef};
 use gpu_claims_actors::rules::RuleId;
@@ -280,5 +280,91 @@ fn e2_an_evacuating_node_takes_no_new_set_whatever_the_pods_tolerate() {
         // n2 (8) would be the looser fit than... both have 8: by name n1,
         // were it not evacuating.
         assert_eq!(t.claim("t/vm1-gpu").unwrap().node_name(), Some("n2"));
+    });
+}
+
+/// The restarts under way outlive the controller: each is marked on the
+/// node (`evacuation.gpu.cozystack.io/<uid of the VMI deleted>`) before its
+/// VMI is deleted, so a controller killed after any write, and started
+/// again, counts the one under way and stops no second VM (I10), and one
+/// killed between the mark and the delete makes the delete it decided.
+#[test]
+fn e2_a_restart_under_way_is_counted_by_the_controller_that_comes_after() {
+    let world = || evacuating_n1(&["vm1", "vm2", "vm3"], 8);
+    after_every_cut(world, |cut, sim| {
+        let live = |vm: &str| match sim.cluster.get(&ObjRef::new(Kind::Vmi, Some("t"), vm)) {
+            Some(Obj::Vmi(v)) => v.metadata.deletion_timestamp.is_none(),
+            _ => false,
+        };
+        let mut v = Vec::new();
+        if live("vm1") || !live("vm2") || !live("vm3") {
+            v.push(format!(
+                "cut {cut}: vm1's VMI deleted and no other: vm1 {}, vm2 {}, vm3 {}",
+                live("vm1"),
+                live("vm2"),
+                live("vm3")
+            ));
+        }
+        let marks = match sim.cluster.get(&ObjRef::new(Kind::Node, None, "n1")) {
+            Some(Obj::Node(n)) => n
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(k, _)| k.starts_with(RESTART_MARK_PREFIX))
+                .collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        if marks.len() != 1 || marks[0].0 != RestartMark::annotation("u-vm1") {
+            v.push(format!(
+                "cut {cut}: n1 keeps vm1's restart, alone: {marks:?}"
+            ));
+        }
+        v
+    });
+}
+
+/// Once the VM's new VMI runs, its mark goes; a mark no one can read (an
+/// edited value) counts for nothing and goes too, said on the node.
+#[test]
+fn e2_a_restart_mark_goes_when_its_vm_runs_again_and_an_unreadable_one_goes_at_once() {
+    let mut objs = evacuating_n1(&["vm1"], 8);
+    if let Some(Obj::Node(n)) = objs.iter_mut().find(|o| o.obj_ref().name == "n1") {
+        n.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(RestartMark::annotation("u-gone"), "not json".into());
+    }
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let marks = |t: &TestCluster| match t.sim.cluster.get(&ObjRef::new(Kind::Node, None, "n1"))
+        {
+            Some(Obj::Node(n)) => n
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .into_keys()
+                .filter(|k| k.starts_with(RESTART_MARK_PREFIX))
+                .collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        assert_eq!(marks(&t), vec![RestartMark::annotation("u-vm1")]);
+        let steps = node_events(&t, "EvacuationStep");
+        assert!(
+            steps.iter().any(|m| m.contains("cannot be read")),
+            "{steps:?}"
+        );
+        vm_starts_again(&t, "vm1", "u-vm1-b");
+        t.settle().await;
+        vm_runs(&t, "vm1");
+        t.settle().await;
+        assert!(marks(&t).is_empty(), "{:?}", marks(&t));
+        let steps = node_events(&t, "EvacuationStep");
+        assert!(
+            steps
+                .iter()
+                .any(|m| m.contains("VM t/vm1 runs again elsewhere")),
+            "{steps:?}"
+        );
     });
 }

@@ -14,13 +14,18 @@
 //! tenant has GPUQuotas, which the platform raises, lowers, deletes and
 //! makes again as VMs come and go (Q1, Q2). Hostile tenants bind pods
 //! asking for the largest amounts Kubernetes stores, and a node now and
-//! then advertises the most cpu it can (issue 33). I1-I8 hold throughout.
+//! then advertises the most cpu it can (issue 33). Nodes are tainted for
+//! evacuation and untainted: two VMs in three are owned by a
+//! VirtualMachine, which (as KubeVirt's VM controller) starts a new VMI
+//! when E2 deletes one, and the garbage collector takes the deleted VMI's
+//! pods; the others E2 keeps and names. I1-I8 and I10 hold throughout.
 //! 1000 seeds.
 mod common;
 use common::*;
 use gpu_claims_actors::api::resources::pod_requests;
 use gpu_claims_actors::api::{
-    CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, LauncherPod, NodeFacts, PodUse,
+    CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, EVACUATE_TAINT, LauncherPod, NodeFacts,
+    PodUse,
 };
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::Kind;
@@ -53,10 +58,19 @@ fn claim_count(i: u64) -> u64 {
     1 + (i % 3)
 }
 
+/// Whether VM `i`'s VMI is owned by a VirtualMachine (two in three): E2
+/// restarts those elsewhere, and keeps the others.
+fn has_vm(i: u64) -> bool {
+    !i.is_multiple_of(3)
+}
+
 fn start_vm(sim: &Sim, rng: &mut Rng, i: u64, generation: u64) {
     let name = format!("vm{i}");
     let uid = format!("u{i}-{generation}");
     let mut v = vmi("t", &name).uid(&uid).phase("Scheduling");
+    if has_vm(i) {
+        v = v.of_vm(&name);
+    }
     let gpus = if i.is_multiple_of(2) {
         let n = 1 + rng.below(3);
         // Half of them ask in their spec alone, as vm-instance writes it.
@@ -126,6 +140,54 @@ fn remove_vm(sim: &Sim, i: u64) {
             let _ = sim.store.delete("Pod", "t", pod);
         }
     }
+}
+
+/// KubeVirt and the garbage collector, after the controller's writes: the
+/// pods of a VMI that is gone go with it, and a VM that runs (started by
+/// the test, not stopped) whose VMI is gone starts a new one, with a new
+/// uid, its launcher pod at the gate (runStrategy Always). Whether
+/// anything changed.
+fn kubevirt(sim: &Sim, rng: &mut Rng, running: &[bool], generation: &mut u64) -> bool {
+    let vmis: std::collections::HashSet<String> = sim
+        .store
+        .list("VirtualMachineInstance")
+        .0
+        .iter()
+        .filter_map(|v| v["metadata"]["uid"].as_str().map(str::to_string))
+        .collect();
+    let mut changed = false;
+    for p in sim.store.list("Pod").0 {
+        let owner = &p["metadata"]["ownerReferences"][0];
+        if owner["kind"] == "VirtualMachineInstance"
+            && !owner["uid"].as_str().is_some_and(|u| vmis.contains(u))
+        {
+            let pod = p["metadata"]["name"].as_str().unwrap_or_default();
+            changed |= sim.store.delete("Pod", "t", pod).is_ok();
+        }
+    }
+    for i in (0..VMS).filter(|&i| has_vm(i) && running[i as usize]) {
+        if sim
+            .store
+            .get("VirtualMachineInstance", "t", &format!("vm{i}"))
+            .is_none()
+        {
+            *generation += 1;
+            start_vm(sim, rng, i, *generation);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// The controller settles, and KubeVirt answers its writes (a few rounds).
+async fn settle(sim: &Sim, rng: &mut Rng, running: &[bool], generation: &mut u64) {
+    for _ in 0..3 {
+        sim.settle().await;
+        if !kubevirt(sim, rng, running, generation) {
+            return;
+        }
+    }
+    sim.settle().await;
 }
 
 /// A pod as the store has it, typed.
@@ -252,6 +314,8 @@ struct NodeState {
     tainted: bool,
     /// Advertises the largest cpu and memory Kubernetes stores.
     huge: bool,
+    /// Tainted `gpu.cozystack.io/evacuate` (E2).
+    evacuating: bool,
 }
 
 const UP: NodeState = NodeState {
@@ -259,6 +323,7 @@ const UP: NodeState = NodeState {
     cordoned: false,
     tainted: false,
     huge: false,
+    evacuating: false,
 };
 
 fn set_node(sim: &Sim, name: &str, s: NodeState) {
@@ -278,8 +343,15 @@ fn set_node(sim: &Sim, name: &str, s: NodeState) {
     if s.huge {
         n = n.allocatable("cpu", HUGE).allocatable("memory", HUGE);
     }
+    if s.evacuating {
+        n = n.taint(EVACUATE_TAINT, "", "NoSchedule");
+    }
     let n = n.obj();
     let mut v = gpu_claims_actors::api::to_json(&n);
+    // What the controller keeps on the node (E2's restart marks) stays.
+    if let Some(old) = sim.store.get("Node", "", name) {
+        v["metadata"]["annotations"] = old["metadata"]["annotations"].clone();
+    }
     v["metadata"]
         .as_object_mut()
         .unwrap()
@@ -327,6 +399,10 @@ struct Seen {
     hostile_pods: usize,
     /// Claims moved off a held node that could not take their VM (E1).
     moved: usize,
+    /// VMs restarted off an evacuating node (E2).
+    evacuated: usize,
+    /// Steps that ended with a VMI without a VM kept on an evacuating node.
+    kept_bare: usize,
 }
 
 /// The platform sets the tenant's quota (per class, sometimes a total
@@ -400,6 +476,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         let mut checker = Checker::default();
         let mut v = Vec::new();
         let mut generation = 0;
+        let mut running = [false; VMS as usize];
         for _ in 0..12 {
             // Several changes land at once, before the controller settles.
             for _ in 0..1 + rng.below(3) {
@@ -413,10 +490,17 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                             .is_none()
                         {
                             start_vm(&sim, &mut rng, i, generation);
+                            running[i as usize] = true;
                         }
                     }
-                    2 => stop_vm(&sim, i),
-                    3 => remove_vm(&sim, i),
+                    2 => {
+                        stop_vm(&sim, i);
+                        running[i as usize] = false;
+                    }
+                    3 => {
+                        remove_vm(&sim, i);
+                        running[i as usize] = false;
+                    }
                     4 => set_node(
                         &sim,
                         ["n1", "n2", "n3"][rng.below(3) as usize],
@@ -425,6 +509,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                             cordoned: rng.below(4) == 0,
                             tainted: rng.below(3) == 0,
                             huge: rng.below(6) == 0,
+                            evacuating: rng.below(4) == 0,
                         },
                     ),
                     5 if quotas && rng.below(3) == 0 => set_quota(&sim, &mut rng),
@@ -432,8 +517,11 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                     _ => sim.die_after(rng.below(4) as i64),
                 }
             }
-            sim.settle().await;
+            settle(&sim, &mut rng, &running, &mut generation).await;
             v.extend(checker.check(&sim.cluster));
+            seen.kept_bare += usize::from(sim.cluster.events().iter().any(|e| {
+                e.reason == "EvacuationBlocked" && e.message.contains("no VirtualMachine owner")
+            }));
             seen.over_quota += usize::from(waits(&sim, "OverQuota"));
             seen.quota_unreadable += usize::from(waits(&sim, "QuotaUnreadable"));
             seen.hostile_pods += usize::from(
@@ -465,11 +553,16 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
             }
             if rng.below(3) == 0 {
                 sim.restart();
-                sim.settle().await;
+                settle(&sim, &mut rng, &running, &mut generation).await;
                 v.extend(checker.check(&sim.cluster));
             }
+            // Now and then a pod outside gpu-claims is bound between our
+            // pin and the scheduler's look, and takes the room (G7).
+            if rng.below(3) == 0 {
+                foreign_pod(&sim, &mut rng);
+            }
             schedule(&sim);
-            sim.settle().await;
+            settle(&sim, &mut rng, &running, &mut generation).await;
             v.extend(checker.check(&sim.cluster));
         }
         // Converge: every node back, a live process, time past every grace.
@@ -477,8 +570,11 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
             set_node(&sim, n, UP);
         }
         sim.restart();
-        sim.settle().await;
+        settle(&sim, &mut rng, &running, &mut generation).await;
         sim.advance(secs(150)).await;
+        kubevirt(&sim, &mut rng, &running, &mut generation);
+        schedule(&sim);
+        sim.advance(secs(2)).await;
         schedule(&sim);
         sim.advance(secs(2)).await;
         v.extend(checker.check(&sim.cluster));
@@ -527,6 +623,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                 (_, "G5") => seen.waited += 1,
                 (_, "G6") => seen.lost += 1,
                 ("update", "E1") => seen.moved += 1,
+                ("delete", "E2") => seen.evacuated += 1,
                 ("delete", "L8") => seen.released += 1,
                 _ => {}
             }
@@ -569,7 +666,9 @@ fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge()
             && seen.over_quota > 0
             && seen.quota_unreadable > 0
             && seen.hostile_pods > 0
-            && seen.moved > 0,
+            && seen.moved > 0
+            && seen.evacuated > 0
+            && seen.kept_bare > 0,
         "{seen:?}"
     );
 }

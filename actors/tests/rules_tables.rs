@@ -321,3 +321,140 @@ fn l1_needs_finalizer_table() {
         CLAIM_FINALIZER
     ));
 }
+
+/// E2: what a restart mark on a node stands for, for each branch of
+/// `judge_mark`. The mark is for the VMI `u-old` of VM `t/vm`, deleted at
+/// `at`; restarts time out after 10 minutes.
+#[test]
+fn e2_judge_mark_table() {
+    use gpu_claims_actors::api::{CLAIMS_ANNOTATION, EVACUATE_TAINT, RestartMark};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    let at = Timestamp::from_second(1_800_000_000).unwrap();
+    let timeout = Duration::from_secs(600);
+    let mark = RestartMark {
+        vm: "t/vm".into(),
+        at: Time(at),
+    };
+    let n1 = |evacuating: bool| {
+        let n = node("n1").gpus("nvidia.com/GH100_H200", 8);
+        if evacuating {
+            n.taint(EVACUATE_TAINT, "", "NoSchedule").obj()
+        } else {
+            n.obj()
+        }
+    };
+    let old_vmi = || {
+        vmi("t", "vm")
+            .uid("u-old")
+            .of_vm("vm")
+            .annotate(CLAIMS_ANNOTATION, "c")
+            .obj()
+    };
+    let new_vmi = |phase: &str| {
+        vmi("t", "vm")
+            .uid("u-new")
+            .of_vm("vm")
+            .annotate(CLAIMS_ANNOTATION, "c")
+            .phase(phase)
+            .obj()
+    };
+    let held = || claim("t", "c").attached_phase("n1").attached("vm").obj();
+    let bound = || claim("t", "c").bound("n1").obj();
+    let waiting = || claim("t", "c").bound("n1").waiting("NoCapacity").obj();
+    let minute = k8s_openapi::jiff::SignedDuration::from_secs(60);
+    let soon = at.checked_add(minute).unwrap();
+    let late = at.checked_add(minute * 11).unwrap();
+    type Case = (&'static str, Option<RestartMark>, Vec<Obj>, Timestamp, &'static str);
+    let cases: Vec<Case> = vec![
+        ("a value no one can read", None, vec![n1(true)], soon, "Unreadable"),
+        (
+            "its VMI live, still held on the evacuated node: the delete was not made",
+            Some(mark.clone()),
+            vec![n1(true), old_vmi(), held()],
+            soon,
+            "NotBegun",
+        ),
+        (
+            "its VMI live, the node no longer evacuated: no restart",
+            Some(mark.clone()),
+            vec![n1(false), old_vmi(), held()],
+            soon,
+            "Abandoned",
+        ),
+        (
+            "its VMI live, its claims no longer attached to it: no restart",
+            Some(mark.clone()),
+            vec![n1(true), old_vmi(), bound()],
+            soon,
+            "Abandoned",
+        ),
+        (
+            "its VMI gone, within the timeout",
+            Some(mark.clone()),
+            vec![n1(true), bound()],
+            soon,
+            "UnderWay",
+        ),
+        (
+            "its VMI deleting, within the timeout",
+            Some(mark.clone()),
+            vec![n1(true), deleting(old_vmi()), held()],
+            soon,
+            "UnderWay",
+        ),
+        (
+            "the VM's new VMI runs",
+            Some(mark.clone()),
+            vec![n1(true), new_vmi("Running"), bound()],
+            soon,
+            "Ran",
+        ),
+        (
+            "the VM's new VMI runs, past the timeout",
+            Some(mark.clone()),
+            vec![n1(true), new_vmi("Running"), bound()],
+            late,
+            "Ran",
+        ),
+        (
+            "past the timeout, the new VMI not yet placed and not waiting",
+            Some(mark.clone()),
+            vec![n1(true), new_vmi("Scheduling"), bound()],
+            late,
+            "TimedOut { waits: false }",
+        ),
+        (
+            "past the timeout, the new VMI's set waits at the gate",
+            Some(mark.clone()),
+            vec![n1(true), new_vmi("Scheduling"), waiting()],
+            late,
+            "TimedOut { waits: true }",
+        ),
+    ];
+    for (name, m, objs, now, want) in cases {
+        let w = World::new(Config::default());
+        for o in objs {
+            w.load(o);
+        }
+        let got = judge_mark(&w, "n1", "u-old", m.as_ref(), now, timeout);
+        let got = match got {
+            MarkState::NotBegun(e) => {
+                assert_eq!((e.uid.as_str(), e.vm.as_deref()), ("u-old", Some("t/vm")), "{name}");
+                "NotBegun".to_string()
+            }
+            other => format!("{other:?}"),
+        };
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+/// A VMI as it is while being deleted (a finalizer holds it).
+fn deleting(o: Obj) -> Obj {
+    let Obj::Vmi(mut v) = o else { unreachable!() };
+    v.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+    ));
+    v.metadata.finalizers = Some(vec!["kubevirt.io/foregroundDeleteVirtualMachine".into()]);
+    Obj::Vmi(v)
+}

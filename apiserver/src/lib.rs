@@ -23,7 +23,7 @@ pub mod namespaces;
 mod openapi;
 mod openapi_v2;
 mod partial;
-mod patch;
+pub mod patch;
 pub mod pods;
 mod protobuf;
 mod quantity;

@@ -25,7 +25,7 @@ pub use claim::{AttachedTo, ClaimPhase, GPUClaim, GPUClaimSpec, GPUClaimStatus};
 pub use class::{GPUClass, GPUClassSpec, GPUClassStatus};
 pub use conditions::{condition_is_true, remove_condition, set_condition, true_condition_types};
 pub use names::*;
-pub use node::NodeFacts;
+pub use node::{NodeFacts, RestartMark};
 pub use object::{DecodeError, Kind, Obj, ObjRef, from_json, to_json};
 pub use pod::{LauncherPod, PodScheduling, PodUse};
 pub use quota::{GPUQuota, GPUQuotaSpec, GPUQuotaStatus};

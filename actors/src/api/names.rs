@@ -11,6 +11,11 @@ pub const SCHEDULING_GATE: &str = "gpu.cozystack.io/claims";
 pub const DEVICES_LOST_TAINT: &str = "gpu.cozystack.io/devices-lost";
 /// E2: a node whose GPU VMs are to move elsewhere (any effect).
 pub const EVACUATE_TAINT: &str = "gpu.cozystack.io/evacuate";
+/// E2: a restart under way, kept on the node it moves a VM off, one
+/// annotation per restart: this prefix and the uid of the VMI deleted
+/// (a uid fits a qualified name's 63 characters), valued
+/// `{"vm":"<namespace>/<name>","at":"<RFC 3339>"}` (`RestartMark`).
+pub const RESTART_MARK_PREFIX: &str = "evacuation.gpu.cozystack.io/";
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 pub const LAUNCHER_LABEL: &str = "kubevirt.io";
 pub const LAUNCHER_LABEL_VALUE: &str = "virt-launcher";

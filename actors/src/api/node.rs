@@ -2,9 +2,58 @@
 //! Node so that heartbeats, which change none of them, reach no actor.
 
 use super::quantity::QuantityError;
-use super::{DEVICES_LOST_TAINT, EVACUATE_TAINT, HOSTNAME_LABEL};
+use super::{DEVICES_LOST_TAINT, EVACUATE_TAINT, HOSTNAME_LABEL, RESTART_MARK_PREFIX};
 use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// E2: a restart under way, as the node it moves a VM off keeps it (an
+/// annotation `RESTART_MARK_PREFIX` + the deleted VMI's uid), so that the
+/// restarts under way are the cluster's to read, not one process's to
+/// remember: a controller that restarts or takes over counts them as its
+/// predecessor did (I10).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartMark {
+    /// namespace/name of the VirtualMachine restarted.
+    pub vm: String,
+    /// When its VMI was deleted (the start of `evacuation.timeout`).
+    pub at: Time,
+}
+
+impl RestartMark {
+    /// The annotation that keeps this restart of the VMI `old_uid`.
+    pub fn annotation(old_uid: &str) -> String {
+        format!("{RESTART_MARK_PREFIX}{old_uid}")
+    }
+
+    /// The annotation's value.
+    pub fn value(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A mark as written on a node; None when it is not one (an edited
+    /// value, a VM key that is not namespace/name).
+    pub fn parse(value: &str) -> Option<Self> {
+        let m: Self = serde_json::from_str(value).ok()?;
+        let (ns, name) = m.vm.split_once('/')?;
+        (!ns.is_empty() && !name.is_empty()).then_some(m)
+    }
+}
+
+/// The restart marks on a node, by the uid of the VMI deleted; None for
+/// a value that cannot be read.
+fn restart_marks(node: &Node) -> BTreeMap<String, Option<RestartMark>> {
+    node.metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let uid = k.strip_prefix(RESTART_MARK_PREFIX)?;
+            Some((uid.to_string(), RestartMark::parse(v)))
+        })
+        .collect()
+}
 
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct NodeFacts {
@@ -27,6 +76,9 @@ pub struct NodeFacts {
     /// Tainted `gpu.cozystack.io/evacuate`, whatever the effect (E2): no
     /// placement here, and its GPU VMs restart elsewhere.
     pub evacuating: bool,
+    /// E2's restarts under way off this node (`RestartMark`), by the uid
+    /// of the VMI deleted.
+    pub restarts: BTreeMap<String, Option<RestartMark>>,
 }
 
 impl NodeFacts {
@@ -71,6 +123,7 @@ impl NodeFacts {
             taints,
             lost_taints,
             evacuating: all_taints.iter().any(|t| t.key == EVACUATE_TAINT),
+            restarts: restart_marks(node),
         })
     }
 

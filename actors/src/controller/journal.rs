@@ -27,6 +27,8 @@ pub enum Intent {
     Place,
     /// G5: Waiting conditions.
     Wait,
+    /// E2: remove the marks of restarts that are over.
+    EndRestarts,
 }
 
 impl Intent {
@@ -43,6 +45,7 @@ impl Intent {
             Intent::DeleteAllocation => "delete-allocation",
             Intent::Place => "place",
             Intent::Wait => "wait",
+            Intent::EndRestarts => "end-restarts",
         }
     }
 }

@@ -3,11 +3,14 @@
 //! VMs elsewhere: each live VMI attached to a claim held there, owned by a
 //! VirtualMachine, is deleted (so its VM starts a new VMI, which comes to
 //! the gate and moves, E1), a few at a time. A VMI without a VM owner is
-//! never deleted: it would not come back. These are the decisions;
-//! placement remembers the restarts under way and times them out.
+//! never deleted: it would not come back. A restart under way is kept on
+//! the node it moves a VM off (`RestartMark`), written before the delete,
+//! so that the count survives the controller: these are the decisions,
+//! and what each mark stands for now; placement writes them.
 
-use crate::api::{ClaimPhase, Vmi, is_deleting};
+use crate::api::{ClaimPhase, RestartMark, Vmi, is_deleting};
 use crate::world::{World, key, split_key};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A live VMI holding GPUs on an evacuating node.
@@ -108,6 +111,81 @@ pub fn restart_waits(w: &World, vm: &str, r: &Restart) -> Option<String> {
         .iter()
         .filter_map(|n| w.claim(&key(ns, n)))
         .find_map(|c| c.waiting().map(|k| format!("{}: {}", k.reason, k.message)))
+}
+
+/// What a restart mark on a node stands for now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MarkState {
+    /// Its value cannot be read (edited by hand): it counts for nothing,
+    /// and goes.
+    Unreadable,
+    /// The VMI it names is live and not deleting: the delete did not
+    /// happen (the controller stopped between the mark and the delete,
+    /// or the delete met a newer VMI). Still one to move: the restart is
+    /// under way and its delete is made again.
+    NotBegun(Evacuee),
+    /// The VMI it names is live but no longer one to move (its VM was
+    /// stopped and started again, its claims moved): no restart began;
+    /// the mark goes.
+    Abandoned,
+    /// The VM's new VMI runs: the restart is over; the mark goes.
+    Ran,
+    /// Under way: counted against `maxConcurrent`.
+    UnderWay,
+    /// Not run again within `evacuation.timeout`: counted no more; kept
+    /// while the VM's new set waits at the gate (it still blocks further
+    /// restarts), else it goes.
+    TimedOut { waits: bool },
+}
+
+/// What the mark `m` (None: unreadable) for the VMI `old_uid`, on `node`,
+/// stands for at `now`, with restarts timing out after `timeout`.
+pub fn judge_mark(
+    w: &World,
+    node: &str,
+    old_uid: &str,
+    m: Option<&RestartMark>,
+    now: Timestamp,
+    timeout: std::time::Duration,
+) -> MarkState {
+    let Some(m) = m else {
+        return MarkState::Unreadable;
+    };
+    let r = Restart {
+        old_uid: old_uid.to_string(),
+        node: node.to_string(),
+    };
+    if let Some(v) = w.vmi(&m.vm).filter(|v| v.uid() == old_uid)
+        && !v.is_final()
+        && !is_deleting(&v.metadata)
+    {
+        // Moved still only off a node still evacuated, by the VM the mark
+        // names.
+        let still = match w.node(node) {
+            Some(n) if n.evacuating => evacuees(w, node).into_iter().find(|e| e.uid == old_uid),
+            _ => None,
+        };
+        return match still {
+            Some(e) if e.vm.as_deref() == Some(m.vm.as_str()) => MarkState::NotBegun(e),
+            _ => MarkState::Abandoned,
+        };
+    }
+    if restart_done(w, &m.vm, &r) {
+        return MarkState::Ran;
+    }
+    if now < timed_out_at(m, timeout) {
+        return MarkState::UnderWay;
+    }
+    MarkState::TimedOut {
+        waits: restart_waits(w, &m.vm, &r).is_some(),
+    }
+}
+
+/// When the restart `m` stops counting: `timeout` after its VMI was
+/// deleted (a timeout past what a timestamp holds never comes).
+pub fn timed_out_at(m: &RestartMark, timeout: std::time::Duration) -> Timestamp {
+    let timeout = SignedDuration::try_from(timeout).unwrap_or(SignedDuration::MAX);
+    m.at.0.checked_add(timeout).unwrap_or(Timestamp::MAX)
 }
 
 /// Whether the restart of `vm` is over: its new VMI runs.

@@ -51,6 +51,9 @@ pub(crate) struct Indexes {
     pub recorded_by_namespace_total: DashMap<String, u64>,
     /// The nodes tainted for evacuation (E2).
     pub evacuating: DashMap<String, ()>,
+    /// The nodes that keep restarts under way (E2's `RestartMark`s),
+    /// whether or not they are still evacuated.
+    pub restarting: DashMap<String, ()>,
 }
 
 /// Adds `d` to a sum when `sign` is positive, takes it away otherwise.
@@ -346,6 +349,11 @@ impl World {
             self.idx.evacuating.insert(name.to_string(), ());
         } else {
             self.idx.evacuating.remove(name);
+        }
+        if new.as_ref().is_some_and(|n| !n.restarts.is_empty()) {
+            self.idx.restarting.insert(name.to_string(), ());
+        } else {
+            self.idx.restarting.remove(name);
         }
         let allocatable = |n: &Option<Arc<NodeFacts>>| n.as_ref().map(|n| n.allocatable.clone());
         if allocatable(&old) != allocatable(&new) {

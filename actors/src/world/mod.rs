@@ -23,7 +23,7 @@ pub use indexes::{ClassUsage, released as indexes_released};
 pub use pods::{NodeUse, vmi_key_of};
 
 use crate::api::{
-    GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, PodUse, Vmi,
+    GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, PodUse, RestartMark, Vmi,
 };
 use crate::api::{Kind, Obj};
 use crate::config::Config;
@@ -316,9 +316,30 @@ impl World {
         v
     }
 
-    /// Whether any node is being evacuated.
-    pub fn any_evacuating(&self) -> bool {
-        !self.idx.evacuating.is_empty()
+    /// Whether any node is being evacuated, or keeps a restart under way:
+    /// E2 has work to look at.
+    pub fn evacuation_has_work(&self) -> bool {
+        !self.idx.evacuating.is_empty() || !self.idx.restarting.is_empty()
+    }
+
+    /// E2's restarts under way as the nodes keep them: (node, uid of the
+    /// VMI deleted, the mark; None where its value cannot be read).
+    pub fn restart_marks(&self) -> Vec<(String, String, Option<RestartMark>)> {
+        let mut nodes: Vec<String> = self
+            .idx
+            .restarting
+            .iter()
+            .map(|e| e.key().clone())
+            .collect();
+        nodes.sort();
+        let mut out = Vec::new();
+        for n in nodes {
+            let Some(f) = self.node(&n) else { continue };
+            for (uid, m) in &f.restarts {
+                out.push((n.clone(), uid.clone(), m.clone()));
+            }
+        }
+        out
     }
 
     pub fn claims_on_node(&self, node: &str) -> Vec<String> {

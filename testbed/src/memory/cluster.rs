@@ -261,6 +261,33 @@ impl Writer for MemCluster {
         }
         Ok(Deleted::Deleting(self.typed(what.kind, w)?))
     }
+
+    async fn merge_patch(&self, what: ObjRef, patch: Value, rule: RuleId) -> WriteResult<Obj> {
+        use gpu_claims_apiserver::patch::{PatchKind, apply};
+        if let Some(e) = self.injected() {
+            return Err(e);
+        }
+        let ns = what.namespace.as_deref().unwrap_or_default();
+        let kind = what.kind.name();
+        // As the API server's GuaranteedUpdate: the patch applied to the
+        // object as stored, again if another write came between.
+        let mut journal = self.journal();
+        let r = loop {
+            let Some(mut doc) = self.store.get(kind, ns, &what.name) else {
+                break Err(StoreError::NotFound(what.name.clone()));
+            };
+            if let Err(e) = apply(PatchKind::Merge, &mut doc, &patch) {
+                break Err(StoreError::Invalid(e));
+            }
+            match self.store.update(kind, doc, Subresource::Main) {
+                Err(StoreError::Conflict(_)) => continue,
+                r => break r,
+            }
+        };
+        self.journal_write(&mut journal, "patch", &what, rule, &r);
+        drop(journal);
+        self.typed(what.kind, r.map_err(write_error)?)
+    }
 }
 
 #[async_trait]

@@ -1,76 +1,236 @@
-//! E2 in placement: the restarts under way (a VM whose VMI was deleted to
-//! move it off an evacuating node, until its new VMI runs or
-//! `evacuation.timeout` passes), the timer that ends one that times out,
-//! and what the nodes were told (an Event at each step: a VM restarted,
-//! one kept for want of a VM owner, the evacuation blocked by a VM that
-//! waits at the gate).
+//! E2 in placement: the restarts under way as the nodes keep them (a
+//! `RestartMark` written on the node before each delete, removed once the
+//! restart is over), overlaid with this process's mark writes that the
+//! node watch does not show yet; the timer that wakes E2 when one times
+//! out; and what the nodes were told (an Event at each step: a VM
+//! restarted, one kept for want of a VM owner, the evacuation blocked by a
+//! VM that waits at the gate). Nothing of the count lives only here: a
+//! controller that restarts, or a replica that takes over, counts the
+//! restarts under way from the marks (I10).
 
-use super::write::{VmiDelete, Write};
+use super::write::{EndRestarts, RestartWrite, VmiDelete, Write};
 use super::{Placement, PlacementPoke};
-use crate::api::{Kind, ObjRef};
+use crate::api::{Kind, ObjRef, RestartMark};
 use crate::ports::Event;
-use crate::rules::{Evacuee, Restart, RuleId, decide_evacuation, restart_done};
-use crate::world::split_key;
+use crate::rules::{
+    Evacuee, MarkState, Restart, RuleId, decide_evacuation, judge_mark, timed_out_at,
+};
+use crate::world::{World, split_key};
 use actix::prelude::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeMap, HashSet};
 use tokio::time::Instant;
 
+/// A mark this process writes (Some) or removes (None), until the node
+/// watch shows the write.
+struct Pending {
+    node: String,
+    mark: Option<RestartMark>,
+    /// The node's resourceVersion the write returned; None while the
+    /// write is under way.
+    rv: Option<u64>,
+}
+
 #[derive(Default)]
 pub(super) struct Evacuation {
-    /// By VM key: the restart, since when, and whether its timeout has
-    /// passed (then it no longer counts against `maxConcurrent`, but its
-    /// VM waiting at the gate still blocks the evacuation).
-    under_way: BTreeMap<String, (Restart, Instant, bool)>,
-    /// The timer that ends the oldest restart at its timeout.
+    /// By the uid of the VMI the mark is about.
+    pending: BTreeMap<String, Pending>,
+    /// The VMIs (by uid) whose delete this process makes or made: a mark
+    /// whose VMI the cache still shows live is then no restart to resume.
+    issued: HashSet<String>,
+    /// The timer that wakes E2 when the first restart times out.
     timer: Option<(Instant, SpawnHandle)>,
     /// VMIs without a VM owner already reported, by uid.
     told_bare: HashSet<String>,
     /// The block last reported (VM, why), so it is said once.
     told_blocked: Option<(String, String)>,
+    /// Restarts whose timeout was already said, by uid.
+    told_timed_out: HashSet<String>,
+}
+
+/// The marks as placement counts them, by the uid of the VMI deleted:
+/// the nodes', with this process's writes the watch does not show yet.
+fn marks(w: &World, evac: &mut Evacuation) -> BTreeMap<String, (String, Option<RestartMark>)> {
+    let seen = w.observed_rv(Kind::Node);
+    evac.pending.retain(|_, p| p.rv.is_none_or(|rv| rv > seen));
+    let mut out: BTreeMap<String, (String, Option<RestartMark>)> = w
+        .restart_marks()
+        .into_iter()
+        .map(|(node, uid, m)| (uid, (node, m)))
+        .collect();
+    for (uid, p) in &evac.pending {
+        match &p.mark {
+            Some(m) => out.insert(uid.clone(), (p.node.clone(), Some(m.clone()))),
+            None => out.remove(uid),
+        };
+    }
+    out
+}
+
+/// What one look at the marks found.
+#[derive(Default)]
+struct Marks {
+    /// Restarts that count or block, by VM.
+    restarted: BTreeMap<String, Restart>,
+    /// How many count against `maxConcurrent`, and per node.
+    counting: usize,
+    by_node: BTreeMap<String, usize>,
+    /// Marks to remove, per node.
+    ends: BTreeMap<String, EndRestarts>,
+    /// A restart whose delete is to be made again.
+    resume: Option<Evacuee>,
+    /// When the first restart that counts times out.
+    first_timeout: Option<Timestamp>,
 }
 
 impl Placement {
-    /// E2 across the cluster: ends the restarts that are over, then the
-    /// next VMI to delete, if any; more are asked for after it lands.
+    /// E2 across the cluster: removes the marks of restarts that are over,
+    /// resumes a restart whose delete did not happen, else the next VMI to
+    /// delete, if any; more are asked for after each write lands.
     pub(super) fn decide_evacuation(&mut self, ctx: &mut Context<Self>) -> Option<Write> {
         let w = self.env.world.clone();
         let cfg = w.config();
-        let now = self.env.clock.now();
         let timeout = cfg.evacuation.timeout;
-        let mut ended = Vec::new();
-        for (vm, (r, since, timed_out)) in self.evac.under_way.iter_mut() {
-            if restart_done(&w, vm, r) {
-                ended.push((vm.clone(), r.node.clone(), true));
-            } else if !*timed_out && now >= *since + timeout {
-                *timed_out = true;
-                ended.push((vm.clone(), r.node.clone(), false));
+        let most = cfg.evacuation.max_concurrent;
+        let now = self.env.clock.wall();
+        let found = self.look_at_marks(&w, now, timeout);
+        if !found.ends.is_empty() {
+            for (node, end) in &found.ends {
+                for uid in &end.uids {
+                    let p = Pending {
+                        node: node.clone(),
+                        mark: None,
+                        rv: None,
+                    };
+                    self.evac.pending.insert(uid.clone(), p);
+                }
+            }
+            return Some(Write::EndRestarts(found.ends.into_values().collect()));
+        }
+        self.wake_for_timeout(found.first_timeout, now, ctx);
+        if let Some(e) = found.resume {
+            self.evac.issued.insert(e.uid.clone());
+            return Some(restart(e, None, found.counting, None, most));
+        }
+        let step = decide_evacuation(&w, &found.restarted, found.counting, most);
+        self.tell_bare(&step);
+        if step.blocked != self.evac.told_blocked {
+            if let Some((vm, why)) = &step.blocked
+                && let Some(r) = found.restarted.get(vm)
+            {
+                let message = format!(
+                    "E2: no further VM is stopped while VM {vm}, restarted, waits at the gate: {why}"
+                );
+                self.tell_node(&r.node, true, "EvacuationBlocked", message);
+            }
+            self.evac.told_blocked = step.blocked.clone();
+        }
+        self.report_evacuation(&step, &found);
+        let e = step.restart.into_iter().next()?;
+        let vm = e.vm.clone()?;
+        let mark = RestartMark { vm, at: Time(now) };
+        // Counted from the decision, not from the writes' answers: a change
+        // that comes while they are under way (the VMI's own deletion, seen
+        // by the watch) must not start a second restart.
+        let p = Pending {
+            node: e.node.clone(),
+            mark: Some(mark.clone()),
+            rv: None,
+        };
+        self.evac.pending.insert(e.uid.clone(), p);
+        self.evac.issued.insert(e.uid.clone());
+        Some(restart(
+            e,
+            Some(mark),
+            found.counting + 1,
+            Some(step.left),
+            most,
+        ))
+    }
+
+    /// What each mark stands for now (`judge_mark`), and the Events of the
+    /// restarts that are over.
+    fn look_at_marks(&mut self, w: &World, now: Timestamp, timeout: std::time::Duration) -> Marks {
+        let marks = marks(w, &mut self.evac);
+        self.evac.issued.retain(|u| marks.contains_key(u));
+        self.evac.told_timed_out.retain(|u| marks.contains_key(u));
+        let mut found = Marks::default();
+        let took = humantime::format_duration(timeout);
+        for (uid, (node, m)) in marks {
+            let vm = m.as_ref().map(|m| m.vm.clone()).unwrap_or_default();
+            let restart = Restart {
+                old_uid: uid.clone(),
+                node: node.clone(),
+            };
+            let ended = match judge_mark(w, &node, &uid, m.as_ref(), now, timeout) {
+                MarkState::Unreadable => Some((
+                    true,
+                    format!(
+                        "E2: the restart mark {} on node {node} cannot be read (its value is not {{\"vm\":\"<namespace>/<name>\",\"at\":\"<RFC 3339>\"}}): it counts for nothing and is removed",
+                        RestartMark::annotation(&uid)
+                    ),
+                )),
+                MarkState::Abandoned => Some((
+                    false,
+                    format!(
+                        "E2: VM {vm} was not restarted: its VMI was not deleted and no longer holds GPUs on a node being evacuated"
+                    ),
+                )),
+                MarkState::Ran => Some((false, format!("E2: VM {vm} runs again elsewhere"))),
+                MarkState::TimedOut { waits: false } => Some((
+                    true,
+                    format!(
+                        "E2: VM {vm} has not run again within {took}; no longer counted as under way"
+                    ),
+                )),
+                MarkState::TimedOut { waits: true } => {
+                    if self.evac.told_timed_out.insert(uid.clone()) {
+                        let message = format!(
+                            "E2: VM {vm} has not run again within {took}; no longer counted as under way, and its set still waits at the gate"
+                        );
+                        self.tell_node(&node, true, "EvacuationStep", message);
+                    }
+                    found.restarted.insert(vm, restart);
+                    None
+                }
+                state @ (MarkState::UnderWay | MarkState::NotBegun(_)) => {
+                    if let MarkState::NotBegun(e) = state
+                        && !self.evac.issued.contains(&uid)
+                        && found.resume.is_none()
+                    {
+                        found.resume = Some(e);
+                    }
+                    found.counting += 1;
+                    *found.by_node.entry(node.clone()).or_default() += 1;
+                    if let Some(m) = &m {
+                        let at = timed_out_at(m, timeout);
+                        found.first_timeout = Some(found.first_timeout.map_or(at, |t| t.min(at)));
+                    }
+                    found.restarted.insert(vm, restart);
+                    None
+                }
+            };
+            if let Some((warning, message)) = ended {
+                let end = found
+                    .ends
+                    .entry(node.clone())
+                    .or_insert_with(|| EndRestarts {
+                        node: node.clone(),
+                        uids: Vec::new(),
+                        events: Vec::new(),
+                    });
+                end.uids.push(uid);
+                end.events
+                    .push(node_event(&node, warning, "EvacuationStep", message));
             }
         }
-        for (vm, node, ran) in ended {
-            let message = if ran {
-                self.evac.under_way.remove(&vm);
-                format!("E2: VM {vm} runs again elsewhere")
-            } else {
-                format!(
-                    "E2: VM {vm} has not run again within {}; no longer counted as under way",
-                    humantime::format_duration(timeout)
-                )
-            };
-            self.tell_node(&node, !ran, "EvacuationStep", message);
-        }
-        // A timed-out restart whose VM no longer waits is forgotten.
-        self.evac.under_way.retain(|vm, (r, _, timed_out)| {
-            !*timed_out || crate::rules::restart_waits(&w, vm, r).is_some()
-        });
-        self.wake_for_timeout(timeout, ctx);
-        let restarts: BTreeMap<String, Restart> = self
-            .evac
-            .under_way
-            .iter()
-            .map(|(vm, (r, _, _))| (vm.clone(), r.clone()))
-            .collect();
-        let counting = self.evac.under_way.values().filter(|(_, _, t)| !*t).count();
-        let step = decide_evacuation(&w, &restarts, counting, cfg.evacuation.max_concurrent);
+        found
+    }
+
+    /// A VMI without a VM owner is said once while it blocks, and again
+    /// should it block anew.
+    fn tell_bare(&mut self, step: &crate::rules::EvacuationStep) {
         for e in &step.bare {
             if self.evac.told_bare.insert(e.uid.clone()) {
                 let message = format!(
@@ -92,69 +252,9 @@ impl Placement {
                 );
             }
         }
-        // Said once while it blocks; said again should it block anew.
         self.evac
             .told_bare
             .retain(|uid| step.bare.iter().any(|e| &e.uid == uid));
-        if step.blocked != self.evac.told_blocked {
-            if let Some((vm, why)) = &step.blocked
-                && let Some((r, _, _)) = self.evac.under_way.get(vm)
-            {
-                let node = r.node.clone();
-                let message = format!(
-                    "E2: no further VM is stopped while VM {vm}, restarted, waits at the gate: {why}"
-                );
-                self.tell_node(&node, true, "EvacuationBlocked", message);
-            }
-            self.evac.told_blocked = step.blocked.clone();
-        }
-        self.report_evacuation(&step);
-        let e = step.restart.into_iter().next()?;
-        let under_way = counting + 1;
-        let write = self.restart(e, under_way, step.left, cfg.evacuation.max_concurrent);
-        // Counted from the decision, not from the delete's answer: a
-        // change that comes while the delete is under way (the VMI's own
-        // deletion, seen by the watch) must not start a second restart.
-        if let Write::DeleteVmi(d) = &write
-            && let Some((vm, r)) = &d.restart
-        {
-            self.evac
-                .under_way
-                .insert(vm.clone(), (r.clone(), now, false));
-            self.wake_for_timeout(timeout, ctx);
-        }
-        Some(write)
-    }
-
-    /// The delete that restarts `e`'s VM elsewhere, on the preconditions
-    /// the cache showed (as L12 and G7).
-    fn restart(&self, e: Evacuee, under_way: usize, left: usize, most: u32) -> Write {
-        let vm = e.vm.clone().unwrap_or_default();
-        let message = format!(
-            "E2: restarting VM {vm} elsewhere (its VMI {} held GPUs here): {under_way} of at most {most} restarts under way, {left} more VMs to move",
-            e.vmi
-        );
-        Write::DeleteVmi(Box::new(VmiDelete {
-            key: e.vmi.clone(),
-            uid: e.uid.clone(),
-            resource_version: e.resource_version.clone(),
-            event: Event {
-                regarding: ObjRef::new(Kind::Node, None, &e.node),
-                uid: None,
-                warning: false,
-                reason: "EvacuationStep".into(),
-                message,
-                rule: RuleId::E2,
-            },
-            rule: RuleId::E2,
-            restart: Some((
-                vm,
-                Restart {
-                    old_uid: e.uid,
-                    node: e.node,
-                },
-            )),
-        }))
     }
 
     /// A restart's delete landed (or found the VMI gone): it is under way
@@ -164,31 +264,52 @@ impl Placement {
         self.enqueue(PlacementPoke::Evacuation, ctx);
     }
 
-    /// A restart's delete did not land (the VMI changed, or the write
-    /// failed): no restart is under way; the evacuation decides again.
-    pub(super) fn restart_failed(&mut self, vm: &str, ctx: &mut Context<Self>) {
-        self.evac.under_way.remove(vm);
+    /// A restart's delete did not land (the VMI changed, or a write
+    /// failed). With its mark on the node, the next look judges the mark
+    /// again (the delete is made again, or the mark goes); without, no
+    /// restart began.
+    pub(super) fn restart_failed(&mut self, uid: &str, marked: bool, ctx: &mut Context<Self>) {
+        self.evac.issued.remove(uid);
+        if !marked {
+            self.evac.pending.remove(uid);
+        }
         ctx.run_later(super::CONFLICT_RETRY, |act, ctx| {
             act.enqueue(PlacementPoke::Evacuation, ctx)
         });
     }
 
+    /// Marks written or removed (with the node's version each write
+    /// returned), and removals that did not land (the cache's mark counts
+    /// again).
+    pub(super) fn marks_landed(&mut self, landed: &[(String, u64)], failed: &[String]) {
+        for (uid, rv) in landed {
+            if let Some(p) = self.evac.pending.get_mut(uid) {
+                p.rv = Some(*rv);
+            }
+        }
+        for uid in failed {
+            self.evac.pending.remove(uid);
+        }
+    }
+
     /// One timer, at the first instant a restart times out.
-    fn wake_for_timeout(&mut self, timeout: std::time::Duration, ctx: &mut Context<Self>) {
-        let first = self
-            .evac
-            .under_way
-            .values()
-            .filter(|(_, _, timed_out)| !*timed_out)
-            .map(|(_, s, _)| *s + timeout)
-            .min();
-        if self.evac.timer.as_ref().map(|(t, _)| *t) == first {
+    fn wake_for_timeout(
+        &mut self,
+        first: Option<Timestamp>,
+        now: Timestamp,
+        ctx: &mut Context<Self>,
+    ) {
+        let at = first.map(|t| {
+            let wait = now.duration_until(t).try_into().unwrap_or_default();
+            self.env.clock.now() + wait
+        });
+        if self.evac.timer.as_ref().map(|(t, _)| *t) == at {
             return;
         }
         if let Some((_, h)) = self.evac.timer.take() {
             ctx.cancel_future(h);
         }
-        let Some(at) = first else { return };
+        let Some(at) = at else { return };
         let wait = at.saturating_duration_since(self.env.clock.now());
         let h = ctx.run_later(wait, |act, ctx| {
             act.evac.timer = None;
@@ -199,51 +320,91 @@ impl Placement {
 
     /// `gpu_claims_evacuation_vms{node,state}`: per evacuating node, its
     /// GPU VMs live there, restarts of them under way, and the blocked.
-    fn report_evacuation(&self, step: &crate::rules::EvacuationStep) {
+    fn report_evacuation(&self, step: &crate::rules::EvacuationStep, found: &Marks) {
+        let blocked_node = step
+            .blocked
+            .as_ref()
+            .and_then(|(vm, _)| found.restarted.get(vm))
+            .map(|r| r.node.as_str());
         let figures: Vec<crate::ports::EvacuationFigures> = step
             .live
             .iter()
-            .map(|(node, &live)| {
-                let under_way = self
-                    .evac
-                    .under_way
-                    .values()
-                    .filter(|(r, _, timed_out)| &r.node == node && !*timed_out)
-                    .count();
-                let waiting = step.blocked.as_ref().is_some_and(|(vm, _)| {
-                    self.evac
-                        .under_way
-                        .get(vm)
-                        .is_some_and(|(r, _, _)| &r.node == node)
-                });
-                crate::ports::EvacuationFigures {
-                    node: node.clone(),
-                    live,
-                    under_way,
-                    blocked: step.bare.iter().filter(|e| &e.node == node).count()
-                        + usize::from(waiting),
-                }
+            .map(|(node, &live)| crate::ports::EvacuationFigures {
+                node: node.clone(),
+                live,
+                under_way: found.by_node.get(node).copied().unwrap_or(0),
+                blocked: step.bare.iter().filter(|e| &e.node == node).count()
+                    + usize::from(blocked_node == Some(node.as_str())),
             })
             .collect();
         self.env.telemetry.evacuation(&figures);
     }
 
     fn tell_node(&self, node: &str, warning: bool, reason: &str, message: String) {
-        if warning {
-            tracing::warn!(node, rule = "E2", reason, "{message}");
-        } else {
-            tracing::info!(node, rule = "E2", reason, "{message}");
-        }
-        super::super::events::publish(
-            &self.env,
-            Event {
-                regarding: ObjRef::new(Kind::Node, None, node),
-                uid: None,
-                warning,
-                reason: reason.into(),
-                message,
-                rule: RuleId::E2,
-            },
-        );
+        super::super::events::publish(&self.env, node_event(node, warning, reason, message));
+    }
+}
+
+/// An E2 Event on a node, logged as it is published.
+fn node_event(node: &str, warning: bool, reason: &str, message: String) -> Event {
+    if warning {
+        tracing::warn!(node, rule = "E2", reason, "{message}");
+    } else {
+        tracing::info!(node, rule = "E2", reason, "{message}");
+    }
+    Event {
+        regarding: ObjRef::new(Kind::Node, None, node),
+        uid: None,
+        warning,
+        reason: reason.into(),
+        message,
+        rule: RuleId::E2,
+    }
+}
+
+/// The writes that restart `e`'s VM elsewhere: its mark on the node (None:
+/// the node keeps it already, the restart is resumed), then the VMI's
+/// delete on the preconditions the cache showed (as L12 and G7).
+fn restart(
+    e: Evacuee,
+    mark: Option<RestartMark>,
+    under_way: usize,
+    left: Option<usize>,
+    most: u32,
+) -> Write {
+    let vm = e.vm.clone().unwrap_or_default();
+    let message = match left {
+        Some(left) => format!(
+            "E2: restarting VM {vm} elsewhere (its VMI {} held GPUs here): {under_way} of at most {most} restarts under way, {left} more VMs to move",
+            e.vmi
+        ),
+        None => format!(
+            "E2: restarting VM {vm} elsewhere (its VMI {} held GPUs here; the restart was marked and its VMI not yet deleted): {under_way} of at most {most} restarts under way",
+            e.vmi
+        ),
+    };
+    Write::DeleteVmi(Box::new(VmiDelete {
+        key: e.vmi.clone(),
+        uid: e.uid.clone(),
+        resource_version: e.resource_version.clone(),
+        event: node_event_quiet(&e.node, message),
+        rule: RuleId::E2,
+        restart: Some(RestartWrite {
+            vm,
+            node: e.node,
+            mark,
+        }),
+    }))
+}
+
+/// The Event of a restart, published (and logged) once its delete lands.
+fn node_event_quiet(node: &str, message: String) -> Event {
+    Event {
+        regarding: ObjRef::new(Kind::Node, None, node),
+        uid: None,
+        warning: false,
+        reason: "EvacuationStep".into(),
+        message,
+        rule: RuleId::E2,
     }
 }

@@ -166,11 +166,17 @@ impl Placement {
         let fut = execute(self.env.clone(), write);
         scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
             act.remember(&done);
-            if let Some(vm) = done.restarted.clone() {
-                act.restart_issued(&vm, ctx);
+            act.marks_landed(&done.marks, &done.marks_failed);
+            if let Some((vm, _)) = &done.restarted {
+                act.restart_issued(vm, ctx);
             }
-            if let Some(vm) = done.restart_failed.clone() {
-                act.restart_failed(&vm, ctx);
+            if let Some((uid, marked)) = &done.restart_failed {
+                act.restart_failed(uid, *marked, ctx);
+            }
+            // E2: marks removed; the evacuation looks again (a failure is
+            // looked at again after its wait, below).
+            if !done.marks.is_empty() && done.restarted.is_none() && done.error.is_none() {
+                act.enqueue(PlacementPoke::Evacuation, ctx);
             }
             act.land(flight, ctx);
             let result = match done.error {

@@ -7,10 +7,10 @@ use super::super::journal::Intent;
 use super::super::scaffold::{IoError, Outcome, OwnWrite, write_own};
 use crate::api::{
     GPUAllocation, GPUAllocationSpec, GPUClaim, GPUClaimStatus, HOSTNAME_LABEL, PodUse,
-    SCHEDULING_GATE, rv_number,
+    RestartMark, SCHEDULING_GATE, rv_number,
 };
 use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions};
-use crate::rules::{AllocationWrite, Plan, Restart, RuleId};
+use crate::rules::{AllocationWrite, Plan, RuleId};
 use crate::world::key;
 use std::sync::Arc;
 
@@ -31,6 +31,28 @@ pub(super) enum Write {
     Wait(Vec<(Arc<GPUClaim>, GPUClaimStatus)>),
     /// Delete a VMI (G7, E2).
     DeleteVmi(Box<VmiDelete>),
+    /// E2: remove the marks of restarts that are over from their nodes,
+    /// then say so.
+    EndRestarts(Vec<EndRestarts>),
+}
+
+/// E2: a restart begun (its mark written on the node, then the VMI
+/// deleted) or resumed (the node keeps its mark; the delete is made).
+pub(super) struct RestartWrite {
+    /// namespace/name of the VM restarted.
+    pub vm: String,
+    /// The node it moves off, which keeps the mark.
+    pub node: String,
+    /// The mark to write first; None when the node keeps it already.
+    pub mark: Option<RestartMark>,
+}
+
+/// E2: the marks of one node's restarts that are over (by the uid of the
+/// VMI each deleted), and the Events that say why.
+pub(super) struct EndRestarts {
+    pub node: String,
+    pub uids: Vec<String>,
+    pub events: Vec<Event>,
 }
 
 /// Delete a VMI on the preconditions the cache showed, and publish its
@@ -42,7 +64,7 @@ pub(super) struct VmiDelete {
     pub resource_version: String,
     pub event: Event,
     pub rule: RuleId,
-    pub restart: Option<(String, Restart)>,
+    pub restart: Option<RestartWrite>,
 }
 
 impl Write {
@@ -54,6 +76,7 @@ impl Write {
             Write::Place(_) => (RuleId::G4, Intent::Place),
             Write::Wait(_) => (RuleId::G5, Intent::Wait),
             Write::DeleteVmi(d) => (d.rule, Intent::DeleteVmi),
+            Write::EndRestarts(_) => (RuleId::E2, Intent::EndRestarts),
         }
     }
 
@@ -70,7 +93,7 @@ impl Write {
                 .chain(plan.allocations.iter().map(|a| record_key(a.record())))
                 .collect(),
             Write::Wait(changes) => changes.iter().map(|(c, _)| claim_key(c)).collect(),
-            Write::DeleteVmi(_) => Vec::new(),
+            Write::DeleteVmi(_) | Write::EndRestarts(_) => Vec::new(),
         }
     }
 }
@@ -91,11 +114,18 @@ pub(super) struct Done {
     pub deleted_allocation: Option<(String, String)>,
     /// A VMI deleted by G7 (or found gone or changed): key, uid, resourceVersion.
     pub deleted_vmi: Option<(String, String, String)>,
-    /// E2: a VM's restart begun (its VMI deleted, or found gone).
-    pub restarted: Option<String>,
+    /// E2: a VM's restart begun (its VMI deleted, or found gone): the
+    /// VM and the uid of the VMI deleted.
+    pub restarted: Option<(String, String)>,
     /// E2: a restart decided on whose delete did not land (a newer VMI,
-    /// or a failure): the VM.
-    pub restart_failed: Option<String>,
+    /// or a failure): the uid of the VMI, and whether its mark is on the
+    /// node (the next look resumes or drops it) or not.
+    pub restart_failed: Option<(String, bool)>,
+    /// E2: marks written or removed, by the uid of the VMI: the node's
+    /// resourceVersion the write returned (the watch shows them from it).
+    pub marks: Vec<(String, u64)>,
+    /// E2: marks whose removal did not land, by the uid of the VMI.
+    pub marks_failed: Vec<String>,
     pub error: Option<IoError>,
 }
 
@@ -198,6 +228,24 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
                 rule,
                 restart,
             } = *d;
+            // E2: the mark first, so that the restart is counted by any
+            // controller that comes after this one, whatever happens next.
+            if let Some(RestartWrite {
+                node,
+                mark: Some(mark),
+                ..
+            }) = &restart
+            {
+                tracing::info!(node, vmi = %key, rule = %rule, intent = "mark-restart", "writing");
+                let patch = mark_patch([(uid.as_str(), Some(mark))]);
+                match write_node(env, node, patch, rule).await {
+                    Ok(rv) => done.marks.push((uid.clone(), rv)),
+                    Err(e) => {
+                        done.restart_failed = Some((uid, false));
+                        return Err(e);
+                    }
+                }
+            }
             tracing::warn!(vmi = %key, rule = %rule, intent = "delete-vmi", "{}", event.message);
             let (ns, name) = crate::world::split_key(&key);
             let what = ObjRef::new(Kind::Vmi, Some(ns), name);
@@ -206,30 +254,81 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
                 resource_version: Some(resource_version.clone()),
             };
             let known = resource_version.parse().unwrap_or(0);
-            let vm = restart.as_ref().map(|(vm, _)| vm.clone());
+            let marked = restart.is_some();
             match write(env, what, known, OwnWrite::Delete(pre), rule).await {
                 Ok(_) => super::super::events::publish(env, event),
                 // E2: not the VMI the evacuation decided on (its status
                 // changed, or it was made again): no restart began, and
-                // the evacuation decides again on the newer version.
-                Err(IoError::Newer { .. }) if vm.is_some() => {
-                    done.restart_failed = vm;
+                // the evacuation judges its mark again on the newer version.
+                Err(IoError::Newer { .. }) if marked => {
+                    done.restart_failed = Some((uid, true));
                     return Ok(());
                 }
                 // G7: done too (the next version is decided on afresh).
                 Err(IoError::Newer { .. }) => {}
                 Err(e) => {
-                    done.restart_failed = vm;
+                    if marked {
+                        done.restart_failed = Some((uid, true));
+                    }
                     return Err(e);
                 }
             }
-            match vm {
-                Some(vm) => done.restarted = Some(vm),
+            match restart {
+                Some(r) => done.restarted = Some((r.vm, uid)),
                 None => done.deleted_vmi = Some((key, uid, resource_version)),
+            }
+        }
+        Write::EndRestarts(ends) => {
+            for end in ends {
+                tracing::info!(node = %end.node, rule = "E2", intent = "end-restarts", "writing");
+                let patch = mark_patch(end.uids.iter().map(|u| (u.as_str(), None)));
+                match write_node(env, &end.node, patch, RuleId::E2).await {
+                    Ok(rv) => {
+                        done.marks.extend(end.uids.into_iter().map(|u| (u, rv)));
+                        for e in end.events {
+                            super::super::events::publish(env, e);
+                        }
+                    }
+                    // The node is gone, and its marks with it.
+                    Err(IoError::Newer { .. }) => done.marks_failed.extend(end.uids),
+                    Err(e) => {
+                        done.marks_failed.extend(end.uids);
+                        return Err(e);
+                    }
+                }
             }
         }
     }
     Ok(())
+}
+
+/// The merge patch that writes (Some) or removes (None) restart marks.
+fn mark_patch<'a>(
+    marks: impl IntoIterator<Item = (&'a str, Option<&'a RestartMark>)>,
+) -> serde_json::Value {
+    let annotations: serde_json::Map<String, serde_json::Value> = marks
+        .into_iter()
+        .map(|(uid, m)| {
+            let value = m.map_or(serde_json::Value::Null, |m| m.value().into());
+            (RestartMark::annotation(uid), value)
+        })
+        .collect();
+    serde_json::json!({ "metadata": { "annotations": annotations } })
+}
+
+/// A merge patch of a node: the resourceVersion it returned; a node that
+/// is gone is `IoError::Newer` (nothing left to write on).
+async fn write_node(
+    env: &Env,
+    node: &str,
+    patch: serde_json::Value,
+    rule: RuleId,
+) -> Result<u64, IoError> {
+    let what = ObjRef::new(Kind::Node, None, node);
+    match write(env, what.clone(), 0, OwnWrite::MergePatch(patch), rule).await? {
+        Some(o) => Ok(rv_number(o.meta())),
+        None => Err(IoError::Newer { what }),
+    }
 }
 
 /// Watches of different kinds are not ordered: the claim can be seen gone

@@ -18,6 +18,9 @@ pub enum OwnWrite<T> {
     Replace(T),
     ReplaceStatus(T),
     Delete(Preconditions),
+    /// A JSON merge patch of an object the controller does not own (a
+    /// node's annotations).
+    MergePatch(serde_json::Value),
 }
 
 /// An object an actor writes: its claim, its class, or any object
@@ -96,6 +99,7 @@ pub async fn write_own<T: Own>(
         OwnWrite::Create(new) => w.create(new.into_obj(), rule).await.map(Some),
         OwnWrite::Replace(new) => w.replace(new.into_obj(), rule).await.map(Some),
         OwnWrite::ReplaceStatus(new) => w.replace_status(new.into_obj(), rule).await.map(Some),
+        OwnWrite::MergePatch(p) => w.merge_patch(what.clone(), p, rule).await.map(Some),
         OwnWrite::Delete(pre) => match w.delete(what.clone(), pre, rule).await {
             Ok(Deleted::Gone) => Ok(None),
             Ok(Deleted::Deleting(o)) => Ok(Some(o)),

@@ -35,7 +35,7 @@ impl Supervisor {
 
     fn claim_changed(&mut self, c: ClaimChange, ctx: &mut Context<Self>) {
         // E2: a claim moved or waiting may end or block an evacuation.
-        if c.new_version && self.env.world.any_evacuating() {
+        if c.new_version && self.env.world.evacuation_has_work() {
             self.place(PlacementPoke::Evacuation);
         }
         if c.new_version {
@@ -183,7 +183,7 @@ impl Supervisor {
         }
         // E2: a VM restarted off an evacuating node runs again (a phase
         // change: any new version), or a VMI holding GPUs there came or went.
-        if self.env.world.any_evacuating() {
+        if self.env.world.evacuation_has_work() {
             self.place(PlacementPoke::Evacuation);
         }
     }
@@ -213,10 +213,13 @@ impl Supervisor {
         if let Some(now) = &n.now {
             self.report_unreadable(now, n.old.as_deref());
         }
-        // E2: a node tainted for evacuation, or no longer.
+        // E2: a node tainted for evacuation, or no longer, or the restarts
+        // it keeps changed.
         let evacuating =
             |f: &Option<std::sync::Arc<NodeFacts>>| f.as_ref().is_some_and(|f| f.evacuating);
-        if evacuating(&n.old) || evacuating(&n.now) {
+        let restarts_changed =
+            n.old.as_ref().map(|f| &f.restarts) != n.now.as_ref().map(|f| &f.restarts);
+        if evacuating(&n.old) || evacuating(&n.now) || restarts_changed {
             self.place(PlacementPoke::Evacuation);
         }
         // The node's claims first: G6 and L4 are the writes this change

@@ -122,7 +122,7 @@ impl Supervisor {
             self.place(PlacementPoke::Allocation(r));
         }
         // E2: after the sets, so that a restart's new VMI is decided first.
-        if w.any_evacuating() {
+        if w.evacuation_has_work() {
             self.place(PlacementPoke::Evacuation);
         }
         for k in w.keys(Kind::Claim) {
