@@ -1,6 +1,7 @@
 //! `gpu-claims drain NODE` and `gpu-claims uncordon NODE` (E3), also as
 //! `kubectl gpu-claims drain`: the operator's side of evacuation. `drain`
-//! cordons the node and taints it `gpu.cozystack.io/evacuate:NoSchedule`,
+//! cordons the node and taints it `gpu.cozystack.io/evacuate:NoSchedule`
+//! (valued `--max-concurrent`, the node's own limit of restarts at once),
 //! which the controller answers by restarting the node's GPU VMs
 //! elsewhere (E2), and shows how far it has come until no GPU VM is live
 //! there (exit 0) or its timeout (exit 1, saying what blocks). `uncordon`
@@ -32,6 +33,11 @@ pub struct DrainArgs {
     /// (exit 1); the node stays cordoned and tainted.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// At most this many of the node's VMs restarting at once (the
+    /// taint's value); the controller's `evacuation.maxConcurrent` still
+    /// bounds all nodes together. Default: that bound alone.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    max_concurrent: Option<u32>,
     /// How often to look.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     interval: Duration,
@@ -58,8 +64,23 @@ const WATCHED: [Kind; 2] = [Kind::Claim, Kind::Vmi];
 /// How many times a node write is tried again after a 409.
 const CONFLICT_RETRIES: usize = 10;
 
-/// Cordons and taints `node` (`evacuate`) or undoes both.
-async fn set_evacuating(clients: &Clients, node: &str, evacuate: bool) -> anyhow::Result<bool> {
+/// What `set_evacuating` makes of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Evacuate {
+    /// Cordoned and tainted, the taint valued with the node's own limit
+    /// of restarts at once (None: no value, the cluster's alone).
+    Yes(Option<u32>),
+    /// Neither.
+    No,
+}
+
+/// Cordons and taints `node` or undoes both; whether it wrote.
+async fn set_evacuating(clients: &Clients, node: &str, want: Evacuate) -> anyhow::Result<bool> {
+    let value = match want {
+        Evacuate::Yes(n) => n.map(|n| n.to_string()),
+        Evacuate::No => None,
+    };
+    let evacuate = want != Evacuate::No;
     let nodes: Api<Node> = Api::all(clients.requests.clone());
     let deadline = clients.request_timeout;
     for _ in 0..CONFLICT_RETRIES {
@@ -70,9 +91,13 @@ async fn set_evacuating(clients: &Clients, node: &str, evacuate: bool) -> anyhow
         let spec = n.spec.get_or_insert_default();
         let taints = spec.taints.get_or_insert_default();
         let tainted = taints.iter().any(|t| t.key == EVACUATE_TAINT);
+        let as_wanted = taints.iter().any(|t| {
+            t.key == EVACUATE_TAINT
+                && t.value.as_deref().filter(|v| !v.is_empty()) == value.as_deref()
+        });
         let cordoned = spec.unschedulable == Some(true);
         let already = if evacuate {
-            tainted && cordoned
+            as_wanted && cordoned
         } else {
             !tainted && !cordoned
         };
@@ -81,9 +106,11 @@ async fn set_evacuating(clients: &Clients, node: &str, evacuate: bool) -> anyhow
         }
         if evacuate {
             spec.unschedulable = Some(true);
-            if !tainted {
+            if !as_wanted {
+                taints.retain(|t| t.key != EVACUATE_TAINT);
                 taints.push(Taint {
                     key: EVACUATE_TAINT.into(),
+                    value: value.clone(),
                     effect: "NoSchedule".into(),
                     ..Default::default()
                 });
@@ -157,10 +184,16 @@ async fn drain_async(args: DrainArgs) -> anyhow::Result<()> {
     // as soon as it sees it.
     let (world, _) = read_world(&clients, &WATCHED).await?;
     let first = evacuating_node(&world, node).live.len();
-    if set_evacuating(&clients, node, true).await? {
-        println!("node {node} cordoned and tainted {EVACUATE_TAINT}:NoSchedule");
+    let taint = match args.max_concurrent {
+        Some(n) => {
+            format!("{EVACUATE_TAINT}={n}:NoSchedule (at most {n} of its VMs restarting at once)")
+        }
+        None => format!("{EVACUATE_TAINT}:NoSchedule"),
+    };
+    if set_evacuating(&clients, node, Evacuate::Yes(args.max_concurrent)).await? {
+        println!("node {node} cordoned and tainted {taint}");
     } else {
-        println!("node {node} is already cordoned and tainted {EVACUATE_TAINT}");
+        println!("node {node} is already cordoned and tainted {taint}");
     }
     let terminal = std::io::stdout().is_terminal();
     let started = Instant::now();
@@ -216,7 +249,7 @@ pub fn uncordon(args: UncordonArgs) -> anyhow::Result<()> {
     rt.block_on(async {
         let clients = connect(args.kubeconfig.as_deref(), args.request_timeout).await?;
         let node = args.node.as_str();
-        if set_evacuating(&clients, node, false).await? {
+        if set_evacuating(&clients, node, Evacuate::No).await? {
             println!("node {node} uncordoned and its {EVACUATE_TAINT} taint removed");
         } else {
             println!("node {node} is neither cordoned nor tainted {EVACUATE_TAINT}");

@@ -86,7 +86,16 @@ fn e3_drain_moves_a_nodes_gpu_vms_elsewhere_one_at_a_time_and_uncordon_undoes_it
     two_vms_on_n1(&mut c);
     let drain = cli(
         &c,
-        &["drain", "n1", "--timeout", "120s", "--interval", "200ms"],
+        &[
+            "drain",
+            "n1",
+            "--max-concurrent",
+            "1",
+            "--timeout",
+            "120s",
+            "--interval",
+            "200ms",
+        ],
     )
     .spawn()
     .unwrap();
@@ -99,7 +108,10 @@ fn e3_drain_moves_a_nodes_gpu_vms_elsewhere_one_at_a_time_and_uncordon_undoes_it
     let said = text(&out);
     eprintln!("{said}");
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("cordoned and tainted"), "{said}");
+    assert!(
+        said.contains("cordoned and tainted gpu.cozystack.io/evacuate=1:NoSchedule"),
+        "{said}"
+    );
     assert!(said.contains("2/2 GPU VMs moved off n1"), "{said}");
     assert!(said.contains("no GPU VM is live on n1"), "{said}");
     // One restart at a time: the journal's E2 deletes of VMIs, and I10
@@ -113,6 +125,12 @@ fn e3_drain_moves_a_nodes_gpu_vms_elsewhere_one_at_a_time_and_uncordon_undoes_it
         .count();
     assert_eq!(restarts, 2, "each VM restarted once");
     assert_eq!(evacuation_marks(&c, "n1"), (true, true));
+    // A limit of no restarts is refused before anything is written.
+    let out = cli(&c, &["drain", "n2", "--max-concurrent", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(evacuation_marks(&c, "n2"), (false, false));
     let out = cli(&c, &["uncordon", "n1"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(evacuation_marks(&c, "n1"), (false, false));

@@ -368,3 +368,34 @@ fn e2_a_restart_mark_goes_when_its_vm_runs_again_and_an_unreadable_one_goes_at_o
         );
     });
 }
+
+/// `drain --max-concurrent N` values the taint N: at most N of the node's
+/// own VMs restart at once, within `evacuation.maxConcurrent` (3 here); a
+/// value that is no count of at least one limits nothing of the node's.
+#[test]
+fn e2_a_taint_valued_n_restarts_at_most_n_of_its_nodes_vms_at_once() {
+    for (value, want) in [("1", 1), ("2", 2), ("5", 3), ("0", 3), ("many", 3)] {
+        let mut config = Config::default();
+        config.evacuation.max_concurrent = 3;
+        let mut objs = evacuating_n1(&["vm1", "vm2", "vm3", "vm4"], 8);
+        for o in &mut objs {
+            if let Obj::Node(n) = o
+                && let Some(t) = n
+                    .spec
+                    .as_mut()
+                    .and_then(|s| s.taints.as_mut())
+                    .and_then(|t| t.iter_mut().find(|t| t.key == EVACUATE_TAINT))
+            {
+                t.value = Some(value.into());
+            }
+        }
+        with_world(config, objs, |mut t| async move {
+            t.settle().await;
+            let deleted = ["vm1", "vm2", "vm3", "vm4"]
+                .iter()
+                .filter(|v| vmi_uid(&t, v).is_none())
+                .count();
+            assert_eq!(deleted, want, "taint value {value:?}");
+        });
+    }
+}

@@ -365,9 +365,21 @@ fn e2_judge_mark_table() {
     let minute = k8s_openapi::jiff::SignedDuration::from_secs(60);
     let soon = at.checked_add(minute).unwrap();
     let late = at.checked_add(minute * 11).unwrap();
-    type Case = (&'static str, Option<RestartMark>, Vec<Obj>, Timestamp, &'static str);
+    type Case = (
+        &'static str,
+        Option<RestartMark>,
+        Vec<Obj>,
+        Timestamp,
+        &'static str,
+    );
     let cases: Vec<Case> = vec![
-        ("a value no one can read", None, vec![n1(true)], soon, "Unreadable"),
+        (
+            "a value no one can read",
+            None,
+            vec![n1(true)],
+            soon,
+            "Unreadable",
+        ),
         (
             "its VMI live, still held on the evacuated node: the delete was not made",
             Some(mark.clone()),
@@ -440,7 +452,11 @@ fn e2_judge_mark_table() {
         let got = judge_mark(&w, "n1", "u-old", m.as_ref(), now, timeout);
         let got = match got {
             MarkState::NotBegun(e) => {
-                assert_eq!((e.uid.as_str(), e.vm.as_deref()), ("u-old", Some("t/vm")), "{name}");
+                assert_eq!(
+                    (e.uid.as_str(), e.vm.as_deref()),
+                    ("u-old", Some("t/vm")),
+                    "{name}"
+                );
                 "NotBegun".to_string()
             }
             other => format!("{other:?}"),

@@ -76,6 +76,11 @@ pub struct NodeFacts {
     /// Tainted `gpu.cozystack.io/evacuate`, whatever the effect (E2): no
     /// placement here, and its GPU VMs restart elsewhere.
     pub evacuating: bool,
+    /// The evacuate taint's value, where it is a count of at least one:
+    /// at most this many of the node's VMs restarting at once (`drain
+    /// --max-concurrent`), within `evacuation.maxConcurrent`. A count past
+    /// u32 is no limit of the node's; 0 or words are none either.
+    pub evacuation_limit: Option<u32>,
     /// E2's restarts under way off this node (`RestartMark`), by the uid
     /// of the VMI deleted.
     pub restarts: BTreeMap<String, Option<RestartMark>>,
@@ -123,6 +128,12 @@ impl NodeFacts {
             taints,
             lost_taints,
             evacuating: all_taints.iter().any(|t| t.key == EVACUATE_TAINT),
+            evacuation_limit: all_taints
+                .iter()
+                .find(|t| t.key == EVACUATE_TAINT)
+                .and_then(|t| t.value.as_deref())
+                .and_then(|v| v.parse::<u32>().ok())
+                .filter(|n| *n > 0),
             restarts: restart_marks(node),
         })
     }

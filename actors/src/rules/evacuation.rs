@@ -198,24 +198,36 @@ pub fn restart_done(w: &World, vm: &str, r: &Restart) -> bool {
 
 /// E2 across the evacuating nodes: which VMIs to delete now, given the
 /// VMs restarted (by VM key) whose new VMI does not run yet, how many of
-/// them still count as under way (not timed out), and how many may be.
+/// them still count as under way (not timed out), in all and off each
+/// node, and how many may be in all (each node's taint may allow fewer
+/// of its own, `NodeFacts::evacuation_limit`).
 pub fn decide_evacuation(
     w: &World,
     restarted: &BTreeMap<String, Restart>,
     under_way: usize,
+    under_way_by_node: &BTreeMap<String, usize>,
     max_concurrent: u32,
 ) -> EvacuationStep {
     let mut step = EvacuationStep::default();
     let mut candidates = Vec::new();
     for node in w.evacuating_nodes() {
         let on_node = evacuees(w, &node);
-        step.live.insert(node, on_node.len());
+        step.live.insert(node.clone(), on_node.len());
+        let limit = w.node(&node).and_then(|n| n.evacuation_limit);
+        let mut room = limit.map_or(usize::MAX, |l| {
+            (l as usize).saturating_sub(under_way_by_node.get(&node).copied().unwrap_or(0))
+        });
         for e in on_node {
             match &e.vm {
                 None => step.bare.push(e),
                 // Being restarted already (the cache may still show it).
                 Some(vm) if restarted.contains_key(vm) => {}
-                Some(_) => candidates.push(e),
+                // The node's own limit is reached: left for later.
+                Some(_) if room == 0 => step.left += 1,
+                Some(_) => {
+                    room -= 1;
+                    candidates.push(e);
+                }
             }
         }
     }
@@ -229,7 +241,7 @@ pub fn decide_evacuation(
         .unwrap_or(usize::MAX)
         .saturating_sub(under_way);
     let take = if step.blocked.is_some() { 0 } else { room };
-    step.left = candidates.len().saturating_sub(take);
+    step.left += candidates.len().saturating_sub(take);
     step.restart = candidates.into_iter().take(take).collect();
     step
 }

@@ -113,7 +113,7 @@ impl Placement {
             self.evac.issued.insert(e.uid.clone());
             return Some(restart(e, None, found.counting, None, most));
         }
-        let step = decide_evacuation(&w, &found.restarted, found.counting, most);
+        let step = decide_evacuation(&w, &found.restarted, found.counting, &found.by_node, most);
         self.tell_bare(&step);
         if step.blocked != self.evac.told_blocked {
             if let Some((vm, why)) = &step.blocked
