@@ -59,6 +59,12 @@ const NOT_ALWAYS_REACHED: &[(&str, &str, &str, &str)] = &[
         "the claim actor's re-read after a 409, when an injected conflict hits a claim write",
     ),
     (
+        "kubevirt.io",
+        "virtualmachines",
+        "get",
+        "E2: a VM's runStrategy read before its VMI is deleted (actors/tests/e2_evacuation.rs); the demo's story evacuates no node",
+    ),
+    (
         "",
         "nodes",
         "patch",

@@ -34,6 +34,7 @@ fn evacuating_n1(vms: &[&str], room: u64) -> Vec<Obj> {
         let mut v = vmi("t", vm).uid(&uid).annotate(CLAIMS, &claim_name);
         if !vm.starts_with("bare") {
             v = v.of_vm(vm);
+            objs.push(virtual_machine("t", vm, "Always"));
         }
         objs.push(v.obj());
         objs.push(
@@ -398,4 +399,52 @@ fn e2_a_taint_valued_n_restarts_at_most_n_of_its_nodes_vms_at_once() {
             assert_eq!(deleted, want, "taint value {value:?}");
         });
     }
+}
+
+/// Only a VM that starts a deleted VMI again (runStrategy Always or Once)
+/// is restarted by deleting its VMI: KubeVirt starts no new VMI for a
+/// Manual or RerunOnFailure VM whose VMI someone else deleted, nor for a
+/// VM that is gone. Those are kept, and named on the node and the VMI
+/// with why (the VM read live), as a VMI without a VM is.
+#[test]
+fn e2_a_vm_whose_run_strategy_would_not_start_it_again_is_kept_and_named() {
+    let mut objs = evacuating_n1(&["manual", "rerun", "gone", "always"], 8);
+    objs.retain(|o| !(o.kind() == Kind::Vm && o.obj_ref().name == "gone"));
+    for o in &mut objs {
+        if let Obj::Vm(vm) = o {
+            match vm.metadata.name.as_deref() {
+                Some("manual") => vm.spec.run_strategy = Some("Manual".into()),
+                Some("rerun") => vm.spec.run_strategy = Some("RerunOnFailure".into()),
+                _ => {}
+            }
+        }
+    }
+    let mut config = Config::default();
+    config.evacuation.max_concurrent = 4;
+    with_world(config, objs, |mut t| async move {
+        t.settle().await;
+        for kept in ["manual", "rerun", "gone"] {
+            assert!(vmi_uid(&t, kept).is_some(), "{kept}'s VMI is kept");
+        }
+        assert_eq!(vmi_uid(&t, "always"), None, "the Always VM restarts");
+        let blocked = node_events(&t, "EvacuationBlocked");
+        for why in [
+            "VMI t/manual holds GPUs on node n1, which is being evacuated, and its VirtualMachine's runStrategy is Manual",
+            "VMI t/rerun holds GPUs on node n1, which is being evacuated, and its VirtualMachine's runStrategy is RerunOnFailure",
+            "VMI t/gone holds GPUs on node n1, which is being evacuated, and its VirtualMachine is gone",
+        ] {
+            assert!(
+                blocked.iter().any(|m| m.contains(why)),
+                "{why} in {blocked:?}"
+            );
+        }
+        let on_vmis = t
+            .sim
+            .cluster
+            .events()
+            .into_iter()
+            .filter(|e| e.regarding.kind == Kind::Vmi && e.reason == "EvacuationBlocked")
+            .count();
+        assert_eq!(on_vmis, 3, "a Warning on each VMI kept");
+    });
 }

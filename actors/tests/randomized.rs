@@ -454,6 +454,12 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
             .label("zone", zone)
             .obj()
     }));
+    // The VMs of VM-owned VMIs; one of them Manual, which E2 keeps (a
+    // deleted VMI of it would not come back).
+    objs.extend((0..VMS).filter(|&i| has_vm(i)).map(|i| {
+        let strategy = if i == 5 { "Manual" } else { "Always" };
+        virtual_machine("t", &format!("vm{i}"), strategy)
+    }));
     objs.extend((0..VMS).filter(|i| i % 2 == 1).map(|i| {
         claim("t", &format!("c{i}"))
             .count(claim_count(i) as u32)

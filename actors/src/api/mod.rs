@@ -18,6 +18,7 @@ pub mod quantity;
 mod quota;
 pub mod resources;
 pub mod validation;
+mod vm;
 mod vmi;
 
 pub use allocation::{GPUAllocation, GPUAllocationSpec};
@@ -30,6 +31,7 @@ pub use object::{DecodeError, Kind, Obj, ObjRef, from_json, to_json};
 pub use pod::{LauncherPod, PodScheduling, PodUse};
 pub use quota::{GPUQuota, GPUQuotaSpec, GPUQuotaStatus};
 pub use resources::{ResourceName, Resources};
+pub use vm::{VirtualMachine, VirtualMachineSpec};
 pub use vmi::{
     DeviceRequest, GpuRequest, MAX_CLAIMS, RequestError, Vmi, VmiDevice, VmiDevices, VmiDomain,
     VmiSpec, VmiStatus,

@@ -2,7 +2,7 @@
 //! kind, an object of it, a reference to one. The ports, the world and the
 //! adapters all speak these.
 
-use super::{GPUAllocation, GPUClaim, GPUClass, GPUQuota, Vmi};
+use super::{GPUAllocation, GPUClaim, GPUClass, GPUQuota, VirtualMachine, Vmi};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::Value;
 use std::fmt;
@@ -17,6 +17,8 @@ pub enum Kind {
     Vmi,
     Pod,
     Node,
+    /// Read live (E2), never watched: not in `ALL`.
+    Vm,
 }
 
 impl Kind {
@@ -40,6 +42,7 @@ impl Kind {
             Kind::Vmi => "VirtualMachineInstance",
             Kind::Pod => "Pod",
             Kind::Node => "Node",
+            Kind::Vm => "VirtualMachine",
         }
     }
 
@@ -64,6 +67,7 @@ pub enum Obj {
     Vmi(Vmi),
     Pod(Pod),
     Node(Node),
+    Vm(VirtualMachine),
 }
 
 impl Obj {
@@ -76,6 +80,7 @@ impl Obj {
             Obj::Vmi(_) => Kind::Vmi,
             Obj::Pod(_) => Kind::Pod,
             Obj::Node(_) => Kind::Node,
+            Obj::Vm(_) => Kind::Vm,
         }
     }
 
@@ -88,6 +93,7 @@ impl Obj {
             Obj::Vmi(o) => &o.metadata,
             Obj::Pod(o) => &o.metadata,
             Obj::Node(o) => &o.metadata,
+            Obj::Vm(o) => &o.metadata,
         }
     }
 
@@ -135,7 +141,7 @@ impl Kind {
             Kind::Class | Kind::Claim | Kind::Allocation | Kind::Quota => {
                 "gpu.cozystack.io/v1alpha1"
             }
-            Kind::Vmi => "kubevirt.io/v1",
+            Kind::Vmi | Kind::Vm => "kubevirt.io/v1",
             Kind::Pod | Kind::Node => "v1",
         }
     }
@@ -151,6 +157,7 @@ impl Kind {
             Kind::Vmi => ApiResource::erase::<Vmi>(&()),
             Kind::Pod => ApiResource::erase::<Pod>(&()),
             Kind::Node => ApiResource::erase::<Node>(&()),
+            Kind::Vm => ApiResource::erase::<VirtualMachine>(&()),
         }
     }
 }
@@ -176,6 +183,7 @@ pub fn to_json(obj: &Obj) -> Value {
         Obj::Vmi(o) => serde_json::to_value(o),
         Obj::Pod(o) => serde_json::to_value(o),
         Obj::Node(o) => serde_json::to_value(o),
+        Obj::Vm(o) => serde_json::to_value(o),
     };
     let mut v = v.unwrap_or(Value::Null);
     v["apiVersion"] = obj.kind().api_version().into();
@@ -203,5 +211,6 @@ pub fn from_json(kind: Kind, v: Value) -> Result<Obj, DecodeError> {
         Kind::Vmi => Obj::Vmi(typed(v)?),
         Kind::Pod => Obj::Pod(typed(v)?),
         Kind::Node => Obj::Node(typed(v)?),
+        Kind::Vm => Obj::Vm(typed(v)?),
     })
 }

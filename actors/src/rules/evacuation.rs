@@ -42,8 +42,10 @@ pub struct EvacuationStep {
     /// VMIs to delete now (their VMs restart elsewhere), at most as many
     /// as `maxConcurrent` leaves room for.
     pub restart: Vec<Evacuee>,
-    /// VMIs with no VirtualMachine owner: kept, and said so.
-    pub bare: Vec<Evacuee>,
+    /// VMIs that would not come back once deleted, and why (no
+    /// VirtualMachine owner; a VM whose runStrategy starts no deleted
+    /// VMI): kept, and said so.
+    pub bare: Vec<(Evacuee, String)>,
     /// A restarted VM whose new set waits at the gate: no further VM is
     /// stopped. Its VM and why it waits.
     pub blocked: Option<(String, String)>,
@@ -196,18 +198,31 @@ pub fn restart_done(w: &World, vm: &str, r: &Restart) -> bool {
     })
 }
 
-/// E2 across the evacuating nodes: which VMIs to delete now, given the
-/// VMs restarted (by VM key) whose new VMI does not run yet, how many of
-/// them still count as under way (not timed out), in all and off each
-/// node, and how many may be in all (each node's taint may allow fewer
-/// of its own, `NodeFacts::evacuation_limit`).
-pub fn decide_evacuation(
-    w: &World,
-    restarted: &BTreeMap<String, Restart>,
-    under_way: usize,
-    under_way_by_node: &BTreeMap<String, usize>,
-    max_concurrent: u32,
-) -> EvacuationStep {
+/// Why a VMI without a VirtualMachine owner is kept.
+pub const NO_VM_OWNER: &str = "has no VirtualMachine owner";
+
+/// What E2 counts with: the VMs restarted (by VM key) whose new VMI does
+/// not run yet; how many of them still count as under way (not timed
+/// out), in all and off each node; how many may be in all (each node's
+/// taint may allow fewer of its own, `NodeFacts::evacuation_limit`); and
+/// the VMIs (by uid) whose VM, read live, would not start them again.
+pub struct EvacuationCounts<'a> {
+    pub restarted: &'a BTreeMap<String, Restart>,
+    pub under_way: usize,
+    pub under_way_by_node: &'a BTreeMap<String, usize>,
+    pub max_concurrent: u32,
+    pub would_not_restart: &'a std::collections::HashMap<String, String>,
+}
+
+/// E2 across the evacuating nodes: which VMIs to delete now.
+pub fn decide_evacuation(w: &World, counts: &EvacuationCounts) -> EvacuationStep {
+    let EvacuationCounts {
+        restarted,
+        under_way,
+        under_way_by_node,
+        max_concurrent,
+        would_not_restart,
+    } = *counts;
     let mut step = EvacuationStep::default();
     let mut candidates = Vec::new();
     for node in w.evacuating_nodes() {
@@ -219,7 +234,11 @@ pub fn decide_evacuation(
         });
         for e in on_node {
             match &e.vm {
-                None => step.bare.push(e),
+                None => step.bare.push((e, NO_VM_OWNER.to_string())),
+                Some(_) if would_not_restart.contains_key(&e.uid) => {
+                    let why = would_not_restart[&e.uid].clone();
+                    step.bare.push((e, why));
+                }
                 // Being restarted already (the cache may still show it).
                 Some(vm) if restarted.contains_key(vm) => {}
                 // The node's own limit is reached: left for later.

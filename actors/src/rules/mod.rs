@@ -24,8 +24,8 @@ pub use allocations::{ALLOCATION_GRACE, allocation_missing, decide_allocation_re
 pub use attachment::{Grace, decide_attachment};
 pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
 pub use evacuation::{
-    EvacuationStep, Evacuee, MarkState, Restart, decide_evacuation, evacuees, judge_mark,
-    restart_done, restart_waits, timed_out_at, vm_owner,
+    EvacuationCounts, EvacuationStep, Evacuee, MarkState, NO_VM_OWNER, Restart, decide_evacuation,
+    evacuees, judge_mark, restart_done, restart_waits, timed_out_at, vm_owner,
 };
 pub use finalizer::needs_finalizer;
 pub use gate::{

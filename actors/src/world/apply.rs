@@ -133,6 +133,8 @@ impl World {
             Obj::Vmi(v) => self.vmi_changed(v, deleted),
             Obj::Pod(p) => self.pod_changed(&p, deleted),
             Obj::Node(n) => self.node_changed(NodeFacts::from_node(&n), deleted),
+            // Not watched, not cached: read live where it matters (E2).
+            Obj::Vm(_) => return Change::Nothing,
         };
         self.observe_rv(kind, rv);
         change
@@ -163,6 +165,7 @@ impl World {
                 Some(n) => self.node_changed(Some(NodeFacts::clone(&n)), true),
                 None => Change::Nothing,
             },
+            Kind::Vm => Change::Nothing,
         }
     }
 

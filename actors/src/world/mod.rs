@@ -109,13 +109,17 @@ impl World {
     /// to this resourceVersion is in the cache (a watch brings one kind's
     /// changes in resourceVersion order, and a list is a snapshot).
     pub fn observed_rv(&self, kind: Kind) -> u64 {
-        self.observed[kind as usize].load(Ordering::Acquire)
+        self.observed
+            .get(kind as usize)
+            .map_or(0, |o| o.load(Ordering::Acquire))
     }
 
     /// Whether the watch of `kind` has listed once: before, the cache
     /// cannot say an object of the kind does not exist.
     pub fn listed(&self, kind: Kind) -> bool {
-        self.listed[kind as usize].load(Ordering::Acquire)
+        self.listed
+            .get(kind as usize)
+            .is_some_and(|l| l.load(Ordering::Acquire))
     }
 
     /// The watch of `kind` listed (as of `list_rv`, when the lister knows
@@ -125,13 +129,18 @@ impl World {
         if let Some(rv) = list_rv {
             self.observe_rv(kind, rv);
         }
-        self.listed[kind as usize].store(true, Ordering::Release);
+        if let Some(l) = self.listed.get(kind as usize) {
+            l.store(true, Ordering::Release);
+        }
     }
 
     /// The watch of `kind` brought a change at `rv` (or listed up to it);
     /// called after the cache has it.
     fn observe_rv(&self, kind: Kind, rv: u64) {
-        self.observed[kind as usize].fetch_max(rv, Ordering::AcqRel);
+        // Kinds read live only (`Kind::Vm`) have no watch to follow.
+        if let Some(o) = self.observed.get(kind as usize) {
+            o.fetch_max(rv, Ordering::AcqRel);
+        }
     }
 
     /// Stores an object as a list brings it, indexes and all: a world
@@ -171,6 +180,7 @@ impl World {
             Kind::Quota => of(&self.quotas),
             Kind::Vmi => of(&self.vmis),
             Kind::Node => of(&self.nodes),
+            Kind::Vm => Vec::new(),
             Kind::Pod => {
                 let mut k = of(&self.pods);
                 k.extend(self.bound_pod_keys());

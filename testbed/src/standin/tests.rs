@@ -153,3 +153,55 @@ fn a_running_vm_gets_its_vmi_again_when_it_is_deleted_and_a_halted_one_stops() {
         "halted: not made again"
     );
 }
+
+/// KubeVirt's `syncRunStrategy` for a VMI someone else deleted (what E2
+/// does to restart a VM): Always and Once start a new one, RerunOnFailure
+/// and Manual do not; RerunOnFailure starts one again after a failure.
+/// The VM's printableStatus follows.
+#[test]
+fn a_deleted_vmi_comes_back_only_under_always_and_once_and_rerun_on_failure_reruns_a_failed_one() {
+    for (strategy, comes_back) in [
+        ("Always", true),
+        ("Once", true),
+        ("RerunOnFailure", false),
+        ("Manual", false),
+    ] {
+        let (store, s) = cluster();
+        s.run_vm("t", "vm", &VmSpec::default());
+        vms::set_run_strategy(&store, "t", "vm", strategy);
+        s.reconcile();
+        let vm = store.get(vms::VM, "t", "vm").unwrap();
+        assert_eq!(vm["status"]["runStrategy"], strategy, "{strategy}");
+        assert_eq!(vm["status"]["printableStatus"], "Starting", "{strategy}");
+        store.delete(VMI, "t", "vm").unwrap();
+        s.reconcile();
+        assert_eq!(
+            store.get(VMI, "t", "vm").is_some(),
+            comes_back,
+            "{strategy}: a deleted VMI comes back"
+        );
+        if !comes_back {
+            let vm = store.get(vms::VM, "t", "vm").unwrap();
+            assert_eq!(vm["status"]["printableStatus"], "Stopped", "{strategy}");
+        }
+    }
+    // RerunOnFailure: a VMI that failed is replaced, one that succeeded is not.
+    for (end, again) in [("Failed", true), ("Succeeded", false)] {
+        let (store, s) = cluster();
+        s.run_vm("t", "vm", &VmSpec::default());
+        vms::set_run_strategy(&store, "t", "vm", "RerunOnFailure");
+        s.reconcile();
+        let mut v = store.get(VMI, "t", "vm").unwrap();
+        let first = m(&v, "uid").to_string();
+        v["status"]["phase"] = end.into();
+        store.update(VMI, v, Subresource::Status).unwrap();
+        s.reconcile();
+        s.reconcile();
+        let now = store.get(VMI, "t", "vm");
+        assert_eq!(
+            now.as_ref().is_some_and(|v| m(v, "uid") != first),
+            again,
+            "RerunOnFailure after {end}"
+        );
+    }
+}

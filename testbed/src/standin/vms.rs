@@ -1,10 +1,15 @@
 //! VMs as the stand-in makes them: a VMI's spec as Cozystack's
 //! vm-instance writes it (cores, `resources.requests.memory`, one
 //! `gpus[]` entry per GPU with its `deviceName`), and KubeVirt's VM
-//! controller: a VirtualMachine whose runStrategy is Always keeps a VMI
-//! made from its template, made again when it is deleted or has ended
-//! (what brings a VM back after G7 or L12 deleted its VMI); Halted shuts
-//! its VMI down.
+//! controller as its `syncRunStrategy` plays each runStrategy: Always
+//! keeps a VMI made from its template, made again when it is deleted or
+//! has ended (what brings a VM back after G7, L12 or E2 deleted its VMI);
+//! Once starts a VMI that is missing and leaves an ended one; RerunOnFailure
+//! starts one first, deletes an ended one and starts another only after a
+//! failure, never after someone else deleted it; Manual starts nothing by
+//! itself; Halted shuts its VMI down. The VM's `status.runStrategy` (the
+//! strategy a VMI last ran under) and `printableStatus` are kept as
+//! upstream keeps them.
 
 use crate::memory::store::{Store, Subresource};
 use gpu_claims_actors::api::VMI_API_VERSION;
@@ -126,6 +131,41 @@ fn owned_by(v: &Value, vm: &Value) -> bool {
         .is_some_and(|r| r.iter().any(|r| r["uid"] == vm["metadata"]["uid"]))
 }
 
+/// Starts the VM's VMI; whether it did.
+fn start(store: &Store, ns: &str, name: &str, vm: &Value) -> bool {
+    let v = vmi_of(ns, name, &vm["spec"]["template"], Some(vm));
+    let Ok(w) = store.create(VMI, v) else {
+        return false;
+    };
+    let mut o = w.object;
+    o["status"] = json!({"phase": "Pending"});
+    let _ = store.update(VMI, o, Subresource::Status);
+    true
+}
+
+/// Deletes the VM's ended VMI (once); whether it did.
+fn clear(store: &Store, ns: &str, name: &str, v: &Value) -> bool {
+    m(v, "deletionTimestamp").is_empty() && store.delete(VMI, ns, name).is_ok()
+}
+
+/// The VM's `printableStatus`, as upstream's `setPrintableStatus` orders
+/// its checks (those the stand-in can come to).
+fn printable_status(vm: &Value, vmi: Option<&Value>) -> &'static str {
+    if !m(vm, "deletionTimestamp").is_empty() {
+        return "Terminating";
+    }
+    let Some(v) = vmi else {
+        return "Stopped";
+    };
+    let phase = v["status"]["phase"].as_str().unwrap_or_default();
+    match phase {
+        _ if !m(v, "deletionTimestamp").is_empty() && !is_final(v) => "Stopping",
+        "Running" => "Running",
+        "Succeeded" | "Failed" => "Stopped",
+        _ => "Starting",
+    }
+}
+
 /// One pass of the VM controller; returns whether it wrote.
 pub fn reconcile(store: &Store) -> bool {
     let mut wrote = false;
@@ -134,31 +174,77 @@ pub fn reconcile(store: &Store) -> bool {
             continue;
         }
         let (ns, name) = (m(&vm, "namespace"), m(&vm, "name"));
-        let vmi = store.get(VMI, ns, name);
-        match (run_strategy(&vm), vmi) {
-            ("Always", None) => {
-                let v = vmi_of(ns, name, &vm["spec"]["template"], Some(&vm));
-                if let Ok(w) = store.create(VMI, v) {
-                    let mut o = w.object;
-                    o["status"] = json!({"phase": "Pending"});
-                    let _ = store.update(VMI, o, Subresource::Status);
-                    wrote = true;
-                }
+        let vmi = store
+            .get(VMI, ns, name)
+            .filter(|v| owned_by(v, &vm) || !m(v, "deletionTimestamp").is_empty());
+        let strategy = run_strategy(&vm).to_string();
+        // The strategy a VMI last ran under: RerunOnFailure starts a
+        // missing VMI only when it was just switched to.
+        let ran_under = vm["status"]["runStrategy"].as_str().unwrap_or_default();
+        let start_requested = vm["status"]["startRequested"] == true;
+        let acted = match (strategy.as_str(), &vmi) {
+            ("Always" | "Once", None) => start(store, ns, name, &vm),
+            ("RerunOnFailure", None) if start_requested || ran_under != "RerunOnFailure" => {
+                start(store, ns, name, &vm)
             }
             // Always restarts a VM whose VMI ended: the old one goes first.
-            ("Always", Some(v)) if is_final(&v) && owned_by(&v, &vm) => {
-                wrote |=
-                    m(&v, "deletionTimestamp").is_empty() && store.delete(VMI, ns, name).is_ok();
+            ("Always", Some(v)) if is_final(v) => clear(store, ns, name, v),
+            // RerunOnFailure deletes an ended VMI, and starts another only
+            // after a failure.
+            ("RerunOnFailure", Some(v)) if is_final(v) => {
+                if v["status"]["phase"] == "Failed" {
+                    set_status(store, ns, name, "startRequested", true.into());
+                }
+                clear(store, ns, name, v)
             }
-            ("Halted", Some(v)) if !is_final(&v) && owned_by(&v, &vm) => {
-                let mut o = v;
+            ("Halted", Some(v)) if !is_final(v) => {
+                let mut o = v.clone();
                 o["status"]["phase"] = "Succeeded".into();
-                wrote |= store.update(VMI, o, Subresource::Status).is_ok();
+                store.update(VMI, o, Subresource::Status).is_ok()
             }
-            _ => {}
+            _ => false,
+        };
+        wrote |= acted;
+        // What the VM shows: the strategy a VMI runs under, a start
+        // request answered, the printable status.
+        let vmi = store.get(VMI, ns, name);
+        let Some(latest) = store.get(VM, ns, name) else {
+            continue;
+        };
+        let mut status = latest["status"].clone();
+        if !status.is_object() {
+            status = json!({});
+        }
+        // A live VMI answers a start request.
+        if vmi.as_ref().is_some_and(|v| !is_final(v)) {
+            status["runStrategy"] = strategy.as_str().into();
+            if let Some(o) = status.as_object_mut() {
+                o.remove("startRequested");
+            }
+        }
+        status["printableStatus"] = printable_status(&latest, vmi.as_ref()).into();
+        status["ready"] = vmi
+            .as_ref()
+            .is_some_and(|v| v["status"]["phase"] == "Running")
+            .into();
+        if latest["status"] != status {
+            let mut o = latest;
+            o["status"] = status;
+            wrote |= store.update(VM, o, Subresource::Status).is_ok();
         }
     }
     wrote
+}
+
+/// Sets one field of a VirtualMachine's status.
+fn set_status(store: &Store, ns: &str, name: &str, field: &str, value: Value) {
+    if let Some(mut vm) = store.get(VM, ns, name) {
+        if !vm["status"].is_object() {
+            vm["status"] = json!({});
+        }
+        vm["status"][field] = value;
+        let _ = store.update(VM, vm, Subresource::Status);
+    }
 }
 
 /// Sets a VirtualMachine's runStrategy.

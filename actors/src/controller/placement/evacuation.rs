@@ -13,13 +13,14 @@ use super::{Placement, PlacementPoke};
 use crate::api::{Kind, ObjRef, RestartMark};
 use crate::ports::Event;
 use crate::rules::{
-    Evacuee, MarkState, Restart, RuleId, decide_evacuation, judge_mark, timed_out_at,
+    EvacuationCounts, Evacuee, MarkState, Restart, RuleId, decide_evacuation, judge_mark,
+    timed_out_at,
 };
 use crate::world::{World, split_key};
 use actix::prelude::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio::time::Instant;
 
 /// A mark this process writes (Some) or removes (None), until the node
@@ -47,7 +48,15 @@ pub(super) struct Evacuation {
     told_blocked: Option<(String, String)>,
     /// Restarts whose timeout was already said, by uid.
     told_timed_out: HashSet<String>,
+    /// VMIs (by uid) whose VM, read live, would not start them again once
+    /// deleted: why, and when it was read (read again after
+    /// `REREAD_KEPT`, as a VM's runStrategy may change).
+    kept: HashMap<String, (String, Instant)>,
 }
+
+/// How long a VM read as one that would not start its VMI again is
+/// believed before it is read again.
+const REREAD_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The marks as placement counts them, by the uid of the VMI deleted:
 /// the nodes', with this process's writes the watch does not show yet.
@@ -113,7 +122,26 @@ impl Placement {
             self.evac.issued.insert(e.uid.clone());
             return Some(restart(e, None, found.counting, None, most));
         }
-        let step = decide_evacuation(&w, &found.restarted, found.counting, &found.by_node, most);
+        let clock = self.env.clock.now();
+        self.evac
+            .kept
+            .retain(|_, (_, at)| clock.saturating_duration_since(*at) < REREAD_KEPT);
+        let kept: HashMap<String, String> = self
+            .evac
+            .kept
+            .iter()
+            .map(|(uid, (why, _))| (uid.clone(), why.clone()))
+            .collect();
+        let step = decide_evacuation(
+            &w,
+            &EvacuationCounts {
+                restarted: &found.restarted,
+                under_way: found.counting,
+                under_way_by_node: &found.by_node,
+                max_concurrent: most,
+                would_not_restart: &kept,
+            },
+        );
         self.tell_bare(&step);
         if step.blocked != self.evac.told_blocked {
             if let Some((vm, why)) = &step.blocked
@@ -194,6 +222,10 @@ impl Placement {
                     found.restarted.insert(vm, restart);
                     None
                 }
+                MarkState::NotBegun(_) if self.evac.kept.contains_key(&uid) => Some((
+                    true,
+                    format!("E2: VM {vm} was not restarted: {}", self.evac.kept[&uid].0),
+                )),
                 state @ (MarkState::UnderWay | MarkState::NotBegun(_)) => {
                     if let MarkState::NotBegun(e) = state
                         && !self.evac.issued.contains(&uid)
@@ -231,10 +263,10 @@ impl Placement {
     /// A VMI without a VM owner is said once while it blocks, and again
     /// should it block anew.
     fn tell_bare(&mut self, step: &crate::rules::EvacuationStep) {
-        for e in &step.bare {
+        for (e, why) in &step.bare {
             if self.evac.told_bare.insert(e.uid.clone()) {
                 let message = format!(
-                    "E2: VMI {} holds GPUs on node {}, which is being evacuated, and has no VirtualMachine owner: it is kept (deleted, it would not come back); stop it by hand",
+                    "E2: VMI {} holds GPUs on node {}, which is being evacuated, and {why}: it is kept (deleted, it would not come back); stop or restart it by hand",
                     e.vmi, e.node
                 );
                 self.tell_node(&e.node, true, "EvacuationBlocked", message.clone());
@@ -254,7 +286,7 @@ impl Placement {
         }
         self.evac
             .told_bare
-            .retain(|uid| step.bare.iter().any(|e| &e.uid == uid));
+            .retain(|uid| step.bare.iter().any(|(e, _)| &e.uid == uid));
     }
 
     /// A restart's delete landed (or found the VMI gone): it is under way
@@ -275,6 +307,28 @@ impl Placement {
         }
         ctx.run_later(super::CONFLICT_RETRY, |act, ctx| {
             act.enqueue(PlacementPoke::Evacuation, ctx)
+        });
+    }
+
+    /// A VMI not deleted, as its VM would not start it again: kept (and
+    /// said) until the VM is read again.
+    pub(super) fn restart_kept(&mut self, uid: &str, why: &str, ctx: &mut Context<Self>) {
+        self.evac.issued.remove(uid);
+        if self
+            .evac
+            .pending
+            .get(uid)
+            .is_some_and(|p| p.mark.is_some() && p.rv.is_none())
+        {
+            self.evac.pending.remove(uid);
+        }
+        let now = self.env.clock.now();
+        self.evac
+            .kept
+            .insert(uid.to_string(), (why.to_string(), now));
+        self.enqueue(PlacementPoke::Evacuation, ctx);
+        ctx.run_later(REREAD_KEPT, |act, ctx| {
+            act.enqueue(PlacementPoke::Evacuation, ctx);
         });
     }
 
@@ -333,7 +387,7 @@ impl Placement {
                 node: node.clone(),
                 live,
                 under_way: found.by_node.get(node).copied().unwrap_or(0),
-                blocked: step.bare.iter().filter(|e| &e.node == node).count()
+                blocked: step.bare.iter().filter(|(e, _)| &e.node == node).count()
                     + usize::from(blocked_node == Some(node.as_str())),
             })
             .collect();

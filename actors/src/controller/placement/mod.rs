@@ -170,6 +170,9 @@ impl Placement {
             if let Some((vm, _)) = &done.restarted {
                 act.restart_issued(vm, ctx);
             }
+            if let Some((uid, why)) = &done.kept {
+                act.restart_kept(uid, why, ctx);
+            }
             if let Some((uid, marked)) = &done.restart_failed {
                 act.restart_failed(uid, *marked, ctx);
             }

@@ -126,6 +126,9 @@ pub(super) struct Done {
     pub marks: Vec<(String, u64)>,
     /// E2: marks whose removal did not land, by the uid of the VMI.
     pub marks_failed: Vec<String>,
+    /// E2: a VMI not deleted because its VM would not start it again:
+    /// its uid and why.
+    pub kept: Option<(String, String)>,
     pub error: Option<IoError>,
 }
 
@@ -228,6 +231,21 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
                 rule,
                 restart,
             } = *d;
+            // E2: only a VM that starts a deleted VMI again is restarted
+            // by deleting it; any other is kept, and said so.
+            if let Some(r) = &restart {
+                match would_not_restart(env, &r.vm).await {
+                    Ok(None) => {}
+                    Ok(Some(why)) => {
+                        done.kept = Some((uid, why));
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        done.restart_failed = Some((uid, r.mark.is_none()));
+                        return Err(e);
+                    }
+                }
+            }
             // E2: the mark first, so that the restart is counted by any
             // controller that comes after this one, whatever happens next.
             if let Some(RestartWrite {
@@ -300,6 +318,22 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
         }
     }
     Ok(())
+}
+
+/// Why the VM `vm` (namespace/name), read live, would not start its VMI
+/// again once E2 deletes it; None when it would.
+async fn would_not_restart(env: &Env, vm: &str) -> Result<Option<String>, IoError> {
+    let (ns, name) = crate::world::split_key(vm);
+    let what = ObjRef::new(Kind::Vm, Some(ns), name);
+    match env.reader.get(what.clone()).await {
+        Ok(Some(Obj::Vm(v))) => Ok(v.would_not_restart()),
+        Ok(Some(other)) => Err(IoError::Unexpected {
+            asked: Kind::Vm,
+            got: other.kind(),
+        }),
+        Ok(None) => Ok(Some("its VirtualMachine is gone".into())),
+        Err(source) => Err(IoError::read(what, source)),
+    }
 }
 
 /// The merge patch that writes (Some) or removes (None) restart marks.
