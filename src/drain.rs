@@ -163,7 +163,12 @@ fn blockers(e: &EvacuatingNode) -> Vec<String> {
         e.live
             .iter()
             .filter(|v| !e.without_vm.contains(v))
-            .map(|v| format!("VMI {v} still runs there (waiting its turn)")),
+            .map(|v| {
+                format!(
+                    "VMI {v} still runs there: waiting its turn, or its VirtualMachine would not start it again (runStrategy other than Always or Once; `kubectl describe node {}` names it)",
+                    e.node
+                )
+            }),
     );
     out
 }

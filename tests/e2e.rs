@@ -396,7 +396,7 @@ fn e2e_metrics_show_real_activity() {
         assert!(metric_sum(&m, metric) > 0.0, "{why}: {metric} in\n{m}");
     }
     assert!(
-        m.contains("gpu_claims_claims{class=\"h200\",phase=\"Attached\"} 1"),
+        m.contains("gpu_claims_claims{class=\"h200\",phase=\"Attached\"} 3"),
         "{m}"
     );
     assert!(m.contains("# TYPE gpu_claims_conflicts counter"), "{m}");

@@ -59,16 +59,10 @@ const NOT_ALWAYS_REACHED: &[(&str, &str, &str, &str)] = &[
         "the claim actor's re-read after a 409, when an injected conflict hits a claim write",
     ),
     (
-        "kubevirt.io",
-        "virtualmachines",
-        "get",
-        "E2: a VM's runStrategy read before its VMI is deleted (actors/tests/e2_evacuation.rs); the demo's story evacuates no node",
-    ),
-    (
         "",
         "nodes",
-        "patch",
-        "E2: a restart's mark on the node it moves a VM off (actors/tests/e2_evacuation.rs); the demo's story evacuates no node",
+        "get",
+        "E2's re-read after a 409, when an injected conflict hits a restart mark's patch",
     ),
     (
         "events.k8s.io",

@@ -81,6 +81,9 @@ pub struct JournaledWrite {
     pub error: Option<String>,
     /// Refused as invalid (422): a write Kubernetes would refuse too.
     pub invalid: bool,
+    /// The store's resourceVersion the write made (0 for a refused write):
+    /// what the objects were just before it is `objects_at(rv - 1)`.
+    pub resource_version: u64,
 }
 
 /// Where a server tells each write over HTTP (a test's checker).

@@ -284,6 +284,7 @@ fn inject(s: &ApiServer, user: &str, t: &Target, method: &Method) -> Result<(), 
         holder: None,
         error: Some(format!("injected {f:?}")),
         invalid: false,
+        resource_version: 0,
     });
     Err(Box::new(match f {
         Injected::Conflict => status(

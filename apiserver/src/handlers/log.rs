@@ -21,6 +21,8 @@ pub(crate) struct LoggedWrite<'a> {
     pub error: Option<String>,
     /// Refused as invalid (422).
     pub invalid: bool,
+    /// The resourceVersion the write made (0: refused, or not known).
+    pub resource_version: u64,
 }
 
 impl ApiServer {
@@ -56,6 +58,7 @@ impl ApiServer {
                 changed: w.changed,
                 error: w.error,
                 invalid: w.invalid,
+                resource_version: w.resource_version,
             });
         }
     }

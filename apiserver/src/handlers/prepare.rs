@@ -165,6 +165,7 @@ impl Req<'_> {
                 holder: None,
                 error: Some(format!("invalid: {}", what.join(", "))),
                 invalid: true,
+                resource_version: 0,
             });
         }
         validate::invalid(&self.t.resource, name, causes)

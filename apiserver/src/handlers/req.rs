@@ -141,6 +141,9 @@ impl Req<'_> {
             holder,
             error: r.as_ref().err().map(|e| e.to_string()),
             invalid: matches!(r, Err(StoreError::Invalid(_))),
+            resource_version: r.as_ref().map_or(0, |w| {
+                meta_str(&w.object, "resourceVersion").parse().unwrap_or(0)
+            }),
         });
     }
 }

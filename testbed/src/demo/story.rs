@@ -1,12 +1,15 @@
 //! The demo's story: VMs start, one over budget waits, a node fails and
-//! returns, VMs stop, a claim and a class are deleted while still held.
+//! returns, VMs stop, a claim and a class are deleted while still held,
+//! and a node is drained for maintenance and comes back.
 //! Each step acts on the cluster as a tenant, KubeVirt or the kubelet
 //! would, then names what the controller must have done for it to end.
 
 use super::view::Snapshot;
 use crate::memory::store::Store;
 use crate::standin::{StandIn, VmSpec};
-use gpu_claims_actors::api::{CLASS_ANNOTATION, CONDITION_WAITING, COUNT_ANNOTATION, is_deleting};
+use gpu_claims_actors::api::{
+    CLASS_ANNOTATION, CONDITION_WAITING, COUNT_ANNOTATION, EVACUATE_TAINT, is_deleting,
+};
 use std::time::Duration;
 
 pub const A: &str = "tenant-a";
@@ -53,6 +56,42 @@ fn node_of(s: &Snapshot, ns: &str, name: &str) -> String {
         .and_then(|c| c.node_name())
         .unwrap_or_default()
         .to_string()
+}
+
+/// A VirtualMachine (runStrategy Always) asking for one h200 in its spec.
+fn db_or_web() -> VmSpec {
+    VmSpec::sized(4, "16Gi")
+        .annotate(CLASS_ANNOTATION, "h200")
+        .annotate(COUNT_ANNOTATION, "1")
+        .gpus(H200, 1)
+}
+
+/// What `gpu-claims drain` (evacuate) or `uncordon` writes on a node.
+fn set_evacuating(store: &Store, node: &str, evacuate: bool) {
+    let Some(mut n) = store.get("Node", "", node) else {
+        return;
+    };
+    let mut taints: Vec<serde_json::Value> = n["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t["key"] != EVACUATE_TAINT)
+        .collect();
+    if evacuate {
+        taints.push(serde_json::json!({"key": EVACUATE_TAINT, "effect": "NoSchedule"}));
+        n["spec"]["unschedulable"] = true.into();
+    } else if let Some(spec) = n["spec"].as_object_mut() {
+        spec.remove("unschedulable");
+    }
+    n["spec"]["taints"] = taints.into();
+    let _ = store.update("Node", n, crate::memory::store::Subresource::Main);
+}
+
+/// The maintenance's VMs run again, off the node being drained.
+fn moved_off(s: &Snapshot, vm_claim: &str) -> bool {
+    let node = node_of(s, A, vm_claim);
+    s.phase(A, vm_claim) == "Attached" && !s.evacuating().contains(&node)
 }
 
 pub fn steps() -> Vec<Step> {
@@ -190,6 +229,39 @@ pub fn steps() -> Vec<Step> {
                 let _ = c.store.delete("GPUClaim", B, "shared-l40s");
             },
             until: |s| s.phase(B, "shared-l40s") == "gone" && s.class("l40s").is_none(),
+            hold: now,
+        },
+        Step {
+            title: "Tenant A runs vm-db and vm-web as VirtualMachines (runStrategy Always), one h200 each: \
+                    both fit best beside vm-burst",
+            rules: "G2 G3 G4",
+            act: |c| {
+                c.standin.run_vm(A, "vm-db", &db_or_web());
+                c.standin.run_vm(A, "vm-web", &db_or_web());
+            },
+            until: |s| {
+                s.phase(A, "vm-db-gpu") == "Attached" && s.phase(A, "vm-web-gpu") == "Attached"
+            },
+            hold: now,
+        },
+        Step {
+            title: "Maintenance: the platform drains the node under vm-db (`gpu-claims drain`: cordoned, tainted \
+                    gpu.cozystack.io/evacuate): vm-db and vm-web restart elsewhere one at a time, each restart \
+                    kept on the node until the VM runs again; vm-burst, a VMI with no VirtualMachine, is kept and named",
+            rules: "E1 E2 E3",
+            act: |c| set_evacuating(c.store, &node_of(c.now, A, "vm-db-gpu"), true),
+            until: |s| moved_off(s, "vm-db-gpu") && moved_off(s, "vm-web-gpu") && !s.restarting(),
+            hold: now,
+        },
+        Step {
+            title: "The node is back (`gpu-claims uncordon`): schedulable again, placements may use it",
+            rules: "E3",
+            act: |c| {
+                for n in c.now.evacuating() {
+                    set_evacuating(c.store, &n, false);
+                }
+            },
+            until: |s| s.evacuating().is_empty(),
             hold: now,
         },
     ]

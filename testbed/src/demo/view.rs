@@ -11,6 +11,7 @@ pub struct Snapshot {
     pub claims: Vec<GPUClaim>,
     pub classes: Vec<GPUClass>,
     pub quotas: Vec<GPUQuota>,
+    pub nodes: Vec<k8s_openapi::api::core::v1::Node>,
 }
 
 impl Snapshot {
@@ -32,7 +33,28 @@ impl Snapshot {
             quotas: typed(Kind::Quota)
                 .filter_map(|o| if let Obj::Quota(q) = o { Some(q) } else { None })
                 .collect(),
+            nodes: typed(Kind::Node)
+                .filter_map(|o| if let Obj::Node(n) = o { Some(n) } else { None })
+                .collect(),
         }
+    }
+
+    /// The nodes tainted for evacuation (E2), by name.
+    pub fn evacuating(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter_map(gpu_claims_actors::api::NodeFacts::from_node)
+            .filter(|n| n.evacuating)
+            .map(|n| n.name)
+            .collect()
+    }
+
+    /// Whether any node keeps a restart under way (E2's marks).
+    pub fn restarting(&self) -> bool {
+        self.nodes
+            .iter()
+            .filter_map(gpu_claims_actors::api::NodeFacts::from_node)
+            .any(|n| !n.restarts.is_empty())
     }
 
     pub fn quota(&self, ns: &str, name: &str) -> Option<&GPUQuota> {

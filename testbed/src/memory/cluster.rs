@@ -172,6 +172,12 @@ impl MemCluster {
             changed,
             error,
             invalid,
+            resource_version: result.as_ref().map_or(0, |w| {
+                w.object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0)
+            }),
         });
     }
 

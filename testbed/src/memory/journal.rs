@@ -29,6 +29,9 @@ pub struct Entry {
     /// API server would refuse too, so a controller bug.
     #[serde(skip)]
     pub invalid: bool,
+    /// The store's resourceVersion the write made (0 when refused).
+    #[serde(skip)]
+    pub resource_version: u64,
 }
 
 /// For update_status: what the claim status says after the write.

@@ -33,6 +33,7 @@ impl gpu_claims_apiserver::WriteJournal for MemCluster {
             changed: w.changed,
             error: w.error,
             invalid: w.invalid,
+            resource_version: w.resource_version,
         });
     }
 }

@@ -176,10 +176,16 @@ impl Placement {
             if let Some((uid, marked)) = &done.restart_failed {
                 act.restart_failed(uid, *marked, ctx);
             }
-            // E2: marks removed; the evacuation looks again (a failure is
-            // looked at again after its wait, below).
+            // E2: marks removed; the evacuation looks again (an error is
+            // looked at again after its wait, below; marks whose removal
+            // met a newer node, after a conflict's).
             if !done.marks.is_empty() && done.restarted.is_none() && done.error.is_none() {
                 act.enqueue(PlacementPoke::Evacuation, ctx);
+            }
+            if !done.marks_failed.is_empty() && done.error.is_none() {
+                ctx.run_later(CONFLICT_RETRY, |act, ctx| {
+                    act.enqueue(PlacementPoke::Evacuation, ctx)
+                });
             }
             act.land(flight, ctx);
             let result = match done.error {

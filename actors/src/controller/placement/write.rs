@@ -307,7 +307,8 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
                             super::super::events::publish(env, e);
                         }
                     }
-                    // The node is gone, and its marks with it.
+                    // The node changed under the patch, or is gone (and its
+                    // marks with it): the next look judges them again.
                     Err(IoError::Newer { .. }) => done.marks_failed.extend(end.uids),
                     Err(e) => {
                         done.marks_failed.extend(end.uids);

@@ -114,6 +114,20 @@ impl Evacuations {
                 }
                 None => k.clone(),
             };
+            // The VMIs as they were just before the delete, where the
+            // store's history still reaches: a restart that began and ended
+            // since the previous check (its VM's next VMI ran before this
+            // delete) is over at it.
+            if let Some(before) = e.resource_version.checked_sub(1)
+                && let Ok(then) = c.store.objects_at("VirtualMachineInstance", None, before)
+            {
+                let then: HashMap<String, Vmi> = then
+                    .into_iter()
+                    .filter_map(|x| serde_json::from_value::<Vmi>(x).ok())
+                    .map(|x| (ns_key(&x.metadata), x))
+                    .collect();
+                self.mark_ran(&then);
+            }
             // Judged at the delete: the restarts under way then, as far as
             // the checks have seen them end.
             let before = self
