@@ -295,7 +295,16 @@ impl gpu_claims_actors::ports::Recorder for KubeRecorder {
             // Messages carry what tenants wrote; shown, not acted on.
             note: Some(event.note().into_owned()),
             action: event.rule.as_str().into(),
-            secondary: None,
+            secondary: event.related.as_ref().map(|(r, uid)| {
+                k8s_openapi::api::core::v1::ObjectReference {
+                    api_version: Some(r.kind.api_version().into()),
+                    kind: Some(r.kind.name().into()),
+                    namespace: r.namespace.clone(),
+                    name: Some(r.name.clone()),
+                    uid: uid.clone(),
+                    ..Default::default()
+                }
+            }),
         };
         if let Err(e) = self.recorder.publish(&ev, &reference).await {
             tracing::debug!(error = %e, regarding = %event.regarding, "event not published");

@@ -1,9 +1,11 @@
-//! E2 and E3 end to end: `gpu-claims drain` and `uncordon` (the real
+//! E1, E2 and E3 end to end: `gpu-claims drain` and `uncordon` (the real
 //! binary) against the embedded API server over HTTP, the controller
 //! (`gpu-claims run`) restarting the node's GPU VMs elsewhere, and the
 //! KubeVirt stand-in's VM controller bringing each deleted VMI back, whose
-//! launcher pod comes to the gate and is placed on another node (E1).
-//! Every wait checks I1-I5 and I10 every 50 ms.
+//! launcher pod comes to the gate and is placed on another node (E1); and
+//! a stopped VM's named claim, held on a node cordoned meanwhile, moving
+//! when the VM starts again (E1). Every wait checks I1-I5 and I10 every
+//! 50 ms.
 mod common;
 
 use common::Cluster;
@@ -124,6 +126,39 @@ fn e3_drain_moves_a_nodes_gpu_vms_elsewhere_one_at_a_time_and_uncordon_undoes_it
         .filter(|e| e.kind == "VirtualMachineInstance" && e.op == "delete")
         .count();
     assert_eq!(restarts, 2, "each VM restarted once");
+    // E3: a node Event at each step, one per VM (about its VMI, so that
+    // the recorder folds none into another's series), with the node's uid
+    // (what `kubectl describe node` looks them up by).
+    let uid = c.store.get("Node", "", "n1").unwrap()["metadata"]["uid"].clone();
+    let settled = |want: usize| {
+        let (events, _) = c.store.list("Event");
+        let steps: Vec<String> = events
+            .iter()
+            .filter(|e| e["involvedObject"]["name"] == "n1" && e["reason"] == "EvacuationStep")
+            .inspect(|e| assert_eq!(e["involvedObject"]["uid"], uid, "{e}"))
+            .filter_map(|e| e["message"].as_str().map(str::to_string))
+            .collect();
+        (steps.len() >= want).then_some(steps)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let steps = loop {
+        if let Some(s) = settled(4) {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "{:?}", settled(0));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for vm in ["vm1", "vm2"] {
+        for what in [
+            format!("restarting VM {A}/{vm}"),
+            format!("VM {A}/{vm} runs again"),
+        ] {
+            assert!(
+                steps.iter().any(|m| m.contains(&what)),
+                "{what} in {steps:?}"
+            );
+        }
+    }
     assert_eq!(evacuation_marks(&c, "n1"), (true, true));
     // A limit of no restarts is refused before anything is written.
     let out = cli(&c, &["drain", "n2", "--max-concurrent", "0"])
@@ -174,5 +209,74 @@ fn e3_drain_keeps_a_vmi_without_a_vm_names_it_and_exits_1() {
     for (state, n) in [("live", 1), ("under_way", 0), ("blocked", 1)] {
         let line = format!("gpu_claims_evacuation_vms{{node=\"{node}\",state=\"{state}\"}} {n}");
         assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+}
+
+/// E1 over HTTP: a VM's named claim, Bound on a node that was cordoned
+/// while the VM was stopped, moves to a node that can take the VM when it
+/// starts again, with a `Moved` Event naming the old node and why.
+#[test]
+fn e1_a_named_claim_held_on_a_cordoned_node_moves_when_its_vm_starts_again() {
+    let mut c = Cluster::new(two_nodes, CONFIG);
+    let _ctl = c.start_controller();
+    c.standin.run_vm(A, "vm1", &gpu_vm("c1"));
+    let s = c.settle(
+        "G3-G4: the VM placed",
+        |s| s.phase(A, "c1") == "Attached",
+        Duration::ZERO,
+    );
+    let held = s
+        .claim(A, "c1")
+        .and_then(|k| k.node_name())
+        .unwrap()
+        .to_string();
+    let other = if held == "n1" { "n2" } else { "n1" };
+    c.standin.halt_vm(A, "vm1");
+    c.settle(
+        "L5, L7: the VM stopped, its claim Bound and kept",
+        |s| {
+            s.phase(A, "c1") == "Bound"
+                && s.claim(A, "c1")
+                    .is_some_and(|k| k.attached_vmi_name().is_none())
+        },
+        Duration::ZERO,
+    );
+    // The node is cordoned while the VM is stopped.
+    let mut n = c.store.get("Node", "", &held).unwrap();
+    n["spec"]["unschedulable"] = true.into();
+    c.store
+        .update(
+            "Node",
+            n,
+            gpu_claims_testbed::memory::store::Subresource::Main,
+        )
+        .unwrap();
+    gpu_claims_testbed::standin::vms::set_run_strategy(&c.store, A, "vm1", "Always");
+    c.standin.reconcile();
+    c.settle(
+        "E1: the claim moved to the node that can take the VM, which runs",
+        |s| on(s, "c1", other),
+        Duration::ZERO,
+    );
+    // Events are published after the write: waited for, within a deadline.
+    let moved = || -> Vec<String> {
+        let (events, _) = c.store.list("Event");
+        events
+            .iter()
+            .filter(|e| e["involvedObject"]["name"] == "c1" && e["reason"] == "Moved")
+            .filter_map(|e| e["message"].as_str().map(str::to_string))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !moved()
+        .iter()
+        .any(|m| m.contains(&held) && m.contains(other))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a Moved Event naming {held} and {other}: {:?}",
+            moved()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

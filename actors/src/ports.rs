@@ -316,6 +316,10 @@ pub struct Event {
     pub reason: String,
     pub message: String,
     pub rule: RuleId,
+    /// The second object the Event is about (events.k8s.io `related`):
+    /// a node's Event about one of its VMs names the VMI, so that Events
+    /// of one reason about different VMs are not folded into one series.
+    pub related: Option<(ObjRef, Option<String>)>,
 }
 
 impl Event {

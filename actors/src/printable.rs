@@ -74,6 +74,7 @@ mod tests {
             reason: "BadRequest".into(),
             message: "G2: its spec requests nvidia.com/x\u{1b}[2J\r\nFAKE".into(),
             rule: crate::rules::RuleId::G2,
+            related: None,
         };
         assert_eq!(
             e.note(),

@@ -58,6 +58,8 @@ fn restart_marks(node: &Node) -> BTreeMap<String, Option<RestartMark>> {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct NodeFacts {
     pub name: String,
+    /// For the Events the controller writes about the node.
+    pub uid: Option<String>,
     pub ready: bool,
     /// Cordoned (`spec.unschedulable`): the scheduler's NodeUnschedulable filter.
     pub unschedulable: bool,
@@ -120,6 +122,7 @@ impl NodeFacts {
             .or_insert_with(|| name.clone());
         Some(Self {
             name,
+            uid: node.metadata.uid.clone(),
             ready,
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             labels,

@@ -124,6 +124,7 @@ impl ClassActor {
                 reason: reason.into(),
                 message: format!("{rule}: {message}"),
                 rule,
+                related: None,
             },
         );
     }

@@ -26,6 +26,7 @@ fn event(
         reason: reason.into(),
         message: format!("{rule}: {message}"),
         rule,
+        related: None,
     }
 }
 

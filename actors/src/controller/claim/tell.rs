@@ -47,6 +47,7 @@ impl ClaimActor {
                 "its GPUAllocation record is there again".into()
             },
             rule: RuleId::Allocations,
+            related: None,
         };
         tracing::warn!(claim = %self.key, rule = "allocations", missing, "{}", event.message);
         events::publish(&self.env, event);

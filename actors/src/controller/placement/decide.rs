@@ -234,6 +234,7 @@ impl Placement {
                 reason: reason.into(),
                 message: said.1.clone(),
                 rule,
+                related: None,
             },
         );
         self.reported.insert(k.to_string(), said);

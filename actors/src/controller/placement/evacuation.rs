@@ -77,6 +77,13 @@ fn marks(w: &World, evac: &mut Evacuation) -> BTreeMap<String, (String, Option<R
     out
 }
 
+/// How a restart whose mark goes ended, for its Event.
+enum End {
+    Ran,
+    TimedOut,
+    Other,
+}
+
 /// What one look at the marks found.
 #[derive(Default)]
 struct Marks {
@@ -120,7 +127,7 @@ impl Placement {
         self.wake_for_timeout(found.first_timeout, now, ctx);
         if let Some(e) = found.resume {
             self.evac.issued.insert(e.uid.clone());
-            return Some(restart(e, None, found.counting, None, most));
+            return Some(restart(&w, e, None, found.counting, None, most));
         }
         let clock = self.env.clock.now();
         self.evac
@@ -150,7 +157,8 @@ impl Placement {
                 let message = format!(
                     "E2: no further VM is stopped while VM {vm}, restarted, waits at the gate: {why}"
                 );
-                self.tell_node(&r.node, true, "EvacuationBlocked", message);
+                let about = Some((vm.as_str(), r.old_uid.as_str()));
+                self.tell_node(&r.node, about, true, "EvacuationBlocked", message);
             }
             self.evac.told_blocked = step.blocked.clone();
         }
@@ -169,6 +177,7 @@ impl Placement {
         self.evac.pending.insert(e.uid.clone(), p);
         self.evac.issued.insert(e.uid.clone());
         Some(restart(
+            &w,
             e,
             Some(mark),
             found.counting + 1,
@@ -191,7 +200,13 @@ impl Placement {
                 old_uid: uid.clone(),
                 node: node.clone(),
             };
-            let ended = match judge_mark(w, &node, &uid, m.as_ref(), now, timeout) {
+            let state = judge_mark(w, &node, &uid, m.as_ref(), now, timeout);
+            let state_of_end = match &state {
+                MarkState::Ran => End::Ran,
+                MarkState::TimedOut { .. } => End::TimedOut,
+                _ => End::Other,
+            };
+            let ended = match state {
                 MarkState::Unreadable => Some((
                     true,
                     format!(
@@ -217,9 +232,10 @@ impl Placement {
                         let message = format!(
                             "E2: VM {vm} has not run again within {took}; no longer counted as under way, and its set still waits at the gate"
                         );
-                        self.tell_node(&node, true, "EvacuationStep", message);
+                        let about = Some((vm.as_str(), uid.as_str()));
+                        self.tell_node(&node, about, true, "EvacuationTimedOut", message);
                     }
-                    found.restarted.insert(vm, restart);
+                    found.restarted.insert(vm.clone(), restart);
                     None
                 }
                 MarkState::NotBegun(_) if self.evac.kept.contains_key(&uid) => Some((
@@ -239,11 +255,23 @@ impl Placement {
                         let at = timed_out_at(m, timeout);
                         found.first_timeout = Some(found.first_timeout.map_or(at, |t| t.min(at)));
                     }
-                    found.restarted.insert(vm, restart);
+                    found.restarted.insert(vm.clone(), restart);
                     None
                 }
             };
             if let Some((warning, message)) = ended {
+                // About the VMI it ended with: the new one for a VM that
+                // runs again, else the one deleted. A timeout has a reason
+                // of its own: the recorder folds Events of one reason
+                // about one object into a series.
+                let running = w.vmi(&vm).map(|v| v.uid().to_string());
+                let (about_uid, reason) = match &state_of_end {
+                    End::Ran => (running.unwrap_or_else(|| uid.clone()), "EvacuationStep"),
+                    End::TimedOut => (uid.clone(), "EvacuationTimedOut"),
+                    End::Other => (uid.clone(), "EvacuationStep"),
+                };
+                let about = (!vm.is_empty()).then_some((vm.as_str(), about_uid.as_str()));
+                let event = node_event(w, &node, about, warning, reason, message);
                 let end = found
                     .ends
                     .entry(node.clone())
@@ -253,8 +281,7 @@ impl Placement {
                         events: Vec::new(),
                     });
                 end.uids.push(uid);
-                end.events
-                    .push(node_event(&node, warning, "EvacuationStep", message));
+                end.events.push(event);
             }
         }
         found
@@ -269,7 +296,8 @@ impl Placement {
                     "E2: VMI {} holds GPUs on node {}, which is being evacuated, and {why}: it is kept (deleted, it would not come back); stop or restart it by hand",
                     e.vmi, e.node
                 );
-                self.tell_node(&e.node, true, "EvacuationBlocked", message.clone());
+                let about = Some((e.vmi.as_str(), e.uid.as_str()));
+                self.tell_node(&e.node, about, true, "EvacuationBlocked", message.clone());
                 let (ns, name) = split_key(&e.vmi);
                 super::super::events::publish(
                     &self.env,
@@ -280,6 +308,7 @@ impl Placement {
                         reason: "EvacuationBlocked".into(),
                         message,
                         rule: RuleId::E2,
+                        related: None,
                     },
                 );
             }
@@ -394,25 +423,62 @@ impl Placement {
         self.env.telemetry.evacuation(&figures);
     }
 
-    fn tell_node(&self, node: &str, warning: bool, reason: &str, message: String) {
-        super::super::events::publish(&self.env, node_event(node, warning, reason, message));
+    fn tell_node(
+        &self,
+        node: &str,
+        about: Option<(&str, &str)>,
+        warning: bool,
+        reason: &str,
+        message: String,
+    ) {
+        let e = node_event(&self.env.world, node, about, warning, reason, message);
+        super::super::events::publish(&self.env, e);
     }
 }
 
-/// An E2 Event on a node, logged as it is published.
-fn node_event(node: &str, warning: bool, reason: &str, message: String) -> Event {
+/// An E2 Event on a node (with its uid, so that `kubectl describe node`
+/// finds it), about the VMI `about` (namespace/name and uid) when it is
+/// about one; logged as it is made.
+fn node_event(
+    w: &World,
+    node: &str,
+    about: Option<(&str, &str)>,
+    warning: bool,
+    reason: &str,
+    message: String,
+) -> Event {
     if warning {
         tracing::warn!(node, rule = "E2", reason, "{message}");
     } else {
         tracing::info!(node, rule = "E2", reason, "{message}");
     }
+    quiet_node_event(w, node, about, warning, reason, message)
+}
+
+/// `node_event`, not logged (a restart's, logged where its delete is).
+fn quiet_node_event(
+    w: &World,
+    node: &str,
+    about: Option<(&str, &str)>,
+    warning: bool,
+    reason: &str,
+    message: String,
+) -> Event {
+    let related = about.map(|(vmi, uid)| {
+        let (ns, name) = split_key(vmi);
+        (
+            ObjRef::new(Kind::Vmi, Some(ns), name),
+            Some(uid.to_string()),
+        )
+    });
     Event {
         regarding: ObjRef::new(Kind::Node, None, node),
-        uid: None,
+        uid: w.node(node).and_then(|n| n.uid.clone()),
         warning,
         reason: reason.into(),
         message,
         rule: RuleId::E2,
+        related,
     }
 }
 
@@ -420,6 +486,7 @@ fn node_event(node: &str, warning: bool, reason: &str, message: String) -> Event
 /// the node keeps it already, the restart is resumed), then the VMI's
 /// delete on the preconditions the cache showed (as L12 and G7).
 fn restart(
+    w: &World,
     e: Evacuee,
     mark: Option<RestartMark>,
     under_way: usize,
@@ -441,7 +508,14 @@ fn restart(
         key: e.vmi.clone(),
         uid: e.uid.clone(),
         resource_version: e.resource_version.clone(),
-        event: node_event_quiet(&e.node, message),
+        event: quiet_node_event(
+            w,
+            &e.node,
+            Some((&e.vmi, &e.uid)),
+            false,
+            "EvacuationStep",
+            message,
+        ),
         rule: RuleId::E2,
         restart: Some(RestartWrite {
             vm,
@@ -449,16 +523,4 @@ fn restart(
             mark,
         }),
     }))
-}
-
-/// The Event of a restart, published (and logged) once its delete lands.
-fn node_event_quiet(node: &str, message: String) -> Event {
-    Event {
-        regarding: ObjRef::new(Kind::Node, None, node),
-        uid: None,
-        warning: false,
-        reason: "EvacuationStep".into(),
-        message,
-        rule: RuleId::E2,
-    }
 }

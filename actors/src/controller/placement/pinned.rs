@@ -80,6 +80,7 @@ impl Placement {
                 reason: "PinnedPodUnschedulable".into(),
                 message: format!("G7: {message}"),
                 rule: RuleId::G7,
+                related: None,
             },
             rule: RuleId::G7,
             restart: None,
