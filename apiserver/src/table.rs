@@ -5,11 +5,31 @@
 use super::Resource;
 use serde_json::{Value, json};
 
-/// (name, type, jsonPath) of one column.
-pub type Column = (String, String, String);
+/// One printer column: as a CRD's `additionalPrinterColumns` names it
+/// (kubectl shows a column of priority above 0 only with `-o wide`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub type_: String,
+    pub json_path: String,
+    pub priority: i32,
+    pub description: String,
+}
+
+impl Column {
+    pub fn new(name: &str, type_: &str, json_path: &str) -> Self {
+        Self {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: json_path.into(),
+            priority: 0,
+            description: String::new(),
+        }
+    }
+}
 
 fn columns(r: &Resource, custom: Option<&[Column]>) -> Vec<Column> {
-    let c = |n: &str, t: &str, p: &str| (n.to_string(), t.to_string(), p.to_string());
+    let c = Column::new;
     if let Some(cols) = custom.filter(|c| !c.is_empty()) {
         return cols.to_vec();
     }
@@ -61,11 +81,46 @@ fn columns(r: &Resource, custom: Option<&[Column]>) -> Vec<Column> {
     }
 }
 
-/// `.a.b.c` of a JSONPath, which is all our printer columns use.
+/// The part of JSONPath printer columns use: `.a.b`, an index `[0]`,
+/// and a filter on a list `[?(@.type=='Ready')]` (the first match, as
+/// kubectl prints one value), as KubeVirt's CRDs write them. Anything
+/// else reads as absent.
 fn at<'a>(obj: &'a Value, path: &str) -> &'a Value {
-    path.trim_start_matches('.')
-        .split('.')
-        .fold(obj, |v, seg| &v[seg])
+    static NULL: Value = Value::Null;
+    let mut v = obj;
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            v = &v[&r[..end]];
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let Some(end) = r.find(']') else {
+                return &NULL;
+            };
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            v = match inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                Some(filter) => {
+                    let Some((key, want)) = filter.split_once("==") else {
+                        return &NULL;
+                    };
+                    let want = want.trim().trim_matches(|c| c == '\'' || c == '"');
+                    let key = key.trim();
+                    v.as_array()
+                        .and_then(|items| items.iter().find(|i| i[key].as_str() == Some(want)))
+                        .unwrap_or(&NULL)
+                }
+                None => match inner.parse::<usize>() {
+                    Ok(i) => &v[i],
+                    Err(_) => return &NULL,
+                },
+            };
+        } else {
+            return &NULL;
+        }
+    }
+    v
 }
 
 /// How long ago an RFC 3339 time was, as kubectl prints ages.
@@ -149,7 +204,8 @@ fn event_object(obj: &Value) -> String {
     )
 }
 
-fn cell(obj: &Value, (_, type_, path): &Column) -> Value {
+fn cell(obj: &Value, col: &Column) -> Value {
+    let (type_, path) = (&col.type_, &col.json_path);
     match path.as_str() {
         "@node-status" => return node_status(obj).into(),
         "@node-roles" => return node_roles(obj).into(),
@@ -178,13 +234,14 @@ pub fn table(r: &Resource, custom: Option<&[Column]>, items: &[Value], metadata:
     let mut defs = vec![
         json!({"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}),
     ];
-    defs.extend(cols.iter().map(|(n, t, _)| {
-        let (t, f) = if t == "date" {
+    defs.extend(cols.iter().map(|c| {
+        let (t, f) = if c.type_ == "date" {
             ("string", "date")
         } else {
-            (t.as_str(), "")
+            (c.type_.as_str(), "")
         };
-        json!({"name": n, "type": t, "format": f, "description": "", "priority": 0})
+        json!({"name": c.name, "type": t, "format": f, "description": c.description,
+            "priority": c.priority})
     }));
     let rows: Vec<Value> = items
         .iter()
@@ -196,4 +253,46 @@ pub fn table(r: &Resource, custom: Option<&[Column]>, items: &[Value], metadata:
         .collect();
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
         "columnDefinitions": defs, "rows": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::at;
+    use serde_json::json;
+
+    /// The JSONPath of KubeVirt's printer columns, as kubectl reads them.
+    #[test]
+    fn printer_column_paths_read_fields_indexes_and_filters() {
+        let vmi = json!({"status": {
+            "phase": "Running",
+            "interfaces": [{"ipAddress": "10.0.0.7"}],
+            "conditions": [
+                {"type": "LiveMigratable", "status": "False"},
+                {"type": "Ready", "status": "True"},
+            ],
+        }});
+        assert_eq!(at(&vmi, ".status.phase"), "Running");
+        assert_eq!(at(&vmi, ".status.interfaces[0].ipAddress"), "10.0.0.7");
+        assert_eq!(
+            at(&vmi, ".status.conditions[?(@.type=='Ready')].status"),
+            "True"
+        );
+        assert_eq!(
+            at(
+                &vmi,
+                ".status.conditions[?(@.type==\"LiveMigratable\")].status"
+            ),
+            "False"
+        );
+        for absent in [
+            ".status.conditions[?(@.type=='Paused')].status",
+            ".status.interfaces[3].ipAddress",
+            ".status.nodeName",
+            ".status.conditions[?(@.type)]",
+            ".status.conditions[x]",
+            ".status[",
+        ] {
+            assert!(at(&vmi, absent).is_null(), "{absent}");
+        }
+    }
 }

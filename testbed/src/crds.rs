@@ -4,10 +4,24 @@
 use crate::memory::store::Store;
 use std::sync::Arc;
 
-/// A KubeVirt CRD, as far as the embedded cluster needs it (its spec and
-/// status kept as they are written).
-fn kubevirt_crd(kind: &str, plural: &str, short: &[&str]) -> serde_json::Value {
+/// A KubeVirt CRD as virt-operator installs it (`components/crds.go`):
+/// its names, printer columns and subresources; its schema kept open (the
+/// stand-in writes what KubeVirt's controllers would).
+fn kubevirt_crd(
+    kind: &str,
+    plural: &str,
+    short: &[&str],
+    columns: serde_json::Value,
+    status_subresource: bool,
+) -> serde_json::Value {
     let open = serde_json::json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let mut version = serde_json::json!({"name": "v1", "served": true, "storage": true,
+        "additionalPrinterColumns": columns,
+        "schema": {"openAPIV3Schema": {"type": "object",
+            "properties": {"spec": open, "status": open}}}});
+    if status_subresource {
+        version["subresources"] = serde_json::json!({"status": {}});
+    }
     serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{plural}.kubevirt.io")},
@@ -15,27 +29,52 @@ fn kubevirt_crd(kind: &str, plural: &str, short: &[&str]) -> serde_json::Value {
             "group": "kubevirt.io", "scope": "Namespaced",
             "names": {"plural": plural, "singular": kind.to_lowercase(),
                 "kind": kind, "shortNames": short, "categories": ["all"]},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "properties": {"spec": open, "status": open}}}}],
+            "versions": [version],
         },
     })
 }
 
-/// KubeVirt's VirtualMachineInstance CRD.
+/// KubeVirt's VirtualMachineInstance CRD: no status subresource (virt-
+/// controller and virt-handler write the whole object).
 pub fn kubevirt_vmi() -> serde_json::Value {
+    let columns = serde_json::json!([
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "IP", "type": "string", "jsonPath": ".status.interfaces[0].ipAddress"},
+        {"name": "NodeName", "type": "string", "jsonPath": ".status.nodeName"},
+        {"name": "Ready", "type": "string",
+            "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
+        {"name": "Live-Migratable", "type": "string", "priority": 1,
+            "jsonPath": ".status.conditions[?(@.type=='LiveMigratable')].status"},
+        {"name": "Paused", "type": "string", "priority": 1,
+            "jsonPath": ".status.conditions[?(@.type=='Paused')].status"},
+    ]);
     kubevirt_crd(
         "VirtualMachineInstance",
         "virtualmachineinstances",
         &["vmi", "vmis"],
+        columns,
+        false,
     )
 }
 
 /// KubeVirt's VirtualMachine CRD: the stand-in's VM controller keeps a
-/// VMI running for each one whose runStrategy is Always.
+/// VMI as each runStrategy says.
 pub fn kubevirt_vm() -> serde_json::Value {
-    kubevirt_crd("VirtualMachine", "virtualmachines", &["vm", "vms"])
+    let columns = serde_json::json!([
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Status", "type": "string", "description": "Human Readable Status",
+            "jsonPath": ".status.printableStatus"},
+        {"name": "Ready", "type": "string",
+            "jsonPath": ".status.conditions[?(@.type=='Ready')].status"},
+    ]);
+    kubevirt_crd(
+        "VirtualMachine",
+        "virtualmachines",
+        &["vm", "vms"],
+        columns,
+        true,
+    )
 }
 
 /// Stores the CRDs of the cluster gpu-claims runs in (its own and

@@ -49,7 +49,7 @@ pub struct Custom {
     /// The served version's `openAPIV3Schema`.
     pub schema: Option<serde_json::Value>,
     /// The served version's printer columns: (name, type, jsonPath).
-    pub columns: Vec<(String, String, String)>,
+    pub columns: Vec<crate::table::Column>,
 }
 
 /// What a CRD serves: its storage version (one version per kind: the
@@ -100,7 +100,13 @@ pub fn custom_of(crd: &CustomResourceDefinition) -> Option<Custom> {
         .additional_printer_columns
         .iter()
         .flatten()
-        .map(|c| (c.name.clone(), c.type_.clone(), c.json_path.clone()))
+        .map(|c| crate::table::Column {
+            name: c.name.clone(),
+            type_: c.type_.clone(),
+            json_path: c.json_path.clone(),
+            priority: c.priority.unwrap_or(0),
+            description: c.description.clone().unwrap_or_default(),
+        })
         .collect();
     Some(Custom {
         resource,

@@ -98,7 +98,10 @@ impl StandIn {
 
     fn finish_vm(&self, ns: &str, name: &str, how: &str) {
         if let Some(v) = self.store.get(VMI, ns, name) {
-            self.set_status(VMI, &v, |s| s["phase"] = how.into());
+            self.set_status(VMI, &v, |s| {
+                s["phase"] = how.into();
+                super::vmi_ready(s, false, "PodTerminating");
+            });
             self.reconcile();
         }
     }

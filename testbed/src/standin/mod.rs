@@ -109,6 +109,27 @@ fn pod_scheduled(s: &mut Value, ok: bool, message: Option<&str>) {
     }
 }
 
+/// The VMI's `Ready` condition as virt-controller keeps it
+/// (`syncReadyConditionFromPod`): True once the guest runs in a Ready
+/// launcher pod, else False with why (`GuestNotRunning`,
+/// `PodTerminating`, `PodNotExists`).
+pub(crate) fn vmi_ready(s: &mut Value, ready: bool, reason: &str) {
+    let mut conds: Vec<Value> = s["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c["type"] != "Ready")
+        .collect();
+    let mut c =
+        serde_json::json!({"type": "Ready", "status": if ready { "True" } else { "False" }});
+    if !reason.is_empty() {
+        c["reason"] = reason.into();
+    }
+    conds.push(c);
+    s["conditions"] = conds.into();
+}
+
 /// The kubelet's conditions for a pod in `phase`: Running, its containers
 /// started and Ready (what a PodDisruptionBudget counts as healthy);
 /// finished, no longer Ready (reason `PodCompleted`, as the kubelet says).
@@ -241,7 +262,10 @@ impl StandIn {
     fn step_launcher(&self, vmi: &Value, pod: &Value, pods: &[Value], nodes: &[Value]) {
         if phase(pod) == "Failed" {
             // A launcher that failed before its VM ran fails the VMI.
-            self.set_status(VMI, vmi, |s| s["phase"] = "Failed".into());
+            self.set_status(VMI, vmi, |s| {
+                s["phase"] = "Failed".into();
+                vmi_ready(s, false, "PodTerminating");
+            });
             return;
         }
         self.step_pod(pod, pods, nodes);
@@ -258,6 +282,13 @@ impl StandIn {
         self.set_status(VMI, vmi, |s| {
             s["phase"] = next.into();
             s["nodeName"] = node.into();
+            // virt-controller's syncReadyConditionFromPod: Ready is the
+            // launcher pod's Ready once the guest runs.
+            if next == "Running" {
+                vmi_ready(s, true, "");
+            } else {
+                vmi_ready(s, false, "GuestNotRunning");
+            }
         });
     }
 

@@ -205,3 +205,39 @@ fn a_deleted_vmi_comes_back_only_under_always_and_once_and_rerun_on_failure_reru
         );
     }
 }
+
+/// The VMI's Ready condition as virt-controller keeps it: True once its
+/// guest runs in a Ready launcher pod, False (`PodTerminating`) once the
+/// VM is halted; the VM's printableStatus and ready follow.
+#[test]
+fn a_vmi_is_ready_while_its_guest_runs_and_its_vm_shows_it() {
+    let (store, s) = cluster();
+    s.run_vm("t", "vm", &VmSpec::sized(1, "1Gi").gpus(H200, 1));
+    s.reconcile();
+    ungate(&store, &launcher(&store, "vm"));
+    // Bound, run, the VMI Running, then the VM controller's next look.
+    for _ in 0..4 {
+        s.reconcile();
+    }
+    let ready = |v: &Value| {
+        v["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Ready")
+            .map(|c| (c["status"].clone(), c["reason"].clone()))
+    };
+    let v = store.get(VMI, "t", "vm").unwrap();
+    assert_eq!(phase(&v), "Running");
+    assert_eq!(ready(&v), Some(("True".into(), Value::Null)));
+    let vm = store.get(vms::VM, "t", "vm").unwrap();
+    assert_eq!(vm["status"]["printableStatus"], "Running");
+    assert_eq!(vm["status"]["ready"], true);
+    s.halt_vm("t", "vm");
+    let v = store.get(VMI, "t", "vm").unwrap();
+    assert_eq!(
+        ready(&v),
+        Some(("False".into(), "PodTerminating".into())),
+        "{v}"
+    );
+}

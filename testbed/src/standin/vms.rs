@@ -200,6 +200,7 @@ pub fn reconcile(store: &Store) -> bool {
             ("Halted", Some(v)) if !is_final(v) => {
                 let mut o = v.clone();
                 o["status"]["phase"] = "Succeeded".into();
+                super::vmi_ready(&mut o["status"], false, "PodTerminating");
                 store.update(VMI, o, Subresource::Status).is_ok()
             }
             _ => false,
@@ -223,10 +224,18 @@ pub fn reconcile(store: &Store) -> bool {
             }
         }
         status["printableStatus"] = printable_status(&latest, vmi.as_ref()).into();
-        status["ready"] = vmi
-            .as_ref()
-            .is_some_and(|v| v["status"]["phase"] == "Running")
-            .into();
+        // Ready as the VMI's Ready condition says (the VM controller
+        // copies it), False without a VMI.
+        let ready = vmi.as_ref().is_some_and(|v| {
+            v["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        status["ready"] = ready.into();
+        status["conditions"] = json!([{"type": "Ready",
+            "status": if ready { "True" } else { "False" }}]);
         if latest["status"] != status {
             let mut o = latest;
             o["status"] = status;
