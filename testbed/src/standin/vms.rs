@@ -181,7 +181,10 @@ pub fn reconcile(store: &Store) -> bool {
         // The strategy a VMI last ran under: RerunOnFailure starts a
         // missing VMI only when it was just switched to.
         let ran_under = vm["status"]["runStrategy"].as_str().unwrap_or_default();
-        let start_requested = vm["status"]["startRequested"] == true;
+        // A start request as upstream queues it (`stateChangeRequests`).
+        let start_requested = vm["status"]["stateChangeRequests"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["action"] == "Start"));
         let acted = match (strategy.as_str(), &vmi) {
             ("Always" | "Once", None) => start(store, ns, name, &vm),
             ("RerunOnFailure", None) if start_requested || ran_under != "RerunOnFailure" => {
@@ -193,7 +196,8 @@ pub fn reconcile(store: &Store) -> bool {
             // after a failure.
             ("RerunOnFailure", Some(v)) if is_final(v) => {
                 if v["status"]["phase"] == "Failed" {
-                    set_status(store, ns, name, "startRequested", true.into());
+                    let start = json!([{"action": "Start"}]);
+                    set_status(store, ns, name, "stateChangeRequests", start);
                 }
                 clear(store, ns, name, v)
             }
@@ -220,7 +224,7 @@ pub fn reconcile(store: &Store) -> bool {
         if vmi.as_ref().is_some_and(|v| !is_final(v)) {
             status["runStrategy"] = strategy.as_str().into();
             if let Some(o) = status.as_object_mut() {
-                o.remove("startRequested");
+                o.remove("stateChangeRequests");
             }
         }
         status["printableStatus"] = printable_status(&latest, vmi.as_ref()).into();
