@@ -56,10 +56,10 @@ pub struct UncordonArgs {
     request_timeout: Duration,
 }
 
-/// What a node's evacuation is read from: the claims held there and the
-/// VMIs attached to them. Listed every `--interval`, so not the pods and
-/// nodes of the whole cluster.
-const WATCHED: [Kind; 2] = [Kind::Claim, Kind::Vmi];
+/// What a node's evacuation is read from: the claims held there, the
+/// VMIs attached to them, and the nodes (the restarts each keeps). Listed
+/// every `--interval`, so not the pods of the whole cluster.
+const WATCHED: [Kind; 3] = [Kind::Claim, Kind::Vmi, Kind::Node];
 
 /// How many times a node write is tried again after a 409.
 const CONFLICT_RETRIES: usize = 10;

@@ -155,7 +155,14 @@ impl Sim {
         let ports = Ports {
             writer: writer.clone(),
             reader: cluster.clone(),
-            clock: Arc::new(TokioClock::from(sim_epoch())),
+            // A process started later reads a later wall time, as one on
+            // a real cluster would (E2's restart marks carry wall time).
+            clock: Arc::new(TokioClock::from(
+                k8s_openapi::jiff::SignedDuration::try_from(cluster.elapsed())
+                    .ok()
+                    .and_then(|d| sim_epoch().checked_add(d).ok())
+                    .unwrap_or_else(sim_epoch),
+            )),
             events: cluster.clone(),
             telemetry: Arc::new(gpu_claims_actors::ports::NoTelemetry),
         };

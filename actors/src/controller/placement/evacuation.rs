@@ -125,10 +125,6 @@ impl Placement {
             return Some(Write::EndRestarts(found.ends.into_values().collect()));
         }
         self.wake_for_timeout(found.first_timeout, now, ctx);
-        if let Some(e) = found.resume {
-            self.evac.issued.insert(e.uid.clone());
-            return Some(restart(&w, e, None, found.counting, None, most));
-        }
         let clock = self.env.clock.now();
         self.evac
             .kept
@@ -163,9 +159,15 @@ impl Placement {
             self.evac.told_blocked = step.blocked.clone();
         }
         self.report_evacuation(&step, &found);
+        if let Some(e) = found.resume.clone() {
+            return Some(self.resume(&w, e, &step, &found, most, now));
+        }
         let e = step.restart.into_iter().next()?;
         let vm = e.vm.clone()?;
-        let mark = RestartMark { vm, at: Time(now) };
+        let mark = RestartMark {
+            vm,
+            at: Time(mark_time(now)),
+        };
         // Counted from the decision, not from the writes' answers: a change
         // that comes while they are under way (the VMI's own deletion, seen
         // by the watch) must not start a second restart.
@@ -186,6 +188,77 @@ impl Placement {
         ))
     }
 
+    /// A restart marked whose VMI was not deleted (a controller stopped
+    /// between the two writes, or the delete met a newer VMI): made now,
+    /// its mark written afresh (its timeout counts from now), where a new
+    /// restart could be; else its mark goes, as nothing was stopped.
+    fn resume(
+        &mut self,
+        w: &World,
+        e: Evacuee,
+        step: &crate::rules::EvacuationStep,
+        found: &Marks,
+        most: u32,
+        now: Timestamp,
+    ) -> Write {
+        let node_limit = w.node(&e.node).and_then(|n| n.evacuation_limit);
+        let on_node = found.by_node.get(&e.node).copied().unwrap_or(0);
+        let over =
+            found.counting > most as usize || node_limit.is_some_and(|l| on_node > l as usize);
+        let vm = e.vm.clone().unwrap_or_default();
+        let held = match (&step.blocked, over) {
+            (Some((waiting, why)), _) => Some(format!(
+                "no further VM is stopped while VM {waiting}, restarted, waits at the gate: {why}"
+            )),
+            (None, true) => Some("more restarts are under way than may be".to_string()),
+            (None, false) => None,
+        };
+        if let Some(why) = held {
+            let message = format!(
+                "E2: VM {vm} was not restarted (its VMI was not deleted): {why}; it is restarted in its turn"
+            );
+            let about = Some((vm.as_str(), e.uid.as_str()));
+            let event = node_event(w, &e.node, about, false, "EvacuationStep", message);
+            let p = Pending {
+                node: e.node.clone(),
+                mark: None,
+                rv: None,
+            };
+            self.evac.pending.insert(e.uid.clone(), p);
+            return Write::EndRestarts(vec![EndRestarts {
+                node: e.node,
+                uids: vec![e.uid],
+                events: vec![event],
+            }]);
+        }
+        let mark = RestartMark {
+            vm,
+            at: Time(mark_time(now)),
+        };
+        // Written afresh only where it would change (a write that changes
+        // nothing is a write too many, I5).
+        let kept = self
+            .evac
+            .pending
+            .get(&e.uid)
+            .and_then(|p| p.mark.clone())
+            .or_else(|| {
+                w.node(&e.node)
+                    .and_then(|n| n.restarts.get(&e.uid).cloned().flatten())
+            });
+        self.evac.issued.insert(e.uid.clone());
+        if kept.as_ref() == Some(&mark) {
+            return restart(w, e, None, found.counting, None, most);
+        }
+        let p = Pending {
+            node: e.node.clone(),
+            mark: Some(mark.clone()),
+            rv: None,
+        };
+        self.evac.pending.insert(e.uid.clone(), p);
+        restart(w, e, Some(mark), found.counting, None, most)
+    }
+
     /// What each mark stands for now (`judge_mark`), and the Events of the
     /// restarts that are over.
     fn look_at_marks(&mut self, w: &World, now: Timestamp, timeout: std::time::Duration) -> Marks {
@@ -200,7 +273,19 @@ impl Placement {
                 old_uid: uid.clone(),
                 node: node.clone(),
             };
-            let state = judge_mark(w, &node, &uid, m.as_ref(), now, timeout);
+            let mut state = judge_mark(w, &node, &uid, m.as_ref(), now, timeout);
+            // A mark being written, or whose delete this process made and
+            // the VMI watch does not show yet, is under way whatever the
+            // cache says of its VMI: ending it now would count it out while
+            // its VM stops.
+            let writing = self.evac.pending.get(&uid).is_some_and(|p| p.rv.is_none());
+            let issued = self.evac.issued.contains(&uid);
+            if m.is_some()
+                && (writing
+                    || (issued && matches!(state, MarkState::Abandoned | MarkState::NotBegun(_))))
+            {
+                state = MarkState::UnderWay;
+            }
             let state_of_end = match &state {
                 MarkState::Ran => End::Ran,
                 MarkState::TimedOut { .. } => End::TimedOut,
@@ -251,7 +336,11 @@ impl Placement {
                     }
                     found.counting += 1;
                     *found.by_node.entry(node.clone()).or_default() += 1;
-                    if let Some(m) = &m {
+                    // A restart not begun is timed from its resume.
+                    if let Some(m) = m
+                        .as_ref()
+                        .filter(|_| found.resume.as_ref().is_none_or(|e| e.uid != uid))
+                    {
                         let at = timed_out_at(m, timeout);
                         found.first_timeout = Some(found.first_timeout.map_or(at, |t| t.min(at)));
                     }
@@ -434,6 +523,15 @@ impl Placement {
         let e = node_event(&self.env.world, node, about, warning, reason, message);
         super::super::events::publish(&self.env, e);
     }
+}
+
+/// A mark's time: now, rounded up to the whole second a Kubernetes time
+/// keeps, so that a restart never stops counting early.
+fn mark_time(now: Timestamp) -> Timestamp {
+    if now.subsec_nanosecond() == 0 {
+        return now;
+    }
+    Timestamp::from_second(now.as_second().saturating_add(1)).unwrap_or(now)
 }
 
 /// An E2 Event on a node (with its uid, so that `kubectl describe node`

@@ -297,7 +297,8 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
             }
         }
         Write::EndRestarts(ends) => {
-            for end in ends {
+            let mut ends = ends.into_iter();
+            while let Some(end) = ends.next() {
                 tracing::info!(node = %end.node, rule = "E2", intent = "end-restarts", "writing");
                 let patch = mark_patch(end.uids.iter().map(|u| (u.as_str(), None)));
                 match write_node(env, &end.node, patch, RuleId::E2).await {
@@ -310,8 +311,11 @@ async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> 
                     // The node changed under the patch, or is gone (and its
                     // marks with it): the next look judges them again.
                     Err(IoError::Newer { .. }) => done.marks_failed.extend(end.uids),
+                    // Stopped here: this node's removals and the rest are
+                    // judged again (none may stay pending for good).
                     Err(e) => {
                         done.marks_failed.extend(end.uids);
+                        done.marks_failed.extend(ends.flat_map(|e| e.uids));
                         return Err(e);
                     }
                 }

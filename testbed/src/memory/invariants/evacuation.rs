@@ -101,10 +101,27 @@ impl Evacuations {
                 && (e.rule == "E2" || (e.rule.is_empty() && evacuating))
         }) {
             let k = format!("{}/{}", e.namespace.as_deref().unwrap_or_default(), e.name);
-            // A VMI the previous check did not see (made and deleted in one
-            // step, or before the first look) is judged as its VM's (a VM's
-            // VMI has its name).
-            let vm = match self.owners.get(&k) {
+            // The VMIs as they were just before the delete, where the
+            // store's history still reaches.
+            let then: Option<HashMap<String, Vmi>> = e
+                .resource_version
+                .checked_sub(1)
+                .and_then(|rv| c.store.objects_at("VirtualMachineInstance", None, rv).ok())
+                .map(|then| {
+                    then.into_iter()
+                        .filter_map(|x| serde_json::from_value::<Vmi>(x).ok())
+                        .map(|x| (ns_key(&x.metadata), x))
+                        .collect()
+                });
+            let deleted = then.as_ref().and_then(|t| t.get(&k));
+            // Its owner as it was at the delete; else as the previous check
+            // saw it; a VMI neither saw is judged as its VM's (a VM's VMI
+            // has its name).
+            let owner = match deleted {
+                Some(x) => Some(vm_owner(x)),
+                None => self.owners.get(&k).cloned(),
+            };
+            let vm = match owner.as_ref() {
                 Some(Some(vm)) => vm.clone(),
                 Some(None) => {
                     v.push(format!(
@@ -114,19 +131,10 @@ impl Evacuations {
                 }
                 None => k.clone(),
             };
-            // The VMIs as they were just before the delete, where the
-            // store's history still reaches: a restart that began and ended
-            // since the previous check (its VM's next VMI ran before this
-            // delete) is over at it.
-            if let Some(before) = e.resource_version.checked_sub(1)
-                && let Ok(then) = c.store.objects_at("VirtualMachineInstance", None, before)
-            {
-                let then: HashMap<String, Vmi> = then
-                    .into_iter()
-                    .filter_map(|x| serde_json::from_value::<Vmi>(x).ok())
-                    .map(|x| (ns_key(&x.metadata), x))
-                    .collect();
-                self.mark_ran(&then);
+            // A restart that began and ended since the previous check (its
+            // VM's next VMI ran before this delete) is over at it.
+            if let Some(then) = &then {
+                self.mark_ran(then);
             }
             // Judged at the delete: the restarts under way then, as far as
             // the checks have seen them end.
@@ -148,7 +156,10 @@ impl Evacuations {
             }
             // The uid the previous check saw ("" for a VMI it did not see:
             // any VMI of the VM that runs later is its next).
-            let old_uid = self.uids.get(&k).cloned().unwrap_or_default();
+            let old_uid = deleted
+                .and_then(|x| x.metadata.uid.clone())
+                .or_else(|| self.uids.get(&k).cloned())
+                .unwrap_or_default();
             self.restarted.insert(
                 vm,
                 Restarted {
@@ -187,6 +198,7 @@ impl Evacuations {
         for (vm, r) in &mut self.restarted {
             let running = vmis.get(vm).is_some_and(|x| {
                 x.metadata.uid.as_deref() != Some(r.old_uid.as_str())
+                    && x.metadata.deletion_timestamp.is_none()
                     && x.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
             });
             r.ran |= running;
