@@ -58,6 +58,42 @@ pub(super) struct Evacuation {
 /// believed before it is read again.
 const REREAD_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
 
+impl Evacuation {
+    /// A mark write decided (Some: the mark written, None: removed): it
+    /// counts from now, not from the write's answer, so a change that
+    /// comes while the write is under way decides nothing twice.
+    fn writing(&mut self, uid: &str, node: &str, mark: Option<RestartMark>) {
+        let p = Pending {
+            node: node.to_string(),
+            mark,
+            rv: None,
+        };
+        self.pending.insert(uid.to_string(), p);
+    }
+
+    /// The write that removes these marks, each noted as being removed.
+    fn end(&mut self, ends: Vec<EndRestarts>) -> Write {
+        for end in &ends {
+            for uid in &end.uids {
+                self.writing(uid, &end.node, None);
+            }
+        }
+        Write::EndRestarts(ends)
+    }
+}
+
+/// A new mark for `vm`, restarted `now`: its time rounded up to the whole
+/// second a Kubernetes time keeps, so that a restart never stops counting
+/// early.
+fn new_mark(vm: String, now: Timestamp) -> RestartMark {
+    let at = if now.subsec_nanosecond() == 0 {
+        now
+    } else {
+        Timestamp::from_second(now.as_second().saturating_add(1)).unwrap_or(now)
+    };
+    RestartMark { vm, at: Time(at) }
+}
+
 /// The marks as placement counts them, by the uid of the VMI deleted:
 /// the nodes', with this process's writes the watch does not show yet.
 fn marks(w: &World, evac: &mut Evacuation) -> BTreeMap<String, (String, Option<RestartMark>)> {
@@ -112,17 +148,7 @@ impl Placement {
         let now = self.env.clock.wall();
         let found = self.look_at_marks(&w, now, timeout);
         if !found.ends.is_empty() {
-            for (node, end) in &found.ends {
-                for uid in &end.uids {
-                    let p = Pending {
-                        node: node.clone(),
-                        mark: None,
-                        rv: None,
-                    };
-                    self.evac.pending.insert(uid.clone(), p);
-                }
-            }
-            return Some(Write::EndRestarts(found.ends.into_values().collect()));
+            return Some(self.evac.end(found.ends.into_values().collect()));
         }
         self.wake_for_timeout(found.first_timeout, now, ctx);
         let clock = self.env.clock.now();
@@ -163,20 +189,8 @@ impl Placement {
             return Some(self.resume(&w, e, &step, &found, most, now));
         }
         let e = step.restart.into_iter().next()?;
-        let vm = e.vm.clone()?;
-        let mark = RestartMark {
-            vm,
-            at: Time(mark_time(now)),
-        };
-        // Counted from the decision, not from the writes' answers: a change
-        // that comes while they are under way (the VMI's own deletion, seen
-        // by the watch) must not start a second restart.
-        let p = Pending {
-            node: e.node.clone(),
-            mark: Some(mark.clone()),
-            rv: None,
-        };
-        self.evac.pending.insert(e.uid.clone(), p);
+        let mark = new_mark(e.vm.clone()?, now);
+        self.evac.writing(&e.uid, &e.node, Some(mark.clone()));
         self.evac.issued.insert(e.uid.clone());
         Some(restart(
             &w,
@@ -219,22 +233,13 @@ impl Placement {
             );
             let about = Some((vm.as_str(), e.uid.as_str()));
             let event = node_event(w, &e.node, about, false, "EvacuationStep", message);
-            let p = Pending {
-                node: e.node.clone(),
-                mark: None,
-                rv: None,
-            };
-            self.evac.pending.insert(e.uid.clone(), p);
-            return Write::EndRestarts(vec![EndRestarts {
+            return self.evac.end(vec![EndRestarts {
                 node: e.node,
                 uids: vec![e.uid],
                 events: vec![event],
             }]);
         }
-        let mark = RestartMark {
-            vm,
-            at: Time(mark_time(now)),
-        };
+        let mark = new_mark(vm, now);
         // Written afresh only where it would change (a write that changes
         // nothing is a write too many, I5).
         let kept = self
@@ -250,12 +255,7 @@ impl Placement {
         if kept.as_ref() == Some(&mark) {
             return restart(w, e, None, found.counting, None, most);
         }
-        let p = Pending {
-            node: e.node.clone(),
-            mark: Some(mark.clone()),
-            rv: None,
-        };
-        self.evac.pending.insert(e.uid.clone(), p);
+        self.evac.writing(&e.uid, &e.node, Some(mark.clone()));
         restart(w, e, Some(mark), found.counting, None, most)
     }
 
@@ -523,15 +523,6 @@ impl Placement {
         let e = node_event(&self.env.world, node, about, warning, reason, message);
         super::super::events::publish(&self.env, e);
     }
-}
-
-/// A mark's time: now, rounded up to the whole second a Kubernetes time
-/// keeps, so that a restart never stops counting early.
-fn mark_time(now: Timestamp) -> Timestamp {
-    if now.subsec_nanosecond() == 0 {
-        return now;
-    }
-    Timestamp::from_second(now.as_second().saturating_add(1)).unwrap_or(now)
 }
 
 /// An E2 Event on a node (with its uid, so that `kubectl describe node`
