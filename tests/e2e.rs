@@ -259,6 +259,40 @@ fn e2e_with_faults_injected_the_story_converges_and_keeps_the_invariants() {
     assert!(refused > 0, "faults were injected");
 }
 
+/// Issue 37, item 4: the VMs and VMIs the story writes (the stand-in as
+/// KubeVirt's controllers, the tenant's kubectl, gpu-claims' evacuation)
+/// are kept as written by KubeVirt's published schemas: nothing pruned,
+/// nothing a cluster would refuse.
+#[test]
+fn e2e_every_vm_and_vmi_of_the_story_is_kept_as_written_by_kubevirts_published_schemas() {
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    let (mut changes, _) = c.store.watch();
+    let _ctl = c.start_controller();
+    play(&mut c, |_, _| {});
+    let mut judged = std::collections::BTreeMap::<&str, usize>::new();
+    while let Ok(e) = changes.try_recv() {
+        if e.type_ == gpu_claims_testbed::memory::store::EventType::Deleted {
+            continue;
+        }
+        let Some(v) = gpu_claims_testbed::crds::kubevirt_verdict(&e.kind, &e.object, None) else {
+            continue;
+        };
+        let name = e.object["metadata"]["name"].as_str().unwrap_or_default();
+        assert!(v.kept_as_sent(), "{} {name}: {v:?}\n{}", e.kind, e.object);
+        *judged
+            .entry(if e.kind == "VirtualMachine" {
+                "VM"
+            } else {
+                "VMI"
+            })
+            .or_default() += 1;
+    }
+    assert!(
+        judged.get("VM").is_some_and(|n| *n > 5) && judged.get("VMI").is_some_and(|n| *n > 20),
+        "the story writes VMs and VMIs: {judged:?}"
+    );
+}
+
 fn lease_holder(c: &Cluster) -> Option<(String, i64)> {
     let l = c.store.get("Lease", "gpu-claims", "gpu-claims")?;
     Some((

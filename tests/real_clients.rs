@@ -136,6 +136,90 @@ fn kubectl_shows_a_tenants_gpu_quota_with_its_columns_and_explains_it() {
     }
 }
 
+/// A tenant's VM with a GPU, as `kubectl create -f` sends it; `devices`
+/// is the text of `spec.template.spec.domain.devices`.
+fn vm_yaml(name: &str, devices: &str) -> String {
+    format!(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {{name: {name}, namespace: {A}}}\n\
+         spec:\n  runStrategy: Halted\n  template:\n    spec:\n      domain:\n        \
+         devices: {devices}\n        resources: {{requests: {{memory: 1Gi}}}}\n"
+    )
+}
+
+/// Issue 37, item 4: KubeVirt's CRDs carry its published schemas, so a
+/// tenant's kubectl meets what a cluster answers: `explain` in KubeVirt's
+/// words, a misspelt field refused by name (kubectl validates strictly),
+/// a VMI without a domain refused, a good VM created and listed with
+/// KubeVirt's columns.
+#[test]
+fn kubectl_meets_kubevirts_published_schemas_for_vms_and_vmis() {
+    let Some((c, _ctl, k)) = started_for_kubectl() else {
+        return;
+    };
+    if kubectl_minor() >= 27 {
+        let explained = k.run(&["explain", "vm.spec.runStrategy"]);
+        assert!(
+            explained.contains("Running state indicates the requested running state"),
+            "{explained}"
+        );
+    }
+    let write = |name: &str, text: &str| {
+        let path = c.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let typo = write(
+        "typo.yaml",
+        &vm_yaml(
+            "typo",
+            "{gpu: [{name: gpu1, deviceName: nvidia.com/GH100_H200}]}",
+        ),
+    );
+    let out = k.cmd(&["create", "-f", &typo]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a misspelt field was accepted");
+    assert!(
+        err.contains("unknown field \"spec.template.spec.domain.devices.gpu\""),
+        "{err}"
+    );
+    let bare = write(
+        "bare.yaml",
+        &format!(
+            "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {{name: bare, namespace: {A}}}\nspec: {{}}\n"
+        ),
+    );
+    let out = k.cmd(&["create", "-f", &bare]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a VMI without a domain was accepted");
+    assert!(err.contains("spec.domain: Required value"), "{err}");
+    let good = write(
+        "good.yaml",
+        &vm_yaml(
+            "good",
+            "{gpus: [{name: gpu1, deviceName: nvidia.com/GH100_H200}]}",
+        ),
+    );
+    let created = k.run(&["create", "-f", &good]);
+    assert!(
+        created.contains("virtualmachine.kubevirt.io/good created"),
+        "{created}"
+    );
+    let stored = c.store.get("VirtualMachine", A, "good").unwrap();
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["domain"]["devices"]["gpus"][0]["deviceName"],
+        "nvidia.com/GH100_H200",
+        "kept as written"
+    );
+    let table = k.run(&["get", "vm", "good", "-n", A]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "AGE", "STATUS", "READY"], "{table}");
+}
+
 const CLAIM_YAML: &str = "apiVersion: gpu.cozystack.io/v1alpha1
 kind: GPUClaim
 metadata:

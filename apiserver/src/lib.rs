@@ -50,6 +50,7 @@ pub use resources::Served;
 pub(crate) use resources::{
     Custom, Registry, Resource, Sub, Target, kinds_without_generation, status_kinds,
 };
+pub use schema::{SchemaVerdict, verdict as schema_verdict};
 
 use crate::store::Store;
 pub(crate) use answers::{object_status, status, status_with};

@@ -43,6 +43,40 @@ pub fn admit(schema: Option<&Value>, obj: &mut Value, old: Option<&Value>) -> Ve
     causes
 }
 
+/// What the API server makes of a custom resource by its CRD's schema.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchemaVerdict {
+    /// The fields pruning drops, as paths (`spec.extra`).
+    pub pruned: Vec<String>,
+    /// Why it would be refused (422), one message per cause.
+    pub invalid: Vec<String>,
+}
+
+impl SchemaVerdict {
+    /// Stored as sent: nothing pruned, nothing refused.
+    pub fn kept_as_sent(&self) -> bool {
+        self.pruned.is_empty() && self.invalid.is_empty()
+    }
+}
+
+/// `obj` judged by a CRD's `openAPIV3Schema` as `admit` judges a write
+/// (`old`: the stored object, for transition rules). For stand-ins that
+/// write to a store directly, to show they write only what a cluster's
+/// API server would keep.
+pub fn verdict(schema: &Value, obj: &Value, old: Option<&Value>) -> SchemaVerdict {
+    let mut kept = obj.clone();
+    let causes = admit(Some(schema), &mut kept, old);
+    let mut pruned = Vec::new();
+    dropped(obj, &kept, "", &mut pruned);
+    SchemaVerdict {
+        pruned,
+        invalid: causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message()))
+            .collect(),
+    }
+}
+
 /// Removes the field at a path `dropped` names (`spec.list[0].extra`).
 pub fn remove_path(obj: &mut Value, path: &str) {
     let mut steps: Vec<(String, Option<usize>)> = Vec::new();

@@ -146,11 +146,18 @@ fn a_running_vm_gets_its_vmi_again_when_it_is_deleted_and_a_halted_one_stops() {
     let second = store.get(VMI, "t", "vm").expect("made again");
     assert_ne!(m(&first, "uid"), m(&second, "uid"));
     s.halt_vm("t", "vm");
-    assert_eq!(phase(&store.get(VMI, "t", "vm").unwrap()), "Succeeded");
+    assert!(
+        store.get(VMI, "t", "vm").is_none(),
+        "halted: stopVMI deletes it"
+    );
     s.reconcile();
     assert!(
-        store.get(VMI, "t", "vm").is_some(),
+        store.get(VMI, "t", "vm").is_none(),
         "halted: not made again"
+    );
+    assert_eq!(
+        store.get(vms::VM, "t", "vm").unwrap()["status"]["printableStatus"],
+        "Stopped"
     );
 }
 
@@ -207,8 +214,8 @@ fn a_deleted_vmi_comes_back_only_under_always_and_once_and_rerun_on_failure_reru
 }
 
 /// The VMI's Ready condition as virt-controller keeps it: True once its
-/// guest runs in a Ready launcher pod, False (`PodTerminating`) once the
-/// VM is halted; the VM's printableStatus and ready follow.
+/// guest runs in a Ready launcher pod; the VM's printableStatus and ready
+/// follow, and go False with the VMI once the VM is halted.
 #[test]
 fn a_vmi_is_ready_while_its_guest_runs_and_its_vm_shows_it() {
     let (store, s) = cluster();
@@ -234,10 +241,8 @@ fn a_vmi_is_ready_while_its_guest_runs_and_its_vm_shows_it() {
     assert_eq!(vm["status"]["printableStatus"], "Running");
     assert_eq!(vm["status"]["ready"], true);
     s.halt_vm("t", "vm");
-    let v = store.get(VMI, "t", "vm").unwrap();
-    assert_eq!(
-        ready(&v),
-        Some(("False".into(), "PodTerminating".into())),
-        "{v}"
-    );
+    assert!(store.get(VMI, "t", "vm").is_none(), "halted: its VMI goes");
+    let vm = store.get(vms::VM, "t", "vm").unwrap();
+    assert_eq!(vm["status"]["ready"], false);
+    assert_eq!(vm["status"]["conditions"][0]["status"], "False");
 }

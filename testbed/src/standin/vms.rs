@@ -201,12 +201,9 @@ pub fn reconcile(store: &Store) -> bool {
                 }
                 clear(store, ns, name, v)
             }
-            ("Halted", Some(v)) if !is_final(v) => {
-                let mut o = v.clone();
-                o["status"]["phase"] = "Succeeded".into();
-                super::vmi_ready(&mut o["status"], false, "PodTerminating");
-                store.update(VMI, o, Subresource::Status).is_ok()
-            }
+            // Halted: no VMI under any circumstances (upstream's
+            // `stopVMI` deletes it, whatever its phase).
+            ("Halted", Some(v)) => clear(store, ns, name, v),
             _ => false,
         };
         wrote |= acted;
