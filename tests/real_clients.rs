@@ -220,6 +220,70 @@ fn kubectl_meets_kubevirts_published_schemas_for_vms_and_vmis() {
     assert_eq!(header, ["NAME", "AGE", "STATUS", "READY"], "{table}");
 }
 
+/// Issue 35, item 1: kubectl finds DRA's kinds where a 1.37 cluster
+/// serves them, applies a slice, lists slices with their node, driver and
+/// pool, selects them by node, and explains a claim's spec.
+#[test]
+fn kubectl_serves_dra_kinds_as_a_cluster_does() {
+    let Some((c, _ctl, k)) = started_for_kubectl() else {
+        return;
+    };
+    let listed = k.run(&["api-resources", "--api-group=resource.k8s.io", "-o", "name"]);
+    let mut names: Vec<&str> = listed.lines().collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "deviceclasses.resource.k8s.io",
+            "devicetaintrules.resource.k8s.io",
+            "resourceclaims.resource.k8s.io",
+            "resourceclaimtemplates.resource.k8s.io",
+            "resourceslices.resource.k8s.io",
+        ],
+        "{listed}"
+    );
+    let path = c.dir.path().join("slice.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpu.nvidia.com-x1}\n\
+         spec:\n  driver: gpu.nvidia.com\n  nodeName: n1\n  pool: {name: n1, generation: 1, resourceSliceCount: 1}\n  \
+         devices: [{name: gpu-0, attributes: {type: {string: vfio}}}]\n",
+    )
+    .unwrap();
+    let applied = k.run(&["apply", "-f", &path.to_string_lossy()]);
+    assert!(
+        applied.contains("resourceslice.resource.k8s.io/n1-gpu.nvidia.com-x1 created"),
+        "{applied}"
+    );
+    let table = k.run(&[
+        "get",
+        "resourceslices",
+        "--field-selector",
+        "spec.nodeName=n1",
+    ]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "NODE", "DRIVER", "POOL", "AGE"], "{table}");
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[..4],
+        ["n1-gpu.nvidia.com-x1", "n1", "gpu.nvidia.com", "n1"],
+        "{table}"
+    );
+    if kubectl_minor() >= 27 {
+        let explained = k.run(&["explain", "resourceclaims.spec.devices"]);
+        assert!(explained.contains("requests"), "{explained}");
+    }
+}
+
 const CLAIM_YAML: &str = "apiVersion: gpu.cozystack.io/v1alpha1
 kind: GPUClaim
 metadata:

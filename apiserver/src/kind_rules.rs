@@ -18,7 +18,7 @@ pub fn check(kind: &str, old: Option<&Value>, new: &Value) -> Vec<Cause> {
         ("Pod", None) | ("Node", _) => crate::resource_values::check(kind, new),
         ("ConfigMap", _) => data_size(new, &["data", "binaryData"], ""),
         ("Secret", _) => data_size(new, &["data"], "data"),
-        _ => Vec::new(),
+        _ => crate::dra_rules::check(kind, old, new),
     }
 }
 

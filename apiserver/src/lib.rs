@@ -12,6 +12,7 @@ mod defaults;
 mod discovery;
 mod discovery_v2;
 mod disruption;
+mod dra_rules;
 mod events;
 pub mod faults;
 mod gc;

@@ -186,6 +186,9 @@ fn field_labels(r: &Resource) -> Vec<&'static str> {
         ]),
         ("", "Node") => out.push("spec.unschedulable"),
         ("", "Namespace") => out.push("status.phase"),
+        // `resource/v1` conversion: a slice by its node and its driver
+        // (what a kubelet's and a driver's watch select).
+        ("resource.k8s.io", "ResourceSlice") => out.extend(["spec.nodeName", "spec.driver"]),
         ("", "Event") => {
             out.extend(["reason", "reportingComponent", "source", "type"]);
             out.extend(INVOLVED);

@@ -77,8 +77,45 @@ fn columns(r: &Resource, custom: Option<&[Column]>) -> Vec<Column> {
                 c("Note", "string", ".note")
             },
         ],
+        // kubectl's printers for DRA (`printResourceClaim`, `printResourceSlice`).
+        "ResourceClaim" => {
+            let mut state = c("State", "string", "@claim-state");
+            state.description =
+                "A summary of the current state (allocated, pending, reserved, etc.).".into();
+            vec![state, age]
+        }
+        "ResourceSlice" => vec![
+            c("Node", "string", "@slice-node"),
+            c("Driver", "string", ".spec.driver"),
+            c("Pool", "string", ".spec.pool.name"),
+            age,
+        ],
         _ => vec![age],
     }
+}
+
+/// A ResourceClaim's State as kubectl prints it: `deleted`, then
+/// `pending` or `allocated`, then `reserved`, joined by commas.
+fn claim_state(obj: &Value) -> String {
+    let mut parts = Vec::new();
+    let deleted = obj["metadata"]["deletionTimestamp"].is_string();
+    if deleted {
+        parts.push("deleted");
+    }
+    let allocated = obj["status"]["allocation"].is_object();
+    if !allocated && !deleted {
+        parts.push("pending");
+    }
+    if allocated {
+        parts.push("allocated");
+        if obj["status"]["reservedFor"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+        {
+            parts.push("reserved");
+        }
+    }
+    parts.join(",")
 }
 
 /// The part of JSONPath printer columns use: `.a.b`, an index `[0]`,
@@ -211,6 +248,9 @@ fn cell(obj: &Value, col: &Column) -> Value {
         "@node-roles" => return node_roles(obj).into(),
         "@event-last-seen" => return event_last_seen(obj).into(),
         "@event-object" => return event_object(obj).into(),
+        "@claim-state" => return claim_state(obj).into(),
+        // A slice of devices not local to one node prints an empty node.
+        "@slice-node" => return obj["spec"]["nodeName"].as_str().unwrap_or_default().into(),
         p if p.starts_with("@pdb-") => {
             return match &obj["spec"][&p["@pdb-".len()..]] {
                 Value::Null => "N/A".into(),

@@ -55,7 +55,7 @@ macro_rules! kinds {
 use k8s_openapi::api::{
     admissionregistration::v1 as admission, apps::v1 as apps, batch::v1 as batch,
     certificates::v1 as certificates, coordination::v1 as coordination, core::v1 as core,
-    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac, resource::v1 as dra,
     scheduling::v1 as scheduling,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
@@ -92,6 +92,11 @@ kinds! {
     "NetworkPolicy" => networking::NetworkPolicy,
     "PriorityClass" => scheduling::PriorityClass,
     "CustomResourceDefinition" => apiextensions::CustomResourceDefinition,
+    "DeviceClass" => dra::DeviceClass,
+    "ResourceSlice" => dra::ResourceSlice,
+    "ResourceClaim" => dra::ResourceClaim,
+    "ResourceClaimTemplate" => dra::ResourceClaimTemplate,
+    "DeviceTaintRule" => dra::DeviceTaintRule,
 }
 
 #[cfg(test)]

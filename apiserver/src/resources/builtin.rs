@@ -54,6 +54,7 @@ const fn review(group: &'static str, plural: &'static str, kind: &'static str) -
 }
 
 const RBAC: &str = "rbac.authorization.k8s.io";
+const DRA: &str = "resource.k8s.io";
 
 /// The built-in kinds: Pod, Node, Namespace, Lease and Event (core and
 /// events.k8s.io), which clients, the controller and leader election use;
@@ -274,6 +275,52 @@ pub const BUILTIN: &[Resource] = &[
         "ValidatingWebhookConfiguration",
         false,
     ),
+    // Dynamic Resource Allocation as kube-apiserver 1.37 serves it
+    // (`pkg/registry/resource/`): no short names or categories; a claim's
+    // and a taint rule's status their own subresource; generation kept
+    // where the strategy sets it (classes, slices, taint rules).
+    Resource {
+        generation: true,
+        ..plain(DRA, "deviceclasses", "deviceclass", "DeviceClass", false)
+    },
+    Resource {
+        generation: true,
+        ..plain(
+            DRA,
+            "resourceslices",
+            "resourceslice",
+            "ResourceSlice",
+            false,
+        )
+    },
+    Resource {
+        status: true,
+        ..plain(
+            DRA,
+            "resourceclaims",
+            "resourceclaim",
+            "ResourceClaim",
+            true,
+        )
+    },
+    plain(
+        DRA,
+        "resourceclaimtemplates",
+        "resourceclaimtemplate",
+        "ResourceClaimTemplate",
+        true,
+    ),
+    Resource {
+        status: true,
+        generation: true,
+        ..plain(
+            DRA,
+            "devicetaintrules",
+            "devicetaintrule",
+            "DeviceTaintRule",
+            false,
+        )
+    },
     Resource {
         short_names: &["crd", "crds"],
         status: true,

@@ -1,0 +1,332 @@
+//! Upstream's validation of the `resource.k8s.io/v1` kinds where a client
+//! meets it (`pkg/apis/resource/validation`): a claim's and a template's
+//! spec immutable, an allocation that names requests the claim has and
+//! never changes once set, `reservedFor` only with an allocation, a
+//! slice's one node field, names in their formats, and upstream's size
+//! limits. Checked on the object as it will be stored: a main write keeps
+//! the stored status and a status write the stored spec (`prepare`), so
+//! both are checked every time and the part not written passes as it was.
+
+use crate::validate::{Cause, LABEL, SUBDOMAIN, dns_label, dns_subdomain};
+use serde_json::Value;
+
+/// `DeviceRequestsMaxSize`, `AllocationResultsMaxSize`,
+/// `DeviceConstraintsMaxSize`, `DeviceConfigMaxSize`, `DeviceSelectorsMaxSize`.
+const LIST_MAX: usize = 32;
+/// `ResourceClaimReservedForMaxSize`.
+const RESERVED_FOR_MAX: usize = 256;
+/// `CELSelectorExpressionMaxLength`.
+const CEL_MAX_BYTES: usize = 10 * 1024;
+/// `ResourceSliceMaxDevices`, and with taints, counters or list attributes
+/// (`ResourceSliceMaxDevicesWithAdvancedFeatures`).
+const SLICE_DEVICES_MAX: usize = 128;
+const SLICE_ADVANCED_DEVICES_MAX: usize = 64;
+/// `ResourceSliceMaxAttributesAndCapacitiesPerDevice`.
+const DEVICE_FIELDS_MAX: usize = 32;
+/// `DriverNameMaxLength`, `PoolNameMaxLength`.
+const DRIVER_MAX: usize = 63;
+const POOL_MAX: usize = 253;
+
+/// The causes to refuse a write of a DRA `kind` (`old`: the stored object).
+pub fn check(kind: &str, old: Option<&Value>, new: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    match kind {
+        "ResourceClaim" => {
+            immutable("spec", old.map(|o| &o["spec"]), &new["spec"], &mut out);
+            if old.is_none() {
+                claim_spec("spec", &new["spec"], &mut out);
+            }
+            claim_status(old, new, &mut out);
+        }
+        "ResourceClaimTemplate" => {
+            immutable("spec", old.map(|o| &o["spec"]), &new["spec"], &mut out);
+            if old.is_none() {
+                claim_spec("spec.spec", &new["spec"]["spec"], &mut out);
+            }
+        }
+        "DeviceClass" => {
+            let spec = &new["spec"];
+            selectors("spec.selectors", &spec["selectors"], &mut out);
+            at_most("spec.config", &spec["config"], LIST_MAX, &mut out);
+        }
+        "ResourceSlice" => slice(old, new, &mut out),
+        _ => {}
+    }
+    out
+}
+
+fn list(v: &Value) -> &[Value] {
+    v.as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+/// `field.TooMany`: a list longer than upstream's bound.
+fn at_most(path: &str, v: &Value, max: usize, out: &mut Vec<Cause>) -> bool {
+    let n = list(v).len();
+    if n > max {
+        out.push(Cause::too_many(path, n, max as u64));
+        return false;
+    }
+    true
+}
+
+/// `ValidateImmutableField`: an update may not change it.
+fn immutable(path: &str, old: Option<&Value>, new: &Value, out: &mut Vec<Cause>) {
+    if let Some(old) = old
+        && old != new
+    {
+        out.push(Cause::invalid(
+            path,
+            Cause::shown(new),
+            "field is immutable",
+        ));
+    }
+}
+
+fn named(path: &str, v: &Value, label: bool, out: &mut Vec<Cause>) {
+    match v.as_str() {
+        None | Some("") => out.push(Cause::required(path)),
+        Some(s) if label && !dns_label(s) => {
+            out.push(Cause::invalid(path, Cause::shown(v), LABEL));
+        }
+        Some(s) if !label && !dns_subdomain(s) => {
+            out.push(Cause::invalid(path, Cause::shown(v), SUBDOMAIN));
+        }
+        Some(_) => {}
+    }
+}
+
+/// Selectors: at most 32, each a CEL expression of at most 10 KiB.
+fn selectors(path: &str, v: &Value, out: &mut Vec<Cause>) {
+    if !at_most(path, v, LIST_MAX, out) {
+        return;
+    }
+    for (i, s) in list(v).iter().enumerate() {
+        let expr = format!("{path}[{i}].cel.expression");
+        match s["cel"]["expression"].as_str() {
+            None | Some("") => out.push(Cause::required(expr)),
+            Some(e) if e.len() > CEL_MAX_BYTES => out.push(Cause::too_long(expr, CEL_MAX_BYTES)),
+            Some(_) => {}
+        }
+    }
+}
+
+/// `validateDeviceClaim`: requests (each exactly one of `exactly` and
+/// `firstAvailable`), constraints and config within their bounds.
+fn claim_spec(path: &str, spec: &Value, out: &mut Vec<Cause>) {
+    let devices = &spec["devices"];
+    let requests = format!("{path}.devices.requests");
+    if at_most(&requests, &devices["requests"], LIST_MAX, out) {
+        for (i, r) in list(&devices["requests"]).iter().enumerate() {
+            let at = format!("{requests}[{i}]");
+            named(&format!("{at}.name"), &r["name"], true, out);
+            match (r.get("exactly"), r.get("firstAvailable")) {
+                (Some(e), None) => {
+                    let exact = format!("{at}.exactly");
+                    named(
+                        &format!("{exact}.deviceClassName"),
+                        &e["deviceClassName"],
+                        false,
+                        out,
+                    );
+                    selectors(&format!("{exact}.selectors"), &e["selectors"], out);
+                }
+                (None, Some(_)) => {}
+                (None, None) => out.push(Cause {
+                    detail: "exactly one of `exactly` or `firstAvailable` is required".into(),
+                    ..Cause::required(at)
+                }),
+                (Some(_), Some(_)) => out.push(Cause::invalid(
+                    at,
+                    "{...}",
+                    "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set",
+                )),
+            }
+        }
+    }
+    at_most(
+        &format!("{path}.devices.constraints"),
+        &devices["constraints"],
+        LIST_MAX,
+        out,
+    );
+    at_most(
+        &format!("{path}.devices.config"),
+        &devices["config"],
+        LIST_MAX,
+        out,
+    );
+}
+
+/// `validateResourceClaimStatusUpdate`: `reservedFor` only with an
+/// allocation; an allocation, once set, only cleared; its results within
+/// bounds, each naming a request of the claim (or `request/subrequest`).
+fn claim_status(old: Option<&Value>, new: &Value, out: &mut Vec<Cause>) {
+    let status = &new["status"];
+    let allocation = &status["allocation"];
+    let reserved = list(&status["reservedFor"]);
+    if !reserved.is_empty() && !allocation.is_object() {
+        out.push(Cause::forbidden(
+            "status.reservedFor",
+            "may not be specified when `allocated` is not set",
+        ));
+    }
+    at_most(
+        "status.reservedFor",
+        &status["reservedFor"],
+        RESERVED_FOR_MAX,
+        out,
+    );
+    let was = old.map(|o| &o["status"]["allocation"]);
+    if let Some(was) = was.filter(|w| w.is_object())
+        && allocation.is_object()
+    {
+        immutable("status.allocation", Some(was), allocation, out);
+        return;
+    }
+    if !allocation.is_object() {
+        return;
+    }
+    let results = &allocation["devices"]["results"];
+    let path = "status.allocation.devices.results";
+    if !at_most(path, results, LIST_MAX, out) {
+        return;
+    }
+    let requests: Vec<&Value> = list(&new["spec"]["devices"]["requests"]).iter().collect();
+    let names = |r: &Value| -> Vec<String> {
+        let name = r["name"].as_str().unwrap_or_default();
+        let mut names = vec![name.to_string()];
+        names.extend(
+            list(&r["firstAvailable"])
+                .iter()
+                .filter_map(|s| s["name"].as_str())
+                .map(|s| format!("{name}/{s}")),
+        );
+        names
+    };
+    let known: Vec<String> = requests.iter().flat_map(|r| names(r)).collect();
+    for (i, r) in list(results).iter().enumerate() {
+        let request = r["request"].as_str().unwrap_or_default();
+        if !known.iter().any(|k| k == request) {
+            out.push(Cause::invalid(
+                format!("{path}[{i}].request"),
+                Cause::shown(&r["request"]),
+                "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'",
+            ));
+        }
+        for f in ["driver", "pool", "device"] {
+            if r[f].as_str().is_none_or(str::is_empty) {
+                out.push(Cause::required(format!("{path}[{i}].{f}")));
+            }
+        }
+    }
+}
+
+/// `ValidateResourceSlice`: one node field, driver and pool named and
+/// fixed for the slice's life, devices within bounds and named as labels.
+fn slice(old: Option<&Value>, new: &Value, out: &mut Vec<Cause>) {
+    let spec = &new["spec"];
+    let set = [
+        spec["nodeName"].as_str().is_some_and(|n| !n.is_empty()),
+        spec["nodeSelector"].is_object(),
+        spec["allNodes"] == true,
+        spec["perDeviceNodeSelection"] == true,
+    ]
+    .iter()
+    .filter(|s| **s)
+    .count();
+    const ONE_OF: &str = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required";
+    match set {
+        0 => out.push(Cause {
+            detail: ONE_OF.into(),
+            ..Cause::required("spec")
+        }),
+        1 => {}
+        _ => out.push(Cause::invalid(
+            "spec",
+            "{...}",
+            format!("{ONE_OF}, but multiple fields are set"),
+        )),
+    }
+    match spec["driver"].as_str() {
+        None | Some("") => out.push(Cause::required("spec.driver")),
+        Some(d) if d.len() > DRIVER_MAX => out.push(Cause::too_long("spec.driver", DRIVER_MAX)),
+        Some(d) if !dns_subdomain(&d.to_lowercase()) => {
+            out.push(Cause::invalid(
+                "spec.driver",
+                Cause::shown(&spec["driver"]),
+                SUBDOMAIN,
+            ));
+        }
+        Some(_) => {}
+    }
+    let pool = &spec["pool"];
+    match pool["name"].as_str() {
+        None | Some("") => out.push(Cause::required("spec.pool.name")),
+        Some(p) if p.len() > POOL_MAX => out.push(Cause::too_long("spec.pool.name", POOL_MAX)),
+        Some(p) if !p.split('/').all(dns_subdomain) => {
+            out.push(Cause::invalid(
+                "spec.pool.name",
+                Cause::shown(&pool["name"]),
+                SUBDOMAIN,
+            ));
+        }
+        Some(_) => {}
+    }
+    if pool["resourceSliceCount"].as_i64().is_none_or(|n| n <= 0) {
+        out.push(Cause::invalid(
+            "spec.pool.resourceSliceCount",
+            Cause::shown(&pool["resourceSliceCount"]),
+            "must be greater than zero",
+        ));
+    }
+    if let Some(old) = old {
+        for f in ["driver", "nodeName"] {
+            immutable(&format!("spec.{f}"), Some(&old["spec"][f]), &spec[f], out);
+        }
+        immutable(
+            "spec.pool.name",
+            Some(&old["spec"]["pool"]["name"]),
+            &pool["name"],
+            out,
+        );
+    }
+    let devices = list(&spec["devices"]);
+    if !devices.is_empty() && !list(&spec["sharedCounters"]).is_empty() {
+        out.push(Cause::invalid(
+            "spec",
+            "{...}",
+            "only one of `sharedCounters` or `devices` is allowed",
+        ));
+    }
+    let advanced = devices.iter().any(|d| {
+        !list(&d["taints"]).is_empty()
+            || !list(&d["consumesCounters"]).is_empty()
+            || d["attributes"]
+                .as_object()
+                .is_some_and(|a| a.values().any(|v| v.get("list").is_some()))
+    });
+    let max = if advanced {
+        SLICE_ADVANCED_DEVICES_MAX
+    } else {
+        SLICE_DEVICES_MAX
+    };
+    if !at_most("spec.devices", &spec["devices"], max, out) {
+        return;
+    }
+    for (i, d) in devices.iter().enumerate() {
+        let at = format!("spec.devices[{i}]");
+        named(&format!("{at}.name"), &d["name"], true, out);
+        let count = |f: &str| d[f].as_object().map_or(0, |m| m.len());
+        let n = count("attributes") + count("capacity");
+        if n > DEVICE_FIELDS_MAX {
+            out.push(Cause::invalid(
+                at,
+                n.to_string(),
+                format!("the total number of attributes and capacities must not exceed {DEVICE_FIELDS_MAX}"),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
