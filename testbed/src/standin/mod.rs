@@ -22,7 +22,9 @@
 //!   NotReady and Ready again (a VMI on a NotReady node keeps running).
 
 mod actions;
+pub mod claims;
 mod create;
+pub mod nvidia;
 pub mod render;
 pub mod scheduler;
 pub mod vms;
@@ -226,7 +228,9 @@ impl StandIn {
                 crate::memory::store::Apply::Commit,
             );
         }
+        nvidia::publish(&self.store);
         vms::reconcile(&self.store);
+        claims::reconcile(&self.store);
         let (vmis, _) = self.store.list(VMI);
         let (pods, seen) = self.store.list("Pod");
         let (nodes, _) = self.store.list("Node");
@@ -311,8 +315,16 @@ impl StandIn {
         if gated || self.held.load(Ordering::SeqCst) {
             return;
         }
-        match scheduler::schedule(pod, pods, nodes) {
+        let claims = claims::of_pod(&self.store, pod);
+        let resolved = claims.as_deref().map_err(String::as_str);
+        match scheduler::schedule(pod, pods, nodes, resolved) {
             Ok(chosen) => {
+                // PreBind: the pod's claims reserved for it, then the bind.
+                for c in claims.iter().flatten() {
+                    if !claims::reserve(&self.store, c, pod) {
+                        return;
+                    }
+                }
                 let mut bound = pod.clone();
                 bound["spec"]["nodeName"] = chosen.into();
                 match self.store.update("Pod", bound, Subresource::Main) {
@@ -330,6 +342,16 @@ impl StandIn {
         let Some(n) = nodes.iter().find(|n| m(n, "name") == node) else {
             return;
         };
+        // The kubelet prepares a pod's claims only once each is allocated
+        // and reserved for it; until then the pod does not start.
+        let uid = m(pod, "uid");
+        let prepared = claims::of_pod(&self.store, pod).is_ok_and(|cs| {
+            cs.iter()
+                .all(|c| c["status"]["allocation"].is_object() && claims::reserved_for(c, uid))
+        });
+        if !prepared {
+            return;
+        }
         match scheduler::admit_devices(pod, n, pods) {
             Ok(()) => self.set_status("Pod", pod, |s| pod_phase(s, "Running")),
             Err(message) => self.set_status("Pod", pod, |s| {

@@ -46,18 +46,40 @@ fn guest_memory(vmi: &Value) -> (u64, bool) {
     }
 }
 
-/// The devices its spec asks of device plugins: one per entry naming one.
-pub fn devices(vmi: &Value) -> BTreeMap<String, u64> {
+fn passed_through(vmi: &Value) -> impl Iterator<Item = &Value> {
     let d = &vmi["spec"]["domain"]["devices"];
+    ["gpus", "hostDevices"]
+        .into_iter()
+        .flat_map(move |list| d[list].as_array().into_iter().flatten())
+}
+
+/// The devices its spec asks of device plugins: one per entry naming one
+/// and no claim (`WithGPUsDevicePlugins`: an entry with a `claimName` is
+/// DRA's, or with both, neither's).
+pub fn devices(vmi: &Value) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
-    for list in ["gpus", "hostDevices"] {
-        for e in d[list].as_array().into_iter().flatten() {
-            if let Some(name) = e["deviceName"].as_str() {
-                *out.entry(name.to_string()).or_default() += 1;
-            }
+    for e in passed_through(vmi).filter(|e| e.get("claimName").is_none()) {
+        if let Some(name) = e["deviceName"].as_str().filter(|n| !n.is_empty()) {
+            *out.entry(name.to_string()).or_default() += 1;
         }
     }
     out
+}
+
+/// The compute container's `resources.claims` (`WithGPUsDRA`,
+/// `WithHostDevicesDRA`): one per entry with a claim and no `deviceName`.
+pub fn claims(vmi: &Value) -> Vec<Value> {
+    passed_through(vmi)
+        .filter(|e| e["deviceName"].as_str().is_none_or(str::is_empty))
+        .filter_map(|e| {
+            let claim = e["claimName"].as_str()?;
+            let mut c = json!({"name": claim});
+            if let Some(r) = e["requestName"].as_str().filter(|r| !r.is_empty()) {
+                c["request"] = r.into();
+            }
+            Some(c)
+        })
+        .collect()
 }
 
 /// `GetMemoryOverhead` for amd64, with a video device and no probes, TPM
@@ -71,7 +93,12 @@ pub fn memory_overhead(vmi: &Value) -> u64 {
     } else {
         0
     };
-    let vfio = if devices(vmi).is_empty() { 0 } else { VFIO };
+    // `IsVFIOVMI`: any GPU or host device, a device plugin's or DRA's.
+    let vfio = if passed_through(vmi).next().is_none() {
+        0
+    } else {
+        VFIO
+    };
     pagetables + FIXED_OVERHEAD + PER_VCPU * vcpus(vmi) + IOTHREAD + VIDEO + vfio
 }
 
@@ -108,7 +135,12 @@ fn compute_resources(vmi: &Value) -> Value {
     for (k, v) in &limits {
         requests.entry(k.clone()).or_insert_with(|| v.clone());
     }
-    json!({"requests": requests, "limits": limits})
+    let mut out = json!({"requests": requests, "limits": limits});
+    let claims = claims(vmi);
+    if !claims.is_empty() {
+        out["claims"] = claims.into();
+    }
+    out
 }
 
 /// The launcher pod for `vmi`; `gated`: at our gate already (when no
@@ -166,6 +198,21 @@ pub fn launcher_pod(vmi: &Value, gated: bool) -> Value {
             spec[f] = v.clone();
         }
     }
+    // `drautil.ToPodResourceClaims`: the VMI's claims, one to one.
+    if let Some(rc) = vmi["spec"]["resourceClaims"].as_array() {
+        spec["resourceClaims"] = rc
+            .iter()
+            .map(|c| {
+                let mut o = json!({"name": c["name"]});
+                for f in ["resourceClaimName", "resourceClaimTemplateName"] {
+                    if c[f].is_string() {
+                        o[f] = c[f].clone();
+                    }
+                }
+                o
+            })
+            .collect();
+    }
     if gated {
         spec["schedulingGates"] = json!([{"name": SCHEDULING_GATE}]);
     }
@@ -204,6 +251,29 @@ mod tests {
         // template_test.go: 1G requested, 1 vCPU: 303,943,013.
         let upstream = vmi(json!({"domain": {"resources": {"requests": {"memory": "1G"}}}}));
         assert_eq!(memory_overhead(&upstream), 303_943_013);
+    }
+
+    /// KubeVirt's DRA guide: a VMI asks through a template and names the
+    /// claim in `gpus[]`; the pod gets the claim, the compute container
+    /// its reference, no device-plugin request, and VFIO's locked memory.
+    #[test]
+    fn a_dra_gpu_entry_renders_as_a_pod_claim_and_a_container_claim_not_a_device() {
+        let v = vmi(json!({"domain": {
+            "resources": {"requests": {"memory": "1G"}},
+            "devices": {"gpus": [{"name": "gpu1", "claimName": "gpu", "requestName": "vfio"}]}},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-h200"}]}));
+        let pod = launcher_pod(&v, true);
+        assert_eq!(
+            pod["spec"]["resourceClaims"],
+            json!([{"name": "gpu", "resourceClaimTemplateName": "one-h200"}])
+        );
+        let resources = &pod["spec"]["containers"][0]["resources"];
+        assert_eq!(
+            resources["claims"],
+            json!([{"name": "gpu", "request": "vfio"}])
+        );
+        assert!(devices(&v).is_empty(), "{resources}");
+        assert_eq!(memory_overhead(&v), 303_943_013 + VFIO);
     }
 
     #[test]

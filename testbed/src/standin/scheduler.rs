@@ -117,8 +117,43 @@ fn filter(s: &Sched, n: &NodeFacts, used: Option<&Bound>) -> Vec<String> {
         .collect()
 }
 
-/// Where the scheduler binds `pod`, or its FitError.
-pub fn schedule(pod: &Value, pods: &[Value], nodes: &[Value]) -> Result<String, String> {
+/// The DynamicResources plugin's Filter for the pod's claims on `n`: an
+/// allocated claim only where its `nodeSelector` selects; an unallocated
+/// one the stand-in's scheduler does not allocate (gpu-claims does, for
+/// the claims of its classes), so it fits nowhere.
+fn dra_filter(claims: &[Value], n: &NodeFacts) -> Option<&'static str> {
+    for c in claims {
+        let allocation = &c["status"]["allocation"];
+        if !allocation.is_object() {
+            return Some("cannot allocate all claims");
+        }
+        let selector: Option<k8s_openapi::api::core::v1::NodeSelector> =
+            serde_json::from_value(allocation["nodeSelector"].clone()).ok();
+        if !affinity_matches(&BTreeMap::new(), selector.as_ref(), &n.name, &n.labels) {
+            return Some("resourceclaim not available on the node");
+        }
+    }
+    None
+}
+
+/// Where the scheduler binds `pod`, or its FitError. `claims`: the pod's
+/// ResourceClaims, or why its PreFilter turns it away.
+pub fn schedule(
+    pod: &Value,
+    pods: &[Value],
+    nodes: &[Value],
+    claims: Result<&[Value], &str>,
+) -> Result<String, String> {
+    let claims = match claims {
+        Ok(c) => c,
+        Err(why) => {
+            // `FitError` with the PreFilter's message; no node helps.
+            let n = nodes.len();
+            return Err(format!(
+                "0/{n} nodes are available: {why}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+            ));
+        }
+    };
     let s = sched(pod);
     let uid = pod["metadata"]["uid"].as_str();
     let used = bound_use(pods, uid);
@@ -129,7 +164,12 @@ pub fn schedule(pod: &Value, pods: &[Value], nodes: &[Value]) -> Result<String, 
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut unresolvable = 0;
     for n in &facts {
-        let why = filter(&s, n, used.get(&n.name));
+        let mut why = filter(&s, n, used.get(&n.name));
+        if why.is_empty()
+            && let Some(w) = dra_filter(claims, n)
+        {
+            why.push(w.to_string());
+        }
         if why.is_empty() {
             return Ok(n.name.clone());
         }
@@ -234,17 +274,17 @@ mod tests {
             json!({GPU: "2", "memory": "8Gi"}),
             pinned.clone(),
         );
-        assert_eq!(schedule(&me, &[], &nodes), Ok("b".into()));
+        assert_eq!(schedule(&me, &[], &nodes, Ok(&[])), Ok("b".into()));
         let busy = [pod("x", Some("b"), json!({"memory": "60Gi"}), json!({}))];
         assert_eq!(
-            schedule(&me, &busy, &nodes),
+            schedule(&me, &busy, &nodes, Ok(&[])),
             Err("0/2 nodes are available: 1 Insufficient memory, 1 node(s) didn't match Pod's node affinity/selector. \
                  preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, \
                  1 Preemption is not helpful for scheduling."
                 .into())
         );
         let gpus_taken = [pod("x", Some("b"), json!({GPU: "3"}), json!({}))];
-        let err = schedule(&me, &gpus_taken, &nodes).unwrap_err();
+        let err = schedule(&me, &gpus_taken, &nodes, Ok(&[])).unwrap_err();
         assert!(err.contains("1 Insufficient nvidia.com/gpu"), "{err}");
     }
 
@@ -256,7 +296,7 @@ mod tests {
         tainted["spec"] = json!({"taints": [{"key": "gpu", "value": "x", "effect": "NoSchedule"}]});
         let nodes = [cordoned, tainted, node("c", 4, "64Gi", false)];
         let me = pod("me", None, json!({}), json!({}));
-        let err = schedule(&me, &[], &nodes).unwrap_err();
+        let err = schedule(&me, &[], &nodes, Ok(&[])).unwrap_err();
         assert_eq!(
             err,
             "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: x}, \
@@ -269,7 +309,7 @@ mod tests {
             json!({}),
             json!({"tolerations": [{"key": "gpu", "operator": "Exists"}]}),
         );
-        assert_eq!(schedule(&tolerant, &[], &nodes), Ok("b".into()));
+        assert_eq!(schedule(&tolerant, &[], &nodes, Ok(&[])), Ok("b".into()));
     }
 
     #[test]

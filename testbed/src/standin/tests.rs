@@ -246,3 +246,127 @@ fn a_vmi_is_ready_while_its_guest_runs_and_its_vm_shows_it() {
     assert_eq!(vm["status"]["ready"], false);
     assert_eq!(vm["status"]["conditions"][0]["status"], "False");
 }
+
+/// Issue 35, item 2: the DRA world a VM meets on a passthrough node.
+/// NVIDIA's driver publishes the node's GPUs as `vfio` devices in its
+/// pool; KubeVirt renders a VMI that asks through a template into a pod
+/// with that claim; kube-controller-manager makes the pod's claim from the
+/// template; the scheduler keeps the pod off every node until the claim is
+/// allocated, then reserves it and binds the pod where the allocation
+/// says; the kubelet runs it; a gone pod's claim is released and deleted.
+#[test]
+fn a_vmi_asking_through_a_template_gets_a_claim_and_runs_only_once_it_is_allocated() {
+    let store = crate::crds::cluster_store();
+    store.seed(
+        "Node",
+        to_json(
+            &node("d1")
+                .kubelet("64", "512Gi")
+                .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
+                .obj(),
+        ),
+    );
+    store.seed(
+        "ResourceClaimTemplate",
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"namespace": "t", "name": "one-h200"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "vfio",
+                "exactly": {"deviceClassName": "vfio.gpu.nvidia.com", "count": 1}}]}}}}),
+    );
+    let s = StandIn::new(store.clone());
+    s.create_vmi(
+        "t",
+        "vm",
+        &VmSpec::sized(4, "16Gi").gpus_through_template("one-h200", "vfio"),
+    );
+    s.reconcile();
+    s.reconcile();
+    // The driver's slice: one pool named after the node, four vfio devices.
+    let (slices, _) = store.list("ResourceSlice");
+    assert_eq!(slices.len(), 1);
+    let slice = &slices[0];
+    assert!(m(slice, "name").starts_with("0-gpu.nvidia.com-d1-"));
+    assert_eq!(slice["spec"]["pool"]["name"], "d1");
+    let gpu0 = &slice["spec"]["devices"][0];
+    assert_eq!(gpu0["name"], "gpu-vfio-0");
+    assert_eq!(gpu0["attributes"]["type"]["string"], "vfio");
+    assert_eq!(gpu0["attributes"]["productName"]["string"], "NVIDIA H200");
+    assert_eq!(
+        gpu0["attributes"]["resource.kubernetes.io/pciBusID"]["string"],
+        "0000:18:00.0"
+    );
+    assert_eq!(gpu0["capacity"]["addressableMemory"]["value"], "141Gi");
+    assert!(
+        store
+            .get("DeviceClass", "", "vfio.gpu.nvidia.com")
+            .is_some()
+    );
+    // As the API types have it: nothing a cluster would drop.
+    let as_typed: k8s_openapi::api::resource::v1::ResourceSlice =
+        serde_json::from_value(slice.clone()).unwrap();
+    assert_eq!(
+        serde_json::to_value(&as_typed).unwrap()["spec"],
+        slice["spec"]
+    );
+    // The pod's claim, made from the template and recorded on the pod.
+    let pod = launcher(&store, "vm");
+    let recorded = &pod["status"]["resourceClaimStatuses"][0];
+    assert_eq!(recorded["name"], "gpu");
+    let claim_name = recorded["resourceClaimName"].as_str().unwrap().to_string();
+    assert!(claim_name.starts_with(&format!("{}-gpu-", m(&pod, "name"))));
+    let claim = store.get(claims::CLAIM, "t", &claim_name).unwrap();
+    assert_eq!(
+        claim["metadata"]["annotations"][claims::POD_CLAIM_NAME],
+        "gpu"
+    );
+    assert_eq!(
+        claim["metadata"]["ownerReferences"][0]["uid"],
+        pod["metadata"]["uid"]
+    );
+    assert_eq!(claim["spec"]["devices"]["requests"][0]["name"], "vfio");
+    // Unallocated: the scheduler finds no node for it.
+    let why = unschedulable_message(&typed(&pod)).unwrap_or_default();
+    assert!(
+        why.starts_with("0/1 nodes are available: 1 cannot allocate all claims."),
+        "{why}"
+    );
+    assert_eq!(phase(&store.get(VMI, "t", "vm").unwrap()), "Scheduling");
+    // Allocated (as gpu-claims will write it): reserved, bound, run.
+    let mut c = claim.clone();
+    c["status"] = json!({"allocation": {"devices": {"results": [{"request": "vfio",
+        "driver": "gpu.nvidia.com", "pool": "d1", "device": "gpu-vfio-0"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["d1"]}]}]}}});
+    store.update(claims::CLAIM, c, Subresource::Status).unwrap();
+    for _ in 0..3 {
+        s.reconcile();
+    }
+    let pod = launcher(&store, "vm");
+    assert_eq!(pod["spec"]["nodeName"], "d1");
+    assert_eq!(phase(&pod), "Running");
+    let claim = store.get(claims::CLAIM, "t", &claim_name).unwrap();
+    assert!(claims::reserved_for(&claim, m(&pod, "uid")));
+    assert_eq!(phase(&store.get(VMI, "t", "vm").unwrap()), "Running");
+    // A failed GPU is tainted NoExecute in the slice.
+    let mut n = store.get("Node", "", "d1").unwrap();
+    n["metadata"]["annotations"][nvidia::FAILED_GPUS] = "gpu-vfio-0".into();
+    store.update("Node", n, Subresource::Main).unwrap();
+    s.reconcile();
+    let slice = &store.list("ResourceSlice").0[0];
+    assert_eq!(
+        slice["spec"]["devices"][0]["taints"][0]["effect"],
+        "NoExecute"
+    );
+    // The pod gone: its reservation dropped and its claim deleted.
+    store.delete("Pod", "t", m(&pod, "name")).unwrap();
+    s.reconcile();
+    assert!(store.get(claims::CLAIM, "t", &claim_name).is_none());
+}
+
+#[test]
+fn a_generated_claims_name_is_cut_in_proportion_as_upstream_cuts_it() {
+    assert_eq!(claims::generate_name("pod", "gpu"), "pod-gpu-");
+    let long = claims::generate_name(&"p".repeat(60), &"c".repeat(20));
+    // 82 characters cut to 57 in proportion, no trailing hyphen.
+    assert_eq!(long, format!("{}-{}", "p".repeat(41), "c".repeat(13)));
+}

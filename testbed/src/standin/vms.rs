@@ -25,6 +25,10 @@ pub struct VmSpec {
     pub cpus: u32,
     pub memory: String,
     pub gpus: Vec<(String, u32)>,
+    /// GPUs asked through DRA, as KubeVirt's DRA guide writes it: a
+    /// ResourceClaimTemplate's name and the request of it a `gpus[]`
+    /// entry names.
+    pub template: Option<(String, String)>,
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -40,6 +44,7 @@ impl VmSpec {
             cpus,
             memory: memory.into(),
             gpus: Vec::new(),
+            template: None,
             annotations: BTreeMap::new(),
         }
     }
@@ -49,6 +54,13 @@ impl VmSpec {
         if n > 0 {
             self.gpus.push((device.into(), n));
         }
+        self
+    }
+
+    /// GPUs through the ResourceClaimTemplate `template`, whose request
+    /// `request` its `gpus[]` entry names (`GPUsWithDRA`).
+    pub fn gpus_through_template(mut self, template: &str, request: &str) -> Self {
+        self.template = Some((template.into(), request.into()));
         self
     }
 
@@ -65,11 +77,20 @@ impl VmSpec {
                 gpus.push(json!({"name": format!("gpu{}", gpus.len() + 1), "deviceName": device}));
             }
         }
-        json!({"domain": {
+        let mut spec = json!({"domain": {
             "cpu": {"cores": self.cpus, "sockets": 1, "threads": 1},
             "resources": {"requests": {"memory": self.memory}},
             "devices": {"gpus": gpus},
-        }})
+        }});
+        if let Some((template, request)) = &self.template {
+            spec["resourceClaims"] =
+                json!([{"name": "gpu", "resourceClaimTemplateName": template}]);
+            if let Some(g) = spec["domain"]["devices"]["gpus"].as_array_mut() {
+                g.push(json!({"name": format!("gpu{}", g.len() + 1),
+                    "claimName": "gpu", "requestName": request}));
+            }
+        }
+        spec
     }
 
     pub fn metadata(&self) -> Value {
