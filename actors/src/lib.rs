@@ -11,6 +11,7 @@
 pub mod api;
 pub mod config;
 pub mod controller;
+pub mod dra;
 pub mod ports;
 pub mod printable;
 pub mod rules;

@@ -1,0 +1,16 @@
+//! Dynamic Resource Allocation as gpu-claims reads it (SPEC section 9):
+//! the devices a DRA driver publishes in ResourceSlices (`pools`), and
+//! which of them a class's selectors take (`class`), in Kubernetes' CEL
+//! environment for devices (`selector`, `values`).
+
+pub mod class;
+pub mod pools;
+pub mod selector;
+pub mod values;
+
+pub use class::{ClassSelectors, SelectorInvalid};
+pub use pools::{PoolState, Published, complete_devices};
+pub use selector::{Selector, SelectorError};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,180 @@
+//! Device selectors as Kubernetes evaluates them
+//! (`k8s.io/dynamic-resource-allocation/cel`): one variable, `device`,
+//! with its `driver`, its `attributes` and `capacity` by domain then name
+//! (a name a slice writes bare is the driver's domain's; an unknown domain
+//! reads as an empty map, a missing name inside one is an error), version
+//! attributes as semvers, capacities as quantities, and the quantity and
+//! semver functions. A selector must give a bool; one that does not
+//! compile, or that errors on a device, is bad input said in upstream's
+//! words, never a guess.
+
+use super::values::{Quantity, Semver};
+use cel::objects::{Key, Map, Value};
+use k8s_openapi::api::resource::v1::Device;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Why a selector cannot be used: upstream's wording after `selector #i`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("CEL compile error: compilation failed: {0}")]
+    Compile(String),
+    #[error("CEL runtime error: {0}")]
+    Runtime(String),
+    #[error("CEL result of type {0} could not be converted to bool")]
+    NotBool(String),
+}
+
+/// One compiled selector, with the attribute domains it names (an unknown
+/// one reads as an empty map, as upstream's `WithDefault` maps do).
+#[derive(Debug)]
+pub struct Selector {
+    expression: String,
+    program: cel::Program,
+    domains: Vec<String>,
+}
+
+/// The quoted strings of an expression: the domains it may index with.
+fn literals(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = expr.chars();
+    while let Some(c) = chars.next() {
+        if c == '"' || c == '\'' {
+            let s: String = chars.by_ref().take_while(|d| *d != c).collect();
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn key(s: &str) -> Key {
+    Key::String(Arc::new(s.to_string()))
+}
+
+fn map(m: HashMap<Key, Value>) -> Value {
+    Value::Map(Map { map: Arc::new(m) })
+}
+
+/// `parseQualifiedName`: a name's domain and id; a bare name is the
+/// driver's.
+fn qualified<'a>(name: &'a str, driver: &'a str) -> (&'a str, &'a str) {
+    name.split_once('/').unwrap_or((driver, name))
+}
+
+fn attribute(a: &k8s_openapi::api::resource::v1::DeviceAttribute) -> Result<Value, String> {
+    let version = |v: &str| {
+        Semver::parse(v)
+            .map(|s| Value::Opaque(Arc::new(s)))
+            .ok_or_else(|| format!("parse semantic version: {v}"))
+    };
+    if let Some(b) = a.bool {
+        return Ok(Value::Bool(b));
+    }
+    if let Some(i) = a.int {
+        return Ok(Value::Int(i));
+    }
+    if let Some(s) = &a.string {
+        return Ok(Value::String(Arc::new(s.clone())));
+    }
+    if let Some(v) = &a.version {
+        return version(v);
+    }
+    let list = |l: Vec<Value>| Value::List(Arc::new(l));
+    if let Some(b) = &a.bools {
+        return Ok(list(b.iter().map(|b| Value::Bool(*b)).collect()));
+    }
+    if let Some(i) = &a.ints {
+        return Ok(list(i.iter().map(|i| Value::Int(*i)).collect()));
+    }
+    if let Some(s) = &a.strings {
+        return Ok(list(
+            s.iter()
+                .map(|s| Value::String(Arc::new(s.clone())))
+                .collect(),
+        ));
+    }
+    if let Some(v) = &a.versions {
+        return Ok(list(
+            v.iter().map(|v| version(v)).collect::<Result<_, _>>()?,
+        ));
+    }
+    Err("unsupported attribute value".into())
+}
+
+impl Selector {
+    /// Compiles `expression`; its error as upstream says it.
+    pub fn compile(expression: &str) -> Result<Self, SelectorError> {
+        let program =
+            cel::Program::compile(expression).map_err(|e| SelectorError::Compile(e.to_string()))?;
+        Ok(Self {
+            expression: expression.to_string(),
+            program,
+            domains: literals(expression),
+        })
+    }
+
+    pub fn expression(&self) -> &str {
+        &self.expression
+    }
+
+    /// The `device` variable for one device of `driver`.
+    fn device(&self, driver: &str, d: &Device) -> Result<Value, SelectorError> {
+        let mut attributes: HashMap<String, HashMap<Key, Value>> = HashMap::new();
+        for (name, a) in d.attributes.iter().flatten() {
+            let (domain, id) = qualified(name, driver);
+            let v = attribute(a)
+                .map_err(|e| SelectorError::Runtime(format!("attribute {name}: {e}")))?;
+            attributes
+                .entry(domain.into())
+                .or_default()
+                .insert(key(id), v);
+        }
+        let mut capacity: HashMap<String, HashMap<Key, Value>> = HashMap::new();
+        for (name, c) in d.capacity.iter().flatten() {
+            let (domain, id) = qualified(name, driver);
+            let q = Quantity::parse(&c.value.0).ok_or_else(|| {
+                SelectorError::Runtime(format!("capacity {name}: invalid quantity {}", c.value.0))
+            })?;
+            capacity
+                .entry(domain.into())
+                .or_default()
+                .insert(key(id), Value::Opaque(Arc::new(q)));
+        }
+        for domain in &self.domains {
+            attributes.entry(domain.clone()).or_default();
+            capacity.entry(domain.clone()).or_default();
+        }
+        let by_domain = |m: HashMap<String, HashMap<Key, Value>>| {
+            map(m.into_iter().map(|(d, v)| (key(&d), map(v))).collect())
+        };
+        let mut device = HashMap::new();
+        device.insert(key("driver"), Value::String(Arc::new(driver.to_string())));
+        device.insert(key("attributes"), by_domain(attributes));
+        device.insert(key("capacity"), by_domain(capacity));
+        device.insert(
+            key("allowMultipleAllocations"),
+            Value::Bool(d.allow_multiple_allocations.unwrap_or(false)),
+        );
+        Ok(map(device))
+    }
+
+    /// Whether the device of `driver` matches: true, false, or the error
+    /// that makes the selector unusable.
+    pub fn matches(&self, driver: &str, d: &Device) -> Result<bool, SelectorError> {
+        let mut ctx = cel::Context::default();
+        super::values::add_to(&mut ctx).map_err(|e| SelectorError::Runtime(e.to_string()))?;
+        ctx.add_variable_from_value("device", self.device(driver, d)?);
+        match self.program.execute(&ctx) {
+            Ok(Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(SelectorError::NotBool(format!("{:?}", other.type_of()))),
+            // `EnhanceRuntimeError`: a missing name gets upstream's advice.
+            Err(cel::ExecutionError::NoSuchKey(k)) => Err(SelectorError::Runtime(format!(
+                "no such key: {k}. consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields"
+            ))),
+            Err(e) => Err(SelectorError::Runtime(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,122 @@
+//! D1's selectors, against the cases of upstream's `compile_test.go`.
+
+use super::*;
+use serde_json::json;
+
+const NVIDIA: &str = "gpu.nvidia.com";
+
+/// A vfio GPU as NVIDIA's driver publishes it.
+fn gpu() -> Device {
+    serde_json::from_value(json!({"name": "gpu-vfio-0",
+        "attributes": {
+            "type": {"string": "vfio"},
+            "productName": {"string": "NVIDIA H200"},
+            "iommuFDEnabled": {"bool": false},
+            "driverVersion": {"version": "580.65.6"},
+            "resource.kubernetes.io/pcieRoot": {"string": "pci0000:14"},
+            "resource.kubernetes.io/numaNode": {"int": 0}},
+        "capacity": {"addressableMemory": {"value": "141Gi"}}}))
+    .unwrap()
+}
+
+fn matches(expr: &str) -> Result<bool, SelectorError> {
+    Selector::compile(expr)?.matches(NVIDIA, &gpu())
+}
+
+#[test]
+fn d1_the_driver_classes_select_by_driver_and_the_drivers_domain_for_bare_names() {
+    let vfio =
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'";
+    assert_eq!(matches(vfio), Ok(true));
+    let gpu_class =
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'";
+    assert_eq!(matches(gpu_class), Ok(false));
+    assert_eq!(
+        Selector::compile(vfio)
+            .unwrap()
+            .matches("other.example.com", &gpu()),
+        Ok(false),
+        "another driver's device"
+    );
+    // A qualified name keeps its own domain.
+    assert_eq!(
+        matches("device.attributes['resource.kubernetes.io'].numaNode == 0"),
+        Ok(true)
+    );
+    assert_eq!(
+        matches("device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H')"),
+        Ok(true)
+    );
+}
+
+#[test]
+fn d1_capacities_are_quantities_and_versions_semvers() {
+    assert_eq!(
+        matches(
+            "device.capacity['gpu.nvidia.com'].addressableMemory.isGreaterThan(quantity('80Gi'))"
+        ),
+        Ok(true)
+    );
+    assert_eq!(
+        matches(
+            "device.capacity['gpu.nvidia.com'].addressableMemory.compareTo(quantity('141Gi')) == 0"
+        ),
+        Ok(true)
+    );
+    assert_eq!(
+        matches(
+            "device.attributes['gpu.nvidia.com'].driverVersion.isLessThan(semver('580.100.0'))"
+        ),
+        Ok(true),
+        "580.65.6 < 580.100.0 by number, not by text"
+    );
+    assert_eq!(
+        matches("device.attributes['gpu.nvidia.com'].driverVersion.major() == 580"),
+        Ok(true)
+    );
+}
+
+#[test]
+fn d1_an_unknown_domain_is_empty_and_a_missing_name_is_a_runtime_error() {
+    assert_eq!(
+        matches("has(device.attributes['dra.example.com'].model)"),
+        Ok(false),
+        "upstream's maps default an unknown domain to an empty one"
+    );
+    assert_eq!(
+        matches("device.attributes['gpu.nvidia.com'].noSuchAttr == 'x'"),
+        Err(SelectorError::Runtime(
+            "no such key: noSuchAttr. consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields".into()
+        ))
+    );
+}
+
+#[test]
+fn d1_a_selector_that_does_not_compile_or_is_not_a_bool_is_refused_in_upstreams_words() {
+    let e = Selector::compile("device.driver ==").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("CEL compile error: compilation failed:"),
+        "{e}"
+    );
+    let e = matches("device.attributes['resource.kubernetes.io'].numaNode").unwrap_err();
+    assert!(matches!(e, SelectorError::NotBool(_)), "{e}");
+    assert_eq!(
+        matches("quantity('nonsense').isGreaterThan(quantity('1'))")
+            .map_err(|e| e.to_string().starts_with("CEL runtime error")),
+        Err(true)
+    );
+}
+
+#[test]
+fn d1_semver_precedence_is_semvers() {
+    let v = |s: &str| Semver::parse(s).unwrap();
+    assert!(v("1.0.0-alpha") < v("1.0.0-alpha.1"));
+    assert!(v("1.0.0-alpha.1") < v("1.0.0-alpha.beta"));
+    assert!(v("1.0.0-beta.11") > v("1.0.0-beta.2"));
+    assert!(v("1.0.0-rc.1") < v("1.0.0"));
+    assert_eq!(v("1.2.3+build.7"), v("1.2.3"));
+    for bad in ["1.2", "01.2.3", "1.2.3-", "a.b.c", "1.2.3-al..pha"] {
+        assert!(Semver::parse(bad).is_none(), "{bad}");
+    }
+}
