@@ -274,7 +274,9 @@ fn e2e_every_vm_and_vmi_of_the_story_is_kept_as_written_by_kubevirts_published_s
         if e.type_ == gpu_claims_testbed::memory::store::EventType::Deleted {
             continue;
         }
-        let Some(v) = gpu_claims_testbed::crds::kubevirt_verdict(&e.kind, &e.object, None) else {
+        let Some(v) =
+            gpu_claims_testbed::crds::kubevirt_verdict(&e.kind, &e.object, e.prev.as_ref())
+        else {
             continue;
         };
         let name = e.object["metadata"]["name"].as_str().unwrap_or_default();

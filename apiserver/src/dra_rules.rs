@@ -105,7 +105,17 @@ fn selectors(path: &str, v: &Value, out: &mut Vec<Cause>) {
         match s["cel"]["expression"].as_str() {
             None | Some("") => out.push(Cause::required(expr)),
             Some(e) if e.len() > CEL_MAX_BYTES => out.push(Cause::too_long(expr, CEL_MAX_BYTES)),
-            Some(_) => {}
+            // Compiled as upstream compiles it on write: one that does not
+            // is refused, never stored to fail every allocation.
+            Some(e) => {
+                if let Err(err) = cel::Program::compile(e) {
+                    out.push(Cause::invalid(
+                        expr,
+                        Cause::shown(&s["cel"]["expression"]),
+                        format!("compilation failed: {err}"),
+                    ));
+                }
+            }
         }
     }
 }
@@ -116,9 +126,17 @@ fn claim_spec(path: &str, spec: &Value, out: &mut Vec<Cause>) {
     let devices = &spec["devices"];
     let requests = format!("{path}.devices.requests");
     if at_most(&requests, &devices["requests"], LIST_MAX, out) {
+        let mut seen = std::collections::BTreeSet::new();
         for (i, r) in list(&devices["requests"]).iter().enumerate() {
             let at = format!("{requests}[{i}]");
             named(&format!("{at}.name"), &r["name"], true, out);
+            if !seen.insert(r["name"].as_str().unwrap_or_default()) {
+                out.push(Cause::invalid(
+                    format!("{at}.name"),
+                    Cause::shown(&r["name"]),
+                    "Duplicate value",
+                ));
+            }
             match (r.get("exactly"), r.get("firstAvailable")) {
                 (Some(e), None) => {
                     let exact = format!("{at}.exactly");
@@ -164,6 +182,31 @@ fn claim_status(old: Option<&Value>, new: &Value, out: &mut Vec<Cause>) {
     let status = &new["status"];
     let allocation = &status["allocation"];
     let reserved = list(&status["reservedFor"]);
+    let mut uids = std::collections::BTreeSet::new();
+    for (i, r) in reserved.iter().enumerate() {
+        if !uids.insert(r["uid"].as_str().unwrap_or_default()) {
+            out.push(Cause::invalid(
+                format!("status.reservedFor[{i}].uid"),
+                Cause::shown(&r["uid"]),
+                "Duplicate value",
+            ));
+        }
+    }
+    // No new consumer for a claim on its way out.
+    if let Some(old) = old
+        && old["metadata"]["deletionTimestamp"].is_string()
+    {
+        let before = list(&old["status"]["reservedFor"]);
+        if reserved
+            .iter()
+            .any(|r| !before.iter().any(|b| b["uid"] == r["uid"]))
+        {
+            out.push(Cause::forbidden(
+                "status.reservedFor",
+                "new entries may not be added while `deallocationRequested` or `deletionTimestamp` are set",
+            ));
+        }
+    }
     if !reserved.is_empty() && !allocation.is_object() {
         out.push(Cause::forbidden(
             "status.reservedFor",
@@ -298,13 +341,9 @@ fn slice(old: Option<&Value>, new: &Value, out: &mut Vec<Cause>) {
             "only one of `sharedCounters` or `devices` is allowed",
         ));
     }
-    let advanced = devices.iter().any(|d| {
-        !list(&d["taints"]).is_empty()
-            || !list(&d["consumesCounters"]).is_empty()
-            || d["attributes"]
-                .as_object()
-                .is_some_and(|a| a.values().any(|v| v.get("list").is_some()))
-    });
+    let advanced = devices
+        .iter()
+        .any(|d| !list(&d["taints"]).is_empty() || !list(&d["consumesCounters"]).is_empty());
     let max = if advanced {
         SLICE_ADVANCED_DEVICES_MAX
     } else {
@@ -313,9 +352,20 @@ fn slice(old: Option<&Value>, new: &Value, out: &mut Vec<Cause>) {
     if !at_most("spec.devices", &spec["devices"], max, out) {
         return;
     }
+    let mut names = std::collections::BTreeSet::new();
     for (i, d) in devices.iter().enumerate() {
         let at = format!("spec.devices[{i}]");
         named(&format!("{at}.name"), &d["name"], true, out);
+        if !names.insert(d["name"].as_str().unwrap_or_default()) {
+            out.push(Cause::invalid(
+                format!("{at}.name"),
+                Cause::shown(&d["name"]),
+                "Duplicate value",
+            ));
+        }
+        for (name, a) in d["attributes"].as_object().into_iter().flatten() {
+            attribute(&format!("{at}.attributes[{name}]"), a, out);
+        }
         let count = |f: &str| d[f].as_object().map_or(0, |m| m.len());
         let n = count("attributes") + count("capacity");
         if n > DEVICE_FIELDS_MAX {
@@ -326,6 +376,60 @@ fn slice(old: Option<&Value>, new: &Value, out: &mut Vec<Cause>) {
             ));
         }
     }
+}
+
+/// `DeviceAttributeMaxValueLength`: a string or version value.
+const ATTRIBUTE_VALUE_MAX: usize = 64;
+
+/// `validateDeviceAttribute`: exactly one value; strings and versions
+/// within upstream's length, versions semver 2.0.0.
+fn attribute(path: &str, a: &Value, out: &mut Vec<Cause>) {
+    const FIELDS: [&str; 8] = [
+        "bool", "int", "string", "version", "bools", "ints", "strings", "versions",
+    ];
+    let set = FIELDS
+        .iter()
+        .filter(|f| a.get(**f).is_some_and(|v| !v.is_null()))
+        .count();
+    if set != 1 {
+        out.push(Cause::invalid(
+            path,
+            Cause::shown(a),
+            "exactly one value must be specified",
+        ));
+        return;
+    }
+    for f in ["string", "version"] {
+        if let Some(v) = a[f].as_str() {
+            if v.len() > ATTRIBUTE_VALUE_MAX {
+                out.push(Cause::too_long(format!("{path}.{f}"), ATTRIBUTE_VALUE_MAX));
+            } else if f == "version" && !semver(v) {
+                out.push(Cause::invalid(
+                    format!("{path}.version"),
+                    Cause::shown(&a[f]),
+                    "must be a string compatible with semver.org spec 2.0.0",
+                ));
+            }
+        }
+    }
+}
+
+/// A semver 2.0.0 version: three numbers without leading zeros, then an
+/// optional pre-release and build.
+fn semver(v: &str) -> bool {
+    let core = v.split('+').next().unwrap_or_default();
+    let nums = core.split('-').next().unwrap_or_default();
+    let parts: Vec<&str> = nums.split('.').collect();
+    parts.len() == 3
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && (*p == "0" || !p.starts_with('0'))
+        })
+        && core.split_once('-').is_none_or(|(_, pre)| {
+            pre.split('.')
+                .all(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        })
 }
 
 #[cfg(test)]

@@ -54,7 +54,8 @@ pub fn pools(slices: &[ResourceSlice]) -> BTreeMap<(&str, &str), (PoolState, Vec
                 .max()
                 .unwrap_or(0);
             let present = list.len();
-            let state = if i64::try_from(present).unwrap_or(i64::MAX) >= expected && expected > 0 {
+            // Exactly as many as it says: more is as broken as fewer.
+            let state = if i64::try_from(present).ok() == Some(expected) {
                 PoolState::Complete
             } else {
                 PoolState::Incomplete { present, expected }

@@ -122,23 +122,28 @@ impl Selector {
         let mut attributes: HashMap<String, HashMap<Key, Value>> = HashMap::new();
         for (name, a) in d.attributes.iter().flatten() {
             let (domain, id) = qualified(name, driver);
-            let v = attribute(a)
-                .map_err(|e| SelectorError::Runtime(format!("attribute {name}: {e}")))?;
-            attributes
-                .entry(domain.into())
-                .or_default()
-                .insert(key(id), v);
+            // One the API would have refused (no value, a version that is
+            // no semver) is left out as a bad capacity is: only a selector
+            // that reads it errors.
+            if let Ok(v) = attribute(a) {
+                attributes
+                    .entry(domain.into())
+                    .or_default()
+                    .insert(key(id), v);
+            }
         }
         let mut capacity: HashMap<String, HashMap<Key, Value>> = HashMap::new();
         for (name, c) in d.capacity.iter().flatten() {
             let (domain, id) = qualified(name, driver);
-            let q = Quantity::parse(&c.value.0).ok_or_else(|| {
-                SelectorError::Runtime(format!("capacity {name}: invalid quantity {}", c.value.0))
-            })?;
-            capacity
-                .entry(domain.into())
-                .or_default()
-                .insert(key(id), Value::Opaque(Arc::new(q)));
+            // One the quantity type cannot hold (negative, past what it
+            // counts) is left out: a selector that reads it errors, the
+            // rest of the device stays usable.
+            if let Some(q) = Quantity::parse(&c.value.0) {
+                capacity
+                    .entry(domain.into())
+                    .or_default()
+                    .insert(key(id), Value::Opaque(Arc::new(q)));
+            }
         }
         for domain in &self.domains {
             attributes.entry(domain.clone()).or_default();
@@ -166,7 +171,9 @@ impl Selector {
         ctx.add_variable_from_value("device", self.device(driver, d)?);
         match self.program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(SelectorError::NotBool(format!("{:?}", other.type_of()))),
+            Ok(other) => Err(SelectorError::NotBool(
+                format!("{:?}", other.type_of()).to_lowercase(),
+            )),
             // `EnhanceRuntimeError`: a missing name gets upstream's advice.
             Err(cel::ExecutionError::NoSuchKey(k)) => Err(SelectorError::Runtime(format!(
                 "no such key: {k}. consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields"

@@ -42,6 +42,12 @@ fn d1_only_complete_pools_at_their_newest_generation_count() {
         slice("n2", 1, 2, &[("gpu-vfio-0", "NVIDIA H200")]),
     ];
     assert_eq!(names(&complete_devices(&slices)), ["n1/gpu-vfio-0"]);
+    // More slices than the pool says it has is as broken as fewer.
+    let crowded = vec![
+        slice("n3", 1, 1, &[("gpu-vfio-0", "NVIDIA H200")]),
+        slice("n3", 1, 1, &[("gpu-vfio-1", "NVIDIA H200")]),
+    ];
+    assert!(complete_devices(&crowded).is_empty());
     let p = pools::pools(&slices);
     assert_eq!(
         p[&("gpu.nvidia.com", "n2")].0,

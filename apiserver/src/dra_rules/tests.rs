@@ -152,3 +152,49 @@ fn a_slice_has_one_node_field_a_fixed_driver_and_pool_and_bounded_devices() {
             .starts_with("spec.devices[0].name: Invalid value: \"GPU_0\"")
     );
 }
+
+#[test]
+fn selectors_compile_on_write_and_names_attributes_and_consumers_are_checked() {
+    let class = json!({"spec": {"selectors": [{"cel": {"expression": "device.driver =="}}]}});
+    let causes = fields(&check("DeviceClass", None, &class));
+    assert!(
+        causes[0].starts_with("spec.selectors[0].cel.expression: Invalid value: \"device.driver ==\": compilation failed"),
+        "{causes:?}"
+    );
+    let mut twice = claim();
+    let r = twice["spec"]["devices"]["requests"][0].clone();
+    twice["spec"]["devices"]["requests"] = json!([r.clone(), r]);
+    assert_eq!(
+        fields(&check("ResourceClaim", None, &twice)),
+        ["spec.devices.requests[1].name: Invalid value: \"gpu\": Duplicate value"]
+    );
+    let mut bad = slice();
+    bad["spec"]["devices"][0]["attributes"] = json!({
+        "empty": {}, "driverVersion": {"version": "580.65"}, "both": {"int": 1, "string": "x"}});
+    assert_eq!(
+        fields(&check("ResourceSlice", None, &bad)),
+        [
+            "spec.devices[0].attributes[both]: Invalid value: {\"int\":1,\"string\":\"x\"}: exactly one value must be specified",
+            "spec.devices[0].attributes[driverVersion].version: Invalid value: \"580.65\": must be a string compatible with semver.org spec 2.0.0",
+            "spec.devices[0].attributes[empty]: Invalid value: {}: exactly one value must be specified",
+        ]
+    );
+    let mut doubled = allocated(&claim(), "gpu");
+    doubled["status"]["reservedFor"] = json!([
+        {"resource": "pods", "name": "p", "uid": "1"}, {"resource": "pods", "name": "p", "uid": "1"}]);
+    assert_eq!(
+        fields(&check("ResourceClaim", Some(&claim()), &doubled)),
+        ["status.reservedFor[1].uid: Invalid value: \"1\": Duplicate value"]
+    );
+    // A claim being deleted takes no new consumer.
+    let mut leaving = allocated(&claim(), "gpu");
+    leaving["metadata"]["deletionTimestamp"] = "2026-12-03T00:00:00Z".into();
+    let mut more = leaving.clone();
+    more["status"]["reservedFor"] = json!([{"resource": "pods", "name": "p", "uid": "1"}]);
+    assert_eq!(
+        fields(&check("ResourceClaim", Some(&leaving), &more)),
+        [
+            "status.reservedFor: Forbidden: new entries may not be added while `deallocationRequested` or `deletionTimestamp` are set"
+        ]
+    );
+}

@@ -34,7 +34,15 @@ pub fn generate_name(pod: &str, entry: &str) -> String {
     if name.len() <= MAX_BASE {
         return name;
     }
-    let cut = |s: &str| s[..s.len() * MAX_BASE / name.len()].to_string();
+    // Upstream cuts bytes of DNS labels; a name that is none is cut at a
+    // character boundary rather than inside a character.
+    let cut = |s: &str| {
+        let mut at = s.len() * MAX_BASE / name.len();
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s[..at].to_string()
+    };
     format!("{}-{}", cut(pod), cut(entry))
 }
 
@@ -102,6 +110,30 @@ pub fn reserve(store: &Store, claim: &Value, pod: &Value) -> bool {
     store.update(CLAIM, c, Subresource::Status).is_ok()
 }
 
+/// Writes the allocation the scheduler made for `claim` and reserves it
+/// for `pod`, as its PreBind does: the delete-protection finalizer first,
+/// then one status write with both.
+pub fn allocate(store: &Store, claim: &Value, allocation: Value, pod: &Value) -> bool {
+    let mut c = claim.clone();
+    let protected = c["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|f| f == DELETE_PROTECTION));
+    if !protected {
+        match c["metadata"]["finalizers"].as_array_mut() {
+            Some(f) => f.push(DELETE_PROTECTION.into()),
+            None => c["metadata"]["finalizers"] = json!([DELETE_PROTECTION]),
+        }
+        match store.update(CLAIM, c, Subresource::Main) {
+            Ok(w) => c = w.object,
+            Err(_) => return false,
+        }
+    }
+    c["status"]["allocation"] = allocation;
+    c["status"]["reservedFor"] = json!([{"resource": "pods", "name": pod["metadata"]["name"],
+        "uid": pod["metadata"]["uid"]}]);
+    store.update(CLAIM, c, Subresource::Status).is_ok()
+}
+
 fn done(pod: &Value) -> bool {
     matches!(s(pod, &["status", "phase"]), "Succeeded" | "Failed")
         || (pod["metadata"]["deletionTimestamp"].is_string()
@@ -110,6 +142,9 @@ fn done(pod: &Value) -> bool {
 
 /// One pass of the controller; whether it wrote.
 pub fn reconcile(store: &Store) -> bool {
+    // Claims before pods: a pod that reserves a claim after this list is
+    // in the pod list below, never taken for gone.
+    let (claims, _) = store.list(CLAIM);
     let (pods, _) = store.list("Pod");
     let mut wrote = false;
     for pod in pods.iter().filter(|p| !done(p)) {
@@ -126,7 +161,6 @@ pub fn reconcile(store: &Store) -> bool {
             }
         }
     }
-    let (claims, _) = store.list(CLAIM);
     for c in &claims {
         wrote |= release(store, c, &pods);
     }
@@ -205,7 +239,8 @@ fn release(store: &Store, claim: &Value, pods: &[Value]) -> bool {
         .unwrap_or_default();
     let kept: Vec<Value> = reserved
         .iter()
-        .filter(|r| live(&r["uid"]))
+        // A consumer that is not a pod is not this controller's to judge.
+        .filter(|r| r["resource"] != "pods" || live(&r["uid"]))
         .cloned()
         .collect();
     let mut c = claim.clone();
@@ -251,9 +286,17 @@ fn release(store: &Store, claim: &Value, pods: &[Value]) -> bool {
         .into_iter()
         .flatten()
         .find(|o| o["controller"] == true && o["kind"] == "Pod");
+    // Deleted only when its pod is known done, or gone by a fresh read
+    // (a pod made since the list is not taken for gone).
+    let pod_gone = |o: &Value| {
+        let name = o["name"].as_str().unwrap_or_default();
+        store
+            .get("Pod", ns, name)
+            .is_none_or(|p| p["metadata"]["uid"] != o["uid"] || done(&p))
+    };
     if let Some(o) = owner
         && kept.is_empty()
-        && !live(&o["uid"])
+        && pod_gone(o)
         && !c["metadata"]["deletionTimestamp"].is_string()
     {
         wrote |= store

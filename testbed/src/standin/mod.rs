@@ -22,6 +22,7 @@
 //!   NotReady and Ready again (a VMI on a NotReady node keeps running).
 
 mod actions;
+pub mod allocator;
 pub mod claims;
 mod create;
 pub mod nvidia;
@@ -317,10 +318,24 @@ impl StandIn {
         }
         let claims = claims::of_pod(&self.store, pod);
         let resolved = claims.as_deref().map_err(String::as_str);
-        match scheduler::schedule(pod, pods, nodes, resolved) {
-            Ok(chosen) => {
-                // PreBind: the pod's claims reserved for it, then the bind.
-                for c in claims.iter().flatten() {
+        let dra = if claims.as_ref().is_ok_and(|c| !c.is_empty()) {
+            self.dra_world()
+        } else {
+            scheduler::DraWorld::default()
+        };
+        match scheduler::schedule(pod, pods, nodes, resolved, &dra) {
+            Ok(scheduler::Binding {
+                node: chosen,
+                allocations,
+            }) => {
+                // PreBind: the allocations the scheduler made, then every
+                // claim reserved for the pod, then the bind.
+                for (c, allocation) in allocations {
+                    if !claims::allocate(&self.store, &c, allocation, pod) {
+                        return;
+                    }
+                }
+                for c in claims::of_pod(&self.store, pod).iter().flatten() {
                     if !claims::reserve(&self.store, c, pod) {
                         return;
                     }
@@ -333,6 +348,21 @@ impl StandIn {
                 }
             }
             Err(why) => self.set_status("Pod", pod, |s| pod_scheduled(s, false, Some(&why))),
+        }
+    }
+
+    /// What the scheduler's DRA plugin reads.
+    fn dra_world(&self) -> scheduler::DraWorld {
+        scheduler::DraWorld {
+            slices: self
+                .store
+                .list("ResourceSlice")
+                .0
+                .into_iter()
+                .filter_map(|s| serde_json::from_value(s).ok())
+                .collect(),
+            classes: self.store.list("DeviceClass").0,
+            claims: self.store.list(claims::CLAIM).0,
         }
     }
 

@@ -117,33 +117,61 @@ fn filter(s: &Sched, n: &NodeFacts, used: Option<&Bound>) -> Vec<String> {
         .collect()
 }
 
+/// What the DynamicResources plugin reads: the slices, DeviceClasses and
+/// every ResourceClaim (whose allocations take devices).
+#[derive(Default)]
+pub struct DraWorld {
+    pub slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
+    pub classes: Vec<Value>,
+    pub claims: Vec<Value>,
+}
+
+/// Where a pod goes, and the allocations the scheduler makes for its
+/// claims that had none (claim, `status.allocation`).
+#[derive(Debug, PartialEq)]
+pub struct Binding {
+    pub node: String,
+    pub allocations: Vec<(Value, Value)>,
+}
+
 /// The DynamicResources plugin's Filter for the pod's claims on `n`: an
 /// allocated claim only where its `nodeSelector` selects; an unallocated
-/// one the stand-in's scheduler does not allocate (gpu-claims does, for
-/// the claims of its classes), so it fits nowhere.
-fn dra_filter(claims: &[Value], n: &NodeFacts) -> Option<&'static str> {
+/// one where the allocator finds its devices (which it returns).
+fn dra_filter(
+    claims: &[Value],
+    n: &NodeFacts,
+    dra: &DraWorld,
+) -> Result<Vec<(Value, Value)>, &'static str> {
+    let mut taken = super::allocator::in_use(&dra.claims);
+    let mut made = Vec::new();
     for c in claims {
         let allocation = &c["status"]["allocation"];
         if !allocation.is_object() {
-            return Some("cannot allocate all claims");
+            match super::allocator::allocate(c, &n.name, &dra.slices, &dra.classes, &mut taken) {
+                Some(a) => made.push((c.clone(), a)),
+                None => return Err("cannot allocate all claims"),
+            }
+            continue;
         }
         let selector: Option<k8s_openapi::api::core::v1::NodeSelector> =
             serde_json::from_value(allocation["nodeSelector"].clone()).ok();
         if !affinity_matches(&BTreeMap::new(), selector.as_ref(), &n.name, &n.labels) {
-            return Some("resourceclaim not available on the node");
+            return Err("resourceclaim not available on the node");
         }
     }
-    None
+    Ok(made)
 }
 
-/// Where the scheduler binds `pod`, or its FitError. `claims`: the pod's
-/// ResourceClaims, or why its PreFilter turns it away.
+/// Where the scheduler binds `pod`, with the allocations it makes, or its
+/// FitError. `claims`: the pod's ResourceClaims, or why its PreFilter
+/// turns it away.
 pub fn schedule(
     pod: &Value,
     pods: &[Value],
     nodes: &[Value],
     claims: Result<&[Value], &str>,
-) -> Result<String, String> {
+    dra: &DraWorld,
+) -> Result<Binding, String> {
     let claims = match claims {
         Ok(c) => c,
         Err(why) => {
@@ -165,13 +193,16 @@ pub fn schedule(
     let mut unresolvable = 0;
     for n in &facts {
         let mut why = filter(&s, n, used.get(&n.name));
-        if why.is_empty()
-            && let Some(w) = dra_filter(claims, n)
-        {
-            why.push(w.to_string());
-        }
         if why.is_empty() {
-            return Ok(n.name.clone());
+            match dra_filter(claims, n, dra) {
+                Ok(allocations) => {
+                    return Ok(Binding {
+                        node: n.name.clone(),
+                        allocations,
+                    });
+                }
+                Err(w) => why.push(w.to_string()),
+            }
         }
         if !why
             .iter()
@@ -274,17 +305,22 @@ mod tests {
             json!({GPU: "2", "memory": "8Gi"}),
             pinned.clone(),
         );
-        assert_eq!(schedule(&me, &[], &nodes, Ok(&[])), Ok("b".into()));
+        assert_eq!(
+            schedule(&me, &[], &nodes, Ok(&[]), &DraWorld::default()).map(|b| b.node),
+            Ok("b".into())
+        );
         let busy = [pod("x", Some("b"), json!({"memory": "60Gi"}), json!({}))];
         assert_eq!(
-            schedule(&me, &busy, &nodes, Ok(&[])),
+            schedule(&me, &busy, &nodes, Ok(&[]), &DraWorld::default()).map(|b| b.node),
             Err("0/2 nodes are available: 1 Insufficient memory, 1 node(s) didn't match Pod's node affinity/selector. \
                  preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, \
                  1 Preemption is not helpful for scheduling."
                 .into())
         );
         let gpus_taken = [pod("x", Some("b"), json!({GPU: "3"}), json!({}))];
-        let err = schedule(&me, &gpus_taken, &nodes, Ok(&[])).unwrap_err();
+        let err = schedule(&me, &gpus_taken, &nodes, Ok(&[]), &DraWorld::default())
+            .map(|b| b.node)
+            .unwrap_err();
         assert!(err.contains("1 Insufficient nvidia.com/gpu"), "{err}");
     }
 
@@ -296,7 +332,9 @@ mod tests {
         tainted["spec"] = json!({"taints": [{"key": "gpu", "value": "x", "effect": "NoSchedule"}]});
         let nodes = [cordoned, tainted, node("c", 4, "64Gi", false)];
         let me = pod("me", None, json!({}), json!({}));
-        let err = schedule(&me, &[], &nodes, Ok(&[])).unwrap_err();
+        let err = schedule(&me, &[], &nodes, Ok(&[]), &DraWorld::default())
+            .map(|b| b.node)
+            .unwrap_err();
         assert_eq!(
             err,
             "0/3 nodes are available: 1 node(s) had untolerated taint {gpu: x}, \
@@ -309,7 +347,10 @@ mod tests {
             json!({}),
             json!({"tolerations": [{"key": "gpu", "operator": "Exists"}]}),
         );
-        assert_eq!(schedule(&tolerant, &[], &nodes, Ok(&[])), Ok("b".into()));
+        assert_eq!(
+            schedule(&tolerant, &[], &nodes, Ok(&[]), &DraWorld::default()).map(|b| b.node),
+            Ok("b".into())
+        );
     }
 
     #[test]

@@ -247,40 +247,75 @@ fn a_vmi_is_ready_while_its_guest_runs_and_its_vm_shows_it() {
     assert_eq!(vm["status"]["conditions"][0]["status"], "False");
 }
 
-/// Issue 35, item 2: the DRA world a VM meets on a passthrough node.
-/// NVIDIA's driver publishes the node's GPUs as `vfio` devices in its
-/// pool; KubeVirt renders a VMI that asks through a template into a pod
-/// with that claim; kube-controller-manager makes the pod's claim from the
-/// template; the scheduler keeps the pod off every node until the claim is
-/// allocated, then reserves it and binds the pod where the allocation
-/// says; the kubelet runs it; a gone pod's claim is released and deleted.
-#[test]
-fn a_vmi_asking_through_a_template_gets_a_claim_and_runs_only_once_it_is_allocated() {
+/// A passthrough node `d1` with `gpus` H200s, and a template `t/<name>`
+/// asking for `count` vfio GPUs (sharing a PCIe root when `same_root`).
+fn dra_cluster(gpus: u32, templates: &[(&str, u32, bool)]) -> (Arc<Store>, Arc<StandIn>) {
     let store = crate::crds::cluster_store();
     store.seed(
         "Node",
         to_json(
             &node("d1")
                 .kubelet("64", "512Gi")
-                .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
+                .passthrough_gpus("NVIDIA H200", gpus, "141Gi", "0x2335")
                 .obj(),
         ),
     );
-    store.seed(
-        "ResourceClaimTemplate",
-        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"namespace": "t", "name": "one-h200"},
-            "spec": {"spec": {"devices": {"requests": [{"name": "vfio",
-                "exactly": {"deviceClassName": "vfio.gpu.nvidia.com", "count": 1}}]}}}}),
-    );
+    for (name, count, same_root) in templates {
+        let mut devices = json!({"requests": [{"name": "vfio",
+            "exactly": {"deviceClassName": "vfio.gpu.nvidia.com", "count": count}}]});
+        if *same_root {
+            devices["constraints"] = json!([{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]);
+        }
+        store.seed(
+            "ResourceClaimTemplate",
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"namespace": "t", "name": name},
+                "spec": {"spec": {"devices": devices}}}),
+        );
+    }
     let s = StandIn::new(store.clone());
+    (store, s)
+}
+
+/// The claim the resourceclaim controller made for VM `vm`'s launcher pod.
+fn pod_claim(store: &Store, vm: &str) -> Value {
+    let pod = launcher(store, vm);
+    let name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .expect("recorded on the pod")
+        .to_string();
+    store
+        .get(claims::CLAIM, "t", &name)
+        .expect("the pod's claim")
+}
+
+fn allocated_devices(claim: &Value) -> Vec<String> {
+    claim["status"]["allocation"]["devices"]["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["device"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Issue 35, item 2: the DRA world a VM meets on a passthrough node.
+/// NVIDIA's driver publishes the node's GPUs as `vfio` devices in its
+/// pool; KubeVirt renders a VMI that asks through a template into a pod
+/// with that claim; kube-controller-manager makes the pod's claim from the
+/// template; the scheduler allocates it first fit, reserves it and binds
+/// the pod where the allocation says; the kubelet runs it; a gone pod's
+/// claim is released and deleted.
+#[test]
+fn a_vmi_asking_through_a_template_gets_a_claim_allocated_reserved_and_runs() {
+    let (store, s) = dra_cluster(4, &[("one-h200", 1, false)]);
     s.create_vmi(
         "t",
         "vm",
         &VmSpec::sized(4, "16Gi").gpus_through_template("one-h200", "vfio"),
     );
-    s.reconcile();
-    s.reconcile();
+    for _ in 0..4 {
+        s.reconcile();
+    }
     // The driver's slice: one pool named after the node, four vfio devices.
     let (slices, _) = store.list("ResourceSlice");
     assert_eq!(slices.len(), 1);
@@ -310,11 +345,9 @@ fn a_vmi_asking_through_a_template_gets_a_claim_and_runs_only_once_it_is_allocat
     );
     // The pod's claim, made from the template and recorded on the pod.
     let pod = launcher(&store, "vm");
-    let recorded = &pod["status"]["resourceClaimStatuses"][0];
-    assert_eq!(recorded["name"], "gpu");
-    let claim_name = recorded["resourceClaimName"].as_str().unwrap().to_string();
-    assert!(claim_name.starts_with(&format!("{}-gpu-", m(&pod, "name"))));
-    let claim = store.get(claims::CLAIM, "t", &claim_name).unwrap();
+    assert_eq!(pod["status"]["resourceClaimStatuses"][0]["name"], "gpu");
+    let claim = pod_claim(&store, "vm");
+    assert!(m(&claim, "name").starts_with(&format!("{}-gpu-", m(&pod, "name"))));
     assert_eq!(
         claim["metadata"]["annotations"][claims::POD_CLAIM_NAME],
         "gpu"
@@ -323,29 +356,19 @@ fn a_vmi_asking_through_a_template_gets_a_claim_and_runs_only_once_it_is_allocat
         claim["metadata"]["ownerReferences"][0]["uid"],
         pod["metadata"]["uid"]
     );
-    assert_eq!(claim["spec"]["devices"]["requests"][0]["name"], "vfio");
-    // Unallocated: the scheduler finds no node for it.
-    let why = unschedulable_message(&typed(&pod)).unwrap_or_default();
-    assert!(
-        why.starts_with("0/1 nodes are available: 1 cannot allocate all claims."),
-        "{why}"
+    // Allocated first fit, protected, reserved; the pod bound and running.
+    assert_eq!(allocated_devices(&claim), ["gpu-vfio-0"]);
+    assert_eq!(
+        claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"],
+        json!(["d1"])
     );
-    assert_eq!(phase(&store.get(VMI, "t", "vm").unwrap()), "Scheduling");
-    // Allocated (as gpu-claims will write it): reserved, bound, run.
-    let mut c = claim.clone();
-    c["status"] = json!({"allocation": {"devices": {"results": [{"request": "vfio",
-        "driver": "gpu.nvidia.com", "pool": "d1", "device": "gpu-vfio-0"}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["d1"]}]}]}}});
-    store.update(claims::CLAIM, c, Subresource::Status).unwrap();
-    for _ in 0..3 {
-        s.reconcile();
-    }
-    let pod = launcher(&store, "vm");
+    assert_eq!(
+        claim["metadata"]["finalizers"],
+        json!(["resource.kubernetes.io/delete-protection"])
+    );
+    assert!(claims::reserved_for(&claim, m(&pod, "uid")));
     assert_eq!(pod["spec"]["nodeName"], "d1");
     assert_eq!(phase(&pod), "Running");
-    let claim = store.get(claims::CLAIM, "t", &claim_name).unwrap();
-    assert!(claims::reserved_for(&claim, m(&pod, "uid")));
     assert_eq!(phase(&store.get(VMI, "t", "vm").unwrap()), "Running");
     // A failed GPU is tainted NoExecute in the slice.
     let mut n = store.get("Node", "", "d1").unwrap();
@@ -357,10 +380,88 @@ fn a_vmi_asking_through_a_template_gets_a_claim_and_runs_only_once_it_is_allocat
         slice["spec"]["devices"][0]["taints"][0]["effect"],
         "NoExecute"
     );
-    // The pod gone: its reservation dropped and its claim deleted.
+    // The pod gone: unreserved, deallocated, unprotected, deleted.
     store.delete("Pod", "t", m(&pod, "name")).unwrap();
     s.reconcile();
-    assert!(store.get(claims::CLAIM, "t", &claim_name).is_none());
+    assert!(store.get(claims::CLAIM, "t", m(&claim, "name")).is_none());
+}
+
+/// The scheduler honours an allocation another allocator made (what
+/// gpu-claims will write for the claims of its classes): the pod goes
+/// where it says, on those devices, and nothing is allocated twice; a
+/// node without room says so in upstream's words.
+#[test]
+fn the_scheduler_keeps_an_allocation_made_by_another_and_never_hands_a_device_out_twice() {
+    let (store, s) = dra_cluster(2, &[("one-h200", 1, false)]);
+    s.hold_scheduling(true);
+    s.create_vmi(
+        "t",
+        "a",
+        &VmSpec::default().gpus_through_template("one-h200", "vfio"),
+    );
+    // Its pod, then the pod's claim.
+    s.reconcile();
+    s.reconcile();
+    let claim = pod_claim(&store, "a");
+    assert!(
+        !claim["status"]["allocation"].is_object(),
+        "held: not allocated"
+    );
+    let mut c = claim.clone();
+    c["status"] = json!({"allocation": {"devices": {"results": [{"request": "vfio",
+        "driver": "gpu.nvidia.com", "pool": "d1", "device": "gpu-vfio-1"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["d1"]}]}]}}});
+    store.update(claims::CLAIM, c, Subresource::Status).unwrap();
+    s.hold_scheduling(false);
+    for (vm, _) in [("b", ()), ("c", ())] {
+        s.create_vmi(
+            "t",
+            vm,
+            &VmSpec::default().gpus_through_template("one-h200", "vfio"),
+        );
+    }
+    for _ in 0..4 {
+        s.reconcile();
+    }
+    assert_eq!(allocated_devices(&pod_claim(&store, "a")), ["gpu-vfio-1"]);
+    assert_eq!(phase(&launcher(&store, "a")), "Running");
+    assert_eq!(allocated_devices(&pod_claim(&store, "b")), ["gpu-vfio-0"]);
+    let third = typed(&launcher(&store, "c"));
+    let why = unschedulable_message(&third).unwrap_or_default();
+    assert!(
+        why.starts_with("0/1 nodes are available: 1 cannot allocate all claims."),
+        "{why}"
+    );
+}
+
+/// `matchAttribute`: the devices of one request share the attribute's
+/// value; with the first of a pair taken, two GPUs under one PCIe root
+/// come from the next pair, never one of each.
+#[test]
+fn a_match_attribute_constraint_takes_devices_that_share_the_value() {
+    let (store, s) = dra_cluster(4, &[("one-h200", 1, false), ("pair", 2, true)]);
+    s.create_vmi(
+        "t",
+        "one",
+        &VmSpec::default().gpus_through_template("one-h200", "vfio"),
+    );
+    for _ in 0..3 {
+        s.reconcile();
+    }
+    s.create_vmi(
+        "t",
+        "two",
+        &VmSpec::default().gpus_through_template("pair", "vfio"),
+    );
+    for _ in 0..3 {
+        s.reconcile();
+    }
+    assert_eq!(allocated_devices(&pod_claim(&store, "one")), ["gpu-vfio-0"]);
+    assert_eq!(
+        allocated_devices(&pod_claim(&store, "two")),
+        ["gpu-vfio-2", "gpu-vfio-3"]
+    );
 }
 
 #[test]
@@ -369,4 +470,7 @@ fn a_generated_claims_name_is_cut_in_proportion_as_upstream_cuts_it() {
     let long = claims::generate_name(&"p".repeat(60), &"c".repeat(20));
     // 82 characters cut to 57 in proportion, no trailing hyphen.
     assert_eq!(long, format!("{}-{}", "p".repeat(41), "c".repeat(13)));
+    // A name no DNS label (hostile input) is cut between characters.
+    let wide = claims::generate_name(&format!("pp{}", "é".repeat(30)), "gpu");
+    assert!(wide.len() <= 57, "{wide}");
 }
