@@ -78,6 +78,14 @@ fn kubectl_minor() -> u32 {
         .unwrap_or(0)
 }
 
+/// Writes `text` to `name` in the cluster's directory; its path, for
+/// `kubectl -f`.
+fn write_in(c: &Cluster, name: &str, text: &str) -> String {
+    let path = c.dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
 struct Kubectl(std::path::PathBuf);
 
 impl Kubectl {
@@ -163,11 +171,7 @@ fn kubectl_meets_kubevirts_published_schemas_for_vms_and_vmis() {
             "{explained}"
         );
     }
-    let write = |name: &str, text: &str| {
-        let path = c.dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.to_string_lossy().into_owned()
-    };
+    let write = |name: &str, text: &str| write_in(&c, name, text);
     let typo = write(
         "typo.yaml",
         &vm_yaml(
@@ -242,15 +246,14 @@ fn kubectl_serves_dra_kinds_as_a_cluster_does() {
         ],
         "{listed}"
     );
-    let path = c.dir.path().join("slice.yaml");
-    std::fs::write(
-        &path,
+    let path = write_in(
+        &c,
+        "slice.yaml",
         "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpu.nvidia.com-x1}\n\
          spec:\n  driver: gpu.nvidia.com\n  nodeName: n1\n  pool: {name: n1, generation: 1, resourceSliceCount: 1}\n  \
          devices: [{name: gpu-0, attributes: {type: {string: vfio}}}]\n",
-    )
-    .unwrap();
-    let applied = k.run(&["apply", "-f", &path.to_string_lossy()]);
+    );
+    let applied = k.run(&["apply", "-f", &path]);
     assert!(
         applied.contains("resourceslice.resource.k8s.io/n1-gpu.nvidia.com-x1 created"),
         "{applied}"
@@ -533,11 +536,7 @@ fn kubectl_applies_validated_diffs_waits_and_serves_a_crd_it_creates() {
     }
     let (c, _ctl) = started();
     let k = Kubectl(c.dir.path().join("kubeconfig"));
-    let write = |name: &str, text: &str| {
-        let p = c.dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_str().unwrap().to_string()
-    };
+    let write = |name: &str, text: &str| write_in(&c, name, text);
 
     let established = |crd: &str| {
         k.run(&[

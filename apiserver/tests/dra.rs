@@ -191,15 +191,11 @@ async fn slices_are_selected_by_node_and_driver_and_tables_print_kubectls_column
         &refusal(moved),
         "spec.nodeName: Invalid value: \"n2\": field is immutable",
     );
-    let table = |path: &str| {
-        let c = c.clone();
-        let req = http::Request::get(path.to_string())
-            .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-            .body(Vec::new())
-            .unwrap();
-        async move { c.request::<Value>(req).await.unwrap() }
-    };
-    let t = table("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dn2").await;
+    let t = common::table(
+        &c,
+        "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dn2",
+    )
+    .await;
     let columns: Vec<&str> = t["columnDefinitions"]
         .as_array()
         .unwrap()
@@ -226,7 +222,7 @@ async fn slices_are_selected_by_node_and_driver_and_tables_print_kubectls_column
         .patch_status("used", &PatchParams::default(), &Patch::Merge(used))
         .await
         .unwrap();
-    let t = table("/apis/resource.k8s.io/v1/namespaces/a/resourceclaims").await;
+    let t = common::table(&c, "/apis/resource.k8s.io/v1/namespaces/a/resourceclaims").await;
     let states: Vec<(&str, &str)> = t["rows"]
         .as_array()
         .unwrap()

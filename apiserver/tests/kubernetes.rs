@@ -477,15 +477,7 @@ async fn node_and_namespace_tables_say_their_status() {
             "status": {"conditions": [{"type": "Ready", "status": "True"}],
                 "nodeInfo": {"kubeletVersion": "v1.33.1"}}}),
     );
-    let table = |path: &str| {
-        let c = c.clone();
-        let req = http::Request::get(path.to_string())
-            .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-            .body(Vec::new())
-            .unwrap();
-        async move { c.request::<Value>(req).await.unwrap() }
-    };
-    let nodes = table("/api/v1/nodes").await;
+    let nodes = common::table(&c, "/api/v1/nodes").await;
     let names: Vec<&str> = nodes["columnDefinitions"]
         .as_array()
         .unwrap()
@@ -497,7 +489,7 @@ async fn node_and_namespace_tables_say_their_status() {
     assert_eq!(cells[1], "Ready,SchedulingDisabled");
     assert_eq!(cells[2], "gpu");
     assert_eq!(cells[4], "v1.33.1");
-    let nss = table("/api/v1/namespaces/a").await;
+    let nss = common::table(&c, "/api/v1/namespaces/a").await;
     assert_eq!(nss["rows"][0]["cells"][1], "Active");
 }
 

@@ -83,6 +83,15 @@ pub fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()
 }
 
+/// `path` as kubectl asks for it: a `meta.k8s.io/v1` Table.
+pub async fn table(c: &kube::Client, path: &str) -> Value {
+    let req = http::Request::get(path.to_string())
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())
+        .unwrap();
+    c.request::<Value>(req).await.unwrap()
+}
+
 /// The API error a request ended in (code, reason, message).
 pub fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<kube::core::Status> {
     match r {

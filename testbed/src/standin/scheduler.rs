@@ -141,8 +141,9 @@ fn dra_filter(
     claims: &[Value],
     n: &NodeFacts,
     dra: &DraWorld,
+    in_use: &std::collections::BTreeSet<super::allocator::DeviceId>,
 ) -> Result<Vec<(Value, Value)>, &'static str> {
-    let mut taken = super::allocator::in_use(&dra.claims);
+    let mut taken = in_use.clone();
     let mut made = Vec::new();
     for c in claims {
         let allocation = &c["status"]["allocation"];
@@ -183,6 +184,8 @@ pub fn schedule(
         }
     };
     let s = sched(pod);
+    // What other claims hold, read once for every node tried.
+    let in_use = super::allocator::in_use(&dra.claims);
     let uid = pod["metadata"]["uid"].as_str();
     let used = bound_use(pods, uid);
     let facts: Vec<NodeFacts> = nodes
@@ -194,7 +197,7 @@ pub fn schedule(
     for n in &facts {
         let mut why = filter(&s, n, used.get(&n.name));
         if why.is_empty() {
-            match dra_filter(claims, n, dra) {
+            match dra_filter(claims, n, dra, &in_use) {
                 Ok(allocations) => {
                     return Ok(Binding {
                         node: n.name.clone(),
