@@ -82,7 +82,11 @@ pub async fn read_world(clients: &Clients, kinds: &[Kind]) -> anyhow::Result<(Wo
     for &kind in kinds {
         match list(clients, kind).await? {
             Listed::Objects(objects) => objects.into_iter().for_each(|o| world.load(o)),
-            Listed::Not(why) => not_read.push(format!("{}: {why}", kind.name())),
+            Listed::Not(why) => {
+                // A cluster without DRA: its DRA classes say so (D1).
+                world.set_served(kind, false);
+                not_read.push(format!("{}: {why}", kind.name()));
+            }
         }
     }
     Ok((world, not_read))

@@ -58,19 +58,15 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                 Err(error) if optional_not_served(kind, &error) => {
                     // GPUQuota's CRD missing (an upgrade whose CRDs were
                     // not applied: Helm does not upgrade them): no quota
-                    // applies, and every other rule goes on. The watcher
-                    // keeps trying; once the CRD is there, it lists.
+                    // applies, and every other rule goes on. A DRA kind
+                    // missing (a cluster before 1.34, or with DRA off): DRA
+                    // classes say DRAUnavailable. The watcher keeps trying;
+                    // once the kind is served, it lists.
                     health.answered(kind);
                     if !absent {
                         absent = true;
-                        warn!(%error, "this kind is not served (its CRD is not installed): none apply until it is");
-                        let empty = WorldEvent::Relisted {
-                            kind,
-                            objects: Vec::new(),
-                            list_rv: None,
-                            unreadable: Vec::new(),
-                        };
-                        if to.send(empty).await.is_err() {
+                        warn!(%error, "this kind is not served: none exist until it is");
+                        if to.send(WorldEvent::NotServed { kind }).await.is_err() {
                             return;
                         }
                     }
@@ -121,13 +117,12 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
     .await
 }
 
-/// A list of a kind the controller can do without (GPUQuota) answered
-/// 404: its CRD is not installed.
+/// A list of a kind the controller can do without (GPUQuota, DRA's
+/// kinds) answered 404: its CRD is not installed, or the cluster has no DRA.
 fn optional_not_served(kind: Kind, error: &watcher::Error) -> bool {
-    matches!(
-        (kind, error),
-        (Kind::Quota, watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404
-    )
+    let optional = kind == Kind::Quota || Kind::DRA.contains(&kind);
+    optional
+        && matches!(error, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
 }
 
 /// The object read, or its `ns/name` (or name) and why it cannot be.

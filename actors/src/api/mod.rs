@@ -23,7 +23,10 @@ mod vmi;
 
 pub use allocation::{GPUAllocation, GPUAllocationSpec};
 pub use claim::{AttachedTo, ClaimPhase, GPUClaim, GPUClaimSpec, GPUClaimStatus};
-pub use class::{GPUClass, GPUClassSpec, GPUClassStatus};
+pub use class::{
+    CelSelector, DeviceConfig, DeviceSelector, GPUClass, GPUClassSpec, GPUClassStatus,
+    OpaqueConfig, Source,
+};
 pub use conditions::{condition_is_true, remove_condition, set_condition, true_condition_types};
 pub use names::*;
 pub use node::{NodeFacts, RestartMark};

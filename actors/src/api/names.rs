@@ -23,6 +23,11 @@ pub const VMI_API_VERSION: &str = "kubevirt.io/v1";
 pub const VMI_KIND: &str = "VirtualMachineInstance";
 
 pub const CONDITION_WAITING: &str = "Waiting";
+/// D1: a DRA class's selector does not compile, or errors on a device.
+pub const CONDITION_SELECTOR_INVALID: &str = "SelectorInvalid";
+/// D1: a DRA class serves nothing: the cluster serves no DRA, or the
+/// class's DeviceClass does not exist.
+pub const CONDITION_DRA_UNAVAILABLE: &str = "DRAUnavailable";
 pub const CONDITION_LOST: &str = "Lost";
 /// A claim that holds or owes GPUs but has no allocation record.
 pub const CONDITION_ALLOCATION_MISSING: &str = "AllocationMissing";

@@ -4,6 +4,7 @@
 
 use super::{GPUAllocation, GPUClaim, GPUClass, GPUQuota, VirtualMachine, Vmi};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use serde_json::Value;
 use std::fmt;
 
@@ -17,12 +18,16 @@ pub enum Kind {
     Vmi,
     Pod,
     Node,
+    /// DRA (section 9): a cluster that serves none of these has no DRA.
+    DeviceClass,
+    ResourceSlice,
+    ResourceClaim,
     /// Read live (E2), never watched: not in `ALL`.
     Vm,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Class,
         Kind::Claim,
         Kind::Allocation,
@@ -30,7 +35,13 @@ impl Kind {
         Kind::Vmi,
         Kind::Pod,
         Kind::Node,
+        Kind::DeviceClass,
+        Kind::ResourceSlice,
+        Kind::ResourceClaim,
     ];
+
+    /// The DRA kinds: optional, as a cluster without DRA serves none.
+    pub const DRA: [Kind; 3] = [Kind::DeviceClass, Kind::ResourceSlice, Kind::ResourceClaim];
 
     /// The Kubernetes kind name.
     pub fn name(self) -> &'static str {
@@ -42,6 +53,9 @@ impl Kind {
             Kind::Vmi => "VirtualMachineInstance",
             Kind::Pod => "Pod",
             Kind::Node => "Node",
+            Kind::DeviceClass => "DeviceClass",
+            Kind::ResourceSlice => "ResourceSlice",
+            Kind::ResourceClaim => "ResourceClaim",
             Kind::Vm => "VirtualMachine",
         }
     }
@@ -51,7 +65,10 @@ impl Kind {
     }
 
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Class | Kind::Node)
+        !matches!(
+            self,
+            Kind::Class | Kind::Node | Kind::DeviceClass | Kind::ResourceSlice
+        )
     }
 }
 
@@ -67,6 +84,9 @@ pub enum Obj {
     Vmi(Vmi),
     Pod(Pod),
     Node(Node),
+    DeviceClass(DeviceClass),
+    ResourceSlice(ResourceSlice),
+    ResourceClaim(ResourceClaim),
     Vm(VirtualMachine),
 }
 
@@ -80,6 +100,9 @@ impl Obj {
             Obj::Vmi(_) => Kind::Vmi,
             Obj::Pod(_) => Kind::Pod,
             Obj::Node(_) => Kind::Node,
+            Obj::DeviceClass(_) => Kind::DeviceClass,
+            Obj::ResourceSlice(_) => Kind::ResourceSlice,
+            Obj::ResourceClaim(_) => Kind::ResourceClaim,
             Obj::Vm(_) => Kind::Vm,
         }
     }
@@ -93,6 +116,9 @@ impl Obj {
             Obj::Vmi(o) => &o.metadata,
             Obj::Pod(o) => &o.metadata,
             Obj::Node(o) => &o.metadata,
+            Obj::DeviceClass(o) => &o.metadata,
+            Obj::ResourceSlice(o) => &o.metadata,
+            Obj::ResourceClaim(o) => &o.metadata,
             Obj::Vm(o) => &o.metadata,
         }
     }
@@ -143,6 +169,7 @@ impl Kind {
             }
             Kind::Vmi | Kind::Vm => "kubevirt.io/v1",
             Kind::Pod | Kind::Node => "v1",
+            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim => "resource.k8s.io/v1",
         }
     }
 
@@ -157,6 +184,9 @@ impl Kind {
             Kind::Vmi => ApiResource::erase::<Vmi>(&()),
             Kind::Pod => ApiResource::erase::<Pod>(&()),
             Kind::Node => ApiResource::erase::<Node>(&()),
+            Kind::DeviceClass => ApiResource::erase::<DeviceClass>(&()),
+            Kind::ResourceSlice => ApiResource::erase::<ResourceSlice>(&()),
+            Kind::ResourceClaim => ApiResource::erase::<ResourceClaim>(&()),
             Kind::Vm => ApiResource::erase::<VirtualMachine>(&()),
         }
     }
@@ -183,6 +213,9 @@ pub fn to_json(obj: &Obj) -> Value {
         Obj::Vmi(o) => serde_json::to_value(o),
         Obj::Pod(o) => serde_json::to_value(o),
         Obj::Node(o) => serde_json::to_value(o),
+        Obj::DeviceClass(o) => serde_json::to_value(o),
+        Obj::ResourceSlice(o) => serde_json::to_value(o),
+        Obj::ResourceClaim(o) => serde_json::to_value(o),
         Obj::Vm(o) => serde_json::to_value(o),
     };
     let mut v = v.unwrap_or(Value::Null);
@@ -211,6 +244,9 @@ pub fn from_json(kind: Kind, v: Value) -> Result<Obj, DecodeError> {
         Kind::Vmi => Obj::Vmi(typed(v)?),
         Kind::Pod => Obj::Pod(typed(v)?),
         Kind::Node => Obj::Node(typed(v)?),
+        Kind::DeviceClass => Obj::DeviceClass(typed(v)?),
+        Kind::ResourceSlice => Obj::ResourceSlice(typed(v)?),
+        Kind::ResourceClaim => Obj::ResourceClaim(typed(v)?),
         Kind::Vm => Obj::Vm(typed(v)?),
     })
 }

@@ -176,7 +176,8 @@ impl Scaffolded for ClassActor {
         };
         let capacity = self.env.world.class_capacity(&self.name);
         let released = self.released_unseen();
-        match decide_class(&class, &self.env.world, capacity, released) {
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(self.env.clock.wall());
+        match decide_class(&class, &self.env.world, capacity, released, now) {
             ClassStep::Write(rule, intent) => self.write(class, rule, intent, ctx),
             ClassStep::Idle => self.scaffold.idle(),
         }

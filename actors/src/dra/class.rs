@@ -25,6 +25,8 @@ pub struct SelectorInvalid {
     /// ` on device <driver>/<pool>/<device>` for an error on one device.
     pub on: String,
     pub error: SelectorError,
+    /// The selector's expression, for a condition that shows it.
+    pub expression: String,
 }
 
 /// A DRA class's compiled selectors.
@@ -49,6 +51,7 @@ fn compile(
                 index,
                 on: String::new(),
                 error,
+                expression: e.clone(),
             })
         })
         .collect()
@@ -91,6 +94,7 @@ impl ClassSelectors {
                             index,
                             on: format!(" on device {}/{}/{}", d.driver, d.pool, d.device.name),
                             error,
+                            expression: s.expression().to_string(),
                         });
                     }
                 }

@@ -25,6 +25,17 @@ pub enum SelectorError {
     NotBool(String),
 }
 
+impl SelectorError {
+    /// A condition's reason for it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SelectorError::Compile(_) => "CompileError",
+            SelectorError::Runtime(_) => "RuntimeError",
+            SelectorError::NotBool(_) => "NotBool",
+        }
+    }
+}
+
 /// One compiled selector, with the attribute domains it names (an unknown
 /// one reads as an empty map, as upstream's `WithDefault` maps do).
 #[derive(Debug)]

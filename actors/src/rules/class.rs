@@ -2,8 +2,13 @@
 
 use super::{RuleId, needs_finalizer};
 use crate::api::amount::{MOST, Tally};
-use crate::api::{CLASS_FINALIZER, GPUClass, GPUClassStatus, has_finalizer, is_deleting};
+use crate::api::{
+    CLASS_FINALIZER, CONDITION_DRA_UNAVAILABLE, CONDITION_SELECTOR_INVALID, GPUClass,
+    GPUClassStatus, has_finalizer, is_deleting, remove_condition, set_condition,
+};
 use crate::world::World;
+use crate::world::devices::DraProblem;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ClassIntent {
@@ -31,8 +36,47 @@ pub fn class_status(c: &GPUClass, w: &World, capacity: u64) -> GPUClassStatus {
     status
 }
 
-/// GPUs of the class's resource on Ready nodes that match its selector.
+/// D1: the conditions that say why a DRA class serves no device, set
+/// (keeping their time while they stay) or removed; a class that takes no
+/// devices through DRA has neither.
+pub fn dra_conditions(c: &GPUClass, w: &World, status: &mut GPUClassStatus, now: Time) {
+    let name = c.metadata.name.as_deref().unwrap_or_default();
+    let problem = c.spec.device_class().and_then(|_| w.dra_problem(name));
+    let (selector, unavailable) = match &problem {
+        Some(p @ DraProblem::SelectorInvalid(e)) => (Some((e.error.reason(), p)), None),
+        Some(p @ DraProblem::NotServed(_)) => (None, Some(("NotServed", p))),
+        Some(p @ DraProblem::DeviceClassMissing(_)) => (None, Some(("DeviceClassMissing", p))),
+        None => (None, None),
+    };
+    for (type_, said) in [
+        (CONDITION_SELECTOR_INVALID, selector),
+        (CONDITION_DRA_UNAVAILABLE, unavailable),
+    ] {
+        match said {
+            Some((reason, p)) => set_condition(
+                &mut status.conditions,
+                Condition {
+                    type_: type_.into(),
+                    status: "True".into(),
+                    reason: reason.into(),
+                    message: p.to_string(),
+                    last_transition_time: now.clone(),
+                    observed_generation: c.metadata.generation,
+                },
+            ),
+            None => {
+                remove_condition(&mut status.conditions, type_);
+            }
+        }
+    }
+}
+
+/// GPUs of the class's resource on Ready nodes that match its selector;
+/// for a DRA class, its devices there that are free or its own (D2).
 pub fn capacity_of(c: &GPUClass, w: &World) -> u64 {
+    if c.spec.device_class().is_some() {
+        return w.dra_capacity(c);
+    }
     let mut sum = Tally::default();
     w.for_each_node(|n| {
         if n.ready && n.matches(c.spec.node_selector.as_ref()) {
@@ -45,7 +89,13 @@ pub fn capacity_of(c: &GPUClass, w: &World) -> u64 {
 /// L1, then L11 (a deleting class loses its finalizer once no claim of it
 /// holds or owes GPUs; `released_unseen` counts claims this round released
 /// that the cache still shows holding), then status for a live class.
-pub fn decide_class(c: &GPUClass, w: &World, capacity: u64, released_unseen: u64) -> ClassStep {
+pub fn decide_class(
+    c: &GPUClass,
+    w: &World,
+    capacity: u64,
+    released_unseen: u64,
+    now: Time,
+) -> ClassStep {
     if needs_finalizer(&c.metadata, CLASS_FINALIZER) {
         return ClassStep::Write(RuleId::L1, ClassIntent::AddFinalizer);
     }
@@ -57,9 +107,18 @@ pub fn decide_class(c: &GPUClass, w: &World, capacity: u64, released_unseen: u64
         }
         return ClassStep::Idle;
     }
-    let status = class_status(c, w, capacity);
+    let mut status = class_status(c, w, capacity);
+    let counted = status.clone();
+    dra_conditions(c, w, &mut status, now);
     if c.status.as_ref() != Some(&status) {
-        return ClassStep::Write(RuleId::ClassStatus, ClassIntent::WriteStatus(status));
+        // The rule that caused the write: D1 when what the class says of
+        // its devices changed, else its counts.
+        let rule = if status.conditions != counted.conditions {
+            RuleId::D1
+        } else {
+            RuleId::ClassStatus
+        };
+        return ClassStep::Write(rule, ClassIntent::WriteStatus(status));
     }
     ClassStep::Idle
 }

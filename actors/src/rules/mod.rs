@@ -78,6 +78,9 @@ pub enum RuleId {
     Allocations,
     /// Class status: capacity and allocated.
     ClassStatus,
+    /// D1: a DRA class says why it serves no device (SelectorInvalid,
+    /// DRAUnavailable), or stops saying it.
+    D1,
     /// Q2: a GPUQuota's status (used, usedTotal, ClassMissing).
     Q2,
     /// SPEC §1: a VMI's GPU annotations that cannot be used are reported.
@@ -107,6 +110,7 @@ impl RuleId {
             RuleId::E2 => "E2",
             RuleId::Allocations => "records",
             RuleId::ClassStatus => "class-status",
+            RuleId::D1 => "D1",
             RuleId::Q2 => "Q2",
             RuleId::Annotations => "annotations",
         }

@@ -26,6 +26,8 @@ pub enum Change {
     Vmi(VmiChange),
     Pod(PodChange),
     Node(NodeChange),
+    /// DRA's objects: the nodes and DRA classes whose devices moved.
+    Devices(super::devices::DevicesChange),
 }
 
 pub struct ClaimChange {
@@ -133,6 +135,9 @@ impl World {
             Obj::Vmi(v) => self.vmi_changed(v, deleted),
             Obj::Pod(p) => self.pod_changed(&p, deleted),
             Obj::Node(n) => self.node_changed(NodeFacts::from_node(&n), deleted),
+            Obj::ResourceSlice(s) => Change::Devices(self.slice_changed(s, deleted)),
+            Obj::DeviceClass(c) => Change::Devices(self.device_class_changed(c, deleted)),
+            Obj::ResourceClaim(c) => Change::Devices(self.resource_claim_changed(c, deleted)),
             // Not watched, not cached: read live where it matters (E2).
             Obj::Vm(_) => return Change::Nothing,
         };
@@ -165,6 +170,9 @@ impl World {
                 Some(n) => self.node_changed(Some(NodeFacts::clone(&n)), true),
                 None => Change::Nothing,
             },
+            Kind::ResourceSlice => Change::Devices(self.slice_changed(named(meta), true)),
+            Kind::DeviceClass => Change::Devices(self.device_class_changed(named(meta), true)),
+            Kind::ResourceClaim => Change::Devices(self.resource_claim_changed(named(meta), true)),
             Kind::Vm => Change::Nothing,
         }
     }
@@ -196,6 +204,7 @@ impl World {
         let resource = c.spec.resource_name.clone();
         let old = self.put_class(&name, (!deleted).then(|| Arc::new(c)));
         let now = self.class(&name);
+        let devices_changed = self.dra_class_changed(&name, now.as_deref());
         let life = |c: &GPUClass| (c.spec.resource_name.clone(), is_deleting(&c.metadata));
         let serving_changed = if old.as_deref().map(life) != now.as_deref().map(life) {
             old.iter()
@@ -208,6 +217,7 @@ impl World {
         Change::Class(ClassChange {
             spec_changed: old.as_ref().map(|o| &o.spec) != now.as_ref().map(|c| &c.spec),
             resource_changed: deleted
+                || devices_changed
                 || old
                     .as_ref()
                     .is_none_or(|o| o.spec.resource_name != resource),

@@ -54,7 +54,9 @@ impl World {
         new: Option<&GPUClass>,
     ) {
         let cap = &self.capacity;
-        let (was, now) = (old.map(Counts::of), new.map(Counts::of));
+        // DRA classes count devices (D2), not a resource: no group.
+        let counts = |c: &GPUClass| c.spec.device_class().is_none().then(|| Counts::of(c));
+        let (was, now) = (old.and_then(counts), new.and_then(counts));
         if was == now {
             return;
         }
@@ -100,13 +102,25 @@ impl World {
                 moved.push(name.clone());
             }
         }
+        // DRA classes with devices on the node: whether it is Ready and
+        // which labels it has decide whether they count (D2).
+        let facts = |n: Option<&Arc<NodeFacts>>| n.map(|n| (n.ready, n.labels.clone()));
+        if facts(old) != facts(new) {
+            let name = old.or(new).map(|n| n.name.as_str()).unwrap_or_default();
+            moved.extend(self.dra_classes_on(name));
+        }
         // The groups' map iterates in no fixed order.
         moved.sort();
+        moved.dedup();
         moved
     }
 
-    /// A class's capacity, as `capacity_of` would count it.
+    /// A class's capacity, as `capacity_of` would count it: a DRA
+    /// class's from the devices that serve it (D2).
     pub fn class_capacity(&self, name: &str) -> u64 {
+        if let Some(c) = self.class(name).filter(|c| c.spec.device_class().is_some()) {
+            return self.dra_capacity(&c);
+        }
         self.capacity.by_class.get(name).map_or(0, |c| c.get())
     }
 }

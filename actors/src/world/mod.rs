@@ -9,6 +9,7 @@
 
 mod apply;
 mod capacity;
+pub mod devices;
 mod free;
 mod indexes;
 mod pods;
@@ -77,6 +78,8 @@ pub struct World {
     capacity: capacity::Capacity,
     /// Per device resource: nodes by their free GPUs (G3's best fit).
     free: free::FreeIndex,
+    /// DRA (section 9): published devices, the DRA classes' devices, holds.
+    devices: devices::Devices,
     config: RwLock<Arc<Config>>,
     /// Per kind, the highest resourceVersion the watch has brought.
     observed: [AtomicU64; Kind::ALL.len()],
@@ -181,6 +184,7 @@ impl World {
             Kind::Vmi => of(&self.vmis),
             Kind::Node => of(&self.nodes),
             Kind::Vm => Vec::new(),
+            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim => self.dra_keys(kind),
             Kind::Pod => {
                 let mut k = of(&self.pods);
                 k.extend(self.bound_pod_keys());

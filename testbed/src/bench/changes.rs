@@ -199,7 +199,13 @@ pub fn whole_world_pass(world: &World) -> Duration {
     });
     world.for_each_class(|k| {
         let capacity = capacity_of(k, world);
-        let step = decide_class(k, world, capacity, 0);
+        let step = decide_class(
+            k,
+            world,
+            capacity,
+            0,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(wall),
+        );
         std::hint::black_box(step);
     });
     std::hint::black_box(steps);

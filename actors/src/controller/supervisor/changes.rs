@@ -7,6 +7,7 @@ use crate::api::{DecodeError, GPUClaim, NodeFacts, vmi_owner};
 use crate::controller::placement::{PlacementPoke, Relisted};
 use crate::controller::{ClaimActor, ClassActor, QuotaActor};
 use crate::ports::{Kind, Obj};
+use crate::world::devices::DevicesChange;
 use crate::world::{
     AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, QuotaChange,
     VmiChange, key, split_key,
@@ -30,7 +31,39 @@ impl Supervisor {
             Change::Vmi(v) => self.vmi_changed(v, ctx),
             Change::Pod(p) => self.pod_changed(p, ctx),
             Change::Node(n) => self.node_changed(n, ctx),
+            Change::Devices(d) => self.devices_changed(d, ctx),
         }
+    }
+
+    /// D1, D2: devices published, held or let go on these nodes, or the
+    /// devices of these DRA classes changed: the classes count again, and
+    /// the sets waiting on those nodes look again.
+    fn devices_changed(&mut self, d: DevicesChange, ctx: &mut Context<Self>) {
+        for c in &d.classes {
+            self.poke::<ClassActor>(c, ctx);
+        }
+        if !d.classes.is_empty() {
+            self.place(PlacementPoke::Capacity);
+        }
+        for node in d.nodes {
+            self.place(PlacementPoke::Node(node));
+        }
+    }
+
+    /// Whether the API server serves a DRA kind (its watch listed, or
+    /// answered 404): the DRA classes say DRAUnavailable, or stop saying it.
+    pub(super) fn served(&mut self, kind: Kind, served: bool, ctx: &mut Context<Self>) {
+        if !Kind::DRA.contains(&kind) {
+            return;
+        }
+        let classes = self.env.world.set_served(kind, served);
+        self.devices_changed(
+            DevicesChange {
+                classes,
+                ..Default::default()
+            },
+            ctx,
+        );
     }
 
     fn claim_changed(&mut self, c: ClaimChange, ctx: &mut Context<Self>) {

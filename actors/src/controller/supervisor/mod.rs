@@ -98,6 +98,9 @@ impl Supervisor {
                 Kind::Allocation,
                 Kind::Quota,
                 Kind::Node,
+                Kind::DeviceClass,
+                Kind::ResourceSlice,
+                Kind::ResourceClaim,
             ]
         }
     }
@@ -172,7 +175,13 @@ impl Handler<WorldEvent> for Supervisor {
                 for ns in self.env.world.relisted_unreadable(kind, &found) {
                     self.place(PlacementPoke::Namespace(ns));
                 }
+                self.served(kind, true, ctx);
                 self.relisted(kind, objects, list_rv, &found, ctx)
+            }
+            WorldEvent::NotServed { kind } => {
+                // As an empty list: none of the kind exists.
+                self.served(kind, false, ctx);
+                self.relisted(kind, Vec::new(), None, &[], ctx)
             }
             WorldEvent::Unreadable {
                 kind,

@@ -24,6 +24,12 @@ pub enum WorldEvent {
         /// its namespace).
         unreadable: Vec<(String, crate::api::DecodeError)>,
     },
+    /// The API server does not serve this kind (an optional one: a
+    /// GPUQuota CRD not installed, a cluster without DRA): none of it
+    /// exists, and what needs it says so.
+    NotServed {
+        kind: Kind,
+    },
     /// An object that could not be read; the cached version (if any)
     /// stays. `gone`: it was deleted (a Delete that could not be read).
     Unreadable {

@@ -1,0 +1,132 @@
+//! D2: which devices that serve a class are free. A device is not free
+//! when a ResourceClaim's allocation names it, when it has a NoSchedule or
+//! NoExecute taint, or when the counters it consumes (KEP-4815) are no
+//! longer in its pool's shared counter sets once the held devices took
+//! theirs: a GPU published twice (whole, and as partitions) is taken once.
+
+use super::index::{DeviceId, DeviceIndex, PoolKey};
+use crate::dra::values::Quantity;
+use k8s_openapi::api::resource::v1::{Counter, Device, DeviceAttribute, DeviceTaint};
+use std::collections::BTreeMap;
+
+/// A published device as placement and status read it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceFacts {
+    pub id: DeviceId,
+    pub node: String,
+    pub attributes: BTreeMap<String, DeviceAttribute>,
+    pub taints: Vec<DeviceTaint>,
+    /// The ResourceClaim whose allocation names it.
+    pub held_by: Option<String>,
+}
+
+/// Taints that keep a device from new allocations (as the scheduler's
+/// allocator: NoSchedule and NoExecute, none tolerated by gpu-claims).
+pub fn keeps_off(t: &DeviceTaint) -> bool {
+    t.effect == "NoSchedule" || t.effect == "NoExecute"
+}
+
+/// Counter amounts in thousandths; an amount that does not parse counts
+/// as more than any set holds (hostile input never reads small).
+type Counts = BTreeMap<(String, String), u64>;
+
+fn amount(c: &Counter) -> u64 {
+    Quantity::parse(&c.value.0).map_or(u64::MAX, |q| q.0)
+}
+
+fn consumed(d: &Device) -> Counts {
+    let mut out = Counts::new();
+    for c in d.consumes_counters.iter().flatten() {
+        for (name, v) in &c.counters {
+            let e = out
+                .entry((c.counter_set.clone(), name.clone()))
+                .or_default();
+            *e = e.saturating_add(amount(v));
+        }
+    }
+    out
+}
+
+impl DeviceIndex {
+    /// What is left of a pool's shared counters once its held devices
+    /// took theirs (None for a pool that shares none).
+    fn counters_left(&self, node: &str, pool: &PoolKey) -> Option<Counts> {
+        let mut left = Counts::new();
+        for s in self.pool_slices(pool) {
+            for set in s.spec.shared_counters.iter().flatten() {
+                for (name, v) in &set.counters {
+                    left.insert((set.name.clone(), name.clone()), amount(v));
+                }
+            }
+        }
+        if left.is_empty() {
+            return None;
+        }
+        for d in self.pool_devices(node, pool) {
+            if !self.holders.contains_key(&d.id) {
+                continue;
+            }
+            let Some(device) = d.device() else { continue };
+            for (k, n) in consumed(device) {
+                let e = left.entry(k).or_default();
+                *e = e.saturating_sub(n);
+            }
+        }
+        Some(left)
+    }
+
+    /// D2 for one device of `node`.
+    fn is_free(
+        &self,
+        id: &DeviceId,
+        node: &str,
+        left: &mut BTreeMap<PoolKey, Option<Counts>>,
+    ) -> bool {
+        if self.holders.contains_key(id) {
+            return false;
+        }
+        let Some(d) = self.placed(id).and_then(|p| p.device()) else {
+            return false;
+        };
+        if d.taints.iter().flatten().any(keeps_off) {
+            return false;
+        }
+        let wants = consumed(d);
+        if wants.is_empty() {
+            return true;
+        }
+        let pool = (id.driver.clone(), id.pool.clone());
+        let left = left
+            .entry(pool.clone())
+            .or_insert_with(|| self.counters_left(node, &pool));
+        // A device that consumes counters its pool does not share cannot
+        // be allocated (the allocator refuses it too).
+        left.as_ref().is_some_and(|l| {
+            wants
+                .iter()
+                .all(|(k, n)| l.get(k).is_some_and(|have| have >= n))
+        })
+    }
+
+    /// The devices serving `class` on `node` that are free, by pool then name.
+    pub fn free_serving(&self, class: &str, node: &str) -> Vec<DeviceId> {
+        let mut left = BTreeMap::new();
+        self.serving(class, node)
+            .iter()
+            .filter(|id| self.is_free(id, node, &mut left))
+            .cloned()
+            .collect()
+    }
+
+    pub fn device(&self, id: &DeviceId) -> Option<DeviceFacts> {
+        let p = self.placed(id)?;
+        let d = p.device()?;
+        Some(DeviceFacts {
+            id: id.clone(),
+            node: p.node.clone(),
+            attributes: d.attributes.clone().unwrap_or_default(),
+            taints: d.taints.clone().unwrap_or_default(),
+            held_by: self.holders.get(id).cloned(),
+        })
+    }
+}

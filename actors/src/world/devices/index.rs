@@ -1,0 +1,598 @@
+//! The index itself: slices by pool, the devices of complete pools by
+//! node, the DRA classes' compiled selectors and the devices that serve
+//! each on each node, and the devices ResourceClaims' allocations hold.
+
+use super::DevicesChange;
+use crate::api::{GPUClassSpec, Kind};
+use crate::dra::{ClassSelectors, PoolState, Published, SelectorInvalid};
+use k8s_openapi::api::resource::v1::{Device, DeviceClass, ResourceClaim, ResourceSlice};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+/// A device as DRA names it: driver, pool, device.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+pub(super) type PoolKey = (String, String);
+
+/// A device published in a complete pool: its slice, and where in it.
+#[derive(Clone)]
+pub(super) struct Placed {
+    pub id: DeviceId,
+    pub node: String,
+    pub slice: Arc<ResourceSlice>,
+    pub index: usize,
+}
+
+impl Placed {
+    pub fn device(&self) -> Option<&Device> {
+        self.slice.spec.devices.as_ref()?.get(self.index)
+    }
+}
+
+/// Why a DRA class serves nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DraProblem {
+    /// The API server serves these DRA kinds not.
+    NotServed(Vec<Kind>),
+    /// Its DeviceClass does not exist.
+    DeviceClassMissing(String),
+    /// A selector (the DeviceClass's or its own) does not compile, or
+    /// errors on a device.
+    SelectorInvalid(SelectorInvalid),
+}
+
+impl fmt::Display for DraProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DraProblem::NotServed(kinds) => {
+                let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+                write!(
+                    f,
+                    "the API server does not serve resource.k8s.io/v1 {}: this cluster has no DRA, so the class serves no device",
+                    names.join(", ")
+                )
+            }
+            DraProblem::DeviceClassMissing(dc) => write!(
+                f,
+                "DeviceClass {dc} does not exist: the class serves no device until it does"
+            ),
+            DraProblem::SelectorInvalid(e) => write!(
+                f,
+                "{e} (expression: {}); the class serves no device until it is fixed",
+                e.expression
+            ),
+        }
+    }
+}
+
+/// A DRA GPUClass as the index keeps it.
+struct DraClass {
+    device_class: String,
+    selectors: Vec<String>,
+    /// None while its DeviceClass does not exist.
+    compiled: Option<Result<ClassSelectors, SelectorInvalid>>,
+    /// Per node, the devices that serve it, by pool then name.
+    serving: BTreeMap<String, Vec<DeviceId>>,
+    /// Devices a selector errors on: while any does, it serves nothing.
+    errors: BTreeMap<DeviceId, SelectorInvalid>,
+}
+
+/// What the index knows of one DRA class: its devices per node (by pool,
+/// then name) and why it serves none, if it does not.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClassDevices {
+    pub by_node: BTreeMap<String, Vec<DeviceId>>,
+}
+
+#[derive(Default)]
+pub(super) struct DeviceIndex {
+    slices: HashMap<String, Arc<ResourceSlice>>,
+    /// Per pool, the names of its slices (every generation).
+    pools: HashMap<PoolKey, BTreeSet<String>>,
+    /// Per complete pool, the nodes it publishes devices on.
+    pool_nodes: HashMap<PoolKey, BTreeSet<String>>,
+    /// Per node, per complete pool: the devices it publishes there.
+    pub(super) nodes: HashMap<String, BTreeMap<PoolKey, Vec<Placed>>>,
+    /// Per published device of a complete pool: its node.
+    located: HashMap<DeviceId, String>,
+    device_classes: HashMap<String, Arc<DeviceClass>>,
+    classes: HashMap<String, DraClass>,
+    /// Per DeviceClass name, the DRA classes that name it.
+    by_device_class: HashMap<String, BTreeSet<String>>,
+    claims: HashMap<String, Arc<ResourceClaim>>,
+    /// Per device, the ResourceClaim (`ns/name`) whose allocation names it.
+    pub(super) holders: HashMap<DeviceId, String>,
+    not_served: BTreeSet<Kind>,
+}
+
+/// D1's complete pool, over the slices of its newest generation (node-
+/// local ones: the rest publish nothing gpu-claims places on): exactly
+/// as many as each says the pool has.
+fn pool_state(newest: &[Arc<ResourceSlice>]) -> PoolState {
+    let local = newest
+        .iter()
+        .filter(|s| s.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()));
+    let present = local.count();
+    let expected = newest
+        .iter()
+        .map(|s| s.spec.pool.resource_slice_count)
+        .max()
+        .unwrap_or(0);
+    if present > 0 && i64::try_from(present).ok() == Some(expected) {
+        PoolState::Complete
+    } else {
+        PoolState::Incomplete { present, expected }
+    }
+}
+
+/// The devices a claim's allocation names.
+fn allocated(c: &ResourceClaim) -> Vec<DeviceId> {
+    let results = c
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_deref())
+        .unwrap_or_default();
+    results
+        .iter()
+        .map(|r| DeviceId {
+            driver: r.driver.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+        })
+        .collect()
+}
+
+impl DeviceIndex {
+    pub fn put_slice(&mut self, name: &str, now: Option<Arc<ResourceSlice>>) -> DevicesChange {
+        let pool_of = |s: &ResourceSlice| (s.spec.driver.clone(), s.spec.pool.name.clone());
+        let mut pools: BTreeSet<PoolKey> = BTreeSet::new();
+        if let Some(old) = self.slices.remove(name) {
+            let p = pool_of(&old);
+            if let Some(names) = self.pools.get_mut(&p) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.pools.remove(&p);
+                }
+            }
+            pools.insert(p);
+        }
+        if let Some(s) = now {
+            let p = pool_of(&s);
+            self.pools
+                .entry(p.clone())
+                .or_default()
+                .insert(name.to_string());
+            self.slices.insert(name.to_string(), s);
+            pools.insert(p);
+        }
+        let mut change = DevicesChange::default();
+        for p in pools {
+            change.nodes.extend(self.republish(&p));
+        }
+        change.classes = self.evaluate_nodes(&change.nodes);
+        // A device's taints and counters decide whether it is free, not
+        // whether it serves: every class with devices there counts again.
+        for n in &change.nodes {
+            change.classes.extend(self.classes_on(n));
+        }
+        change
+    }
+
+    /// Reads a pool again: its devices on their nodes if it is complete
+    /// at its newest generation, none otherwise. The nodes it touched.
+    fn republish(&mut self, p: &PoolKey) -> BTreeSet<String> {
+        let mut touched = BTreeSet::new();
+        for node in self.pool_nodes.remove(p).unwrap_or_default() {
+            let Some(pools) = self.nodes.get_mut(&node) else {
+                continue;
+            };
+            for d in pools.remove(p).unwrap_or_default() {
+                self.located.remove(&d.id);
+            }
+            if pools.is_empty() {
+                self.nodes.remove(&node);
+            }
+            touched.insert(node);
+        }
+        let slices = self.pool_slices(p);
+        if pool_state(&slices) != PoolState::Complete {
+            return touched;
+        }
+        for s in slices {
+            let Some(node) = s.spec.node_name.as_deref().filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            self.pool_nodes
+                .entry(p.clone())
+                .or_default()
+                .insert(node.to_string());
+            let list = self
+                .nodes
+                .entry(node.to_string())
+                .or_default()
+                .entry(p.clone())
+                .or_default();
+            for (index, d) in s.spec.devices.iter().flatten().enumerate() {
+                let id = DeviceId {
+                    driver: p.0.clone(),
+                    pool: p.1.clone(),
+                    device: d.name.clone(),
+                };
+                self.located.insert(id.clone(), node.to_string());
+                list.push(Placed {
+                    id,
+                    node: node.to_string(),
+                    slice: s.clone(),
+                    index,
+                });
+            }
+            list.sort_by(|a, b| a.id.device.cmp(&b.id.device));
+            touched.insert(node.to_string());
+        }
+        touched
+    }
+
+    /// Evaluates every DRA class on these nodes' devices; the classes
+    /// whose devices there changed.
+    fn evaluate_nodes(&mut self, nodes: &BTreeSet<String>) -> BTreeSet<String> {
+        let names: Vec<String> = self.classes.keys().cloned().collect();
+        let mut moved = BTreeSet::new();
+        for class in names {
+            for node in nodes {
+                if self.evaluate(&class, node) {
+                    moved.insert(class.clone());
+                }
+            }
+        }
+        moved
+    }
+
+    /// The devices of `node` that serve `class`, evaluated again; true
+    /// when they (or its errors there) changed.
+    fn evaluate(&mut self, class: &str, node: &str) -> bool {
+        let Some(c) = self.classes.get(class) else {
+            return false;
+        };
+        let mut serving = Vec::new();
+        let mut errors = BTreeMap::new();
+        if let Some(Ok(selectors)) = &c.compiled {
+            for d in self
+                .nodes
+                .get(node)
+                .into_iter()
+                .flat_map(|p| p.values())
+                .flatten()
+            {
+                let Some(device) = d.device() else { continue };
+                let published = Published {
+                    node,
+                    driver: &d.id.driver,
+                    pool: &d.id.pool,
+                    device,
+                };
+                match selectors.serves(&published) {
+                    Ok(true) => serving.push(d.id.clone()),
+                    Ok(false) => {}
+                    Err(e) => {
+                        errors.insert(d.id.clone(), e);
+                    }
+                }
+            }
+        }
+        let Some(c) = self.classes.get_mut(class) else {
+            return false;
+        };
+        let before_errors: Vec<DeviceId> = c
+            .errors
+            .keys()
+            .filter(|id| self.located.get(*id).is_none_or(|n| n == node))
+            .cloned()
+            .collect();
+        let mut changed = false;
+        for id in before_errors {
+            if !errors.contains_key(&id) {
+                c.errors.remove(&id);
+                changed = true;
+            }
+        }
+        for (id, e) in errors {
+            if c.errors.insert(id, e.clone()).as_ref() != Some(&e) {
+                changed = true;
+            }
+        }
+        let old = if serving.is_empty() {
+            c.serving.remove(node)
+        } else {
+            c.serving.insert(node.to_string(), serving.clone())
+        };
+        changed || old.unwrap_or_default() != serving
+    }
+
+    /// Evaluates one class on every node with devices.
+    fn evaluate_everywhere(&mut self, class: &str) {
+        if let Some(c) = self.classes.get_mut(class) {
+            c.serving.clear();
+            c.errors.clear();
+        }
+        let nodes: Vec<String> = self.nodes.keys().cloned().collect();
+        for n in nodes {
+            self.evaluate(class, &n);
+        }
+    }
+
+    fn compile(
+        &self,
+        class: &str,
+        c: &DraClass,
+    ) -> Option<Result<ClassSelectors, SelectorInvalid>> {
+        let dc = self.device_classes.get(&c.device_class)?;
+        let dc_selectors: Vec<String> = dc
+            .spec
+            .iter()
+            .flat_map(|s| s.selectors.iter().flatten())
+            .filter_map(|s| s.cel.as_ref().map(|c| c.expression.clone()))
+            .collect();
+        Some(ClassSelectors::compile(
+            &c.device_class,
+            &dc_selectors,
+            class,
+            &c.selectors,
+        ))
+    }
+
+    /// A GPUClass made, changed or removed; true when its devices or its
+    /// standing may have changed.
+    pub fn put_class(&mut self, name: &str, spec: Option<&GPUClassSpec>) -> bool {
+        let wanted = spec.and_then(|s| {
+            let dc = s.device_class()?;
+            Some((dc.to_string(), s.selector_expressions()))
+        });
+        let had = self
+            .classes
+            .get(name)
+            .map(|c| (c.device_class.clone(), c.selectors.clone()));
+        if had == wanted {
+            return false;
+        }
+        if let Some((dc, _)) = had
+            && let Some(set) = self.by_device_class.get_mut(&dc)
+        {
+            set.remove(name);
+            if set.is_empty() {
+                self.by_device_class.remove(&dc);
+            }
+        }
+        self.classes.remove(name);
+        let Some((device_class, selectors)) = wanted else {
+            return true;
+        };
+        self.by_device_class
+            .entry(device_class.clone())
+            .or_default()
+            .insert(name.to_string());
+        let mut c = DraClass {
+            device_class,
+            selectors,
+            compiled: None,
+            serving: BTreeMap::new(),
+            errors: BTreeMap::new(),
+        };
+        c.compiled = self.compile(name, &c);
+        self.classes.insert(name.to_string(), c);
+        self.evaluate_everywhere(name);
+        true
+    }
+
+    /// A DeviceClass made, changed or removed: the classes naming it are
+    /// compiled and evaluated again.
+    pub fn put_device_class(&mut self, name: &str, now: Option<Arc<DeviceClass>>) -> DevicesChange {
+        let same = match (&now, self.device_classes.get(name)) {
+            (Some(n), Some(o)) => n.spec == o.spec,
+            (None, None) => true,
+            _ => false,
+        };
+        match now {
+            Some(c) => self.device_classes.insert(name.to_string(), c),
+            None => self.device_classes.remove(name),
+        };
+        let mut change = DevicesChange::default();
+        if same {
+            return change;
+        }
+        let classes: Vec<String> = self
+            .by_device_class
+            .get(name)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for class in classes {
+            if let Some(c) = self.classes.get(&class) {
+                let compiled = self.compile(&class, c);
+                if let Some(c) = self.classes.get_mut(&class) {
+                    c.compiled = compiled;
+                }
+            }
+            self.evaluate_everywhere(&class);
+            change.classes.insert(class);
+        }
+        change
+    }
+
+    /// A ResourceClaim made, changed or removed: the devices its
+    /// allocation names are held by it.
+    pub fn put_claim(&mut self, k: &str, now: Option<Arc<ResourceClaim>>) -> DevicesChange {
+        let before = self.claims.get(k).map(|c| allocated(c)).unwrap_or_default();
+        let after = now.as_deref().map(allocated).unwrap_or_default();
+        match now {
+            Some(c) => self.claims.insert(k.to_string(), c),
+            None => self.claims.remove(k),
+        };
+        let mut change = DevicesChange::default();
+        if before == after {
+            return change;
+        }
+        for id in &before {
+            if self.holders.get(id).is_some_and(|h| h == k) {
+                self.holders.remove(id);
+            }
+        }
+        for id in &after {
+            self.holders.insert(id.clone(), k.to_string());
+        }
+        for id in before.iter().chain(&after) {
+            if let Some(node) = self.located.get(id) {
+                change.nodes.insert(node.clone());
+            }
+        }
+        change.classes = change
+            .nodes
+            .iter()
+            .flat_map(|n| self.classes_on(n))
+            .collect();
+        change
+    }
+
+    /// The API server serves `kind`, or not; the DRA classes whose
+    /// standing moved.
+    pub fn set_served(&mut self, kind: Kind, served: bool) -> BTreeSet<String> {
+        let moved = if served {
+            self.not_served.remove(&kind)
+        } else {
+            self.not_served.insert(kind)
+        };
+        if moved {
+            self.classes.keys().cloned().collect()
+        } else {
+            BTreeSet::new()
+        }
+    }
+
+    pub fn problem(&self, class: &str) -> Option<DraProblem> {
+        let c = self.classes.get(class)?;
+        if !self.not_served.is_empty() {
+            return Some(DraProblem::NotServed(
+                self.not_served.iter().copied().collect(),
+            ));
+        }
+        match &c.compiled {
+            None => Some(DraProblem::DeviceClassMissing(c.device_class.clone())),
+            Some(Err(e)) => Some(DraProblem::SelectorInvalid(e.clone())),
+            Some(Ok(_)) => c
+                .errors
+                .values()
+                .next()
+                .map(|e| DraProblem::SelectorInvalid(e.clone())),
+        }
+    }
+
+    /// The nodes where the class has serving devices (none while it has
+    /// a problem: it serves nothing then).
+    pub fn nodes_serving<'a>(&'a self, class: &str) -> Box<dyn Iterator<Item = &'a str> + 'a> {
+        match self.classes.get(class) {
+            Some(c) if self.problem(class).is_none() => {
+                Box::new(c.serving.keys().map(String::as_str))
+            }
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+
+    /// The devices that serve `class` on `node` (empty while it has a problem).
+    pub fn serving(&self, class: &str, node: &str) -> &[DeviceId] {
+        match self.classes.get(class) {
+            Some(c) if self.problem(class).is_none() => {
+                c.serving.get(node).map_or(&[][..], Vec::as_slice)
+            }
+            _ => &[],
+        }
+    }
+
+    pub fn classes_on(&self, node: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .classes
+            .iter()
+            .filter(|(_, c)| c.serving.contains_key(node))
+            .map(|(n, _)| n.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    pub fn class_devices(&self, class: &str) -> ClassDevices {
+        ClassDevices {
+            by_node: self
+                .classes
+                .get(class)
+                .filter(|_| self.problem(class).is_none())
+                .map(|c| c.serving.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    pub fn placed(&self, id: &DeviceId) -> Option<&Placed> {
+        let node = self.located.get(id)?;
+        let pool = (id.driver.clone(), id.pool.clone());
+        let list = self.nodes.get(node)?.get(&pool)?;
+        list.iter().find(|d| d.id == *id)
+    }
+
+    pub fn pool_devices(&self, node: &str, pool: &PoolKey) -> &[Placed] {
+        self.nodes
+            .get(node)
+            .and_then(|p| p.get(pool))
+            .map_or(&[][..], Vec::as_slice)
+    }
+
+    /// The slices of a pool at its newest generation.
+    pub fn pool_slices(&self, pool: &PoolKey) -> Vec<Arc<ResourceSlice>> {
+        let all: Vec<&Arc<ResourceSlice>> = self
+            .pools
+            .get(pool)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.slices.get(n))
+            .collect();
+        let newest = all.iter().map(|s| s.spec.pool.generation).max();
+        all.into_iter()
+            .filter(|s| Some(s.spec.pool.generation) == newest)
+            .cloned()
+            .collect()
+    }
+
+    pub fn holder(&self, id: &DeviceId) -> Option<String> {
+        self.holders.get(id).cloned()
+    }
+
+    pub fn claim(&self, k: &str) -> Option<Arc<ResourceClaim>> {
+        self.claims.get(k).cloned()
+    }
+
+    pub fn device_class(&self, name: &str) -> Option<Arc<DeviceClass>> {
+        self.device_classes.get(name).cloned()
+    }
+
+    pub fn keys(&self, kind: Kind) -> Vec<String> {
+        let mut keys: Vec<String> = match kind {
+            Kind::DeviceClass => self.device_classes.keys().cloned().collect(),
+            Kind::ResourceSlice => self.slices.keys().cloned().collect(),
+            Kind::ResourceClaim => self.claims.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
+        keys.sort();
+        keys
+    }
+}

@@ -1,0 +1,158 @@
+//! D1 and D2 in the world: the devices DRA drivers publish, which of them
+//! serve each DRA class, and which are free.
+//!
+//! Kept by node: a slice's change re-reads its pool (complete or not, at
+//! its newest generation) and evaluates the DRA classes' selectors on the
+//! devices of the nodes that pool publishes on, and nowhere else; a
+//! ResourceClaim's allocation marks the devices it names as held. A class
+//! or DeviceClass made or changed is evaluated on every device once.
+//! The questions (capacity, free devices of a class on a node) count what
+//! the index keeps: the devices serving a class on one node, not the
+//! cluster's.
+
+mod free;
+mod index;
+#[cfg(test)]
+mod tests;
+
+pub use free::DeviceFacts;
+pub use index::{ClassDevices, DeviceId, DraProblem};
+
+use super::World;
+use crate::api::{GPUClass, Kind};
+use index::DeviceIndex;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The index behind one lock: the world has one writer (the supervisor),
+/// and a question holds the lock for one node's devices at most.
+#[derive(Default)]
+pub(crate) struct Devices(RwLock<DeviceIndex>);
+
+impl Devices {
+    fn read(&self) -> RwLockReadGuard<'_, DeviceIndex> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, DeviceIndex> {
+        self.0.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What a DRA change touched: the nodes whose devices (or their holds)
+/// changed, and the DRA classes whose devices or standing changed.
+#[derive(Debug, Default, PartialEq)]
+pub struct DevicesChange {
+    pub nodes: BTreeSet<String>,
+    pub classes: BTreeSet<String>,
+}
+
+impl World {
+    pub(super) fn slice_changed(&self, s: ResourceSlice, deleted: bool) -> DevicesChange {
+        let Some(name) = s.metadata.name.clone() else {
+            return DevicesChange::default();
+        };
+        let mut d = self.devices.write();
+        d.put_slice(&name, (!deleted).then(|| Arc::new(s)))
+    }
+
+    pub(super) fn device_class_changed(&self, c: DeviceClass, deleted: bool) -> DevicesChange {
+        let Some(name) = c.metadata.name.clone() else {
+            return DevicesChange::default();
+        };
+        self.devices
+            .write()
+            .put_device_class(&name, (!deleted).then(|| Arc::new(c)))
+    }
+
+    pub(super) fn resource_claim_changed(&self, c: ResourceClaim, deleted: bool) -> DevicesChange {
+        let (Some(ns), Some(name)) = (c.metadata.namespace.clone(), c.metadata.name.clone()) else {
+            return DevicesChange::default();
+        };
+        let k = super::key(&ns, &name);
+        self.devices
+            .write()
+            .put_claim(&k, (!deleted).then(|| Arc::new(c)))
+    }
+
+    /// A GPUClass made, changed or removed: its devices, if it is a DRA
+    /// class, are evaluated again when its selectors or DeviceClass moved.
+    pub(super) fn dra_class_changed(&self, name: &str, now: Option<&GPUClass>) -> bool {
+        self.devices.write().put_class(name, now.map(|c| &c.spec))
+    }
+
+    /// Whether the API server serves `kind` (a DRA kind): told by its
+    /// watch; true until a watch says otherwise. The DRA classes' standing
+    /// moves with it (DRAUnavailable).
+    pub fn set_served(&self, kind: Kind, served: bool) -> BTreeSet<String> {
+        self.devices.write().set_served(kind, served)
+    }
+
+    /// D1, D2: the class's capacity, the devices that serve it on Ready
+    /// nodes its nodeSelector picks, free or held by its own records.
+    pub fn dra_capacity(&self, class: &GPUClass) -> u64 {
+        let name = class.metadata.name.as_deref().unwrap_or_default();
+        let d = self.devices.read();
+        let mut sum = 0u64;
+        for node in d.nodes_serving(name) {
+            let Some(n) = self.node(node) else { continue };
+            if n.ready && n.matches(class.spec.node_selector.as_ref()) {
+                sum = sum.saturating_add(d.free_serving(name, node).len() as u64);
+            }
+        }
+        sum
+    }
+
+    /// The devices of `class` free on `node` (D2), by pool then name.
+    pub fn free_devices(&self, class: &str, node: &str) -> Vec<DeviceId> {
+        self.devices.read().free_serving(class, node)
+    }
+
+    /// Why a DRA class serves nothing, if it does not: DRA not served, a
+    /// selector that does not compile or errors on a device.
+    pub fn dra_problem(&self, class: &str) -> Option<DraProblem> {
+        self.devices.read().problem(class)
+    }
+
+    /// What the index knows of the devices of a DRA class (status, plan).
+    pub fn class_devices(&self, class: &str) -> ClassDevices {
+        self.devices.read().class_devices(class)
+    }
+
+    /// The nodes where `class` has devices serving it.
+    pub fn dra_nodes_of(&self, class: &str) -> Vec<String> {
+        self.devices
+            .read()
+            .nodes_serving(class)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The DRA classes with devices serving them on `node`.
+    pub fn dra_classes_on(&self, node: &str) -> Vec<String> {
+        self.devices.read().classes_on(node)
+    }
+
+    /// A published device's facts, as the index has them.
+    pub fn device(&self, id: &DeviceId) -> Option<DeviceFacts> {
+        self.devices.read().device(id)
+    }
+
+    /// The ResourceClaim (`ns/name`) whose allocation names the device.
+    pub fn device_holder(&self, id: &DeviceId) -> Option<String> {
+        self.devices.read().holder(id)
+    }
+
+    pub fn resource_claim(&self, k: &str) -> Option<Arc<ResourceClaim>> {
+        self.devices.read().claim(k)
+    }
+
+    pub fn device_class(&self, name: &str) -> Option<Arc<DeviceClass>> {
+        self.devices.read().device_class(name)
+    }
+
+    pub(super) fn dra_keys(&self, kind: Kind) -> Vec<String> {
+        self.devices.read().keys(kind)
+    }
+}
