@@ -351,6 +351,8 @@ fn the_default_render_spreads_replicas_labels_them_and_sends_only_gpu_pods_to_th
     ] {
         assert!(cel.contains(a), "{cel}");
     }
+    // D5: launcher pods that ask through DRA are sent too.
+    assert!(cel.contains("object.spec.resourceClaims"), "{cel}");
     assert!(find(&docs, "PodDisruptionBudget").is_object());
 }
 

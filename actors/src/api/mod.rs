@@ -21,7 +21,7 @@ pub mod validation;
 mod vm;
 mod vmi;
 
-pub use allocation::{GPUAllocation, GPUAllocationSpec};
+pub use allocation::{AllocatedDevice, GPUAllocation, GPUAllocationSpec};
 pub use claim::{AttachedTo, ClaimPhase, GPUClaim, GPUClaimSpec, GPUClaimStatus};
 pub use class::{
     CelSelector, DeviceConfig, DeviceSelector, GPUClass, GPUClassSpec, GPUClassStatus,
@@ -37,7 +37,7 @@ pub use resources::{ResourceName, Resources};
 pub use vm::{VirtualMachine, VirtualMachineSpec};
 pub use vmi::{
     DeviceRequest, GpuRequest, MAX_CLAIMS, RequestError, Vmi, VmiDevice, VmiDevices, VmiDomain,
-    VmiSpec, VmiStatus,
+    VmiResourceClaim, VmiSpec, VmiStatus,
 };
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -4,7 +4,9 @@
 
 use super::{GPUAllocation, GPUClaim, GPUClass, GPUQuota, VirtualMachine, Vmi};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use serde_json::Value;
 use std::fmt;
 
@@ -22,12 +24,14 @@ pub enum Kind {
     DeviceClass,
     ResourceSlice,
     ResourceClaim,
+    /// D5: what a VMI's `spec.resourceClaims` asks for through a template.
+    ResourceClaimTemplate,
     /// Read live (E2), never watched: not in `ALL`.
     Vm,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Class,
         Kind::Claim,
         Kind::Allocation,
@@ -38,10 +42,16 @@ impl Kind {
         Kind::DeviceClass,
         Kind::ResourceSlice,
         Kind::ResourceClaim,
+        Kind::ResourceClaimTemplate,
     ];
 
     /// The DRA kinds: optional, as a cluster without DRA serves none.
-    pub const DRA: [Kind; 3] = [Kind::DeviceClass, Kind::ResourceSlice, Kind::ResourceClaim];
+    pub const DRA: [Kind; 4] = [
+        Kind::DeviceClass,
+        Kind::ResourceSlice,
+        Kind::ResourceClaim,
+        Kind::ResourceClaimTemplate,
+    ];
 
     /// The Kubernetes kind name.
     pub fn name(self) -> &'static str {
@@ -56,6 +66,7 @@ impl Kind {
             Kind::DeviceClass => "DeviceClass",
             Kind::ResourceSlice => "ResourceSlice",
             Kind::ResourceClaim => "ResourceClaim",
+            Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
             Kind::Vm => "VirtualMachine",
         }
     }
@@ -87,6 +98,7 @@ pub enum Obj {
     DeviceClass(DeviceClass),
     ResourceSlice(ResourceSlice),
     ResourceClaim(ResourceClaim),
+    ResourceClaimTemplate(ResourceClaimTemplate),
     Vm(VirtualMachine),
 }
 
@@ -103,6 +115,7 @@ impl Obj {
             Obj::DeviceClass(_) => Kind::DeviceClass,
             Obj::ResourceSlice(_) => Kind::ResourceSlice,
             Obj::ResourceClaim(_) => Kind::ResourceClaim,
+            Obj::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
             Obj::Vm(_) => Kind::Vm,
         }
     }
@@ -119,6 +132,7 @@ impl Obj {
             Obj::DeviceClass(o) => &o.metadata,
             Obj::ResourceSlice(o) => &o.metadata,
             Obj::ResourceClaim(o) => &o.metadata,
+            Obj::ResourceClaimTemplate(o) => &o.metadata,
             Obj::Vm(o) => &o.metadata,
         }
     }
@@ -169,7 +183,10 @@ impl Kind {
             }
             Kind::Vmi | Kind::Vm => "kubevirt.io/v1",
             Kind::Pod | Kind::Node => "v1",
-            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim => "resource.k8s.io/v1",
+            Kind::DeviceClass
+            | Kind::ResourceSlice
+            | Kind::ResourceClaim
+            | Kind::ResourceClaimTemplate => "resource.k8s.io/v1",
         }
     }
 
@@ -187,6 +204,7 @@ impl Kind {
             Kind::DeviceClass => ApiResource::erase::<DeviceClass>(&()),
             Kind::ResourceSlice => ApiResource::erase::<ResourceSlice>(&()),
             Kind::ResourceClaim => ApiResource::erase::<ResourceClaim>(&()),
+            Kind::ResourceClaimTemplate => ApiResource::erase::<ResourceClaimTemplate>(&()),
             Kind::Vm => ApiResource::erase::<VirtualMachine>(&()),
         }
     }
@@ -216,6 +234,7 @@ pub fn to_json(obj: &Obj) -> Value {
         Obj::DeviceClass(o) => serde_json::to_value(o),
         Obj::ResourceSlice(o) => serde_json::to_value(o),
         Obj::ResourceClaim(o) => serde_json::to_value(o),
+        Obj::ResourceClaimTemplate(o) => serde_json::to_value(o),
         Obj::Vm(o) => serde_json::to_value(o),
     };
     let mut v = v.unwrap_or(Value::Null);
@@ -247,6 +266,7 @@ pub fn from_json(kind: Kind, v: Value) -> Result<Obj, DecodeError> {
         Kind::DeviceClass => Obj::DeviceClass(typed(v)?),
         Kind::ResourceSlice => Obj::ResourceSlice(typed(v)?),
         Kind::ResourceClaim => Obj::ResourceClaim(typed(v)?),
+        Kind::ResourceClaimTemplate => Obj::ResourceClaimTemplate(typed(v)?),
         Kind::Vm => Obj::Vm(typed(v)?),
     })
 }

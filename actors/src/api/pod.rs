@@ -34,6 +34,10 @@ pub struct LauncherPod {
     pub unschedulable: Option<String>,
     /// Succeeded or Failed: it holds nothing any more.
     pub terminal: bool,
+    /// D5: the ResourceClaims Kubernetes made for the pod's
+    /// `spec.resourceClaims` entries (`status.resourceClaimStatuses`):
+    /// entry name, and the claim's name (None: no claim is needed).
+    pub resource_claims: Vec<(String, Option<String>)>,
 }
 
 /// What a pod bound to a node uses there (SPEC §1): kept for every such
@@ -122,6 +126,14 @@ impl PodScheduling {
 }
 
 impl LauncherPod {
+    /// D5: the name of the ResourceClaim made for the pod's entry `entry`.
+    pub fn resource_claim(&self, entry: &str) -> Option<&str> {
+        self.resource_claims
+            .iter()
+            .find(|(e, _)| e == entry)
+            .and_then(|(_, c)| c.as_deref())
+    }
+
     /// The launcher view of a pod: None unless it is labelled virt-launcher
     /// and controlled by a VMI.
     pub fn from_pod(pod: &Pod) -> Option<Self> {
@@ -148,6 +160,14 @@ impl LauncherPod {
             requests: pod.spec.as_ref().map(pod_requests).unwrap_or_default(),
             unschedulable: unschedulable_message(pod),
             terminal: is_terminal(pod),
+            resource_claims: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| (c.name.clone(), c.resource_claim_name.clone()))
+                .collect(),
         })
     }
 }

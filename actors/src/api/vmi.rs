@@ -24,6 +24,27 @@ pub struct Vmi {
 pub struct VmiSpec {
     #[serde(default)]
     pub domain: VmiDomain,
+    /// DRA (D5): the ResourceClaims the VM's devices come from, by the
+    /// name its `gpus[]`/`hostDevices[]` give as `claimName`.
+    #[serde(
+        default,
+        rename = "resourceClaims",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resource_claims: Vec<VmiResourceClaim>,
+}
+
+/// One `spec.resourceClaims[]` entry, as the pod's: exactly one of a
+/// ResourceClaim's name and a ResourceClaimTemplate's.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiResourceClaim {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claim_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claim_template_name: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -50,6 +71,11 @@ pub struct VmiDevice {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_name: Option<String>,
+    /// DRA: the `spec.resourceClaims[]` entry the device comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_name: Option<String>,
 }
 
 /// What a VMI's spec requests of each device resource: one per entry of
@@ -74,6 +100,26 @@ impl Vmi {
 
     pub fn uid(&self) -> &str {
         self.metadata.uid.as_deref().unwrap_or_default()
+    }
+
+    /// D5: the `spec.resourceClaims[]` entries a `gpus[]` or
+    /// `hostDevices[]` entry references by `claimName` (KubeVirt gives the
+    /// VM only what they reference), each once, in the spec's order.
+    pub fn referenced_resource_claims(&self) -> Vec<&VmiResourceClaim> {
+        let Some(spec) = &self.spec else {
+            return Vec::new();
+        };
+        let d = &spec.domain.devices;
+        let named: HashSet<&str> = d
+            .gpus
+            .iter()
+            .chain(&d.host_devices)
+            .filter_map(|e| e.claim_name.as_deref())
+            .collect();
+        spec.resource_claims
+            .iter()
+            .filter(|c| named.contains(c.name.as_str()))
+            .collect()
     }
 
     /// What the VMI asks for through its annotations.
@@ -125,6 +171,27 @@ pub enum RequestError {
     Count { count: String },
     #[error("{CLAIMS_ANNOTATION} names more than {max} claims, more than any node holds GPUs")]
     TooManyClaims { max: usize },
+    #[error(
+        "ResourceClaimTemplate {template} asks for all devices of DeviceClass {device_class} (allocationMode: All); a GPUClass allocates a number of GPUs: use allocationMode ExactCount with a count"
+    )]
+    AllocationModeAll {
+        template: String,
+        device_class: String,
+    },
+    #[error(
+        "ResourceClaimTemplate {template} mixes requests for GPUClass {class}'s DeviceClass with others ({}); a template for GPUs asks for them alone",
+        others.join(", ")
+    )]
+    MixedTemplate {
+        template: String,
+        class: String,
+        others: Vec<String>,
+    },
+    #[error(
+        "its spec asks GPUClass {class} for GPUs through several resourceClaims entries ({}); one entry whose template asks for the count it needs does",
+        entries.join(", ")
+    )]
+    SeveralTemplateEntries { class: String, entries: Vec<String> },
     #[error(
         "its spec requests devices of several GPU resources ({}); name its claims with {CLAIMS_ANNOTATION}",
         resources.join(", ")

@@ -6,6 +6,7 @@
 pub mod class;
 pub mod pools;
 pub mod selector;
+pub mod template;
 pub mod values;
 
 pub use class::{ClassSelectors, SelectorInvalid};

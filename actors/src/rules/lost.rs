@@ -27,6 +27,13 @@ impl LostReason {
 /// Why the claim's node cannot hold it now, if it cannot.
 pub fn lost_reason(c: &GPUClaim, w: &World) -> Option<LostReason> {
     let node = c.node_name()?;
+    // D6: a DRA class's claim is lost with its node, or its devices.
+    if w.class(&c.spec.class_name)
+        .is_some_and(|k| k.spec.device_class_name.is_some())
+    {
+        return node_failed(w, node, "")
+            .or_else(|| (!w.lost_devices(c).is_empty()).then_some(LostReason::DevicesLost));
+    }
     match w.resource_of(&c.spec.class_name) {
         Some(resource) => node_failed(w, node, &resource),
         // Without its class, only the node itself can have failed.
@@ -60,9 +67,16 @@ pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step {
             let message = match reason {
                 LostReason::NodeDeleted => format!("node {node} was deleted"),
                 LostReason::NodeNotReady => format!("node {node} is not Ready"),
-                LostReason::DevicesLost => {
-                    format!("node {node} lost the GPUs of this class's resource")
-                }
+                LostReason::DevicesLost => match w.lost_devices(c).as_slice() {
+                    [] => format!("node {node} lost the GPUs of this class's resource"),
+                    lost => {
+                        let names: Vec<String> = lost.iter().map(|d| d.to_string()).collect();
+                        format!(
+                            "devices {} of node {node} are no longer published or are tainted NoExecute",
+                            names.join(", ")
+                        )
+                    }
+                },
             };
             let cond = Condition {
                 type_: CONDITION_LOST.into(),
@@ -73,7 +87,13 @@ pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step {
                 observed_generation: c.metadata.generation,
             };
             set_condition(&mut status.conditions, cond);
-            Step::Write(RuleId::G6, ClaimIntent::WriteStatus(status))
+            // D6 where a DRA class's devices, not its node, were lost.
+            let rule = if reason == LostReason::DevicesLost && !w.lost_devices(c).is_empty() {
+                RuleId::D6
+            } else {
+                RuleId::G6
+            };
+            Step::Write(rule, ClaimIntent::WriteStatus(status))
         }
         (ClaimPhase::Lost, None) if c.attached_vmi_name().is_none() && w.node_is_back(c) => {
             let mut status = c.status.clone().unwrap_or_default();

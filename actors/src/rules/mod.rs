@@ -29,13 +29,14 @@ pub use evacuation::{
 };
 pub use finalizer::needs_finalizer;
 pub use gate::{
-    AllocationWrite, Assumed, GateStep, Moved, NodesThatMatter, Plan, Released, Unfit, WaitReason,
-    WrittenAllocations, at_the_gate, decide_gate, pod_unfit, request_mismatch, requested_claims,
+    AllocationWrite, Assumed, DeviceClaimWrite, GateStep, Moved, NodesThatMatter, Plan, Released,
+    Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate, decide_gate, pod_unfit,
+    request_mismatch, requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use quota::{QuotaStep, decide_quota, quota_status};
 pub use release::{LiveVmi, Used, pods_left_gate, used_by_vmi, vmi_holds};
-pub use request::{asks_for_gpus, vmi_request};
+pub use request::{TemplateAsk, asks_for_gpus, template_asks, vmi_request};
 pub use template::{TemplateStep, allocation_is_orphan, decide_template, template_name};
 pub use unschedulable::{Unplaceable, unplaceable_pod, unschedulable_vmi};
 
@@ -81,6 +82,10 @@ pub enum RuleId {
     /// D1: a DRA class says why it serves no device (SelectorInvalid,
     /// DRAUnavailable), or stops saying it.
     D1,
+    /// D4: a ResourceClaim allocated to a record's devices.
+    D4,
+    /// D6: a claim of a DRA class whose devices are lost becomes Lost.
+    D6,
     /// Q2: a GPUQuota's status (used, usedTotal, ClassMissing).
     Q2,
     /// SPEC §1: a VMI's GPU annotations that cannot be used are reported.
@@ -111,6 +116,8 @@ impl RuleId {
             RuleId::Allocations => "records",
             RuleId::ClassStatus => "class-status",
             RuleId::D1 => "D1",
+            RuleId::D4 => "D4",
+            RuleId::D6 => "D6",
             RuleId::Q2 => "Q2",
             RuleId::Annotations => "annotations",
         }

@@ -1,27 +1,135 @@
-//! What a VMI asks for (SPEC §1, G2): the claims and class its
+//! What a VMI asks for (SPEC §1, G2, D5): the claims and class its
 //! annotations name; without them, the GPUs its spec requests of a
-//! resource a GPUClass serves, as a template claim of that class.
+//! resource a GPUClass serves, or asks of a DRA class through a
+//! ResourceClaimTemplate, as a template claim of that class.
 
 use crate::api::{GpuRequest, RequestError, Vmi};
-use crate::world::World;
+use crate::dra::template::{device_class, exact_count, requests, template_spec};
+use crate::world::{World, key};
 use std::collections::BTreeSet;
 
-/// G2: the VMI's request. Its annotations, when they ask for anything;
-/// else, where its device request names exactly one resource R that a
-/// GPUClass serves and exactly one class not being deleted serves R, a
-/// template claim of that class for its request of R. Several resources,
-/// several classes or only classes being deleted are bad input.
+/// D5: a `spec.resourceClaims[]` entry, referenced by a `gpus[]` or
+/// `hostDevices[]` entry, whose ResourceClaimTemplate asks a DRA class
+/// for GPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateAsk {
+    /// The entry's name (the pod's `resourceClaims[].name`).
+    pub entry: String,
+    pub template: String,
+    pub class: String,
+    /// The GPUs its requests ask for, together.
+    pub count: u32,
+}
+
+/// D5: the entries of the VMI's spec that ask DRA classes for GPUs
+/// through a template. A template that does not exist yet, or whose
+/// requests name no DRA class's DeviceClass, is not gpu-claims' business;
+/// one that asks for `All` devices, mixes a class's DeviceClass with
+/// others, or names a DeviceClass several classes serve is bad input.
+pub fn template_asks(v: &Vmi, w: &World) -> Result<Vec<TemplateAsk>, RequestError> {
+    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
+    let mut out = Vec::new();
+    for e in v.referenced_resource_claims() {
+        let Some(t) = e.resource_claim_template_name.as_deref() else {
+            continue;
+        };
+        let Some(template) = w.resource_claim_template(&key(ns, t)) else {
+            continue;
+        };
+        let reqs = requests(template_spec(&template));
+        let mut class: Option<String> = None;
+        let mut others: Vec<String> = Vec::new();
+        let mut count = 0u32;
+        for r in reqs {
+            let classes = device_class(r)
+                .map(|dc| w.live_dra_classes_of(dc))
+                .unwrap_or_default();
+            match classes.len() {
+                0 => others.push(r.name.clone()),
+                1 => {
+                    let c = classes.into_iter().next().unwrap_or_default();
+                    if class.as_ref().is_some_and(|k| *k != c) {
+                        others.push(r.name.clone());
+                        continue;
+                    }
+                    let Some(n) = exact_count(r) else {
+                        return Err(RequestError::AllocationModeAll {
+                            template: t.to_string(),
+                            device_class: device_class(r).unwrap_or_default().to_string(),
+                        });
+                    };
+                    count = count.saturating_add(n);
+                    class = Some(c);
+                }
+                _ => {
+                    return Err(RequestError::SeveralClasses {
+                        resource: format!("DeviceClass {}", device_class(r).unwrap_or_default()),
+                        classes: classes.into_iter().collect(),
+                    });
+                }
+            }
+        }
+        let Some(class) = class else { continue };
+        if !others.is_empty() {
+            return Err(RequestError::MixedTemplate {
+                template: t.to_string(),
+                class,
+                others,
+            });
+        }
+        out.push(TemplateAsk {
+            entry: e.name.clone(),
+            template: t.to_string(),
+            class,
+            count,
+        });
+    }
+    Ok(out)
+}
+
+/// G2, D5: the VMI's request. Its annotations, when they ask for
+/// anything; else, where its device request names exactly one resource R
+/// that a GPUClass serves and exactly one class not being deleted serves
+/// R, a template claim of that class for its request of R; or, where
+/// exactly one `resourceClaims` entry asks a DRA class through a
+/// template, a template claim of that class for the template's count.
+/// Several resources, several classes or only classes being deleted are
+/// bad input.
 pub fn vmi_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestError> {
     let annotated = v.gpu_request()?;
     if !annotated.is_empty() {
         return Ok(annotated);
     }
+    let asks = template_asks(v, w)?;
     let devices = v.device_request();
     let served: Vec<(&String, u32)> = devices
         .iter()
         .filter(|(r, _)| w.serves(r))
         .map(|(r, n)| (r, *n))
         .collect();
+    if !asks.is_empty() {
+        if !served.is_empty() {
+            let mut resources: Vec<String> = served.iter().map(|(r, _)| r.to_string()).collect();
+            resources.extend(asks.iter().map(|a| format!("GPUClass {}", a.class)));
+            return Err(RequestError::SeveralResources { resources });
+        }
+        let classes: BTreeSet<&str> = asks.iter().map(|a| a.class.as_str()).collect();
+        if classes.len() > 1 {
+            return Err(RequestError::SeveralResources {
+                resources: classes.iter().map(|c| format!("GPUClass {c}")).collect(),
+            });
+        }
+        if let [a] = asks.as_slice() {
+            return Ok(GpuRequest {
+                claims: Vec::new(),
+                class: Some((a.class.clone(), a.count)),
+            });
+        }
+        return Err(RequestError::SeveralTemplateEntries {
+            class: asks[0].class.clone(),
+            entries: asks.iter().map(|a| a.entry.clone()).collect(),
+        });
+    }
     let [(resource, count)] = served.as_slice() else {
         if served.is_empty() {
             return Ok(GpuRequest::default());
@@ -49,10 +157,14 @@ pub fn vmi_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestError> {
     }
 }
 
-/// Whether the VMI asks for GPUs (SPEC §1): its annotations do, or its
-/// device request names a resource a GPUClass serves. An unusable request
-/// still asks: its pods wait at the gate and the VMI is told why.
+/// Whether the VMI asks for GPUs (SPEC §1): its annotations do, its
+/// device request names a resource a GPUClass serves, or a
+/// `resourceClaims` entry asks a DRA class through a template (D5). An
+/// unusable request still asks: its pods wait at the gate and the VMI is
+/// told why.
 pub fn asks_for_gpus(v: &Vmi, w: &World) -> bool {
     let named = !matches!(v.gpu_request(), Ok(r) if r.is_empty());
-    named || v.device_request().keys().any(|r| w.serves(r))
+    named
+        || v.device_request().keys().any(|r| w.serves(r))
+        || !matches!(template_asks(v, w), Ok(a) if a.is_empty())
 }

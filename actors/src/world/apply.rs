@@ -47,6 +47,9 @@ pub struct ClassChange {
     /// The resources whose serving classes changed (made, deleted, being
     /// deleted, another resource): VMIs asking in their spec look again.
     pub serving_changed: BTreeSet<String>,
+    /// D5: the VMIs asking through a template of its DeviceClass, when it
+    /// came, went, or names another.
+    pub dra_vmis: BTreeSet<String>,
     /// Gone, or serving another resource: its claims' lost sets differ.
     pub resource_changed: bool,
 }
@@ -119,7 +122,12 @@ fn named<T: kube::Resource + Default>(meta: ObjectMeta) -> T {
 fn launcher_facts(p: &LauncherPod) -> impl PartialEq + '_ {
     (
         (&p.vmi, p.gated, &p.pinned, &p.node_name, &p.scheduling),
-        (&p.requests, &p.unschedulable, p.terminal),
+        (
+            &p.requests,
+            &p.unschedulable,
+            p.terminal,
+            &p.resource_claims,
+        ),
     )
 }
 
@@ -138,6 +146,7 @@ impl World {
             Obj::ResourceSlice(s) => Change::Devices(self.slice_changed(s, deleted)),
             Obj::DeviceClass(c) => Change::Devices(self.device_class_changed(c, deleted)),
             Obj::ResourceClaim(c) => Change::Devices(self.resource_claim_changed(c, deleted)),
+            Obj::ResourceClaimTemplate(t) => Change::Devices(self.template_changed(t, deleted)),
             // Not watched, not cached: read live where it matters (E2).
             Obj::Vm(_) => return Change::Nothing,
         };
@@ -173,6 +182,9 @@ impl World {
             Kind::ResourceSlice => Change::Devices(self.slice_changed(named(meta), true)),
             Kind::DeviceClass => Change::Devices(self.device_class_changed(named(meta), true)),
             Kind::ResourceClaim => Change::Devices(self.resource_claim_changed(named(meta), true)),
+            Kind::ResourceClaimTemplate => {
+                Change::Devices(self.template_changed(named(meta), true))
+            }
             Kind::Vm => Change::Nothing,
         }
     }
@@ -206,10 +218,26 @@ impl World {
         let now = self.class(&name);
         let devices_changed = self.dra_class_changed(&name, now.as_deref());
         let life = |c: &GPUClass| (c.spec.resource_name.clone(), is_deleting(&c.metadata));
-        let serving_changed = if old.as_deref().map(life) != now.as_deref().map(life) {
+        let life_changed = old.as_deref().map(life) != now.as_deref().map(life);
+        let serving_changed = if life_changed {
             old.iter()
                 .chain(now.iter())
                 .map(|c| c.spec.resource_name.clone())
+                .filter(|r| !r.is_empty())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        // D5: the VMIs that ask through a template of its DeviceClass
+        // read their request again when a DRA class of it comes or goes.
+        let device_class = |c: &GPUClass| c.spec.device_class_name.clone();
+        let dra_vmis = if life_changed
+            || old.as_deref().map(device_class) != now.as_deref().map(device_class)
+        {
+            old.iter()
+                .chain(now.iter())
+                .filter_map(|c| c.spec.device_class_name.as_deref())
+                .flat_map(|dc| self.vmis_asking_device_class(dc))
                 .collect()
         } else {
             BTreeSet::new()
@@ -222,6 +250,7 @@ impl World {
                     .as_ref()
                     .is_none_or(|o| o.spec.resource_name != resource),
             serving_changed,
+            dra_vmis,
             name,
         })
     }
@@ -261,6 +290,9 @@ impl World {
                 .is_none_or(|o| o.spec.node_name != r.spec.node_name))
         .then(|| r.spec.node_name.clone());
         let quota_used = (!deleted && old.is_none() && self.has_quotas(ns)).then(|| ns.to_string());
+        // D2: its devices are held while it records them (the nodes they
+        // are on are `taken` and `freed` already).
+        self.record_changed(&k, (!deleted).then_some(&r));
         self.put_allocation(&k, (!deleted).then(|| Arc::new(r)));
         let lost_changed = places
             .iter()

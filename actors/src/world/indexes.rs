@@ -36,6 +36,9 @@ pub(crate) struct Indexes {
     /// Per device resource: the VMIs whose spec requests it (G2 reads
     /// their request again when a class of it comes or goes).
     pub vmis_by_device: DashMap<String, BTreeSet<String>>,
+    /// Per ResourceClaimTemplate (`ns/name`): the VMIs whose
+    /// `spec.resourceClaims` name it (D5).
+    pub vmis_by_template: DashMap<String, BTreeSet<String>>,
     /// Per node: what the pods bound to it use.
     pub node_use: DashMap<String, super::NodeUse>,
     /// Per namespace: its GPUQuotas' keys.
@@ -222,10 +225,11 @@ impl World {
         new: Option<Arc<GPUClass>>,
     ) -> Option<Arc<GPUClass>> {
         let old = put(&self.classes, name, &new);
-        if let Some(o) = &old {
+        // DRA classes serve no device plugin's resource (theirs is empty).
+        if let Some(o) = old.as_ref().filter(|o| !o.spec.resource_name.is_empty()) {
             remove(&self.idx.classes_by_resource, &o.spec.resource_name, name);
         }
-        if let Some(n) = &new {
+        if let Some(n) = new.as_ref().filter(|n| !n.spec.resource_name.is_empty()) {
             add(&self.idx.classes_by_resource, &n.spec.resource_name, name);
         }
         self.class_capacity_changed(name, old.as_deref(), new.as_deref());
@@ -294,7 +298,51 @@ impl World {
         for r in &added {
             add(&self.idx.vmis_by_device, r, k);
         }
+        let templates = |v: &Vmi| -> Vec<String> {
+            let ns = v.metadata.namespace.as_deref().unwrap_or_default();
+            v.spec
+                .iter()
+                .flat_map(|s| &s.resource_claims)
+                .filter_map(|c| c.resource_claim_template_name.as_deref())
+                .map(|t| key(ns, t))
+                .collect()
+        };
+        let added = new.as_deref().map(templates).unwrap_or_default();
+        let removed = old.as_deref().map(templates).unwrap_or_default();
+        for t in removed.iter().filter(|t| !added.contains(t)) {
+            remove(&self.idx.vmis_by_template, t, k);
+        }
+        for t in &added {
+            add(&self.idx.vmis_by_template, t, k);
+        }
         old
+    }
+
+    /// D5: the VMIs whose `spec.resourceClaims` name the template `ns/name`.
+    pub fn vmis_naming_template(&self, template: &str) -> BTreeSet<String> {
+        self.idx
+            .vmis_by_template
+            .get(template)
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
+    /// D5: the VMIs naming a template one of whose requests names the
+    /// DeviceClass `dc`. Asked when a DRA class comes or goes (rare): the
+    /// templates VMIs name are looked at, not the VMIs.
+    pub fn vmis_asking_device_class(&self, dc: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for e in self.idx.vmis_by_template.iter() {
+            let names_dc = self.resource_claim_template(e.key()).is_some_and(|t| {
+                crate::dra::template::requests(crate::dra::template::template_spec(&t))
+                    .iter()
+                    .any(|r| crate::dra::template::device_class(r) == Some(dc))
+            });
+            if names_dc {
+                out.extend(e.value().iter().cloned());
+            }
+        }
+        out
     }
 
     /// Whether any GPUClass (being deleted or not) serves `resource`.
@@ -312,6 +360,18 @@ impl World {
             .filter(|n| self.class(n).is_some_and(|c| !is_deleting(&c.metadata)))
             .cloned()
             .collect()
+    }
+
+    /// D5: the DRA classes not being deleted whose DeviceClass is `dc`
+    /// (classes are few: a pass over them).
+    pub fn live_dra_classes_of(&self, dc: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        self.for_each_class(|c| {
+            if c.spec.device_class_name.as_deref() == Some(dc) && !is_deleting(&c.metadata) {
+                out.insert(c.metadata.name.clone().unwrap_or_default());
+            }
+        });
+        out
     }
 
     /// The VMIs whose spec requests devices of `resource`.

@@ -184,7 +184,10 @@ impl World {
             Kind::Vmi => of(&self.vmis),
             Kind::Node => of(&self.nodes),
             Kind::Vm => Vec::new(),
-            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim => self.dra_keys(kind),
+            Kind::DeviceClass
+            | Kind::ResourceSlice
+            | Kind::ResourceClaim
+            | Kind::ResourceClaimTemplate => self.dra_keys(kind),
             Kind::Pod => {
                 let mut k = of(&self.pods);
                 k.extend(self.bound_pod_keys());

@@ -39,7 +39,12 @@ impl World {
     /// A node's lost set covers `resource` when its allocatable is below
     /// the GPUs recorded on it for that resource, or a devices-lost taint
     /// names it (or is empty).
+    /// A DRA class has no resource (empty): its devices are lost one by
+    /// one (D6, `lost_devices`), never by a node's lost set.
     pub fn lost_covers(&self, node: &str, resource: &str) -> bool {
+        if resource.is_empty() {
+            return false;
+        }
         let Some(n) = self.node(node) else {
             return false;
         };
@@ -56,7 +61,35 @@ impl World {
             return false;
         };
         let resource = self.resource_of(&c.spec.class_name).unwrap_or_default();
-        n.ready && !self.lost_covers(node, &resource)
+        n.ready && !self.lost_covers(node, &resource) && self.lost_devices(c).is_empty()
+    }
+
+    /// D6: the devices a claim's record names that are lost: gone from
+    /// their complete pool, or tainted NoExecute. A pool that is not
+    /// complete loses nothing (its devices stand as they were).
+    pub fn lost_devices(&self, c: &GPUClaim) -> Vec<super::devices::DeviceId> {
+        let (Some(ns), Some(name)) = (c.metadata.namespace.as_deref(), c.metadata.name.as_deref())
+        else {
+            return Vec::new();
+        };
+        let Some(r) = self
+            .allocation(&key(ns, name))
+            .filter(|r| c.metadata.uid.as_deref() == Some(r.spec.claim_uid.as_str()))
+        else {
+            return Vec::new();
+        };
+        r.spec
+            .devices
+            .iter()
+            .map(super::devices::DeviceId::from)
+            .filter(|d| {
+                matches!(
+                    self.device_state(d),
+                    super::devices::DeviceState::Gone
+                        | super::devices::DeviceState::Published { no_execute: true }
+                )
+            })
+            .collect()
     }
 
     /// L9: a VMI whose launcher pods all still wait at the gate (none can

@@ -10,7 +10,7 @@ use crate::api::{
     RestartMark, SCHEDULING_GATE, rv_number,
 };
 use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions};
-use crate::rules::{AllocationWrite, Plan, RuleId};
+use crate::rules::{AllocationWrite, DeviceClaimWrite, Plan, RuleId, allocated_devices};
 use crate::world::key;
 use std::sync::Arc;
 
@@ -413,6 +413,7 @@ async fn place(env: &Env, plan: Plan, done: &mut Done) -> Result<(), IoError> {
     let Plan {
         node,
         allocations,
+        device_claims,
         statuses,
         pods,
         moved,
@@ -422,6 +423,9 @@ async fn place(env: &Env, plan: Plan, done: &mut Done) -> Result<(), IoError> {
     for r in allocations {
         let rule = rule_of(&record_key(r.record()));
         write_allocation(env, &node, r, rule, done).await?;
+    }
+    for d in device_claims {
+        allocate_device_claim(env, d).await?;
     }
     for (c, status) in statuses {
         let k = claim_key(&c);
@@ -470,6 +474,66 @@ async fn write_allocation(
     };
     done.allocations.push((k, spec, rv_number(written.meta())));
     Ok(())
+}
+
+/// D4: the ResourceClaim allocated to its record's devices, read live
+/// first (its allocation is the truth a crash may have left half
+/// written). Allocated so already: nothing to do. Allocated otherwise and
+/// reserved for a pod: the devices in use stand, and placement waits on
+/// the next look (the claim is not this placement's to undo). Allocated
+/// otherwise and not reserved: cleared, then written anew, as Kubernetes
+/// lets an allocation change. A claim made anew (another uid) or gone is
+/// `IoError::Newer`: the set is decided again.
+async fn allocate_device_claim(env: &Env, d: DeviceClaimWrite) -> Result<(), IoError> {
+    let (ns, name) = crate::world::split_key(&d.key);
+    let what = ObjRef::new(Kind::ResourceClaim, Some(ns), name);
+    let mut rc = match env.reader.get(what.clone()).await {
+        Ok(Some(Obj::ResourceClaim(rc))) if rc.metadata.uid.as_deref() == Some(d.uid.as_str()) => {
+            rc
+        }
+        Ok(_) => return Err(IoError::Newer { what }),
+        Err(source) => return Err(IoError::read(what, source)),
+    };
+    let wanted = allocated_devices(&d.allocation);
+    let status = rc.status.get_or_insert_default();
+    if let Some(now) = &status.allocation {
+        if allocated_devices(now) == wanted {
+            return Ok(());
+        }
+        if status.reserved_for.as_ref().is_some_and(|r| !r.is_empty()) {
+            return Err(IoError::Newer { what });
+        }
+        tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "clear-allocation", "writing");
+        status.allocation = None;
+        let known = rv_number(&rc.metadata);
+        let Some(Obj::ResourceClaim(cleared)) = write(
+            env,
+            what.clone(),
+            known,
+            OwnWrite::ReplaceStatus(Obj::ResourceClaim(rc)),
+            RuleId::D4,
+        )
+        .await?
+        else {
+            return Err(IoError::Newer { what });
+        };
+        rc = cleared;
+    }
+    tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "allocate-devices", "writing");
+    rc.status.get_or_insert_default().allocation = Some(d.allocation);
+    let known = rv_number(&rc.metadata);
+    match write(
+        env,
+        what.clone(),
+        known,
+        OwnWrite::ReplaceStatus(Obj::ResourceClaim(rc)),
+        RuleId::D4,
+    )
+    .await?
+    {
+        Some(_) => Ok(()),
+        None => Err(IoError::Newer { what }),
+    }
 }
 
 async fn pin_and_ungate(env: &Env, node: &str, pk: String, done: &mut Done) -> Result<(), IoError> {

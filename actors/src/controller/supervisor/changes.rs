@@ -46,7 +46,15 @@ impl Supervisor {
             self.place(PlacementPoke::Capacity);
         }
         for node in d.nodes {
+            // D6: the claims there whose devices came or went first.
+            for c in self.env.world.claims_on_node(&node) {
+                self.poke::<ClaimActor>(&c, ctx);
+            }
             self.place(PlacementPoke::Node(node));
+        }
+        // D5: a template or a launcher pod's ResourceClaim came or changed.
+        for v in d.vmis {
+            self.place(PlacementPoke::Vmi(v));
         }
     }
 
@@ -159,6 +167,9 @@ impl Supervisor {
             for v in self.env.world.vmis_requesting(r) {
                 self.place(PlacementPoke::Vmi(v));
             }
+        }
+        for v in c.dra_vmis.iter().cloned() {
+            self.place(PlacementPoke::Vmi(v));
         }
         // L4 asks whether the class's resource is covered by a node's lost set.
         if c.resource_changed {

@@ -124,6 +124,10 @@ pub struct Ask<'a> {
     /// Allocations those claims already have (node, resource, GPUs): a
     /// Lost claim whose node is back takes no more room there.
     pub own: Vec<(String, String, u64)>,
+    /// D3: what the unplaced members of DRA classes ask of a node's devices.
+    pub devices: Vec<super::devices::DeviceAsk>,
+    /// D2: devices our writes name that the cache does not show yet.
+    pub held_devices: std::collections::HashSet<crate::world::devices::DeviceId>,
 }
 
 impl Ask<'_> {
@@ -187,6 +191,17 @@ impl Ask<'_> {
                 .checked_sub(*want)
                 .ok_or_else(|| Unfit::NoRoom(res.clone()))?;
             left = left.saturating_add(after);
+        }
+        if !self.devices.is_empty() {
+            let (_, free) =
+                super::devices::choose(self.w, &node.name, &self.devices, &self.held_devices)
+                    .ok_or_else(|| {
+                        let classes: BTreeSet<&str> =
+                            self.devices.iter().map(|d| d.class.as_str()).collect();
+                        let names: Vec<&str> = classes.into_iter().collect();
+                        Unfit::NoRoom(format!("GPUClass {} devices", names.join(", ")))
+                    })?;
+            left = left.saturating_add(free);
         }
         Ok(left)
     }
@@ -293,6 +308,10 @@ impl Ask<'_> {
         let (Some((resource, &want)), None) = (need.next(), need.next()) else {
             return None;
         };
+        // Devices are counted per class on each node: the pass answers.
+        if !self.devices.is_empty() {
+            return None;
+        }
         if want == 0 {
             return None;
         }

@@ -2,11 +2,13 @@
 //! there and this VMI's, none being deleted, every class there, the set
 //! matching what the VMI's spec requests, none another VMI's.
 
+use super::devices::{self, DraMember};
 use super::plan::Moved;
 use super::written::WrittenAllocations;
 use super::{WaitReason, Waiting, wait};
 use crate::api::amount::add_to;
-use crate::api::{ClaimPhase, GPUClaim, GPUClass, Vmi, is_deleting, vmi_owner};
+use crate::api::{ClaimPhase, GPUClaim, GPUClass, LauncherPod, Vmi, is_deleting, vmi_owner};
+use crate::world::devices::DeviceId;
 use crate::world::{World, key};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -23,6 +25,10 @@ pub(super) struct Member {
     pub moves: bool,
     /// E1: held on a node that cannot take the set, it moves from there.
     pub moved_from: Option<Moved>,
+    /// D5: of a DRA class, the ResourceClaim that holds its devices.
+    pub dra: Option<DraMember>,
+    /// D3: the devices its allocation records (the cache's, or ours).
+    pub devices: Vec<DeviceId>,
 }
 
 impl Member {
@@ -62,6 +68,7 @@ pub(super) fn members(
     written: &WrittenAllocations,
     names: &[String],
     found: &[Arc<GPUClaim>],
+    pods: &[Arc<LauncherPod>],
 ) -> Result<Vec<Member>, Waiting> {
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();
     let name = v.metadata.name.as_deref().unwrap_or_default();
@@ -109,6 +116,10 @@ pub(super) fn members(
     if let Some(message) = request_mismatch(v, w, found, &classes) {
         return Err(wait(WaitReason::RequestMismatch, message));
     }
+    if let Some(message) = devices::dra_mismatch(v, w, found, &classes) {
+        return Err(wait(WaitReason::RequestMismatch, message));
+    }
+    let dra = devices::resource_claims(v, w, pods, found, &classes)?;
     for c in found {
         let cname = c.metadata.name.as_deref().unwrap_or_default();
         if let Some(owner) = owned_by_other(c, v) {
@@ -129,7 +140,8 @@ pub(super) fn members(
     Ok(found
         .iter()
         .zip(classes)
-        .map(|(c, k)| member(c, w, written, k.spec.resource_name.clone()))
+        .zip(dra)
+        .map(|((c, k), dra)| member(c, w, written, k.spec.resource_name.clone(), dra))
         .collect())
 }
 
@@ -155,7 +167,12 @@ pub fn request_mismatch(
         return None;
     }
     let mut held: BTreeMap<&str, u64> = BTreeMap::new();
-    for (c, k) in claims.iter().zip(classes) {
+    // DRA classes are D5's to match (`devices::dra_mismatch`).
+    for (c, k) in claims
+        .iter()
+        .zip(classes)
+        .filter(|(_, k)| !k.spec.resource_name.is_empty())
+    {
         add_to(
             &mut held,
             k.spec.resource_name.as_str(),
@@ -180,7 +197,13 @@ pub fn request_mismatch(
     (!differs.is_empty()).then(|| format!("the set does not match the VMI's spec: {differs}"))
 }
 
-fn member(c: &Arc<GPUClaim>, w: &World, written: &WrittenAllocations, resource: String) -> Member {
+fn member(
+    c: &Arc<GPUClaim>,
+    w: &World,
+    written: &WrittenAllocations,
+    resource: String,
+    dra: Option<DraMember>,
+) -> Member {
     let uid = c.metadata.uid.as_deref().unwrap_or_default();
     let k = key(
         c.metadata.namespace.as_deref().unwrap_or_default(),
@@ -188,27 +211,34 @@ fn member(c: &Arc<GPUClaim>, w: &World, written: &WrittenAllocations, resource: 
     );
     // What placement wrote that the cache does not show yet is the newer
     // of the two (a move's allocation while the watch lags behind it).
-    let recorded_on = written
+    let recorded = written
         .get(w, &k)
         .filter(|s| s.claim_uid == uid)
-        .map(|s| s.node_name.clone())
+        .map(|s| (s.node_name.clone(), s.devices.clone()))
         .or_else(|| {
             w.allocation(&k)
                 .filter(|r| r.spec.claim_uid == uid)
-                .map(|r| r.spec.node_name.clone())
+                .map(|r| (r.spec.node_name.clone(), r.spec.devices.clone()))
         });
+    let (recorded_on, devices) = match recorded {
+        Some((node, devices)) => (Some(node), devices.iter().map(DeviceId::from).collect()),
+        None => (None, Vec::new()),
+    };
     let node = held_on(c, recorded_on.as_deref());
     // A move cut short (E1, G6): the allocation names the new node, the
     // status still the old one; the set is placed afresh, as a move.
     let cut_short = node.is_some() && recorded_on.is_some() && node != recorded_on.as_deref();
     let moves = c.phase() == ClaimPhase::Lost
         || cut_short
-        || node.is_some_and(|n| crate::rules::lost::node_failed(w, n, &resource).is_some());
+        || node.is_some_and(|n| crate::rules::lost::node_failed(w, n, &resource).is_some())
+        || (dra.is_some() && node.is_some() && !w.lost_devices(c).is_empty());
     Member {
         claim: c.clone(),
         resource,
         recorded_on,
         moves,
         moved_from: None,
+        dra,
+        devices,
     }
 }

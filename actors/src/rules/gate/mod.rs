@@ -2,14 +2,16 @@
 //! gate: which node, which writes, or why the set waits.
 
 mod choice;
+mod devices;
 mod members;
 mod plan;
 mod quota;
 mod written;
 
 pub use choice::{NodesThatMatter, Unfit, pod_unfit};
+pub use devices::allocated_devices;
 pub use members::request_mismatch;
-pub use plan::{AllocationWrite, Moved, Plan};
+pub use plan::{AllocationWrite, DeviceClaimWrite, Moved, Plan};
 pub use written::{Assumed, Released, WrittenAllocations};
 
 use super::request::vmi_request;
@@ -29,6 +31,8 @@ pub enum WaitReason {
     ClaimDeleting,
     ClassMissing,
     RequestMismatch,
+    /// D5: the launcher pod's ResourceClaim does not exist (yet).
+    DeviceClaimPending,
     ClaimInUse,
     SplitNodes,
     OverBudget,
@@ -46,6 +50,7 @@ impl WaitReason {
             WaitReason::ClaimDeleting => "ClaimDeleting",
             WaitReason::ClassMissing => "ClassMissing",
             WaitReason::RequestMismatch => "RequestMismatch",
+            WaitReason::DeviceClaimPending => "DeviceClaimPending",
             WaitReason::ClaimInUse => "ClaimInUse",
             WaitReason::SplitNodes => "SplitNodes",
             WaitReason::OverBudget => "OverBudget",
@@ -193,7 +198,7 @@ fn place(
     found: &[Arc<GPUClaim>],
     pods: &[Arc<LauncherPod>],
 ) -> Result<Plan, Waiting> {
-    let mut members = members::members(v, w, written, names, found)?;
+    let mut members = members::members(v, w, written, names, found, pods)?;
     let held = held_node(&members)?;
     let Some(h) = held else {
         return place_on(v, w, written, &members, pods, None);
@@ -248,8 +253,22 @@ fn place_on(
     let node = ask
         .choose(held.as_deref())
         .map_err(|w| w.also_on(member_nodes))?;
+    // D3: the devices the unplaced members of DRA classes take there.
+    let chosen = match ask.devices.is_empty() {
+        true => Vec::new(),
+        false => devices::choose(w, &node, &ask.devices, &ask.held_devices)
+            .map(|(c, _)| c)
+            .ok_or_else(|| {
+                wait(
+                    WaitReason::NoCapacity,
+                    format!("no room for the set's devices on {node}"),
+                )
+            })?,
+    };
     let pod_keys = pods.iter().map(|p| key(&p.namespace, &p.name)).collect();
-    Ok(plan::plan(name, &node, members, &unplaced, pod_keys))
+    Ok(plan::plan(
+        w, name, &node, members, &unplaced, chosen, pod_keys,
+    ))
 }
 
 /// The members that take GPUs where the set is placed: those that move,
@@ -278,10 +297,22 @@ impl<'a> Ask<'a> {
                 .iter()
                 .filter_map(|m| w.class(&m.claim.spec.class_name))
                 .collect(),
-            resources: members.iter().map(|m| m.resource.clone()).collect(),
+            resources: members
+                .iter()
+                .filter(|m| m.dra.is_none())
+                .map(|m| m.resource.clone())
+                .collect(),
             need: needs(&unplaced),
+            // D3: an ask per unplaced member of a DRA class, in order.
+            devices: unplaced
+                .iter()
+                .filter_map(|m| m.dra.as_ref())
+                .filter_map(|d| devices::DeviceAsk::of(d).ok())
+                .collect(),
+            held_devices: written.devices(w),
             own: unplaced
                 .iter()
+                .filter(|m| m.dra.is_none())
                 .filter_map(|m| {
                     let node = m.recorded_on.clone()?;
                     Some((node, m.resource.clone(), u64::from(m.claim.spec.count)))
@@ -343,7 +374,7 @@ fn check_budgets(
 /// GPUs needed per resource by the unplaced claims.
 fn needs(unplaced: &[&Member]) -> BTreeMap<String, u64> {
     let mut need = BTreeMap::new();
-    for m in unplaced {
+    for m in unplaced.iter().filter(|m| m.dra.is_none()) {
         add_to(&mut need, m.resource.clone(), u64::from(m.claim.spec.count));
     }
     need

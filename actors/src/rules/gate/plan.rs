@@ -2,11 +2,15 @@
 //! then each launcher pod pinned and ungated.
 
 use super::Member;
+use super::devices::{Chosen, allocated_devices, allocation};
 use crate::api::{
     AttachedTo, CONDITION_LOST, CONDITION_WAITING, ClaimPhase, GPUAllocation, GPUAllocationSpec,
     GPUClaim, GPUClaimStatus, remove_condition,
 };
+use crate::world::World;
+use crate::world::devices::DeviceId;
 use crate::world::key;
+use k8s_openapi::api::resource::v1::AllocationResult;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
@@ -36,11 +40,25 @@ pub struct Moved {
     pub why: String,
 }
 
-/// The writes that place a set (G4), in order: allocations, claim statuses, pods.
+/// D4: a ResourceClaim to allocate to a record's devices.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceClaimWrite {
+    /// `ns/name` of the ResourceClaim.
+    pub key: String,
+    /// Its uid as the cache showed it: a claim made anew is another's.
+    pub uid: String,
+    /// `ns/name` of the GPUClaim whose record names the devices.
+    pub claim: String,
+    pub allocation: AllocationResult,
+}
+
+/// The writes that place a set (G4), in order: allocations, the
+/// ResourceClaims that hold their devices (D4), claim statuses, pods.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub node: String,
     pub allocations: Vec<AllocationWrite>,
+    pub device_claims: Vec<DeviceClaimWrite>,
     pub statuses: Vec<(Arc<GPUClaim>, GPUClaimStatus)>,
     pub pods: Vec<String>,
     /// The claims that move off a node that cannot take the set (E1), by
@@ -50,18 +68,33 @@ pub struct Plan {
 }
 
 pub(super) fn plan(
+    w: &World,
     vmi: &str,
     node: &str,
     members: &[Member],
     unplaced: &[&Member],
+    chosen: Vec<Chosen>,
     pods: Vec<String>,
 ) -> Plan {
+    // D3: the devices each unplaced member of a DRA class takes, in the
+    // order they were asked for.
+    let mut chosen = chosen.into_iter();
+    let taking: Vec<Option<Vec<DeviceId>>> = unplaced
+        .iter()
+        .map(|m| {
+            m.dra
+                .as_ref()
+                .and_then(|_| chosen.next())
+                .map(|c| c.into_iter().map(|(_, d)| d).collect())
+        })
+        .collect();
     // A Lost claim whose node came back and is chosen again keeps its
     // allocation as it is: rewriting it would change nothing (I5).
     let allocations = unplaced
         .iter()
-        .filter(|m| m.recorded_on.as_deref() != Some(node))
-        .map(|m| {
+        .zip(&taking)
+        .filter(|(m, _)| m.recorded_on.as_deref() != Some(node) || m.dra.is_some())
+        .map(|(m, devices)| {
             let c = &m.claim;
             let r = GPUAllocation {
                 metadata: ObjectMeta {
@@ -73,8 +106,13 @@ pub(super) fn plan(
                     claim_uid: c.metadata.uid.clone().unwrap_or_default(),
                     class_name: c.spec.class_name.clone(),
                     resource_name: m.resource.clone(),
+                    device_class_name: m
+                        .dra
+                        .as_ref()
+                        .and_then(|d| d.class.spec.device_class_name.clone()),
                     node_name: node.to_string(),
                     count: c.spec.count,
+                    devices: devices.iter().flatten().map(Into::into).collect(),
                 },
             };
             if m.recorded_on.is_some() {
@@ -82,6 +120,38 @@ pub(super) fn plan(
             } else {
                 AllocationWrite::Create(r)
             }
+        })
+        .collect();
+    // D4: every member of a DRA class has its ResourceClaim allocated to
+    // its record's devices (those it takes now, or those recorded).
+    let device_claims = members
+        .iter()
+        .filter_map(|m| {
+            let dra = m.dra.as_ref()?;
+            let devices = unplaced
+                .iter()
+                .position(|u| std::ptr::eq(*u, m))
+                .and_then(|i| taking[i].clone())
+                .unwrap_or_else(|| m.devices.clone());
+            let now = dra
+                .resource_claim
+                .status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref());
+            if now.is_some_and(|a| allocated_devices(a) == devices) {
+                return None;
+            }
+            let allocation = allocation(w, dra, &devices, node)?;
+            let c = &m.claim.metadata;
+            Some(DeviceClaimWrite {
+                key: dra.claim_key.clone(),
+                uid: dra.resource_claim.metadata.uid.clone().unwrap_or_default(),
+                claim: key(
+                    c.namespace.as_deref().unwrap_or_default(),
+                    c.name.as_deref().unwrap_or_default(),
+                ),
+                allocation,
+            })
         })
         .collect();
     let statuses = members
@@ -117,6 +187,7 @@ pub(super) fn plan(
     Plan {
         node: node.to_string(),
         allocations,
+        device_claims,
         statuses,
         pods,
         moved,

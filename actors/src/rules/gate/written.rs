@@ -203,6 +203,17 @@ impl WrittenAllocations {
             .map(|a| &a.spec)
     }
 
+    /// D2: the devices named by entries the cache does not show yet:
+    /// held, as the cache's records' devices are.
+    pub fn devices(&self, w: &World) -> std::collections::HashSet<crate::world::devices::DeviceId> {
+        let seen = watched(w);
+        self.by_key
+            .values()
+            .filter(|a| a.resource_version > seen)
+            .flat_map(|a| a.spec.devices.iter().map(Into::into))
+            .collect()
+    }
+
     pub fn len(&self) -> usize {
         self.by_key.len() + self.pins.len()
     }

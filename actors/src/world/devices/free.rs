@@ -18,6 +18,8 @@ pub struct DeviceFacts {
     pub taints: Vec<DeviceTaint>,
     /// The ResourceClaim whose allocation names it.
     pub held_by: Option<String>,
+    /// The GPUAllocation that records it.
+    pub recorded_by: Option<String>,
 }
 
 /// Taints that keep a device from new allocations (as the scheduler's
@@ -63,7 +65,7 @@ impl DeviceIndex {
             return None;
         }
         for d in self.pool_devices(node, pool) {
-            if !self.holders.contains_key(&d.id) {
+            if !self.is_held(&d.id) {
                 continue;
             }
             let Some(device) = d.device() else { continue };
@@ -82,7 +84,7 @@ impl DeviceIndex {
         node: &str,
         left: &mut BTreeMap<PoolKey, Option<Counts>>,
     ) -> bool {
-        if self.holders.contains_key(id) {
+        if self.is_held(id) {
             return false;
         }
         let Some(d) = self.placed(id).and_then(|p| p.device()) else {
@@ -108,6 +110,26 @@ impl DeviceIndex {
         })
     }
 
+    /// D2: a ResourceClaim's allocation or a GPUAllocation names it.
+    fn is_held(&self, id: &DeviceId) -> bool {
+        self.holders.contains_key(id) || self.recorded.contains_key(id)
+    }
+
+    /// D2's capacity of `class` on `node`: the devices that serve it
+    /// there, free or recorded by the class's own GPUAllocations.
+    pub fn capacity_on(&self, class: &str, node: &str) -> u64 {
+        let mut left = BTreeMap::new();
+        let n = self
+            .serving(class, node)
+            .iter()
+            .filter(|id| {
+                self.recorded.get(*id).is_some_and(|(_, c)| c == class)
+                    || self.is_free(id, node, &mut left)
+            })
+            .count();
+        n as u64
+    }
+
     /// The devices serving `class` on `node` that are free, by pool then name.
     pub fn free_serving(&self, class: &str, node: &str) -> Vec<DeviceId> {
         let mut left = BTreeMap::new();
@@ -127,6 +149,7 @@ impl DeviceIndex {
             attributes: d.attributes.clone().unwrap_or_default(),
             taints: d.taints.clone().unwrap_or_default(),
             held_by: self.holders.get(id).cloned(),
+            recorded_by: self.recorded.get(id).map(|(r, _)| r.clone()),
         })
     }
 }

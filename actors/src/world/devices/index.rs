@@ -5,7 +5,9 @@
 use super::DevicesChange;
 use crate::api::{GPUClassSpec, Kind};
 use crate::dra::{ClassSelectors, PoolState, Published, SelectorInvalid};
-use k8s_openapi::api::resource::v1::{Device, DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    Device, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
@@ -114,7 +116,28 @@ pub(super) struct DeviceIndex {
     claims: HashMap<String, Arc<ResourceClaim>>,
     /// Per device, the ResourceClaim (`ns/name`) whose allocation names it.
     pub(super) holders: HashMap<DeviceId, String>,
+    /// D2, D3: per device, the GPUAllocation (`ns/name`) that records it
+    /// and that record's class: held, whether or not its ResourceClaim
+    /// is allocated yet.
+    pub(super) recorded: HashMap<DeviceId, (String, String)>,
+    /// Per GPUAllocation, the devices it records.
+    records: HashMap<String, Vec<DeviceId>>,
+    /// D5: ResourceClaimTemplates, by `ns/name`.
+    templates: HashMap<String, Arc<ResourceClaimTemplate>>,
     not_served: BTreeSet<Kind>,
+}
+
+/// Where a recorded device stands (D6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeviceState {
+    /// Published in its complete pool; whether a taint with effect
+    /// NoExecute is on it.
+    Published { no_execute: bool },
+    /// Its pool has slices, but not all of its newest generation: its
+    /// devices are neither served nor lost until it is complete again.
+    PoolIncomplete,
+    /// Its pool is complete without it, or has no slices at all.
+    Gone,
 }
 
 /// D1's complete pool, over the slices of its newest generation (node-
@@ -573,6 +596,80 @@ impl DeviceIndex {
             .collect()
     }
 
+    /// D2: a GPUAllocation records these devices (none: it records none
+    /// any more). The nodes whose devices' holds moved.
+    pub fn put_record(&mut self, k: &str, class: &str, devices: Vec<DeviceId>) -> DevicesChange {
+        let before = self.records.remove(k).unwrap_or_default();
+        let mut change = DevicesChange::default();
+        if before == devices {
+            if !devices.is_empty() {
+                self.records.insert(k.to_string(), devices);
+            }
+            return change;
+        }
+        for id in &before {
+            if self.recorded.get(id).is_some_and(|(r, _)| r == k) {
+                self.recorded.remove(id);
+            }
+        }
+        for id in &devices {
+            self.recorded
+                .insert(id.clone(), (k.to_string(), class.to_string()));
+        }
+        for id in before.iter().chain(&devices) {
+            if let Some(node) = self.located.get(id) {
+                change.nodes.insert(node.clone());
+            }
+        }
+        if !devices.is_empty() {
+            self.records.insert(k.to_string(), devices);
+        }
+        change.classes = change
+            .nodes
+            .iter()
+            .flat_map(|n| self.classes_on(n))
+            .collect();
+        change
+    }
+
+    /// The GPUAllocation (`ns/name`) that records the device, if any.
+    pub fn recorded_by(&self, id: &DeviceId) -> Option<&str> {
+        self.recorded.get(id).map(|(r, _)| r.as_str())
+    }
+
+    /// D6: where a recorded device stands.
+    pub fn device_state(&self, id: &DeviceId) -> DeviceState {
+        if let Some(d) = self.placed(id).and_then(Placed::device) {
+            let no_execute = d.taints.iter().flatten().any(|t| t.effect == "NoExecute");
+            return DeviceState::Published { no_execute };
+        }
+        let pool = (id.driver.clone(), id.pool.clone());
+        let has_slices = self.pools.get(&pool).is_some_and(|s| !s.is_empty());
+        if has_slices && !self.pool_nodes.contains_key(&pool) {
+            DeviceState::PoolIncomplete
+        } else {
+            DeviceState::Gone
+        }
+    }
+
+    /// D5: a ResourceClaimTemplate made, changed or removed; whether it did change.
+    pub fn put_template(&mut self, k: &str, now: Option<Arc<ResourceClaimTemplate>>) -> bool {
+        let changed = match (&now, self.templates.get(k)) {
+            (Some(n), Some(b)) => n.spec != b.spec,
+            (None, None) => false,
+            _ => true,
+        };
+        match now {
+            Some(t) => self.templates.insert(k.to_string(), t),
+            None => self.templates.remove(k),
+        };
+        changed
+    }
+
+    pub fn template(&self, k: &str) -> Option<Arc<ResourceClaimTemplate>> {
+        self.templates.get(k).cloned()
+    }
+
     pub fn holder(&self, id: &DeviceId) -> Option<String> {
         self.holders.get(id).cloned()
     }
@@ -590,6 +687,7 @@ impl DeviceIndex {
             Kind::DeviceClass => self.device_classes.keys().cloned().collect(),
             Kind::ResourceSlice => self.slices.keys().cloned().collect(),
             Kind::ResourceClaim => self.claims.keys().cloned().collect(),
+            Kind::ResourceClaimTemplate => self.templates.keys().cloned().collect(),
             _ => Vec::new(),
         };
         keys.sort();

@@ -16,12 +16,14 @@ mod index;
 mod tests;
 
 pub use free::DeviceFacts;
-pub use index::{ClassDevices, DeviceId, DraProblem};
+pub use index::{ClassDevices, DeviceId, DeviceState, DraProblem};
 
 use super::World;
-use crate::api::{GPUClass, Kind};
+use crate::api::{AllocatedDevice, GPUAllocation, GPUClass, Kind};
 use index::DeviceIndex;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -41,11 +43,33 @@ impl Devices {
 }
 
 /// What a DRA change touched: the nodes whose devices (or their holds)
-/// changed, and the DRA classes whose devices or standing changed.
+/// changed, the DRA classes whose devices or standing changed, and the
+/// VMIs (`ns/name`) whose request or launcher pod's claims it changed.
 #[derive(Debug, Default, PartialEq)]
 pub struct DevicesChange {
     pub nodes: BTreeSet<String>,
     pub classes: BTreeSet<String>,
+    pub vmis: BTreeSet<String>,
+}
+
+impl From<&AllocatedDevice> for DeviceId {
+    fn from(d: &AllocatedDevice) -> Self {
+        DeviceId {
+            driver: d.driver.clone(),
+            pool: d.pool.clone(),
+            device: d.device.clone(),
+        }
+    }
+}
+
+impl From<&DeviceId> for AllocatedDevice {
+    fn from(d: &DeviceId) -> Self {
+        AllocatedDevice {
+            driver: d.driver.clone(),
+            pool: d.pool.clone(),
+            device: d.device.clone(),
+        }
+    }
 }
 
 impl World {
@@ -71,9 +95,110 @@ impl World {
             return DevicesChange::default();
         };
         let k = super::key(&ns, &name);
-        self.devices
+        // D5: the claim Kubernetes made for a launcher pod: its VMI's set
+        // may have waited for it (DeviceClaimPending).
+        let vmis: BTreeSet<String> = c
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .filter(|o| o.kind == "Pod" && o.controller == Some(true))
+            .filter_map(|o| self.launcher(&super::key(&ns, &o.name)))
+            .map(|p| super::key(&p.namespace, &p.vmi))
+            .collect();
+        let mut change = self
+            .devices
             .write()
-            .put_claim(&k, (!deleted).then(|| Arc::new(c)))
+            .put_claim(&k, (!deleted).then(|| Arc::new(c)));
+        change.vmis = vmis;
+        change
+    }
+
+    /// D5: a ResourceClaimTemplate made, changed or removed: the VMIs that
+    /// name it read their request again.
+    pub(super) fn template_changed(
+        &self,
+        t: ResourceClaimTemplate,
+        deleted: bool,
+    ) -> DevicesChange {
+        let (Some(ns), Some(name)) = (t.metadata.namespace.clone(), t.metadata.name.clone()) else {
+            return DevicesChange::default();
+        };
+        let k = super::key(&ns, &name);
+        let changed = self
+            .devices
+            .write()
+            .put_template(&k, (!deleted).then(|| Arc::new(t)));
+        DevicesChange {
+            vmis: if changed {
+                self.vmis_naming_template(&k)
+            } else {
+                BTreeSet::new()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// D2: a GPUAllocation's devices are held while it records them.
+    pub(super) fn record_changed(&self, k: &str, now: Option<&GPUAllocation>) -> DevicesChange {
+        let (class, devices) = now.map_or((String::new(), Vec::new()), |r| {
+            (
+                r.spec.class_name.clone(),
+                r.spec.devices.iter().map(DeviceId::from).collect(),
+            )
+        });
+        self.devices.write().put_record(k, &class, devices)
+    }
+
+    /// D3: whether every selector of a request takes the device (an
+    /// error on it, or a device not published, takes it not).
+    pub fn device_selected(&self, id: &DeviceId, selectors: &[crate::dra::Selector]) -> bool {
+        let d = self.devices.read();
+        let Some(device) = d.placed(id).and_then(|p| p.device()) else {
+            return false;
+        };
+        selectors
+            .iter()
+            .all(|s| s.matches(&id.driver, device) == Ok(true))
+    }
+
+    /// D3: a device's value of a fully qualified attribute (a bare name in
+    /// the slice is in its driver's domain), as text to group by.
+    pub fn device_attribute(&self, id: &DeviceId, qualified: &str) -> Option<String> {
+        let d = self.devices.read();
+        let device = d.placed(id).and_then(|p| p.device())?;
+        let attrs = device.attributes.as_ref()?;
+        let bare = qualified
+            .split_once('/')
+            .filter(|(domain, _)| *domain == id.driver)
+            .map(|(_, name)| name);
+        let a = attrs
+            .get(qualified)
+            .or_else(|| bare.and_then(|b| attrs.get(b)))?;
+        if let Some(v) = &a.string {
+            Some(format!("s:{v}"))
+        } else if let Some(v) = a.int {
+            Some(format!("i:{v}"))
+        } else if let Some(v) = a.bool {
+            Some(format!("b:{v}"))
+        } else {
+            a.version.as_ref().map(|v| format!("v:{v}"))
+        }
+    }
+
+    /// D5: a ResourceClaimTemplate, by `ns/name`.
+    pub fn resource_claim_template(&self, k: &str) -> Option<Arc<ResourceClaimTemplate>> {
+        self.devices.read().template(k)
+    }
+
+    /// D6: where a recorded device stands.
+    pub fn device_state(&self, id: &DeviceId) -> DeviceState {
+        self.devices.read().device_state(id)
+    }
+
+    /// The GPUAllocation (`ns/name`) that records the device, if any.
+    pub fn device_recorded_by(&self, id: &DeviceId) -> Option<String> {
+        self.devices.read().recorded_by(id).map(str::to_string)
     }
 
     /// A GPUClass made, changed or removed: its devices, if it is a DRA
@@ -98,7 +223,7 @@ impl World {
         for node in d.nodes_serving(name) {
             let Some(n) = self.node(node) else { continue };
             if n.ready && n.matches(class.spec.node_selector.as_ref()) {
-                sum = sum.saturating_add(d.free_serving(name, node).len() as u64);
+                sum = sum.saturating_add(d.capacity_on(name, node));
             }
         }
         sum

@@ -1,6 +1,6 @@
-//! The invariants I1-I8 and I10 of SPEC sections 7, 8 and 10, checked
-//! against the in-memory cluster. Tests call [`Checker::check`] (I1-I5,
-//! I7, I8, I10) after every step, and
+//! The invariants I1-I10 of SPEC sections 7-10, checked against the
+//! in-memory cluster. Tests call [`Checker::check`] (I1-I5, I7-I10) after
+//! every step, and
 //! [`progress`] (I6) once the controller has settled.
 
 mod evacuation;
@@ -14,7 +14,7 @@ use gpu_claims_actors::api::{
 use gpu_claims_actors::ports::{Kind, Obj};
 use gpu_claims_actors::rules::scheduling::fit::{NodeRoom, fits_request};
 use gpu_claims_actors::world::{World, key};
-use records::{allocations_match, quotas_hold};
+use records::{allocations_match, devices_held_once, quotas_hold};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -106,6 +106,11 @@ impl Checker {
         self.new_allocations(c, &records, &mut v);
         self.releases(c, &claims, &mut v);
         allocations_match(&claims, &records, &mut v);
+        let resource_claims = all(c, Kind::ResourceClaim, |o| match o {
+            Obj::ResourceClaim(x) => Some(x),
+            _ => None,
+        });
+        devices_held_once(&records, &resource_claims, &mut v);
         self.pins(c, &mut v);
         self.unschedulable(c, &mut v);
         let journal = c.journal();
@@ -182,6 +187,11 @@ impl Checker {
                 continue;
             };
             let (node, res) = (&r.spec.node_name, &r.spec.resource_name);
+            // A DRA class's record holds devices, not a node's allocatable:
+            // I9 judges it.
+            if r.spec.is_dra() {
+                continue;
+            }
             let alloc = w.node(node).map_or(0, |n| n.allocatable(res));
             let recorded = w.allocated_on(node, res);
             let beyond = w.used_beyond_allocations(node, res);

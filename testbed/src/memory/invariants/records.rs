@@ -2,8 +2,9 @@
 //! (a namespace's records within its GPUQuotas).
 
 use super::ns_key;
-use gpu_claims_actors::api::{GPUAllocation, GPUClaim, GPUQuota};
-use std::collections::HashMap;
+use gpu_claims_actors::api::{AllocatedDevice, GPUAllocation, GPUClaim, GPUQuota};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use std::collections::{BTreeSet, HashMap};
 
 /// I8, for a record placed since the last check: every GPUQuota of its
 /// namespace holds, for its class and in all.
@@ -70,6 +71,67 @@ pub(super) fn allocations_match(
             .is_none_or(|c| c.metadata.uid.as_ref() != Some(&r.spec.claim_uid))
         {
             v.push(format!("I4: record {k} has no claim"));
+        }
+    }
+}
+
+/// The devices a ResourceClaim's allocation names.
+fn allocated(c: &ResourceClaim) -> BTreeSet<AllocatedDevice> {
+    let results = c
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_deref())
+        .unwrap_or_default();
+    results
+        .iter()
+        .map(|r| AllocatedDevice {
+            driver: r.driver.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+        })
+        .collect()
+}
+
+/// I9: no device is named by two records, or by a record and a
+/// ResourceClaim that does not hold exactly that record's devices (the
+/// one D4 allocates to them).
+pub(crate) fn devices_held_once(
+    records: &[GPUAllocation],
+    claims: &[ResourceClaim],
+    v: &mut Vec<String>,
+) {
+    let mut by_device: HashMap<&AllocatedDevice, &GPUAllocation> = HashMap::new();
+    for r in records {
+        for d in &r.spec.devices {
+            if let Some(other) = by_device.insert(d, r) {
+                v.push(format!(
+                    "I9: device {}/{}/{} is named by records {} and {}",
+                    d.driver,
+                    d.pool,
+                    d.device,
+                    ns_key(&other.metadata),
+                    ns_key(&r.metadata)
+                ));
+            }
+        }
+    }
+    for c in claims {
+        let named = allocated(c);
+        for d in &named {
+            let Some(r) = by_device.get(d) else { continue };
+            let recorded: BTreeSet<AllocatedDevice> = r.spec.devices.iter().cloned().collect();
+            if recorded != named {
+                v.push(format!(
+                    "I9: device {}/{}/{} of record {} is named by ResourceClaim {}, which does not hold that record's devices",
+                    d.driver,
+                    d.pool,
+                    d.device,
+                    ns_key(&r.metadata),
+                    ns_key(&c.metadata)
+                ));
+            }
         }
     }
 }

@@ -1,0 +1,348 @@
+//! D3-D6 for a VMI that asks through a ResourceClaimTemplate, as
+//! KubeVirt's DRA guide writes it: its template claim (G2, D5), the gate
+//! until Kubernetes made the launcher pod's ResourceClaim (G5's
+//! DeviceClaimPending), the devices chosen and recorded (D3), the pod's
+//! ResourceClaim allocated to them as kube-scheduler writes an allocation
+//! (D4), and the claim Lost when a device fails (D6). NVIDIA's driver is
+//! the stand-in's, publishing as upstream's kubelet plugin does. Every
+//! step is checked against I1-I5 and I9 (no device held twice).
+mod common;
+use common::*;
+use gpu_claims_actors::api::{ClaimPhase, GPUAllocation, Kind, Obj, ObjRef};
+use gpu_claims_actors::config::Config;
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
+use gpu_claims_testbed::standin::nvidia;
+use serde_json::{Value, json};
+
+const VFIO: &str = "vfio.gpu.nvidia.com";
+const DRIVER: &str = "gpu.nvidia.com";
+
+fn typed(kind: Kind, v: Value) -> Obj {
+    gpu_claims_actors::api::from_json(kind, v).unwrap()
+}
+
+/// A template asking `count` GPUs of the passthrough DeviceClass.
+fn template(name: &str, request: Value) -> Obj {
+    typed(
+        Kind::ResourceClaimTemplate,
+        json!({"metadata": {"name": name, "namespace": "t"},
+            "spec": {"spec": {"devices": {"requests": [request]}}}}),
+    )
+}
+
+fn exactly(count: i64) -> Value {
+    json!({"name": "gpu", "exactly": {"deviceClassName": VFIO, "count": count}})
+}
+
+/// VMI vm1 (u1) as KubeVirt's DRA guide writes it: a `resourceClaims`
+/// entry `gpu` from the template `two-gpus`, which `gpus[]` references;
+/// its launcher pod at the gate, rendered with `spec.resourceClaims`.
+fn vm1_through_template() -> Vec<Obj> {
+    let vmi = typed(
+        Kind::Vmi,
+        json!({"metadata": {"name": "vm1", "namespace": "t", "uid": "u1"},
+            "spec": {"domain": {"devices": {"gpus": [{"name": "gpu1", "claimName": "gpu", "requestName": "gpu"}]}},
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]},
+            "status": {"phase": "Scheduling"}}),
+    );
+    let pod = typed(
+        Kind::Pod,
+        json!({"metadata": {"name": "virt-launcher-vm1", "namespace": "t", "uid": "p1",
+                "labels": {"kubevirt.io": "virt-launcher"},
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                    "name": "vm1", "uid": "u1", "controller": true}]},
+            "spec": {"containers": [{"name": "compute", "resources": {"claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}],
+                "schedulingGates": [{"name": "gpu.cozystack.io/claims"}]}}),
+    );
+    vec![vmi, pod]
+}
+
+/// What kube-controller-manager's resourceclaim controller makes for the
+/// pod's entry: the claim (named as upstream names it, owned by the pod),
+/// and the pod's `status.resourceClaimStatuses` naming it.
+fn pods_claim_made(t: &TestCluster, count: i64) {
+    t.user_create(typed(
+        Kind::ResourceClaim,
+        json!({"metadata": {"name": "virt-launcher-vm1-gpu-x7k2p", "namespace": "t",
+                "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "virt-launcher-vm1",
+                    "uid": "p1", "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"devices": {"requests": [exactly(count)]}}}),
+    ));
+    let mut pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+    pod["status"]["resourceClaimStatuses"] =
+        json!([{"name": "gpu", "resourceClaimName": "virt-launcher-vm1-gpu-x7k2p"}]);
+    t.user_update(typed(Kind::Pod, pod));
+}
+
+/// Four H200s on n1 as NVIDIA's driver publishes them, a DRA class of
+/// them, and vm1 asking for two through its template.
+fn dra_world(count: i64) -> Vec<Obj> {
+    let mut v = vec![
+        node("n1")
+            .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
+            .obj(),
+        dra_class("h200", VFIO).obj(),
+        template("two-gpus", exactly(count)),
+    ];
+    v.extend(vm1_through_template());
+    v
+}
+
+fn record(t: &TestCluster) -> Option<GPUAllocation> {
+    match t
+        .sim
+        .cluster
+        .get(&ObjRef::new(Kind::Allocation, Some("t"), "vm1-gpu"))?
+    {
+        Obj::Allocation(r) => Some(r),
+        _ => None,
+    }
+}
+
+fn resource_claim(t: &TestCluster) -> Value {
+    t.sim
+        .store
+        .get("ResourceClaim", "t", "virt-launcher-vm1-gpu-x7k2p")
+        .unwrap()
+}
+
+#[test]
+fn d5_a_template_vmi_waits_device_claim_pending_until_its_pods_resource_claim_exists() {
+    with_world(Config::default(), dra_world(2), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        // G2 made the template claim with the template's count.
+        let c = t.claim("t/vm1-gpu").expect("the template claim");
+        assert_eq!((c.spec.class_name.as_str(), c.spec.count), ("h200", 2));
+        let (reason, message) = t.waiting("t/vm1-gpu").unwrap();
+        assert_eq!(reason, "DeviceClaimPending", "{message}");
+        assert!(message.contains("entry gpu"), "{message}");
+        assert!(record(&t).is_none());
+        pods_claim_made(&t, 2);
+        t.settle().await;
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn d3_the_devices_are_recorded_then_the_pods_resource_claim_is_allocated_to_them() {
+    with_world(Config::default(), dra_world(2), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        pods_claim_made(&t, 2);
+        t.settle().await;
+        // D3: two devices of n1's pool, by pool then name.
+        let r = record(&t).expect("the record");
+        assert_eq!(r.spec.node_name, "n1");
+        assert_eq!(r.spec.device_class_name.as_deref(), Some(VFIO));
+        let names: Vec<&str> = r.spec.devices.iter().map(|d| d.device.as_str()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(
+            r.spec
+                .devices
+                .iter()
+                .all(|d| d.driver == DRIVER && d.pool == "n1")
+        );
+        // D4: the allocation names exactly them, for request gpu, with a
+        // node selector for n1 and no reservedFor (the scheduler's).
+        let rc = resource_claim(&t);
+        let a = &rc["status"]["allocation"];
+        let results: Vec<&str> = a["devices"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["device"].as_str().unwrap())
+            .collect();
+        assert_eq!(results, names);
+        assert!(
+            a["devices"]["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|x| x["request"] == "gpu")
+        );
+        assert_eq!(
+            a["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0],
+            json!({"key": "metadata.name", "operator": "In", "values": ["n1"]})
+        );
+        assert!(rc["status"]["reservedFor"].is_null());
+        // G4: the pod pinned to n1 and out of the gate.
+        let pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+        assert_eq!(pod["spec"]["nodeSelector"]["kubernetes.io/hostname"], "n1");
+        assert!(pod["spec"]["schedulingGates"].is_null());
+        // D2: the devices are held: the class's other two stay free.
+        assert_eq!(t.class("h200").unwrap().status.unwrap().capacity, Some(4));
+        t.restart_writes_nothing().await;
+    });
+}
+
+#[test]
+fn d3_a_node_without_room_for_the_devices_leaves_the_set_waiting_no_capacity() {
+    with_world(Config::default(), dra_world(5), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        pods_claim_made(&t, 5);
+        t.settle().await;
+        let (reason, message) = t.waiting("t/vm1-gpu").unwrap();
+        assert_eq!(reason, "NoCapacity");
+        assert!(message.contains("GPUClass h200 devices"), "{message}");
+        assert!(record(&t).is_none());
+        assert!(resource_claim(&t)["status"]["allocation"].is_null());
+    });
+}
+
+#[test]
+fn d5_a_template_that_asks_for_all_devices_is_bad_input_and_makes_no_claim() {
+    let mut objs = dra_world(2);
+    objs[2] = template(
+        "two-gpus",
+        json!({"name": "gpu", "exactly": {"deviceClassName": VFIO, "allocationMode": "All"}}),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        assert!(t.claim("t/vm1-gpu").is_none());
+        let warned = t
+            .sim
+            .cluster
+            .events()
+            .iter()
+            .any(|e| e.warning && e.message.contains("allocationMode: All"));
+        assert!(warned, "{:#?}", t.sim.cluster.events());
+        // Its pod stays at the gate.
+        let pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+        assert!(pod["spec"]["schedulingGates"].is_array());
+    });
+}
+
+#[test]
+fn d6_a_device_tainted_no_execute_makes_its_claim_lost_naming_it_and_back_when_it_is_well() {
+    with_world(Config::default(), dra_world(2), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        pods_claim_made(&t, 2);
+        t.settle().await;
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+        // The scheduler bound the pod and the VM runs (else L12 would
+        // restart the VM off the lost devices, as for a node's).
+        let mut pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+        pod["spec"]["nodeName"] = "n1".into();
+        t.user_update(typed(Kind::Pod, pod));
+        let mut vmi = t
+            .sim
+            .store
+            .get("VirtualMachineInstance", "t", "vm1")
+            .unwrap();
+        vmi["status"]["phase"] = "Running".into();
+        t.user_update(typed(Kind::Vmi, vmi));
+        t.settle().await;
+        let failed = record(&t).unwrap().spec.devices[0].device.clone();
+        let mut n1 = t.sim.store.get("Node", "", "n1").unwrap();
+        n1["metadata"]["annotations"][nvidia::FAILED_GPUS] = failed.clone().into();
+        t.user_update(typed(Kind::Node, n1));
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Lost);
+        let c = t.claim("t/vm1-gpu").unwrap();
+        let lost = c
+            .status
+            .unwrap()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Lost")
+            .unwrap();
+        assert_eq!(lost.reason, "DevicesLost");
+        assert!(lost.message.contains(&failed), "{}", lost.message);
+        // Well again: the claim is back.
+        let mut n1 = t.sim.store.get("Node", "", "n1").unwrap();
+        n1["metadata"]["annotations"][nvidia::FAILED_GPUS] = "".into();
+        t.user_update(typed(Kind::Node, n1));
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+    });
+}
+
+/// The world with Kubernetes' claim for the pod made already: the set is
+/// placed in one go.
+fn dra_world_claim_made() -> Vec<Obj> {
+    let mut v = dra_world(2);
+    v.push(typed(
+        Kind::ResourceClaim,
+        json!({"metadata": {"name": "virt-launcher-vm1-gpu-x7k2p", "namespace": "t", "uid": "rc1",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "virt-launcher-vm1",
+                    "uid": "p1", "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"devices": {"requests": [exactly(2)]}}}),
+    ));
+    let Some(Obj::Pod(mut pod)) = v.iter().find(|o| o.kind() == Kind::Pod).cloned() else {
+        unreachable!("the world has vm1's launcher pod")
+    };
+    pod.status = Some(
+        serde_json::from_value(json!({"resourceClaimStatuses": [
+        {"name": "gpu", "resourceClaimName": "virt-launcher-vm1-gpu-x7k2p"}]}))
+        .unwrap(),
+    );
+    v.retain(|o| o.kind() != Kind::Pod);
+    v.push(Obj::Pod(pod));
+    v
+}
+
+fn started() -> Sim {
+    let sim = Sim::start(Config::default(), &dra_world_claim_made(), None);
+    nvidia::publish(&sim.store);
+    sim
+}
+
+/// D4 and G4 ended: the record's devices are the ResourceClaim's
+/// allocation, and the pod is out of the gate.
+fn ended(sim: &Sim) -> Vec<String> {
+    let mut v = Vec::new();
+    let record = sim.store.get("GPUAllocation", "t", "vm1-gpu");
+    let rc = sim
+        .store
+        .get("ResourceClaim", "t", "virt-launcher-vm1-gpu-x7k2p")
+        .unwrap();
+    let recorded: Vec<Value> = record
+        .as_ref()
+        .map(|r| r["spec"]["devices"].as_array().cloned().unwrap_or_default())
+        .unwrap_or_default();
+    let allocated: Vec<Value> = rc["status"]["allocation"]["devices"]["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| json!({"driver": r["driver"], "pool": r["pool"], "device": r["device"]}))
+        .collect();
+    if recorded.len() != 2 || recorded != allocated {
+        v.push(format!("recorded {recorded:?}, allocated {allocated:?}"));
+    }
+    let pod = sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+    if !pod["spec"]["schedulingGates"].is_null() {
+        v.push("the pod is still gated".into());
+    }
+    v
+}
+
+#[test]
+fn d4_a_placement_cut_after_any_write_resumes_to_the_same_devices_allocated() {
+    let total = run_sim(|| async {
+        let sim = started();
+        sim.settle().await;
+        assert!(ended(&sim).is_empty(), "{:?}", ended(&sim));
+        sim.cluster.journal().effective().count()
+    });
+    assert!(
+        total >= 4,
+        "record, allocation, status, pod: {total} writes"
+    );
+    for cut in 0..total as i64 {
+        let v = run_sim(|| async {
+            let (sim, mut v) = killed_after(cut, started, async |sim| sim.settle().await).await;
+            v.extend(ended(&sim).into_iter().map(|e| format!("cut {cut}: {e}")));
+            v
+        });
+        assert!(v.is_empty(), "{v:#?}");
+    }
+}
