@@ -18,21 +18,9 @@ use std::time::Duration;
 const NOT_ALWAYS_REACHED: &[(&str, &str, &str, &str)] = &[
     (
         "resource.k8s.io",
-        "resourceclaims",
-        "get",
-        "D4: the live read of a template VMI's ResourceClaim before its allocation (actors/tests/d3_d5_template_vmis.rs); the demo's story has no DRA VM yet",
-    ),
-    (
-        "resource.k8s.io",
         "resourceclaims/binding",
         "update",
         "Kubernetes 1.36's second check of a write that changes status.allocation (pkg/registry/resource/utils.go AuthorizedForBinding); the embedded API server does not make it yet",
-    ),
-    (
-        "resource.k8s.io",
-        "resourceclaims/status",
-        "update",
-        "D4: a template VMI's ResourceClaim allocated to its record's devices (actors/tests/d3_d5_template_vmis.rs)",
     ),
     (
         "kubevirt.io",

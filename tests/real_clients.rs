@@ -315,7 +315,7 @@ fn kubectl_gets_applies_watches_and_deletes() {
         "{table}"
     );
     let nodes = k.run(&["get", "nodes", "-o", "name"]);
-    assert_eq!(nodes.lines().count(), 5, "{nodes}");
+    assert_eq!(nodes.lines().count(), 7, "{nodes}");
 
     // apply, validated by the server (fieldValidation=Strict): create,
     // then unchanged, then a change (a merge patch).
@@ -481,6 +481,8 @@ fn the_python_client_lists_pages_creates_and_watches() {
     assert_eq!(
         v["nodes"],
         serde_json::json!([
+            "dra-node-1",
+            "dra-node-2",
             "gpu-node-0",
             "gpu-node-1",
             "gpu-node-2",

@@ -7,7 +7,7 @@
 pub mod story;
 pub mod view;
 
-pub use story::{A, B, CORDONED, CUDA_JOB, H200, L40S, OPS, TAINTED};
+pub use story::{A, B, CORDONED, CUDA_JOB, DRA_NODES, H200, L40S, OPS, TAINTED};
 pub use view::Snapshot;
 
 use crate::fixtures::{MetaBuilder, claim, class, node, pod, quota};
@@ -28,8 +28,9 @@ const PROGRESS: Duration = Duration::from_secs(10);
 
 /// The cluster the story starts from: three GPU nodes the VMs can use
 /// (their cpu, memory and pods as a kubelet advertises them), a cordoned
-/// and a tainted one placement must skip, two classes, a claim, and a
-/// CUDA job outside gpu-claims that holds one of gpu-node-1's GPUs.
+/// and a tainted one placement must skip, two DRA nodes whose GPUs
+/// NVIDIA's DRA driver publishes, two classes, a claim, and a CUDA job
+/// outside gpu-claims that holds one of gpu-node-1's GPUs.
 pub fn seed(cluster: &MemCluster) {
     // The tenants' namespaces, the platform's, and the controller's own (its Lease).
     for ns in [A, B, OPS, "gpu-claims"] {
@@ -53,6 +54,17 @@ pub fn seed(cluster: &MemCluster) {
             .kubelet("64", "128Gi")
             .obj(),
         node("gpu-node-2").gpus(H200, 4).kubelet("128", "1Ti").obj(),
+        // DRA nodes (section 9): their GPUs are bound to vfio-pci and
+        // NVIDIA's DRA driver publishes them in ResourceSlices; no device
+        // plugin advertises them.
+        node(DRA_NODES[0])
+            .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
+            .kubelet("64", "512Gi")
+            .obj(),
+        node(DRA_NODES[1])
+            .passthrough_gpus("NVIDIA H200", 2, "141Gi", "0x2335")
+            .kubelet("64", "512Gi")
+            .obj(),
         node("gpu-node-3")
             .gpus(L40S, 2)
             .kubelet("32", "256Gi")

@@ -1,6 +1,8 @@
 //! The demo's story: VMs start, one over budget waits, a node fails and
 //! returns, VMs stop, a claim and a class are deleted while still held,
-//! and a node is drained for maintenance and comes back.
+//! a node is drained for maintenance and comes back, and a VM takes GPUs
+//! that a DRA driver publishes through a ResourceClaimTemplate, one of
+//! which fails and comes back.
 //! Each step acts on the cluster as a tenant, KubeVirt or the kubelet
 //! would, then names what the controller must have done for it to end.
 
@@ -23,6 +25,10 @@ pub const TAINTED: &str = "gpu-node-4";
 /// The platform team's namespace, and its CUDA job outside gpu-claims.
 pub const OPS: &str = "ml-ops";
 pub const CUDA_JOB: &str = "cuda-smoke-test";
+/// Nodes whose GPUs NVIDIA's DRA driver publishes (4 and 2 H200s).
+pub const DRA_NODES: [&str; 2] = ["dra-node-1", "dra-node-2"];
+/// KubeVirt's passthrough DeviceClass, as NVIDIA's DRA driver installs it.
+const VFIO: &str = "vfio.gpu.nvidia.com";
 
 pub struct Ctx<'a> {
     pub standin: &'a StandIn,
@@ -86,6 +92,50 @@ fn set_evacuating(store: &Store, node: &str, evacuate: bool) {
     }
     n["spec"]["taints"] = taints.into();
     let _ = store.update("Node", n, crate::memory::store::Subresource::Main);
+}
+
+/// The platform's DRA class of H200s, and tenant A's template asking two
+/// of its DeviceClass's devices, as KubeVirt's DRA guide writes one.
+fn dra_class_and_template(store: &Store) {
+    let _ = store.create(
+        "GPUClass",
+        serde_json::json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
+            "metadata": {"name": "h200-dra"},
+            "spec": {"deviceClassName": VFIO, "selectors": [{"cel": {"expression":
+                "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'"}}]}}),
+    );
+    let _ = store.create(
+        "ResourceClaimTemplate",
+        serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "two-h200", "namespace": A},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": VFIO, "count": 2}}]}}}}),
+    );
+}
+
+/// NVIDIA's driver finds vm-llm's first GPU failed (`failed`), or well.
+fn fail_llm_gpu(store: &Store, failed: bool) {
+    let Some(r) = store.get("GPUAllocation", A, "vm-llm-gpu") else {
+        return;
+    };
+    let (node, device) = (
+        r["spec"]["nodeName"].as_str().unwrap_or_default(),
+        r["spec"]["devices"][0]["device"]
+            .as_str()
+            .unwrap_or_default(),
+    );
+    let Some(mut n) = store.get("Node", "", node) else {
+        return;
+    };
+    let value = if failed { device } else { "" };
+    n["metadata"]["annotations"][crate::standin::nvidia::FAILED_GPUS] = value.into();
+    let _ = store.update("Node", n, crate::memory::store::Subresource::Main);
+}
+
+fn lost_reason(s: &Snapshot, ns: &str, name: &str) -> Option<String> {
+    let c = s.claim(ns, name)?;
+    let l = c.conditions().iter().find(|x| x.type_ == "Lost")?;
+    Some(l.reason.clone())
 }
 
 /// The maintenance's VMs run again, off the node being drained.
@@ -262,6 +312,41 @@ pub fn steps() -> Vec<Step> {
                 }
             },
             until: |s| s.evacuating().is_empty(),
+            hold: now,
+        },
+        Step {
+            title: "The platform adds class h200-dra over the DRA nodes (NVIDIA's DRA driver publishes their H200s \
+                    in ResourceSlices); vm-llm asks for 2 through a ResourceClaimTemplate, as KubeVirt's DRA guide \
+                    writes it: its pod is gated, its template claim made, 2 devices of dra-node-2 chosen and \
+                    recorded, the pod's ResourceClaim allocated to them; the scheduler reserves it and the VM runs",
+            rules: "D1 D2 D3 D4 D5 G2 G4",
+            act: |c| {
+                dra_class_and_template(c.store);
+                let llm = VmSpec::sized(8, "64Gi").gpus_through_template("two-h200", "gpu");
+                c.standin.create_vmi(A, "vm-llm", &llm);
+            },
+            until: |s| {
+                s.phase(A, "vm-llm-gpu") == "Attached"
+                    && node_of(s, A, "vm-llm-gpu") == DRA_NODES[1]
+            },
+            hold: now,
+        },
+        Step {
+            title: "A GPU under vm-llm fails: NVIDIA's driver taints it NoExecute in its slice, and the claim is Lost \
+                    (DevicesLost, naming the device)",
+            rules: "D6",
+            act: |c| fail_llm_gpu(c.store, true),
+            until: |s| {
+                s.phase(A, "vm-llm-gpu") == "Lost"
+                    && lost_reason(s, A, "vm-llm-gpu").as_deref() == Some("DevicesLost")
+            },
+            hold: now,
+        },
+        Step {
+            title: "The GPU is well again: the claim of the running VM is Attached again",
+            rules: "D6 L4",
+            act: |c| fail_llm_gpu(c.store, false),
+            until: |s| s.phase(A, "vm-llm-gpu") == "Attached",
             hold: now,
         },
     ]

@@ -2,8 +2,9 @@
 //! classes' budgets and the tenants' quotas.
 
 use crate::memory::store::Store;
-use gpu_claims_actors::api::{GPUClaim, GPUClass, GPUQuota, is_deleting};
+use gpu_claims_actors::api::{GPUAllocation, GPUClaim, GPUClass, GPUQuota, is_deleting};
 use gpu_claims_actors::ports::{Kind, Obj};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use std::fmt::Write as _;
 
 /// The claims, classes and quotas as the store holds them now.
@@ -12,6 +13,8 @@ pub struct Snapshot {
     pub classes: Vec<GPUClass>,
     pub quotas: Vec<GPUQuota>,
     pub nodes: Vec<k8s_openapi::api::core::v1::Node>,
+    pub allocations: Vec<GPUAllocation>,
+    pub resource_claims: Vec<ResourceClaim>,
 }
 
 impl Snapshot {
@@ -35,6 +38,18 @@ impl Snapshot {
                 .collect(),
             nodes: typed(Kind::Node)
                 .filter_map(|o| if let Obj::Node(n) = o { Some(n) } else { None })
+                .collect(),
+            allocations: typed(Kind::Allocation)
+                .filter_map(|o| match o {
+                    Obj::Allocation(r) => Some(r),
+                    _ => None,
+                })
+                .collect(),
+            resource_claims: typed(Kind::ResourceClaim)
+                .filter_map(|o| match o {
+                    Obj::ResourceClaim(c) => Some(c),
+                    _ => None,
+                })
                 .collect(),
         }
     }
@@ -137,13 +152,20 @@ pub fn render(s: &Snapshot) -> String {
             let _ = writeln!(out, "    {}", line.join("  ").trim_end());
         }
     }
+    for r in s.allocations.iter().filter(|r| !r.spec.devices.is_empty()) {
+        let _ = writeln!(out, "    {}", devices_line(s, r));
+    }
     for k in &s.classes {
         let st = k.status.as_ref();
+        let source = match &k.spec.device_class_name {
+            Some(dc) => format!("DeviceClass {dc},"),
+            None => k.spec.resource_name.clone(),
+        };
         let _ = writeln!(
             out,
             "    class {}: {} budget {}, capacity {}, allocated {}{}",
             k.metadata.name.as_deref().unwrap_or_default(),
-            k.spec.resource_name,
+            source,
             k.spec.budget.map_or("none".into(), |b| b.to_string()),
             st.and_then(|s| s.capacity).unwrap_or(0),
             st.and_then(|s| s.allocated).unwrap_or(0),
@@ -158,6 +180,50 @@ pub fn render(s: &Snapshot) -> String {
         let _ = writeln!(out, "    {}", quota_line(q));
     }
     out
+}
+
+/// D3, D4: "devices of tenant-a/vm-llm-gpu on dra-node-2: gpu-vfio-0,
+/// gpu-vfio-1; ResourceClaim tenant-a/x allocated to them, reserved for
+/// pod virt-launcher-vm-llm-abcde".
+fn devices_line(s: &Snapshot, r: &GPUAllocation) -> String {
+    let ns = r.metadata.namespace.as_deref().unwrap_or_default();
+    let names: Vec<&str> = r.spec.devices.iter().map(|d| d.device.as_str()).collect();
+    let mut line = format!(
+        "devices of {ns}/{} on {}: {}",
+        r.metadata.name.as_deref().unwrap_or_default(),
+        r.spec.node_name,
+        names.join(", ")
+    );
+    let holder = s.resource_claims.iter().find(|c| {
+        let results = c
+            .status
+            .as_ref()
+            .and_then(|st| st.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.as_deref())
+            .unwrap_or_default();
+        !results.is_empty() && results.iter().all(|x| names.contains(&x.device.as_str()))
+    });
+    match holder {
+        Some(c) => {
+            let _ = write!(
+                line,
+                "; ResourceClaim {ns}/{} allocated to them",
+                c.metadata.name.as_deref().unwrap_or_default()
+            );
+            let pods: Vec<&str> = c
+                .status
+                .iter()
+                .flat_map(|st| st.reserved_for.iter().flatten())
+                .map(|p| p.name.as_str())
+                .collect();
+            if !pods.is_empty() {
+                let _ = write!(line, ", reserved for pod {}", pods.join(", "));
+            }
+        }
+        None => line.push_str("; no ResourceClaim allocated to them yet"),
+    }
+    line
 }
 
 /// "quota tenant-a/gpus: h200 3 of 6, l40s 0 of 1, 3 of 8 in all".
