@@ -17,12 +17,6 @@ use std::time::Duration;
 /// Grants this run may not exercise: (group, resource, verb, why).
 const NOT_ALWAYS_REACHED: &[(&str, &str, &str, &str)] = &[
     (
-        "resource.k8s.io",
-        "resourceclaims/binding",
-        "update",
-        "Kubernetes 1.36's second check of a write that changes status.allocation (pkg/registry/resource/utils.go AuthorizedForBinding); the embedded API server does not make it yet",
-    ),
-    (
         "kubevirt.io",
         "virtualmachineinstances",
         "delete",

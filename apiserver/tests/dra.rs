@@ -239,3 +239,42 @@ async fn slices_are_selected_by_node_and_driver_and_tables_print_kubectls_column
         [("pending", "pending"), ("used", "allocated,reserved")]
     );
 }
+
+/// Kubernetes 1.36's `DRAResourceClaimGranularStatusAuthorization`: a
+/// status write that changes the allocation (or reservedFor) is also
+/// authorized as its verb on `resourceclaims/binding`, cluster-wide; the
+/// server's record of requests, which RBAC tests judge, shows it.
+#[tokio::test]
+async fn an_allocations_write_is_also_asked_of_rbac_as_resourceclaims_binding() {
+    let (s, c) = server().await;
+    let claims: Api<ResourceClaim> = Api::namespaced(c.clone(), "a");
+    claims
+        .create(&PostParams::default(), &claim("vm-gpu"))
+        .await
+        .unwrap();
+    let binding = |s: &gpu_claims_apiserver::Handle| {
+        s.audit()
+            .into_iter()
+            .filter(|a| a.resource == "resourceclaims/binding")
+            .map(|a| (a.verb, a.group, a.namespace))
+            .collect::<Vec<_>>()
+    };
+    let pp = PatchParams::default();
+    claims
+        .patch(
+            "vm-gpu",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert!(binding(&s).is_empty(), "no allocation changed");
+    claims
+        .patch_status("vm-gpu", &pp, &Patch::Merge(allocation("gpu")))
+        .await
+        .unwrap();
+    assert_eq!(
+        binding(&s),
+        [("patch".to_string(), "resource.k8s.io".to_string(), None)]
+    );
+}

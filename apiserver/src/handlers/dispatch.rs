@@ -164,6 +164,12 @@ async fn serve(
         t,
         q,
         user: &caller.user,
+        user_agent: &caller.user_agent,
+        verb: if *method == Method::PATCH {
+            "patch"
+        } else {
+            "update"
+        },
         manager: &manager,
         served: &caller.served,
         how,

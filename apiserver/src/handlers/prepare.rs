@@ -27,6 +27,33 @@ enum FieldValidation {
 type Refused = Box<Response>;
 
 impl Req<'_> {
+    /// Kubernetes 1.36 (`DRAResourceClaimGranularStatusAuthorization`,
+    /// beta and on): a ResourceClaim status write that changes
+    /// `status.allocation` or `status.reservedFor` is also authorized as
+    /// the request's verb on the synthetic subresource
+    /// `resourceclaims/binding`, cluster-wide
+    /// (`pkg/registry/resource/utils.go` `AuthorizedForBinding`). The
+    /// server records that second request as RBAC would judge it.
+    fn authorize_binding(&self, old: Option<&Value>, new: &Value) {
+        if self.store_kind() != "ResourceClaim" || !self.t.is_status() {
+            return;
+        }
+        let part = |o: Option<&Value>, f: &str| o.map_or(Value::Null, |o| o["status"][f].clone());
+        let changed = ["allocation", "reservedFor"]
+            .iter()
+            .any(|f| part(old, f) != part(Some(new), f));
+        if changed {
+            self.s.audit_request(crate::audit::Access {
+                user: self.user.to_string(),
+                user_agent: self.user_agent.to_string(),
+                verb: self.verb.to_string(),
+                group: "resource.k8s.io".into(),
+                resource: "resourceclaims/binding".into(),
+                namespace: None,
+            });
+        }
+    }
+
     /// Prepares `obj` for the store, or refuses it (400 for a body that
     /// cannot be decoded or strict unknown fields, 422 for an invalid
     /// one). The warnings to send with the answer. `applied`: a
@@ -46,6 +73,7 @@ impl Req<'_> {
         }
         let mut causes = validate::metadata(&self.t.resource, obj);
         causes.extend(kind_rules::check(self.store_kind(), old.as_ref(), obj));
+        self.authorize_binding(old.as_ref(), obj);
         let crd_schema = self
             .served
             .custom(self.t.resource.kind)

@@ -14,6 +14,9 @@ pub(super) struct Req<'a> {
     pub(super) t: &'a Target,
     pub(super) q: &'a Q,
     pub(super) user: &'a str,
+    pub(super) user_agent: &'a str,
+    /// RBAC's verb of a write that replaces or patches (`update`, `patch`).
+    pub(super) verb: &'static str,
     /// The field manager the write's fields go to (managedFields).
     pub(super) manager: &'a str,
     /// What the server served when the request came (the target was read
