@@ -174,6 +174,7 @@ impl Not for bool {
 fn a_second_plan_over_the_converged_cluster_writes_nothing() {
     for (snapshot, config) in [
         ("config/examples/lifecycle.yaml", None),
+        ("config/examples/dra.yaml", None),
         (
             "config/examples/no-kubevirt.yaml",
             Some("config/examples/no-kubevirt.config.yaml"),
@@ -486,6 +487,87 @@ fn plan_on_the_node_example_counts_other_pods_fits_memory_reads_the_spec_and_rec
     );
 }
 
+/// D1-D6 on a snapshot: the template VMI's claim made and placed on the
+/// node with room in free H200s, the record's devices then the pod's
+/// ResourceClaim's allocation (with `devices`), the claim whose device is
+/// no longer published Lost; the state's new fields say where each is.
+#[test]
+fn plan_on_the_dra_example_allocates_the_pods_claim_and_loses_an_unpublished_device() {
+    let (ok, writes, err) = plan(&["--snapshot", "config/examples/dra.yaml"]);
+    assert!(ok, "{err}");
+    let order: Vec<(String, String, String)> = writes
+        .iter()
+        .filter(|w| {
+            w["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("vm1") || n.starts_with("virt-launcher-vm1"))
+        })
+        .map(|w| {
+            let s = |f: &str| w[f].as_str().unwrap_or_default().to_string();
+            (s("op"), s("kind"), s("rule"))
+        })
+        .collect();
+    let want = [
+        ("create", "GPUClaim", "G2"),
+        ("create", "GPUAllocation", "G4"),
+        ("update_status", "ResourceClaim", "D4"),
+        ("update_status", "GPUClaim", "G4"),
+        ("update_pod", "Pod", "G4"),
+        ("update_status", "GPUClaim", "L4"),
+    ];
+    let want: Vec<(String, String, String)> = want
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(order, want);
+    let allocated = writes
+        .iter()
+        .find(|w| w["kind"] == "ResourceClaim")
+        .unwrap();
+    assert_eq!(
+        allocated["devices"],
+        serde_json::json!([
+            "gpu.nvidia.com/n1/gpu-vfio-0",
+            "gpu.nvidia.com/n1/gpu-vfio-1"
+        ])
+    );
+    let lost = writes
+        .iter()
+        .find(|w| w["name"] == "vm2-gpu" && w["op"] == "update_status")
+        .unwrap();
+    assert_eq!(
+        (lost["rule"].as_str(), lost["phase"].as_str()),
+        (Some("D6"), Some("Lost"))
+    );
+    let (ok, states, err) = plan(&[
+        "--snapshot",
+        "config/examples/dra.yaml",
+        "--output",
+        "state",
+    ]);
+    assert!(ok, "{err}");
+    let of = |kind: &str, name: &str| {
+        states
+            .iter()
+            .find(|s| s["kind"] == kind && s["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+            .clone()
+    };
+    let class = of("GPUClass", "h200-dra");
+    assert_eq!(
+        (class["capacity"].as_u64(), class["allocated"].as_u64()),
+        (Some(4), Some(4))
+    );
+    let rc = of("ResourceClaim", "virt-launcher-vm1-x2k9d-gpu-7hd2k");
+    assert_eq!(rc["nodeName"], "n1");
+    assert_eq!(rc["devices"], of("GPUAllocation", "vm1-gpu")["devices"]);
+    let pod = of("Pod", "virt-launcher-vm1-x2k9d");
+    assert_eq!(
+        (pod["pinned"].as_str(), pod["gated"].as_bool()),
+        (Some("n1"), Some(false))
+    );
+}
+
 /// A dry run people diff in reviews prints the same lines for the same
 /// input: the actors decide in the order of the objects' keys.
 #[test]
@@ -494,6 +576,7 @@ fn plan_prints_the_same_writes_on_every_run() {
         "config/examples/lifecycle.yaml",
         "config/examples/placement.yaml",
         "config/examples/node.yaml",
+        "config/examples/dra.yaml",
     ] {
         let runs: Vec<Vec<Value>> = (0..5)
             .map(|_| {

@@ -29,6 +29,14 @@ pub struct State {
     pub attached_to: Option<String>,
     pub conditions: Option<Vec<String>>,
     pub gated: Option<bool>,
+    /// Records and ResourceClaims: the devices held or allocated
+    /// (`driver/pool/device`, sorted).
+    pub devices: Option<Vec<String>>,
+    /// Pods: the node their nodeSelector or required affinity pins them to.
+    pub pinned: Option<String>,
+    /// GPUClasses: their status.
+    pub capacity: Option<u64>,
+    pub allocated: Option<u64>,
 }
 
 /// Runs the controller on `objects`, settling at 0 and after each step:
@@ -160,6 +168,8 @@ fn state_key(kind: Kind, v: &Value) -> (Kind, String, String) {
 
 fn state(kind: Kind, v: Value) -> Option<State> {
     let exists = v.get("gone").is_none();
+    let devices = matches!(kind, Kind::Allocation | Kind::ResourceClaim)
+        .then(|| crate::memory::devices_of(&v));
     let obj = gpu_claims_actors::api::from_json(kind, v).ok()?;
     let m = obj.meta();
     let claim: Option<&GPUClaim> = if let Obj::Claim(c) = &obj {
@@ -185,7 +195,11 @@ fn state(kind: Kind, v: Value) -> Option<State> {
         deleting: is_deleting(m),
         finalizers: m.finalizers.clone().unwrap_or_default(),
         phase: claim.map(|c| c.phase().as_str().to_string()),
-        node_name: claim.and_then(|c| c.node_name().map(str::to_string)),
+        node_name: match &obj {
+            Obj::Allocation(r) => Some(r.spec.node_name.clone()),
+            Obj::ResourceClaim(c) => allocated_node(c),
+            _ => claim.and_then(|c| c.node_name().map(str::to_string)),
+        },
         attached_to: claim.and_then(|c| c.attached_vmi_name().map(str::to_string)),
         conditions,
         gated: if let Obj::Pod(p) = &obj {
@@ -193,5 +207,36 @@ fn state(kind: Kind, v: Value) -> Option<State> {
         } else {
             None
         },
+        devices,
+        pinned: match &obj {
+            Obj::Pod(p) => gpu_claims_actors::api::pod::pinned_node(p),
+            _ => None,
+        },
+        capacity: class_status(&obj).and_then(|s| s.capacity),
+        allocated: class_status(&obj).and_then(|s| s.allocated),
     })
+}
+
+fn class_status(o: &Obj) -> Option<&gpu_claims_actors::api::GPUClassStatus> {
+    match o {
+        Obj::Class(c) => c.status.as_ref(),
+        _ => None,
+    }
+}
+
+/// The node a ResourceClaim's allocation selects by `metadata.name`.
+fn allocated_node(c: &k8s_openapi::api::resource::v1::ResourceClaim) -> Option<String> {
+    let terms = &c
+        .status
+        .as_ref()?
+        .allocation
+        .as_ref()?
+        .node_selector
+        .as_ref()?
+        .node_selector_terms;
+    terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find(|f| f.key == "metadata.name" && f.operator == "In")
+        .and_then(|f| f.values.as_ref()?.first().cloned())
 }

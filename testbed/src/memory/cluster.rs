@@ -49,6 +49,28 @@ fn write_error(e: StoreError) -> WriteError {
     }
 }
 
+/// The devices a ResourceClaim's allocation (`status`) or a record's
+/// spec names, as `driver/pool/device`, sorted.
+pub fn devices_of(v: &Value) -> Vec<String> {
+    let list = if v["kind"] == "GPUAllocation" || v["spec"]["claimUID"].is_string() {
+        v["spec"]["devices"].as_array().cloned().unwrap_or_default()
+    } else {
+        v["status"]["allocation"]["devices"]["results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut out: Vec<String> = list
+        .iter()
+        .map(|d| {
+            let s = |f: &str| d[f].as_str().unwrap_or_default().to_string();
+            format!("{}/{}/{}", s("driver"), s("pool"), s("device"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 fn status_fields(v: &Value) -> Option<StatusFields> {
     let c: GPUClaim = serde_json::from_value(v.clone()).ok()?;
     Some(StatusFields {
@@ -157,6 +179,12 @@ impl MemCluster {
             ),
             Err(e) => (false, Some(e.to_string()), None),
         };
+        let devices = match result {
+            Ok(w) if op == "update_status" && what.kind == Kind::ResourceClaim => {
+                Some(devices_of(&w.object))
+            }
+            _ => None,
+        };
         journal.entries.push(Entry {
             at: humantime::format_duration(std::time::Duration::from_millis(
                 elapsed.as_millis() as u64
@@ -169,6 +197,7 @@ impl MemCluster {
             name: what.name.clone(),
             rule: rule.as_str(),
             status,
+            devices,
             changed,
             error,
             invalid,

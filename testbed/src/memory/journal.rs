@@ -19,6 +19,10 @@ pub struct Entry {
     pub rule: &'static str,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusFields>,
+    /// D4: for a ResourceClaim's status, the devices its allocation names
+    /// (`driver/pool/device`, sorted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<String>>,
     /// False for a write that changed nothing (I5).
     #[serde(skip)]
     pub changed: bool,

@@ -10,7 +10,7 @@ pub mod journal;
 pub mod sim;
 pub use gpu_claims_apiserver::store;
 
-pub use cluster::{MemCluster, WriteFaults};
+pub use cluster::{MemCluster, WriteFaults, devices_of};
 pub use feed::{Lag, feed};
 pub use journal::{Entry, Journal};
 
@@ -30,6 +30,7 @@ impl gpu_claims_apiserver::WriteJournal for MemCluster {
             name: w.name,
             rule: "",
             status: None,
+            devices: None,
             changed: w.changed,
             error: w.error,
             invalid: w.invalid,
