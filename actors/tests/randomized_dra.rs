@@ -1,0 +1,421 @@
+//! DRA worlds under random kills (section 9): VMs that ask for GPUs
+//! through ResourceClaimTemplates, as KubeVirt's DRA guide writes them,
+//! start, stop and go on two nodes whose GPUs NVIDIA's DRA driver
+//! publishes (three each, fewer than the VMs ask for together); GPUs fail (the driver taints them NoExecute) and recover;
+//! nodes go NotReady and come back; the controller is killed between
+//! writes and restarted; in half the seeds the ResourceClaims watch trails
+//! the others. The stand-ins play the rest as upstream does:
+//! kube-controller-manager's resourceclaim controller makes each launcher
+//! pod's ResourceClaim and deletes it with the pod, the scheduler binds a
+//! pinned pod only once every claim of it is allocated and reserves them
+//! for it, KubeVirt's VM controller starts a new VMI when one is deleted.
+//! After every step I1-I5 and I9 (no device named by two records, or by a
+//! record and a ResourceClaim other than the one holding its devices);
+//! whenever the controller has settled, I6; at the end the cluster
+//! converges (a restart writes nothing) and every placed claim whose pod
+//! runs has that pod's ResourceClaim allocated to exactly its record's
+//! devices. 1000 seeds.
+mod common;
+use common::*;
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::ports::Kind;
+use gpu_claims_testbed::memory::Lag;
+use gpu_claims_testbed::memory::invariants::{Checker, progress};
+use gpu_claims_testbed::memory::sim::{Sim, run_sim};
+use gpu_claims_testbed::memory::store::Subresource;
+use gpu_claims_testbed::standin::{claims, nvidia};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+const VFIO: &str = "vfio.gpu.nvidia.com";
+const VMS: u64 = 5;
+const NODES: [&str; 2] = ["n1", "n2"];
+
+/// A small deterministic generator (xorshift): the seed is the test case.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// The template VM `i` asks through: one GPU or two.
+fn template_of(i: u64) -> &'static str {
+    if i.is_multiple_of(2) { "two" } else { "one" }
+}
+
+fn template(name: &str, count: u64) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "t"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": VFIO, "count": count}}]}}}})
+}
+
+/// VM `i`'s VMI and its launcher pod at the gate, as virt-controller
+/// renders a VMI with `spec.resourceClaims`.
+fn start_vm(sim: &Sim, i: u64, generation: u64) {
+    let name = format!("vm{i}");
+    let uid = format!("u{i}-{generation}");
+    let t = template_of(i);
+    sim.store.seed(
+        "VirtualMachineInstance",
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": "t", "uid": uid,
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "name": name, "uid": format!("vm-uid-{name}"), "controller": true}]},
+            "spec": {"domain": {"devices": {"gpus": [{"name": "gpu1", "claimName": "gpu", "requestName": "gpu"}]}},
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": t}]},
+            "status": {"phase": "Scheduling"}}),
+    );
+    sim.store.seed(
+        "Pod",
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("virt-launcher-{name}-{generation}"), "namespace": "t",
+                "uid": format!("p{i}-{generation}"),
+                "labels": {"kubevirt.io": "virt-launcher"},
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                    "name": name, "uid": uid, "controller": true}]},
+            "spec": {"containers": [{"name": "compute", "resources": {"claims": [{"name": "gpu"}],
+                    "requests": {"cpu": "2", "memory": "8Gi"}}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": t}],
+                "schedulingGates": [{"name": "gpu.cozystack.io/claims"}]}}),
+    );
+}
+
+/// The VM stops: its VMI Succeeded, its pods gone (with their claims,
+/// once the resourceclaim controller sees them go).
+fn stop_vm(sim: &Sim, i: u64) {
+    let name = format!("vm{i}");
+    let Some(mut v) = sim.store.get("VirtualMachineInstance", "t", &name) else {
+        return;
+    };
+    v["status"]["phase"] = "Succeeded".into();
+    let _ = sim
+        .store
+        .update("VirtualMachineInstance", v, Subresource::Status);
+    delete_pods_of(sim, &name);
+}
+
+fn delete_pods_of(sim: &Sim, vmi: &str) {
+    for p in sim.store.list("Pod").0 {
+        if p["metadata"]["ownerReferences"][0]["name"] == vmi {
+            let _ = sim
+                .store
+                .delete("Pod", "t", p["metadata"]["name"].as_str().unwrap());
+        }
+    }
+}
+
+/// NVIDIA's driver finds these GPUs of `node` failed (or, empty, none).
+fn set_failed(sim: &Sim, node: &str, failed: &str) {
+    let Some(mut n) = sim.store.get("Node", "", node) else {
+        return;
+    };
+    n["metadata"]["annotations"][nvidia::FAILED_GPUS] = failed.into();
+    let _ = sim.store.update("Node", n, Subresource::Main);
+}
+
+fn set_ready(sim: &Sim, node: &str, ready: bool) {
+    let Some(mut n) = sim.store.get("Node", "", node) else {
+        return;
+    };
+    let status = if ready { "True" } else { "False" };
+    n["status"]["conditions"] = json!([{"type": "Ready", "status": status}]);
+    let _ = sim.store.update("Node", n, Subresource::Status);
+}
+
+/// The world around the controller, after its writes: the driver
+/// publishes, the resourceclaim controller makes and deletes claims, the
+/// garbage collector takes the pods of VMIs that are gone, and a running
+/// VM whose VMI is gone starts a new one. Whether anything changed.
+fn around(sim: &Sim, running: &[bool], generation: &mut u64) -> bool {
+    let mut changed = nvidia::publish(&sim.store);
+    let vmis: BTreeSet<String> = sim
+        .store
+        .list("VirtualMachineInstance")
+        .0
+        .iter()
+        .filter_map(|v| v["metadata"]["uid"].as_str().map(str::to_string))
+        .collect();
+    for p in sim.store.list("Pod").0 {
+        let owner = &p["metadata"]["ownerReferences"][0];
+        if !owner["uid"].as_str().is_some_and(|u| vmis.contains(u)) {
+            let pod = p["metadata"]["name"].as_str().unwrap_or_default();
+            changed |= sim.store.delete("Pod", "t", pod).is_ok();
+        }
+    }
+    changed |= claims::reconcile(&sim.store);
+    for i in (0..VMS).filter(|&i| running[i as usize]) {
+        if sim
+            .store
+            .get("VirtualMachineInstance", "t", &format!("vm{i}"))
+            .is_none()
+        {
+            *generation += 1;
+            start_vm(sim, i, *generation);
+            changed = true;
+        }
+    }
+    changed
+}
+
+async fn settle(sim: &Sim, running: &[bool], generation: &mut u64) {
+    for _ in 0..4 {
+        sim.settle().await;
+        if !around(sim, running, generation) {
+            return;
+        }
+    }
+    sim.settle().await;
+}
+
+/// The scheduler and the kubelet: a pinned pod out of the gate is bound
+/// where it is pinned once every claim of it is allocated there; its
+/// claims are reserved for it first (PreBind), and its VMI runs.
+fn schedule(sim: &Sim) {
+    for p in sim.store.list("Pod").0 {
+        let gated = p["spec"]["schedulingGates"].is_array();
+        let pinned = p["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+            .as_str()
+            .map(str::to_string);
+        let (Some(node), false, true) = (pinned, gated, p["spec"]["nodeName"].is_null()) else {
+            continue;
+        };
+        let Ok(cs) = claims::of_pod(&sim.store, &p) else {
+            continue;
+        };
+        let on_node = |c: &Value| {
+            c["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"]
+                [0]
+                == node.as_str()
+        };
+        if !cs
+            .iter()
+            .all(|c| c["status"]["allocation"].is_object() && on_node(c))
+        {
+            continue;
+        }
+        if !cs.iter().all(|c| claims::reserve(&sim.store, c, &p)) {
+            continue;
+        }
+        let mut bound = p.clone();
+        bound["spec"]["nodeName"] = node.into();
+        let _ = sim.store.update("Pod", bound, Subresource::Main);
+        let vmi = p["metadata"]["ownerReferences"][0]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(mut v) = sim.store.get("VirtualMachineInstance", "t", &vmi)
+            && v["status"]["phase"] == "Scheduling"
+        {
+            v["status"]["phase"] = "Running".into();
+            let _ = sim
+                .store
+                .update("VirtualMachineInstance", v, Subresource::Status);
+        }
+    }
+}
+
+/// D4, I9 settled: every placed claim whose VMI's pod is bound has that
+/// pod's ResourceClaim allocated to exactly its record's devices.
+fn allocations_follow_records(sim: &Sim) -> Vec<String> {
+    let mut v = Vec::new();
+    for p in sim.store.list("Pod").0 {
+        if p["spec"]["nodeName"].is_null() {
+            continue;
+        }
+        let vmi = p["metadata"]["ownerReferences"][0]["name"]
+            .as_str()
+            .unwrap_or_default();
+        let Some(record) = sim.store.get("GPUAllocation", "t", &format!("{vmi}-gpu")) else {
+            continue;
+        };
+        let Ok(cs) = claims::of_pod(&sim.store, &p) else {
+            continue;
+        };
+        let recorded = gpu_claims_testbed::memory::devices_of(&record);
+        for c in cs {
+            let allocated = gpu_claims_testbed::memory::devices_of(&c);
+            if allocated != recorded {
+                v.push(format!(
+                    "{vmi}: record {recorded:?}, its pod's ResourceClaim {allocated:?}"
+                ));
+            }
+        }
+    }
+    v
+}
+
+#[derive(Default, Debug)]
+struct Seen {
+    allocated: usize,
+    lost: usize,
+    pending: usize,
+    no_room: usize,
+    released: usize,
+}
+
+fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
+    let mut objs = vec![dra_class("h200", VFIO).obj()];
+    objs.extend(NODES.iter().map(|n| {
+        node(n)
+            .passthrough_gpus("NVIDIA H200", 3, "141Gi", "0x2335")
+            .sized("32", "256Gi", 110)
+            .obj()
+    }));
+    objs.extend((0..VMS).map(|i| virtual_machine("t", &format!("vm{i}"), "Always")));
+    run_sim(|| async move {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let lag = if seed.is_multiple_of(2) {
+            Lag::of(Kind::ResourceClaim, std::time::Duration::from_millis(300))
+        } else {
+            Lag::default()
+        };
+        let mut sim = Sim::start(Config::default(), &objs, lag);
+        sim.store.seed("ResourceClaimTemplate", template("one", 1));
+        sim.store.seed("ResourceClaimTemplate", template("two", 2));
+        nvidia::publish(&sim.store);
+        let mut checker = Checker::default();
+        let mut v = Vec::new();
+        let mut generation = 0;
+        let mut running = [false; VMS as usize];
+        for _ in 0..10 {
+            for _ in 0..1 + rng.below(3) {
+                let i = rng.below(VMS);
+                match rng.below(8) {
+                    0..=2 => {
+                        generation += 1;
+                        if sim
+                            .store
+                            .get("VirtualMachineInstance", "t", &format!("vm{i}"))
+                            .is_none()
+                        {
+                            start_vm(&sim, i, generation);
+                        }
+                        running[i as usize] = true;
+                    }
+                    3 => {
+                        running[i as usize] = false;
+                        stop_vm(&sim, i);
+                    }
+                    4 => {
+                        running[i as usize] = false;
+                        let _ = sim
+                            .store
+                            .delete("VirtualMachineInstance", "t", &format!("vm{i}"));
+                        delete_pods_of(&sim, &format!("vm{i}"));
+                    }
+                    5 => {
+                        let node = NODES[rng.below(2) as usize];
+                        let failed =
+                            ["", "gpu-vfio-0", "gpu-vfio-1,gpu-vfio-2"][rng.below(3) as usize];
+                        set_failed(&sim, node, failed);
+                    }
+                    6 => set_ready(&sim, NODES[rng.below(2) as usize], rng.below(3) > 0),
+                    _ => sim.die_after(rng.below(4) as i64),
+                }
+            }
+            settle(&sim, &running, &mut generation).await;
+            v.extend(checker.check(&sim.cluster));
+            seen.pending += usize::from(waits(&sim, "DeviceClaimPending"));
+            seen.no_room += usize::from(waits(&sim, "NoCapacity"));
+            if rng.below(2) == 0 && sim.alive() {
+                sim.advance(secs(2)).await;
+                v.extend(checker.check(&sim.cluster));
+                if sim.alive() {
+                    v.extend(progress(&sim.cluster));
+                }
+            }
+            if rng.below(3) == 0 {
+                sim.restart();
+                settle(&sim, &running, &mut generation).await;
+                v.extend(checker.check(&sim.cluster));
+            }
+            schedule(&sim);
+            settle(&sim, &running, &mut generation).await;
+            v.extend(checker.check(&sim.cluster));
+        }
+        // Converge: every node Ready and every GPU well, a live process,
+        // time past every grace, the scheduler done.
+        for n in NODES {
+            set_ready(&sim, n, true);
+            set_failed(&sim, n, "");
+        }
+        sim.restart();
+        settle(&sim, &running, &mut generation).await;
+        for _ in 0..3 {
+            sim.advance(secs(60)).await;
+            settle(&sim, &running, &mut generation).await;
+            schedule(&sim);
+            settle(&sim, &running, &mut generation).await;
+        }
+        v.extend(checker.check(&sim.cluster));
+        v.extend(progress(&sim.cluster));
+        v.extend(allocations_follow_records(&sim));
+        let before = sim.cluster.journal().entries.len();
+        let writes = sim.writes_on_restart().await;
+        v.extend(checker.check(&sim.cluster));
+        if writes != 0 {
+            let which: Vec<String> = sim.cluster.journal().entries[before..]
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {} {:?}/{} ({})",
+                        e.op, e.kind, e.namespace, e.name, e.rule
+                    )
+                })
+                .collect();
+            v.push(format!(
+                "not converged: {writes} writes after a restart: {which:?}"
+            ));
+        }
+        for e in sim.cluster.journal().effective() {
+            match (e.kind, e.rule) {
+                ("ResourceClaim", "D4") => seen.allocated += 1,
+                (_, "D6") => seen.lost += 1,
+                ("GPUClaim", "L8") => seen.released += 1,
+                _ => {}
+            }
+        }
+        v.into_iter().map(|e| format!("seed {seed}: {e}")).collect()
+    })
+}
+
+fn waits(sim: &Sim, reason: &str) -> bool {
+    sim.store.list("GPUClaim").0.iter().any(|c| {
+        c["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|x| x["type"] == "Waiting" && x["reason"] == reason)
+    })
+}
+
+#[test]
+fn d1_d6_template_vms_under_random_kills_and_failing_gpus_never_share_a_device_and_converge() {
+    let seeds: u64 = std::env::var("GPU_CLAIMS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let first: u64 = std::env::var("GPU_CLAIMS_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let mut failures = Vec::new();
+    let mut seen = Seen::default();
+    for seed in first..first + seeds {
+        failures.extend(run_seed(seed, &mut seen));
+        if failures.len() > 20 {
+            break;
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    eprintln!("{seeds} seeds exercised {seen:?}");
+    assert!(
+        seen.allocated > 0 && seen.lost > 0 && seen.released > 0 && seen.no_room > 0,
+        "{seen:?}"
+    );
+}
