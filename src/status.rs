@@ -190,9 +190,13 @@ pub fn table(r: &Report) -> String {
     let mut out = String::new();
     let classes = r.classes.iter().map(|c| {
         let budget = c.budget.map_or("-".into(), |b| b.to_string());
+        let source = match &c.device_class {
+            Some(dc) => format!("deviceclass/{dc}"),
+            None => c.resource.clone(),
+        };
         vec![
             c.name.clone(),
-            c.resource.clone(),
+            source,
             c.capacity.to_string(),
             c.allocated.to_string(),
             budget,
@@ -236,6 +240,39 @@ pub fn table(r: &Report) -> String {
         ],
         nodes.collect(),
     );
+    let devices = r.devices.iter().map(|d| {
+        let ready = if d.ready { "" } else { " (not Ready)" };
+        vec![
+            format!("{}{ready}", d.node),
+            d.class.clone(),
+            d.devices.to_string(),
+            d.recorded.to_string(),
+            d.held_outside_records.to_string(),
+            d.free.to_string(),
+            if d.free_devices.is_empty() {
+                "-".into()
+            } else {
+                d.free_devices.join(",")
+            },
+        ]
+    });
+    // A cluster without DRA classes is shown as before.
+    if !r.devices.is_empty() {
+        section(
+            &mut out,
+            "DRA DEVICES",
+            &[
+                "NODE",
+                "CLASS",
+                "DEVICES",
+                "RECORDED",
+                "OTHER CLAIMS",
+                "FREE",
+                "FREE DEVICES",
+            ],
+            devices.collect(),
+        );
+    }
     let quotas = r.quotas.iter().map(|q| {
         let class = q.class.clone().unwrap_or_else(|| "(all)".into());
         vec![
@@ -310,6 +347,7 @@ mod tests {
         let report = Report {
             classes: Vec::new(),
             nodes: Vec::new(),
+            devices: Vec::new(),
             quotas: Vec::new(),
             waiting: vec![WaitingSet {
                 namespace: "t".into(),

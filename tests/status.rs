@@ -161,3 +161,124 @@ fn status_with_a_kubeconfig_it_cannot_read_says_so_and_fails() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
 }
+
+/// D1, D2 in `status`: a DRA class by its DeviceClass, its devices per
+/// node (recorded, held by other claims, free, by name: a GPU the driver
+/// tainted is neither), and a template VM waiting for room.
+#[test]
+fn d2_status_shows_a_dra_classs_devices_per_node_and_its_waiting_sets() {
+    use gpu_claims_testbed::demo::{A, DRA_NODES};
+    use gpu_claims_testbed::standin::{VmSpec, nvidia};
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    let _ctl = c.start_controller();
+    let vfio = "vfio.gpu.nvidia.com";
+    c.store
+        .create(
+            "GPUClass",
+            serde_json::json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
+                "metadata": {"name": "h200-dra"}, "spec": {"deviceClassName": vfio}}),
+        )
+        .unwrap();
+    for (name, count) in [("two", 2), ("four", 4)] {
+        c.store
+            .create(
+                "ResourceClaimTemplate",
+                serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": name, "namespace": A},
+                    "spec": {"spec": {"devices": {"requests": [
+                        {"name": "gpu", "exactly": {"deviceClassName": vfio, "count": count}}]}}}}),
+            )
+            .unwrap();
+    }
+    // dra-node-1's first GPU fails: tainted NoExecute, never free.
+    let mut n = c.store.get("Node", "", DRA_NODES[0]).unwrap();
+    n["metadata"]["annotations"][nvidia::FAILED_GPUS] = "gpu-vfio-0".into();
+    c.store
+        .update(
+            "Node",
+            n,
+            gpu_claims_testbed::memory::store::Subresource::Main,
+        )
+        .unwrap();
+    let vm = |t: &str| VmSpec::sized(4, "16Gi").gpus_through_template(t, "gpu");
+    c.standin.create_vmi(A, "vm-two", &vm("two"));
+    c.settle(
+        "vm-two placed on dra-node-2",
+        |s| s.phase(A, "vm-two-gpu") == "Attached",
+        Duration::ZERO,
+    );
+    c.standin.create_vmi(A, "vm-four", &vm("four"));
+    c.settle(
+        "vm-four waits: no node has four free",
+        |s| {
+            s.claim(A, "vm-four-gpu").is_some_and(|x| {
+                x.conditions()
+                    .iter()
+                    .any(|k| k.type_ == "Waiting" && k.reason == "NoCapacity")
+            })
+        },
+        Duration::ZERO,
+    );
+    let kubeconfig = c.dir.path().join("kubeconfig");
+    let out = status(&kubeconfig, "json");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let class = r["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "h200-dra")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (
+            &class["deviceClass"],
+            &class["capacity"],
+            &class["allocated"],
+            &class["waitingSets"]
+        ),
+        (&vfio.into(), &5.into(), &2.into(), &1.into()),
+        "{class}"
+    );
+    let row = |node: &str| {
+        r["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["node"] == node)
+            .cloned()
+            .unwrap_or_else(|| panic!("{node} in {r}"))
+    };
+    let (n1, n2) = (row(DRA_NODES[0]), row(DRA_NODES[1]));
+    let figures = |d: &Value| {
+        (
+            d["devices"].as_u64(),
+            d["recorded"].as_u64(),
+            d["heldOutsideRecords"].as_u64(),
+            d["free"].as_u64(),
+        )
+    };
+    assert_eq!(figures(&n1), (Some(4), Some(0), Some(0), Some(3)), "{n1}");
+    assert_eq!(
+        n1["freeDevices"],
+        serde_json::json!([
+            "dra-node-1/gpu-vfio-1",
+            "dra-node-1/gpu-vfio-2",
+            "dra-node-1/gpu-vfio-3"
+        ])
+    );
+    assert_eq!(figures(&n2), (Some(2), Some(2), Some(0), Some(0)), "{n2}");
+    let table = String::from_utf8(status(&kubeconfig, "table").stdout).unwrap();
+    for says in [
+        "DRA DEVICES",
+        "deviceclass/vfio.gpu.nvidia.com",
+        "vm-four",
+        "NoCapacity",
+    ] {
+        assert!(table.contains(says), "{says} in\n{table}");
+    }
+}

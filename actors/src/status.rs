@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Report {
     pub classes: Vec<ClassRow>,
     pub nodes: Vec<NodeRow>,
+    /// DRA classes' devices per node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRow>,
     pub quotas: Vec<QuotaRow>,
     pub waiting: Vec<WaitingSet>,
     /// Nodes tainted for evacuation (E2, E3), and how far each has come.
@@ -29,11 +32,33 @@ pub struct Report {
 #[serde(rename_all = "camelCase")]
 pub struct ClassRow {
     pub name: String,
+    /// The device plugin's resource; empty for a DRA class.
     pub resource: String,
+    /// A DRA class's DeviceClass (section 9).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_class: Option<String>,
     pub capacity: u64,
     pub allocated: u64,
     pub budget: Option<u32>,
     pub waiting_sets: usize,
+}
+
+/// One node and one DRA class's devices there (D1, D2): those serving
+/// it, those allocation records name, those other ResourceClaims hold,
+/// and the free ones (the rest are tainted or their counters are spent).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRow {
+    pub node: String,
+    pub class: String,
+    pub device_class: String,
+    pub ready: bool,
+    pub devices: u64,
+    pub recorded: u64,
+    pub held_outside_records: u64,
+    pub free: u64,
+    /// The free devices, by name (`pool/device`).
+    pub free_devices: Vec<String>,
 }
 
 /// One node and one GPU resource a class serves.
@@ -164,10 +189,17 @@ pub fn report(w: &World) -> Report {
     }
     let mut classes = Vec::new();
     let mut resources = BTreeSet::new();
+    let mut devices = Vec::new();
     for name in w.keys(crate::api::Kind::Class) {
         let Some(c) = w.class(&name) else { continue };
-        resources.insert(c.spec.resource_name.clone());
+        match &c.spec.device_class_name {
+            Some(dc) => devices.extend(device_rows(w, &name, dc)),
+            None => {
+                resources.insert(c.spec.resource_name.clone());
+            }
+        }
         classes.push(ClassRow {
+            device_class: c.spec.device_class_name.clone(),
             capacity: w.class_capacity(&name),
             allocated: w.class_usage(&name).allocated,
             budget: c.spec.budget,
@@ -179,6 +211,7 @@ pub fn report(w: &World) -> Report {
     Report {
         classes,
         nodes: node_rows(w, &resources),
+        devices,
         quotas: quota_rows(w),
         waiting,
         evacuating: w
@@ -211,6 +244,36 @@ fn node_rows(w: &World, resources: &BTreeSet<String>) -> Vec<NodeRow> {
                 free: allocatable.saturating_sub(recorded.saturating_add(outside)),
             });
         }
+    }
+    rows
+}
+
+/// D1, D2: a DRA class's devices on each node that has some.
+fn device_rows(w: &World, class: &str, dc: &str) -> Vec<DeviceRow> {
+    let mut rows = Vec::new();
+    for (node, ids) in w.class_devices(class).by_node {
+        let facts: Vec<_> = ids.iter().filter_map(|id| w.device(id)).collect();
+        let recorded = facts.iter().filter(|d| d.recorded_by.is_some()).count() as u64;
+        let outside = facts
+            .iter()
+            .filter(|d| d.recorded_by.is_none() && d.held_by.is_some())
+            .count() as u64;
+        let free: Vec<String> = w
+            .free_devices(class, &node)
+            .iter()
+            .map(|d| format!("{}/{}", d.pool, d.device))
+            .collect();
+        rows.push(DeviceRow {
+            ready: w.node(&node).is_some_and(|n| n.ready),
+            class: class.to_string(),
+            device_class: dc.to_string(),
+            devices: ids.len() as u64,
+            recorded,
+            held_outside_records: outside,
+            free: free.len() as u64,
+            free_devices: free,
+            node,
+        });
     }
     rows
 }
