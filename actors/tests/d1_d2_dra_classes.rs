@@ -69,6 +69,56 @@ fn foreign_allocation(name: &str, pool: &str, device: &str) -> Obj {
     Obj::ResourceClaim(serde_json::from_value(v).unwrap())
 }
 
+/// A platform's DeviceTaintRule (`resource.k8s.io/v1`): upstream's
+/// selector (driver, pool, device; every field set must match) and taint.
+fn taint_rule(name: &str, selector: serde_json::Value, effect: &str) -> Obj {
+    let v = serde_json::json!({"metadata": {"name": name},
+        "spec": {"deviceSelector": selector,
+            "taint": {"key": "example.com/maintenance", "value": "cable", "effect": effect}}});
+    Obj::DeviceTaintRule(serde_json::from_value(v).unwrap())
+}
+
+#[test]
+fn d2_a_device_taint_rule_keeps_the_devices_it_selects_off_until_it_is_removed() {
+    let mut objs = nodes();
+    objs.push(dra_class("h200", VFIO).cel(H200_ONLY).obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        assert_eq!(capacity(&t, "h200"), Some(4));
+        // One device of n1's pool, NoSchedule: not free.
+        t.user_create(taint_rule(
+            "one",
+            serde_json::json!({"driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-vfio-1"}),
+            "NoSchedule",
+        ));
+        t.settle().await;
+        assert_eq!(capacity(&t, "h200"), Some(3));
+        // A rule with effect None only says so: every device stays free.
+        t.user_create(taint_rule(
+            "note",
+            serde_json::json!({"pool": "n1"}),
+            "None",
+        ));
+        t.settle().await;
+        assert_eq!(capacity(&t, "h200"), Some(3));
+        // A whole pool, NoExecute.
+        t.user_create(taint_rule(
+            "pool",
+            serde_json::json!({"pool": "n1"}),
+            "NoExecute",
+        ));
+        t.settle().await;
+        assert_eq!(capacity(&t, "h200"), Some(0));
+        // The rules go: every device is free again.
+        for r in ["one", "note", "pool"] {
+            t.user_delete(Kind::DeviceTaintRule, None, r);
+        }
+        t.settle().await;
+        assert_eq!(capacity(&t, "h200"), Some(4));
+    });
+}
+
 #[test]
 fn d2_a_tainted_or_foreign_held_device_is_not_counted_until_it_is_free_again() {
     let mut objs = nodes();

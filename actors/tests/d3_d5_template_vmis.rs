@@ -346,3 +346,39 @@ fn d4_a_placement_cut_after_any_write_resumes_to_the_same_devices_allocated() {
         assert!(v.is_empty(), "{v:#?}");
     }
 }
+
+#[test]
+fn d6_a_device_taint_rule_no_execute_on_a_held_device_makes_its_claim_lost_until_it_goes() {
+    with_world(
+        Config::default(),
+        dra_world_claim_made(),
+        |mut t| async move {
+            nvidia::publish(&t.sim.store);
+            t.settle().await;
+            let mut pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+            pod["spec"]["nodeName"] = "n1".into();
+            t.user_update(typed(Kind::Pod, pod));
+            let mut vmi = t
+                .sim
+                .store
+                .get("VirtualMachineInstance", "t", "vm1")
+                .unwrap();
+            vmi["status"]["phase"] = "Running".into();
+            t.user_update(typed(Kind::Vmi, vmi));
+            t.settle().await;
+            assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+            let held = record(&t).unwrap().spec.devices[1].device.clone();
+            t.user_create(typed(
+                Kind::DeviceTaintRule,
+                json!({"metadata": {"name": "maintenance"},
+                "spec": {"deviceSelector": {"driver": DRIVER, "pool": "n1", "device": held},
+                    "taint": {"key": "example.com/maintenance", "effect": "NoExecute"}}}),
+            ));
+            t.settle().await;
+            assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Lost);
+            t.user_delete(Kind::DeviceTaintRule, None, "maintenance");
+            t.settle().await;
+            assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+        },
+    );
+}

@@ -120,7 +120,8 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
 /// A list of a kind the controller can do without (GPUQuota, DRA's
 /// kinds) answered 404: its CRD is not installed, or the cluster has no DRA.
 fn optional_not_served(kind: Kind, error: &watcher::Error) -> bool {
-    let optional = kind == Kind::Quota || Kind::DRA.contains(&kind);
+    let optional =
+        kind == Kind::Quota || kind == Kind::DeviceTaintRule || Kind::DRA.contains(&kind);
     optional
         && matches!(error, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
 }

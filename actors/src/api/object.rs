@@ -5,7 +5,7 @@
 use super::{GPUAllocation, GPUClaim, GPUClass, GPUQuota, VirtualMachine, Vmi};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use serde_json::Value;
 use std::fmt;
@@ -26,12 +26,15 @@ pub enum Kind {
     ResourceClaim,
     /// D5: what a VMI's `spec.resourceClaims` asks for through a template.
     ResourceClaimTemplate,
+    /// D2: taints on published devices, from outside their slices.
+    /// Optional beyond DRA itself: a cluster may serve DRA without it.
+    DeviceTaintRule,
     /// Read live (E2), never watched: not in `ALL`.
     Vm,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Class,
         Kind::Claim,
         Kind::Allocation,
@@ -43,6 +46,7 @@ impl Kind {
         Kind::ResourceSlice,
         Kind::ResourceClaim,
         Kind::ResourceClaimTemplate,
+        Kind::DeviceTaintRule,
     ];
 
     /// The DRA kinds: optional, as a cluster without DRA serves none.
@@ -67,6 +71,7 @@ impl Kind {
             Kind::ResourceSlice => "ResourceSlice",
             Kind::ResourceClaim => "ResourceClaim",
             Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
+            Kind::DeviceTaintRule => "DeviceTaintRule",
             Kind::Vm => "VirtualMachine",
         }
     }
@@ -78,7 +83,11 @@ impl Kind {
     pub fn namespaced(self) -> bool {
         !matches!(
             self,
-            Kind::Class | Kind::Node | Kind::DeviceClass | Kind::ResourceSlice
+            Kind::Class
+                | Kind::Node
+                | Kind::DeviceClass
+                | Kind::ResourceSlice
+                | Kind::DeviceTaintRule
         )
     }
 }
@@ -99,6 +108,7 @@ pub enum Obj {
     ResourceSlice(ResourceSlice),
     ResourceClaim(ResourceClaim),
     ResourceClaimTemplate(ResourceClaimTemplate),
+    DeviceTaintRule(DeviceTaintRule),
     Vm(VirtualMachine),
 }
 
@@ -116,6 +126,7 @@ impl Obj {
             Obj::ResourceSlice(_) => Kind::ResourceSlice,
             Obj::ResourceClaim(_) => Kind::ResourceClaim,
             Obj::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
+            Obj::DeviceTaintRule(_) => Kind::DeviceTaintRule,
             Obj::Vm(_) => Kind::Vm,
         }
     }
@@ -133,6 +144,7 @@ impl Obj {
             Obj::ResourceSlice(o) => &o.metadata,
             Obj::ResourceClaim(o) => &o.metadata,
             Obj::ResourceClaimTemplate(o) => &o.metadata,
+            Obj::DeviceTaintRule(o) => &o.metadata,
             Obj::Vm(o) => &o.metadata,
         }
     }
@@ -186,7 +198,8 @@ impl Kind {
             Kind::DeviceClass
             | Kind::ResourceSlice
             | Kind::ResourceClaim
-            | Kind::ResourceClaimTemplate => "resource.k8s.io/v1",
+            | Kind::ResourceClaimTemplate
+            | Kind::DeviceTaintRule => "resource.k8s.io/v1",
         }
     }
 
@@ -205,6 +218,7 @@ impl Kind {
             Kind::ResourceSlice => ApiResource::erase::<ResourceSlice>(&()),
             Kind::ResourceClaim => ApiResource::erase::<ResourceClaim>(&()),
             Kind::ResourceClaimTemplate => ApiResource::erase::<ResourceClaimTemplate>(&()),
+            Kind::DeviceTaintRule => ApiResource::erase::<DeviceTaintRule>(&()),
             Kind::Vm => ApiResource::erase::<VirtualMachine>(&()),
         }
     }
@@ -235,6 +249,7 @@ pub fn to_json(obj: &Obj) -> Value {
         Obj::ResourceSlice(o) => serde_json::to_value(o),
         Obj::ResourceClaim(o) => serde_json::to_value(o),
         Obj::ResourceClaimTemplate(o) => serde_json::to_value(o),
+        Obj::DeviceTaintRule(o) => serde_json::to_value(o),
         Obj::Vm(o) => serde_json::to_value(o),
     };
     let mut v = v.unwrap_or(Value::Null);
@@ -267,6 +282,7 @@ pub fn from_json(kind: Kind, v: Value) -> Result<Obj, DecodeError> {
         Kind::ResourceSlice => Obj::ResourceSlice(typed(v)?),
         Kind::ResourceClaim => Obj::ResourceClaim(typed(v)?),
         Kind::ResourceClaimTemplate => Obj::ResourceClaimTemplate(typed(v)?),
+        Kind::DeviceTaintRule => Obj::DeviceTaintRule(typed(v)?),
         Kind::Vm => Obj::Vm(typed(v)?),
     })
 }

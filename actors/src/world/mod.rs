@@ -187,7 +187,8 @@ impl World {
             Kind::DeviceClass
             | Kind::ResourceSlice
             | Kind::ResourceClaim
-            | Kind::ResourceClaimTemplate => self.dra_keys(kind),
+            | Kind::ResourceClaimTemplate
+            | Kind::DeviceTaintRule => self.dra_keys(kind),
             Kind::Pod => {
                 let mut k = of(&self.pods);
                 k.extend(self.bound_pod_keys());

@@ -101,6 +101,7 @@ impl Supervisor {
                 Kind::DeviceClass,
                 Kind::ResourceSlice,
                 Kind::ResourceClaim,
+                Kind::DeviceTaintRule,
             ]
         }
     }

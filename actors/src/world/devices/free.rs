@@ -90,7 +90,12 @@ impl DeviceIndex {
         let Some(d) = self.placed(id).and_then(|p| p.device()) else {
             return false;
         };
-        if d.taints.iter().flatten().any(keeps_off) {
+        if d.taints
+            .iter()
+            .flatten()
+            .chain(self.rule_taints(id))
+            .any(keeps_off)
+        {
             return false;
         }
         let wants = consumed(d);
@@ -147,7 +152,13 @@ impl DeviceIndex {
             id: id.clone(),
             node: p.node.clone(),
             attributes: d.attributes.clone().unwrap_or_default(),
-            taints: d.taints.clone().unwrap_or_default(),
+            taints: d
+                .taints
+                .iter()
+                .flatten()
+                .chain(self.rule_taints(id))
+                .cloned()
+                .collect(),
             held_by: self.holders.get(id).cloned(),
             recorded_by: self.recorded.get(id).map(|(r, _)| r.clone()),
         })

@@ -6,7 +6,8 @@ use super::DevicesChange;
 use crate::api::{GPUClassSpec, Kind};
 use crate::dra::{ClassSelectors, PoolState, Published, SelectorInvalid};
 use k8s_openapi::api::resource::v1::{
-    Device, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    Device, DeviceClass, DeviceTaint, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate,
+    ResourceSlice,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -124,6 +125,8 @@ pub(super) struct DeviceIndex {
     records: HashMap<String, Vec<DeviceId>>,
     /// D5: ResourceClaimTemplates, by `ns/name`.
     templates: HashMap<String, Arc<ResourceClaimTemplate>>,
+    /// D2: DeviceTaintRules, by name (few: a platform's).
+    taint_rules: BTreeMap<String, Arc<DeviceTaintRule>>,
     not_served: BTreeSet<Kind>,
 }
 
@@ -158,6 +161,16 @@ fn pool_state(newest: &[Arc<ResourceSlice>]) -> PoolState {
     } else {
         PoolState::Incomplete { present, expected }
     }
+}
+
+/// Whether a DeviceTaintRule's selector takes the device: every field it
+/// sets matches; no selector takes none (upstream's rule).
+fn selects(rule: &DeviceTaintRule, id: &DeviceId) -> bool {
+    let Some(s) = &rule.spec.device_selector else {
+        return false;
+    };
+    let is = |f: &Option<String>, v: &str| f.as_deref().is_none_or(|f| f == v);
+    is(&s.driver, &id.driver) && is(&s.pool, &id.pool) && is(&s.device, &id.device)
 }
 
 /// The devices a claim's allocation names.
@@ -637,10 +650,57 @@ impl DeviceIndex {
         self.recorded.get(id).map(|(r, _)| r.as_str())
     }
 
+    /// D2: a DeviceTaintRule made, changed or removed. Rules are few and
+    /// rare: every node with devices it selected or selects looks again.
+    pub fn put_taint_rule(
+        &mut self,
+        name: &str,
+        now: Option<Arc<DeviceTaintRule>>,
+    ) -> DevicesChange {
+        let before = self.taint_rules.get(name).cloned();
+        if before.as_ref().map(|r| &r.spec) == now.as_ref().map(|r| &r.spec) {
+            return DevicesChange::default();
+        }
+        match now.clone() {
+            Some(r) => self.taint_rules.insert(name.to_string(), r),
+            None => self.taint_rules.remove(name),
+        };
+        let mut change = DevicesChange::default();
+        for rule in before.iter().chain(now.iter()) {
+            for (id, node) in &self.located {
+                if selects(rule, id) {
+                    change.nodes.insert(node.clone());
+                }
+            }
+        }
+        change.classes = change
+            .nodes
+            .iter()
+            .flat_map(|n| self.classes_on(n))
+            .collect();
+        change
+    }
+
+    /// D2: the taints DeviceTaintRules put on a device.
+    pub fn rule_taints<'a>(
+        &'a self,
+        id: &'a DeviceId,
+    ) -> impl Iterator<Item = &'a DeviceTaint> + 'a {
+        self.taint_rules
+            .values()
+            .filter(move |r| selects(r, id))
+            .map(|r| &r.spec.taint)
+    }
+
     /// D6: where a recorded device stands.
     pub fn device_state(&self, id: &DeviceId) -> DeviceState {
         if let Some(d) = self.placed(id).and_then(Placed::device) {
-            let no_execute = d.taints.iter().flatten().any(|t| t.effect == "NoExecute");
+            let no_execute = d
+                .taints
+                .iter()
+                .flatten()
+                .chain(self.rule_taints(id))
+                .any(|t| t.effect == "NoExecute");
             return DeviceState::Published { no_execute };
         }
         let pool = (id.driver.clone(), id.pool.clone());
@@ -688,6 +748,7 @@ impl DeviceIndex {
             Kind::ResourceSlice => self.slices.keys().cloned().collect(),
             Kind::ResourceClaim => self.claims.keys().cloned().collect(),
             Kind::ResourceClaimTemplate => self.templates.keys().cloned().collect(),
+            Kind::DeviceTaintRule => self.taint_rules.keys().cloned().collect(),
             _ => Vec::new(),
         };
         keys.sort();

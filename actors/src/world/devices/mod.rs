@@ -22,7 +22,7 @@ use super::World;
 use crate::api::{AllocatedDevice, GPUAllocation, GPUClass, Kind};
 use index::DeviceIndex;
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -137,6 +137,16 @@ impl World {
             },
             ..Default::default()
         }
+    }
+
+    /// D2: a DeviceTaintRule made, changed or removed.
+    pub(super) fn taint_rule_changed(&self, r: DeviceTaintRule, deleted: bool) -> DevicesChange {
+        let Some(name) = r.metadata.name.clone() else {
+            return DevicesChange::default();
+        };
+        self.devices
+            .write()
+            .put_taint_rule(&name, (!deleted).then(|| Arc::new(r)))
     }
 
     /// D2: a GPUAllocation's devices are held while it records them.
