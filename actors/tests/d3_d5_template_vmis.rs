@@ -382,3 +382,142 @@ fn d6_a_device_taint_rule_no_execute_on_a_held_device_makes_its_claim_lost_until
         },
     );
 }
+
+/// vm1's placement cut after its record: the record names n1's gpu-vfio-0
+/// and gpu-vfio-1, its pod's ResourceClaim is not allocated yet.
+fn cut_after_the_record() -> Vec<Obj> {
+    let mut v = dra_world_claim_made();
+    v.push(typed(
+        Kind::Claim,
+        json!({"metadata": {"name": "vm1-gpu", "namespace": "t", "uid": "c1",
+                "finalizers": ["gpu.cozystack.io/claim-protection"],
+                "labels": {"gpu.cozystack.io/template": "true"},
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                    "name": "vm1", "uid": "u1", "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"className": "h200", "count": 2}}),
+    ));
+    v.push(typed(
+        Kind::Allocation,
+        json!({"metadata": {"name": "vm1-gpu", "namespace": "t"},
+            "spec": {"claimUID": "c1", "className": "h200", "deviceClassName": VFIO,
+                "nodeName": "n1", "count": 2, "devices": [
+                    {"driver": DRIVER, "pool": "n1", "device": "gpu-vfio-0"},
+                    {"driver": DRIVER, "pool": "n1", "device": "gpu-vfio-1"}]}}),
+    ));
+    v
+}
+
+/// An allocation kube-scheduler made for a pod outside gpu-claims.
+fn foreign_claim(device: &str, reserved: bool) -> Obj {
+    let mut v = json!({"metadata": {"name": "other", "namespace": "ml"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": VFIO}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": device}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}});
+    if reserved {
+        v["status"]["reservedFor"] = json!([{"resource": "pods", "name": "job", "uid": "j1"}]);
+    }
+    typed(Kind::ResourceClaim, v)
+}
+
+#[test]
+fn d4_a_recorded_device_another_claim_took_before_the_allocation_was_written_is_left_to_it() {
+    // The scheduler cannot see records: while our allocation was not yet
+    // written, a pod outside gpu-claims got gpu-vfio-1 (I9 forbids
+    // naming it twice).
+    let mut objs = cut_after_the_record();
+    objs.push(foreign_claim("gpu-vfio-1", true));
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let r = record(&t).unwrap();
+        let names: Vec<&str> = r.spec.devices.iter().map(|d| d.device.as_str()).collect();
+        assert!(!names.contains(&"gpu-vfio-1"), "{names:?}");
+        assert_eq!(names.len(), 2);
+        let allocated = gpu_claims_testbed::memory::devices_of(&resource_claim(&t));
+        let recorded: Vec<String> = names.iter().map(|n| format!("{DRIVER}/n1/{n}")).collect();
+        assert_eq!(allocated, recorded);
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+    });
+}
+
+#[test]
+fn d4_a_pods_claim_allocated_to_other_devices_and_reserved_makes_the_set_wait_device_claim_conflict()
+ {
+    let mut objs = dra_world_claim_made();
+    // Someone allocated vm1's pod's claim to a device that is tainted now,
+    // and reserved it: not ours to undo.
+    let rc = objs
+        .iter_mut()
+        .find(|o| o.kind() == Kind::ResourceClaim)
+        .unwrap();
+    let mut v = gpu_claims_actors::api::to_json(rc);
+    v["status"] = json!({"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-vfio-2"},
+            {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-vfio-3"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "virt-launcher-vm1", "uid": "p1"}]});
+    *rc = typed(Kind::ResourceClaim, v);
+    objs[0] = node("n1")
+        .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
+        .failed_gpus("gpu-vfio-3")
+        .obj();
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let (reason, message) = t.waiting("t/vm1-gpu").unwrap();
+        assert_eq!(reason, "DeviceClaimConflict", "{message}");
+        let pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+        assert!(pod["spec"]["schedulingGates"].is_array());
+    });
+}
+
+#[test]
+fn d6_a_lost_claim_stays_lost_while_its_pool_is_incomplete_even_with_its_device_back() {
+    with_world(
+        Config::default(),
+        dra_world_claim_made(),
+        |mut t| async move {
+            nvidia::publish(&t.sim.store);
+            t.settle().await;
+            let mut pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+            pod["spec"]["nodeName"] = "n1".into();
+            t.user_update(typed(Kind::Pod, pod));
+            let mut vmi = t
+                .sim
+                .store
+                .get("VirtualMachineInstance", "t", "vm1")
+                .unwrap();
+            vmi["status"]["phase"] = "Running".into();
+            t.user_update(typed(Kind::Vmi, vmi));
+            t.settle().await;
+            let failed = record(&t).unwrap().spec.devices[0].device.clone();
+            let mut n1 = t.sim.store.get("Node", "", "n1").unwrap();
+            n1["metadata"]["annotations"][nvidia::FAILED_GPUS] = failed.into();
+            t.user_update(typed(Kind::Node, n1));
+            nvidia::publish(&t.sim.store);
+            t.settle().await;
+            assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Lost);
+            // The driver republishes in two slices; the first is back, well,
+            // while the second is not there yet: the pool is incomplete.
+            let (slices, _) = t.sim.store.list("ResourceSlice");
+            let mut s = slices[0].clone();
+            s["spec"]["pool"]["resourceSliceCount"] = 2.into();
+            s["spec"]["pool"]["generation"] = 2.into();
+            for d in s["spec"]["devices"].as_array_mut().unwrap() {
+                d.as_object_mut().unwrap().remove("taints");
+            }
+            t.user_update(typed(Kind::ResourceSlice, s.clone()));
+            t.settle().await;
+            assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Lost);
+            // Complete again: back.
+            s["spec"]["pool"]["resourceSliceCount"] = 1.into();
+            s["spec"]["pool"]["generation"] = 3.into();
+            t.user_update(typed(Kind::ResourceSlice, s));
+            t.settle().await;
+            assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+        },
+    );
+}

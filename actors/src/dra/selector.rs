@@ -14,6 +14,48 @@ use k8s_openapi::api::resource::v1::Device;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Upstream's `CELSelectorExpressionMaxLength`.
+const MAX_LENGTH: usize = 10 * 1024;
+
+/// The deepest nesting compiled: far past any selector a person writes
+/// (upstream's parser stops at a recursion depth of 250 too).
+const MAX_NESTING: usize = 250;
+
+/// How deep an expression nests: brackets, and unary operators in a row
+/// (outside string literals).
+fn nesting(e: &str) -> usize {
+    let (mut depth, mut deepest, mut run) = (0usize, 0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in e.chars() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => quote = Some(c),
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        run = if matches!(c, '!' | '-') {
+            run + 1
+        } else if c.is_whitespace() {
+            run
+        } else {
+            0
+        };
+        deepest = deepest.max(depth + run);
+    }
+    deepest
+}
+
 /// Why a selector cannot be used: upstream's wording after `selector #i`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
@@ -115,6 +157,19 @@ fn attribute(a: &k8s_openapi::api::resource::v1::DeviceAttribute) -> Result<Valu
 impl Selector {
     /// Compiles `expression`; its error as upstream says it.
     pub fn compile(expression: &str) -> Result<Self, SelectorError> {
+        if expression.len() > MAX_LENGTH {
+            return Err(SelectorError::Compile(format!(
+                "expression is {} bytes long, longer than the {MAX_LENGTH} Kubernetes allows",
+                expression.len()
+            )));
+        }
+        // The parser recurses per nesting level: a tenant's template
+        // nested thousands deep must be refused, not overflow our stack.
+        if nesting(expression) > MAX_NESTING {
+            return Err(SelectorError::Compile(format!(
+                "expression is nested more than {MAX_NESTING} levels deep"
+            )));
+        }
         let program =
             cel::Program::compile(expression).map_err(|e| SelectorError::Compile(e.to_string()))?;
         Ok(Self {

@@ -67,6 +67,9 @@ pub struct AllocationChange {
     pub quota_used: Option<String>,
     /// Nodes whose lost set changed for a resource of the allocation.
     pub lost_changed: Vec<String>,
+    /// D2: the nodes whose devices' holds moved (a DRA record's devices,
+    /// also on the same node), and the DRA classes on them.
+    pub devices: super::devices::DevicesChange,
 }
 
 /// GPUs an allocation no longer holds: the node and class they were of.
@@ -292,9 +295,8 @@ impl World {
                 .is_none_or(|o| o.spec.node_name != r.spec.node_name))
         .then(|| r.spec.node_name.clone());
         let quota_used = (!deleted && old.is_none() && self.has_quotas(ns)).then(|| ns.to_string());
-        // D2: its devices are held while it records them (the nodes they
-        // are on are `taken` and `freed` already).
-        self.record_changed(&k, (!deleted).then_some(&r));
+        // D2: its devices are held while it records them.
+        let devices = self.record_changed(&k, (!deleted).then_some(&r));
         self.put_allocation(&k, (!deleted).then(|| Arc::new(r)));
         let lost_changed = places
             .iter()
@@ -309,6 +311,7 @@ impl World {
             budget_used,
             quota_used,
             lost_changed,
+            devices,
         })
     }
 

@@ -61,27 +61,43 @@ impl World {
             return false;
         };
         let resource = self.resource_of(&c.spec.class_name).unwrap_or_default();
-        n.ready && !self.lost_covers(node, &resource) && self.lost_devices(c).is_empty()
+        n.ready && !self.lost_covers(node, &resource) && self.devices_stand(c)
+    }
+
+    /// D1, D6: every device a claim's record names is published in its
+    /// complete pool and not tainted NoExecute. A device of a pool that is
+    /// not complete stands as it stood: a Lost claim stays Lost until the
+    /// pool is complete again with the device in it.
+    fn devices_stand(&self, c: &GPUClaim) -> bool {
+        self.recorded_devices(c).iter().all(|d| {
+            self.device_state(d) == super::devices::DeviceState::Published { no_execute: false }
+        })
+    }
+
+    /// The devices a claim's record names (its own record: same uid).
+    pub fn recorded_devices(&self, c: &GPUClaim) -> Vec<super::devices::DeviceId> {
+        let (Some(ns), Some(name)) = (c.metadata.namespace.as_deref(), c.metadata.name.as_deref())
+        else {
+            return Vec::new();
+        };
+        self.allocation(&key(ns, name))
+            .filter(|r| c.metadata.uid.as_deref() == Some(r.spec.claim_uid.as_str()))
+            .map(|r| {
+                r.spec
+                    .devices
+                    .iter()
+                    .map(super::devices::DeviceId::from)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// D6: the devices a claim's record names that are lost: gone from
     /// their complete pool, or tainted NoExecute. A pool that is not
     /// complete loses nothing (its devices stand as they were).
     pub fn lost_devices(&self, c: &GPUClaim) -> Vec<super::devices::DeviceId> {
-        let (Some(ns), Some(name)) = (c.metadata.namespace.as_deref(), c.metadata.name.as_deref())
-        else {
-            return Vec::new();
-        };
-        let Some(r) = self
-            .allocation(&key(ns, name))
-            .filter(|r| c.metadata.uid.as_deref() == Some(r.spec.claim_uid.as_str()))
-        else {
-            return Vec::new();
-        };
-        r.spec
-            .devices
-            .iter()
-            .map(super::devices::DeviceId::from)
+        self.recorded_devices(c)
+            .into_iter()
             .filter(|d| {
                 matches!(
                     self.device_state(d),

@@ -203,6 +203,9 @@ impl Supervisor {
         if let Some(ns) = a.quota_used {
             self.place(PlacementPoke::Namespace(ns));
         }
+        // D2: a DRA record's devices held or let go: the classes count
+        // again, the sets waiting on those nodes look again.
+        self.devices_changed(a.devices, ctx);
         for node in a.lost_changed {
             for c in self.env.world.claims_on_node(&node) {
                 self.poke::<ClaimActor>(&c, ctx);

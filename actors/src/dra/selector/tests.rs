@@ -120,3 +120,27 @@ fn d1_semver_precedence_is_semvers() {
         assert!(Semver::parse(bad).is_none(), "{bad}");
     }
 }
+
+/// Hostile input: a tenant's template may carry request selectors, which
+/// placement compiles. Upstream refuses an expression longer than
+/// `CELSelectorExpressionMaxLength` (10 Ki); a nesting the parser cannot
+/// take is a compile error, never a crash of the controller.
+#[test]
+fn d1_an_expression_past_upstreams_length_or_nested_past_reason_is_a_compile_error() {
+    let long = format!("device.driver == '{}'", "x".repeat(10 * 1024));
+    assert!(matches!(
+        Selector::compile(&long),
+        Err(SelectorError::Compile(m)) if m.contains("10240")
+    ));
+    let deep = format!("{}true{}", "(".repeat(4000), ")".repeat(4000));
+    assert!(deep.len() <= 10 * 1024);
+    assert!(matches!(
+        Selector::compile(&deep),
+        Err(SelectorError::Compile(_))
+    ));
+    let nested = format!("{}true{}", "!".repeat(4000), "");
+    assert!(matches!(
+        Selector::compile(&nested),
+        Err(SelectorError::Compile(_))
+    ));
+}

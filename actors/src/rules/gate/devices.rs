@@ -181,6 +181,14 @@ pub struct RequestAsk {
 /// D3: what one DRA member asks of a node's devices.
 pub struct DeviceAsk {
     pub class: String,
+    /// `ns/name` of its ResourceClaim, and of its record.
+    pub claim: String,
+    pub record: String,
+    /// The devices it holds already (its record's, its ResourceClaim's):
+    /// open to it again where they still serve and are untainted.
+    pub own: Vec<DeviceId>,
+    /// Of them, its record's (ours, maybe not seen yet).
+    pub recorded: Vec<DeviceId>,
     pub match_attribute: Option<String>,
     /// The requests of its ResourceClaim that name the class's
     /// DeviceClass, in order.
@@ -219,7 +227,18 @@ impl DeviceAsk {
                 selectors,
             });
         }
+        let own = m
+            .resource_claim
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .map(allocated_devices)
+            .unwrap_or_default();
         Ok(Self {
+            claim: m.claim_key.clone(),
+            record: String::new(),
+            own,
+            recorded: Vec::new(),
             class: m.class.metadata.name.clone().unwrap_or_default(),
             match_attribute: m.class.spec.match_attribute.clone(),
             requests: asks,
@@ -244,11 +263,7 @@ pub fn choose(
     let mut taken: HashSet<DeviceId> = HashSet::new();
     let mut out = Vec::with_capacity(asks.len());
     for a in asks {
-        let free: Vec<DeviceId> = w
-            .free_devices(&a.class, node)
-            .into_iter()
-            .filter(|d| !held.contains(d) && !taken.contains(d))
-            .collect();
+        let free = candidates(w, a, node, held, &taken);
         let chosen = groups(w, &free, a.match_attribute.as_deref())
             .into_iter()
             .find_map(|g| fill(w, &g, a))?;
@@ -266,6 +281,35 @@ pub fn choose(
         })
         .fold(0u64, u64::saturating_add);
     Some((out, left))
+}
+
+/// The devices `a` may take on `node`: its own that are still open to
+/// it first (a claim placed again keeps what it holds, and a ResourceClaim
+/// allocated already keeps its allocation), then the free ones (D2) by
+/// pool and name; less those our unseen writes hold for others and those
+/// taken by earlier asks of the set.
+fn candidates(
+    w: &World,
+    a: &DeviceAsk,
+    node: &str,
+    held: &HashSet<DeviceId>,
+    taken: &HashSet<DeviceId>,
+) -> Vec<DeviceId> {
+    let mut out: Vec<DeviceId> = Vec::new();
+    for d in &a.own {
+        // One our unseen writes gave another claim is not open to it.
+        let ours = !held.contains(d) || a.recorded.contains(d);
+        if ours && !out.contains(d) && w.device_open_to(d, &a.class, node, &a.record, &a.claim) {
+            out.push(d.clone());
+        }
+    }
+    for d in w.free_devices(&a.class, node) {
+        if !out.contains(&d) && !held.contains(&d) {
+            out.push(d);
+        }
+    }
+    out.retain(|d| !taken.contains(d));
+    out
 }
 
 /// The free devices in groups: one group, or with `matchAttribute` one

@@ -231,7 +231,16 @@ fn member(
     let moves = c.phase() == ClaimPhase::Lost
         || cut_short
         || node.is_some_and(|n| crate::rules::lost::node_failed(w, n, &resource).is_some())
-        || (dra.is_some() && node.is_some() && !w.lost_devices(c).is_empty());
+        || (dra.is_some() && node.is_some() && !w.lost_devices(c).is_empty())
+        // I9: a recorded device that another ResourceClaim holds (taken
+        // while our allocation was not yet written: the scheduler does
+        // not see records) is not this claim's to allocate: it moves.
+        || dra.as_ref().is_some_and(|d| {
+            node.is_some()
+                && devices
+                    .iter()
+                    .any(|id| w.device_holder(id).is_some_and(|h| h != d.claim_key))
+        });
     Member {
         claim: c.clone(),
         resource,

@@ -33,6 +33,9 @@ pub enum WaitReason {
     RequestMismatch,
     /// D5: the launcher pod's ResourceClaim does not exist (yet).
     DeviceClaimPending,
+    /// D4: the ResourceClaim that must hold the set's devices is
+    /// allocated to others and reserved for a pod.
+    DeviceClaimConflict,
     ClaimInUse,
     SplitNodes,
     OverBudget,
@@ -51,6 +54,7 @@ impl WaitReason {
             WaitReason::ClassMissing => "ClassMissing",
             WaitReason::RequestMismatch => "RequestMismatch",
             WaitReason::DeviceClaimPending => "DeviceClaimPending",
+            WaitReason::DeviceClaimConflict => "DeviceClaimConflict",
             WaitReason::ClaimInUse => "ClaimInUse",
             WaitReason::SplitNodes => "SplitNodes",
             WaitReason::OverBudget => "OverBudget",
@@ -266,9 +270,7 @@ fn place_on(
             })?,
     };
     let pod_keys = pods.iter().map(|p| key(&p.namespace, &p.name)).collect();
-    Ok(plan::plan(
-        w, name, &node, members, &unplaced, chosen, pod_keys,
-    ))
+    plan::plan(w, name, &node, members, &unplaced, chosen, pod_keys)
 }
 
 /// The members that take GPUs where the set is placed: those that move,
@@ -306,8 +308,17 @@ impl<'a> Ask<'a> {
             // D3: an ask per unplaced member of a DRA class, in order.
             devices: unplaced
                 .iter()
-                .filter_map(|m| m.dra.as_ref())
-                .filter_map(|d| devices::DeviceAsk::of(d).ok())
+                .filter_map(|m| {
+                    let mut ask = devices::DeviceAsk::of(m.dra.as_ref()?).ok()?;
+                    // A claim placed again may keep its own devices.
+                    ask.own.splice(0..0, m.devices.iter().cloned());
+                    ask.recorded = m.devices.clone();
+                    ask.record = key(
+                        m.claim.metadata.namespace.as_deref().unwrap_or_default(),
+                        m.claim.metadata.name.as_deref().unwrap_or_default(),
+                    );
+                    Some(ask)
+                })
                 .collect(),
             held_devices: written.devices(w),
             own: unplaced

@@ -1,8 +1,8 @@
 //! G4: the writes that place a set, in order: allocations, claim statuses,
 //! then each launcher pod pinned and ungated.
 
-use super::Member;
 use super::devices::{Chosen, allocated_devices, allocation};
+use super::{Member, WaitReason, Waiting, wait};
 use crate::api::{
     AttachedTo, CONDITION_LOST, CONDITION_WAITING, ClaimPhase, GPUAllocation, GPUAllocationSpec,
     GPUClaim, GPUClaimStatus, remove_condition,
@@ -75,7 +75,7 @@ pub(super) fn plan(
     unplaced: &[&Member],
     chosen: Vec<Chosen>,
     pods: Vec<String>,
-) -> Plan {
+) -> Result<Plan, Waiting> {
     // D3: the devices each unplaced member of a DRA class takes, in the
     // order they were asked for.
     let mut chosen = chosen.into_iter();
@@ -124,36 +124,54 @@ pub(super) fn plan(
         .collect();
     // D4: every member of a DRA class has its ResourceClaim allocated to
     // its record's devices (those it takes now, or those recorded).
-    let device_claims = members
-        .iter()
-        .filter_map(|m| {
-            let dra = m.dra.as_ref()?;
-            let devices = unplaced
-                .iter()
-                .position(|u| std::ptr::eq(*u, m))
-                .and_then(|i| taking[i].clone())
-                .unwrap_or_else(|| m.devices.clone());
-            let now = dra
-                .resource_claim
-                .status
-                .as_ref()
-                .and_then(|s| s.allocation.as_ref());
-            if now.is_some_and(|a| allocated_devices(a) == devices) {
-                return None;
-            }
-            let allocation = allocation(w, dra, &devices, node)?;
-            let c = &m.claim.metadata;
-            Some(DeviceClaimWrite {
-                key: dra.claim_key.clone(),
-                uid: dra.resource_claim.metadata.uid.clone().unwrap_or_default(),
-                claim: key(
-                    c.namespace.as_deref().unwrap_or_default(),
-                    c.name.as_deref().unwrap_or_default(),
+    let mut device_claims = Vec::new();
+    for m in members {
+        let Some(dra) = m.dra.as_ref() else { continue };
+        let devices = unplaced
+            .iter()
+            .position(|u| std::ptr::eq(*u, m))
+            .and_then(|i| taking[i].clone())
+            .unwrap_or_else(|| m.devices.clone());
+        let status = dra.resource_claim.status.as_ref();
+        let now = status.and_then(|s| s.allocation.as_ref());
+        if now.is_some_and(|a| allocated_devices(a) == devices) {
+            continue;
+        }
+        // Allocated to other devices and in use by a pod: not ours to
+        // undo; the set waits until the claim (or its pod) changes.
+        let reserved = status.and_then(|s| s.reserved_for.as_ref());
+        if now.is_some() && reserved.is_some_and(|r| !r.is_empty()) {
+            return Err(wait(
+                WaitReason::DeviceClaimConflict,
+                format!(
+                    "ResourceClaim {} is allocated to other devices than the record names and reserved for a pod",
+                    dra.claim_key
                 ),
-                allocation,
-            })
-        })
-        .collect();
+            ));
+        }
+        // Devices that do not fill the claim's requests (a record written
+        // by hand): no pod may leave the gate without its allocation.
+        let Some(allocation) = allocation(w, dra, &devices, node) else {
+            return Err(wait(
+                WaitReason::RequestMismatch,
+                format!(
+                    "the {} devices recorded do not fill the requests of ResourceClaim {}",
+                    devices.len(),
+                    dra.claim_key
+                ),
+            ));
+        };
+        let c = &m.claim.metadata;
+        device_claims.push(DeviceClaimWrite {
+            key: dra.claim_key.clone(),
+            uid: dra.resource_claim.metadata.uid.clone().unwrap_or_default(),
+            claim: key(
+                c.namespace.as_deref().unwrap_or_default(),
+                c.name.as_deref().unwrap_or_default(),
+            ),
+            allocation,
+        });
+    }
     let statuses = members
         .iter()
         .filter_map(|m| {
@@ -184,12 +202,12 @@ pub(super) fn plan(
             Some((k, from))
         })
         .collect();
-    Plan {
+    Ok(Plan {
         node: node.to_string(),
         allocations,
         device_claims,
         statuses,
         pods,
         moved,
-    }
+    })
 }

@@ -160,6 +160,30 @@ impl World {
         self.devices.write().put_record(k, &class, devices)
     }
 
+    /// D3: whether a device that serves `class` on `node` may go to the
+    /// claim whose record is `record` and whose ResourceClaim is `claim`:
+    /// no NoSchedule/NoExecute taint, and held by nothing but these two.
+    /// (A Lost claim placed again may keep its own devices.)
+    pub fn device_open_to(
+        &self,
+        id: &DeviceId,
+        class: &str,
+        node: &str,
+        record: &str,
+        claim: &str,
+    ) -> bool {
+        let d = self.devices.read();
+        if !d.serving(class, node).contains(id) {
+            return false;
+        }
+        let Some(facts) = d.device(id) else {
+            return false;
+        };
+        !facts.taints.iter().any(free::keeps_off)
+            && facts.held_by.as_deref().is_none_or(|h| h == claim)
+            && facts.recorded_by.as_deref().is_none_or(|r| r == record)
+    }
+
     /// D3: whether every selector of a request takes the device (an
     /// error on it, or a device not published, takes it not).
     pub fn device_selected(&self, id: &DeviceId, selectors: &[crate::dra::Selector]) -> bool {
