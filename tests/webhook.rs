@@ -742,3 +742,47 @@ fn g1_the_certificate_is_reloaded_once_per_change() {
         });
     }
 }
+
+/// A VMI asking through `spec.resourceClaims` with the template `t`.
+fn through_template(t: &str) -> Vmi {
+    serde_json::from_value(json!({"metadata": {"name": "vm1", "namespace": "t", "uid": "u1"},
+        "spec": {"domain": {"devices": {"gpus": [{"name": "gpu1", "claimName": "gpu", "requestName": "gpu"}]}},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": t}]}}))
+    .unwrap()
+}
+
+#[test]
+fn d5_a_launcher_of_a_vmi_asking_through_a_template_of_a_dra_class_is_gated_and_an_unseen_template_refused()
+ {
+    let w = World::new(Config::default());
+    w.load(gpu_claims_testbed::fixtures::dra_class("h200-dra", "vfio.gpu.nvidia.com").obj());
+    w.relisted(Kind::Class, None);
+    w.relisted(Kind::ResourceClaimTemplate, None);
+    // The template is not seen yet: refused, to be retried.
+    let Admission::Deny(m) = admit(&review(None)["request"], Some(&through_template("two")), &w)
+    else {
+        panic!("a refusal")
+    };
+    assert!(
+        m.contains("ResourceClaimTemplate t/two is not seen yet"),
+        "{m}"
+    );
+    // Seen, asking the class's DeviceClass: gated.
+    let template = json!({"metadata": {"name": "two", "namespace": "t"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu",
+            "exactly": {"deviceClassName": "vfio.gpu.nvidia.com", "count": 2}}]}}}});
+    w.load(gpu_claims_actors::api::from_json(Kind::ResourceClaimTemplate, template).unwrap());
+    assert!(matches!(
+        admit(&review(None)["request"], Some(&through_template("two")), &w),
+        Admission::Patch(_)
+    ));
+    // A template of another DeviceClass (a NIC's) is not gpu-claims' business.
+    let nic = json!({"metadata": {"name": "nic", "namespace": "t"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "nic",
+            "exactly": {"deviceClassName": "sriov.example.com"}}]}}}});
+    w.load(gpu_claims_actors::api::from_json(Kind::ResourceClaimTemplate, nic).unwrap());
+    assert_eq!(
+        admit(&review(None)["request"], Some(&through_template("nic")), &w),
+        Admission::Allow
+    );
+}

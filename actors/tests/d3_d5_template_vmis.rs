@@ -521,3 +521,22 @@ fn d6_a_lost_claim_stays_lost_while_its_pool_is_incomplete_even_with_its_device_
         },
     );
 }
+
+#[test]
+fn d5_the_class_annotation_picks_among_classes_of_one_device_class() {
+    let mut objs = dra_world_claim_made();
+    // Two classes of the passthrough DeviceClass: the VMI names one.
+    objs.push(dra_class("h200-other", VFIO).obj());
+    let vmi = objs.iter_mut().find(|o| o.kind() == Kind::Vmi).unwrap();
+    let mut v = gpu_claims_actors::api::to_json(vmi);
+    v["metadata"]["annotations"] =
+        json!({"gpu.cozystack.io/class": "h200", "gpu.cozystack.io/count": "2"});
+    *vmi = typed(Kind::Vmi, v);
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let c = t.claim("t/vm1-gpu").expect("the template claim");
+        assert_eq!(c.spec.class_name, "h200");
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+    });
+}

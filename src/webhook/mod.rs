@@ -144,6 +144,11 @@ pub fn admit(request: &Value, vmi: Option<&Vmi>, world: &World) -> Admission {
             "VirtualMachineInstance {ns}/{name} not found; retry once it exists"
         ));
     };
+    if let Some(t) = gpu_claims_actors::rules::unseen_template(vmi, world) {
+        return Admission::Deny(format!(
+            "ResourceClaimTemplate {ns}/{t} is not seen yet, so whether it asks for a GPUClass's devices cannot be told; retry once it exists"
+        ));
+    }
     // An unusable request still asks for GPUs: gated, placement says why it waits.
     if !asks_for_gpus(vmi, world) {
         return Admission::Allow;

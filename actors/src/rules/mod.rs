@@ -36,7 +36,7 @@ pub use gate::{
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use quota::{QuotaStep, decide_quota, quota_status};
 pub use release::{LiveVmi, Used, pods_left_gate, used_by_vmi, vmi_holds};
-pub use request::{TemplateAsk, asks_for_gpus, template_asks, vmi_request};
+pub use request::{TemplateAsk, asks_for_gpus, template_asks, unseen_template, vmi_request};
 pub use template::{TemplateStep, allocation_is_orphan, decide_template, template_name};
 pub use unschedulable::{Unplaceable, unplaceable_pod, unschedulable_vmi};
 

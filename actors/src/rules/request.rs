@@ -28,6 +28,9 @@ pub struct TemplateAsk {
 /// others, or names a DeviceClass several classes serve is bad input.
 pub fn template_asks(v: &Vmi, w: &World) -> Result<Vec<TemplateAsk>, RequestError> {
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();
+    // D5: the class its annotation names picks among several classes of
+    // one DeviceClass.
+    let annotated = v.gpu_request().ok().and_then(|r| r.class).map(|(c, _)| c);
     let mut out = Vec::new();
     for e in v.referenced_resource_claims() {
         let Some(t) = e.resource_claim_template_name.as_deref() else {
@@ -41,9 +44,12 @@ pub fn template_asks(v: &Vmi, w: &World) -> Result<Vec<TemplateAsk>, RequestErro
         let mut others: Vec<String> = Vec::new();
         let mut count = 0u32;
         for r in reqs {
-            let classes = device_class(r)
+            let mut classes = device_class(r)
                 .map(|dc| w.live_dra_classes_of(dc))
                 .unwrap_or_default();
+            if let Some(a) = annotated.as_ref().filter(|a| classes.contains(*a)) {
+                classes = BTreeSet::from([a.clone()]);
+            }
             match classes.len() {
                 0 => others.push(r.name.clone()),
                 1 => {
@@ -85,6 +91,28 @@ pub fn template_asks(v: &Vmi, w: &World) -> Result<Vec<TemplateAsk>, RequestErro
         });
     }
     Ok(out)
+}
+
+/// G1, D5: a template the VMI's spec references that the world has not
+/// seen, where DRA classes exist: whether it asks for their devices cannot
+/// be told yet (a template made just before its VM, the watch behind).
+/// The webhook refuses the launcher pod until it is seen, rather than let
+/// a pod that may ask for GPUs slip past the gate.
+pub fn unseen_template(v: &Vmi, w: &World) -> Option<String> {
+    let mut dra = false;
+    w.for_each_class(|c| dra |= c.spec.device_class_name.is_some());
+    if !dra {
+        return None;
+    }
+    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
+    v.referenced_resource_claims()
+        .into_iter()
+        .filter_map(|e| e.resource_claim_template_name.as_deref())
+        .find(|t| {
+            !w.listed(crate::api::Kind::ResourceClaimTemplate)
+                || w.resource_claim_template(&key(ns, t)).is_none()
+        })
+        .map(str::to_string)
 }
 
 /// G2, D5: the VMI's request. Its annotations, when they ask for

@@ -315,13 +315,23 @@ pub fn steps() -> Vec<Step> {
             hold: now,
         },
         Step {
-            title: "The platform adds class h200-dra over the DRA nodes (NVIDIA's DRA driver publishes their H200s \
-                    in ResourceSlices); vm-llm asks for 2 through a ResourceClaimTemplate, as KubeVirt's DRA guide \
-                    writes it: its pod is gated, its template claim made, 2 devices of dra-node-2 chosen and \
-                    recorded, the pod's ResourceClaim allocated to them; the scheduler reserves it and the VM runs",
-            rules: "D1 D2 D3 D4 D5 G2 G4",
+            title: "The platform adds class h200-dra over the DRA nodes, where NVIDIA's DRA driver publishes 4 and 2 \
+                    H200s in ResourceSlices, and tenant A a ResourceClaimTemplate asking for 2: the class counts 6",
+            rules: "D1 D2",
+            act: |c| dra_class_and_template(c.store),
+            until: |s| {
+                s.class("h200-dra")
+                    .and_then(|k| k.status.as_ref()?.capacity)
+                    == Some(6)
+            },
+            hold: now,
+        },
+        Step {
+            title: "vm-llm asks for 2 through the template, as KubeVirt's DRA guide writes it: its pod is gated, its \
+                    template claim made, 2 devices of dra-node-2 chosen and recorded, the pod's ResourceClaim \
+                    allocated to them; the scheduler reserves it and the VM runs",
+            rules: "D3 D4 D5 G1 G2 G4",
             act: |c| {
-                dra_class_and_template(c.store);
                 let llm = VmSpec::sized(8, "64Gi").gpus_through_template("two-h200", "gpu");
                 c.standin.create_vmi(A, "vm-llm", &llm);
             },
