@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Class","type":"string","jsonPath":".spec.className"}"#,
     printcolumn = r#"{"name":"Node","type":"string","jsonPath":".spec.nodeName"}"#,
     printcolumn = r#"{"name":"Count","type":"integer","jsonPath":".spec.count"}"#,
-    printcolumn = r#"{"name":"Devices","type":"string","priority":1,"jsonPath":".spec.devices[*].device"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
