@@ -90,6 +90,22 @@ fn dra_world(count: i64) -> Vec<Obj> {
     v
 }
 
+/// The scheduler bound vm1's pod to n1 and the VM runs (else L12 would
+/// restart the VM off lost devices, as off a lost node).
+async fn runs_on_n1(t: &mut TestCluster) {
+    let mut pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+    pod["spec"]["nodeName"] = "n1".into();
+    t.user_update(typed(Kind::Pod, pod));
+    let mut vmi = t
+        .sim
+        .store
+        .get("VirtualMachineInstance", "t", "vm1")
+        .unwrap();
+    vmi["status"]["phase"] = "Running".into();
+    t.user_update(typed(Kind::Vmi, vmi));
+    t.settle().await;
+}
+
 fn record(t: &TestCluster) -> Option<GPUAllocation> {
     match t
         .sim
@@ -225,19 +241,7 @@ fn d6_a_device_tainted_no_execute_makes_its_claim_lost_naming_it_and_back_when_i
         pods_claim_made(&t, 2);
         t.settle().await;
         assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
-        // The scheduler bound the pod and the VM runs (else L12 would
-        // restart the VM off the lost devices, as for a node's).
-        let mut pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
-        pod["spec"]["nodeName"] = "n1".into();
-        t.user_update(typed(Kind::Pod, pod));
-        let mut vmi = t
-            .sim
-            .store
-            .get("VirtualMachineInstance", "t", "vm1")
-            .unwrap();
-        vmi["status"]["phase"] = "Running".into();
-        t.user_update(typed(Kind::Vmi, vmi));
-        t.settle().await;
+        runs_on_n1(&mut t).await;
         let failed = record(&t).unwrap().spec.devices[0].device.clone();
         let mut n1 = t.sim.store.get("Node", "", "n1").unwrap();
         n1["metadata"]["annotations"][nvidia::FAILED_GPUS] = failed.clone().into();
@@ -355,17 +359,7 @@ fn d6_a_device_taint_rule_no_execute_on_a_held_device_makes_its_claim_lost_until
         |mut t| async move {
             nvidia::publish(&t.sim.store);
             t.settle().await;
-            let mut pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
-            pod["spec"]["nodeName"] = "n1".into();
-            t.user_update(typed(Kind::Pod, pod));
-            let mut vmi = t
-                .sim
-                .store
-                .get("VirtualMachineInstance", "t", "vm1")
-                .unwrap();
-            vmi["status"]["phase"] = "Running".into();
-            t.user_update(typed(Kind::Vmi, vmi));
-            t.settle().await;
+            runs_on_n1(&mut t).await;
             assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
             let held = record(&t).unwrap().spec.devices[1].device.clone();
             t.user_create(typed(
@@ -482,17 +476,7 @@ fn d6_a_lost_claim_stays_lost_while_its_pool_is_incomplete_even_with_its_device_
         |mut t| async move {
             nvidia::publish(&t.sim.store);
             t.settle().await;
-            let mut pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
-            pod["spec"]["nodeName"] = "n1".into();
-            t.user_update(typed(Kind::Pod, pod));
-            let mut vmi = t
-                .sim
-                .store
-                .get("VirtualMachineInstance", "t", "vm1")
-                .unwrap();
-            vmi["status"]["phase"] = "Running".into();
-            t.user_update(typed(Kind::Vmi, vmi));
-            t.settle().await;
+            runs_on_n1(&mut t).await;
             let failed = record(&t).unwrap().spec.devices[0].device.clone();
             let mut n1 = t.sim.store.get("Node", "", "n1").unwrap();
             n1["metadata"]["annotations"][nvidia::FAILED_GPUS] = failed.into();

@@ -37,17 +37,6 @@ use gpu_claims_testbed::memory::sim::{Sim, run_sim};
 use gpu_claims_testbed::memory::store::Subresource;
 use k8s_openapi::api::core::v1::Pod;
 
-/// A small deterministic generator (xorshift): the seed is the test case.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 const VMS: u64 = 6;
 
 /// The largest quantity Kubernetes stores for a count (an int64).

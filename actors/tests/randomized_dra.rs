@@ -31,17 +31,6 @@ const VFIO: &str = "vfio.gpu.nvidia.com";
 const VMS: u64 = 5;
 const NODES: [&str; 2] = ["n1", "n2"];
 
-/// A small deterministic generator (xorshift): the seed is the test case.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// The template VM `i` asks through: one GPU or two.
 fn template_of(i: u64) -> &'static str {
     if i.is_multiple_of(2) { "two" } else { "one" }

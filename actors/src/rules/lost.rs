@@ -64,10 +64,15 @@ pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step {
             let mut status = c.status.clone().unwrap_or_default();
             status.phase = Some(ClaimPhase::Lost);
             let node = c.node_name().unwrap_or_default();
+            // D6: a DRA class's devices, not its node, were lost.
+            let lost = match reason {
+                LostReason::DevicesLost => w.lost_devices(c),
+                _ => Vec::new(),
+            };
             let message = match reason {
                 LostReason::NodeDeleted => format!("node {node} was deleted"),
                 LostReason::NodeNotReady => format!("node {node} is not Ready"),
-                LostReason::DevicesLost => match w.lost_devices(c).as_slice() {
+                LostReason::DevicesLost => match lost.as_slice() {
                     [] => format!("node {node} lost the GPUs of this class's resource"),
                     lost => {
                         let names: Vec<String> = lost.iter().map(|d| d.to_string()).collect();
@@ -87,11 +92,10 @@ pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step {
                 observed_generation: c.metadata.generation,
             };
             set_condition(&mut status.conditions, cond);
-            // D6 where a DRA class's devices, not its node, were lost.
-            let rule = if reason == LostReason::DevicesLost && !w.lost_devices(c).is_empty() {
-                RuleId::D6
-            } else {
+            let rule = if lost.is_empty() {
                 RuleId::G6
+            } else {
+                RuleId::D6
             };
             Step::Write(rule, ClaimIntent::WriteStatus(status))
         }

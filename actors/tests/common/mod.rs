@@ -489,3 +489,14 @@ pub fn secs(s: u64) -> Duration {
 pub fn waiting_reason(c: &GPUClaim) -> Option<String> {
     c.waiting().map(|w| w.reason.clone())
 }
+
+/// A small deterministic generator (xorshift): the seed is the test case.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}

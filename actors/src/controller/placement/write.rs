@@ -12,6 +12,7 @@ use crate::api::{
 use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions};
 use crate::rules::{AllocationWrite, DeviceClaimWrite, Plan, RuleId, allocated_devices};
 use crate::world::key;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use std::sync::Arc;
 
 /// One intent and its writes.
@@ -505,34 +506,25 @@ async fn allocate_device_claim(env: &Env, d: DeviceClaimWrite) -> Result<(), IoE
         }
         tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "clear-allocation", "writing");
         status.allocation = None;
-        let known = rv_number(&rc.metadata);
-        let Some(Obj::ResourceClaim(cleared)) = write(
-            env,
-            what.clone(),
-            known,
-            OwnWrite::ReplaceStatus(Obj::ResourceClaim(rc)),
-            RuleId::D4,
-        )
-        .await?
-        else {
-            return Err(IoError::Newer { what });
-        };
-        rc = cleared;
+        rc = write_claim_status(env, &what, rc).await?;
     }
     tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "allocate-devices", "writing");
     rc.status.get_or_insert_default().allocation = Some(d.allocation);
+    write_claim_status(env, &what, rc).await.map(|_| ())
+}
+
+/// D4: a ResourceClaim's status replaced on the version read; the claim
+/// as written, or `IoError::Newer` when it is gone.
+async fn write_claim_status(
+    env: &Env,
+    what: &ObjRef,
+    rc: ResourceClaim,
+) -> Result<ResourceClaim, IoError> {
     let known = rv_number(&rc.metadata);
-    match write(
-        env,
-        what.clone(),
-        known,
-        OwnWrite::ReplaceStatus(Obj::ResourceClaim(rc)),
-        RuleId::D4,
-    )
-    .await?
-    {
-        Some(_) => Ok(()),
-        None => Err(IoError::Newer { what }),
+    let w = OwnWrite::ReplaceStatus(Obj::ResourceClaim(rc));
+    match write(env, what.clone(), known, w, RuleId::D4).await? {
+        Some(Obj::ResourceClaim(written)) => Ok(written),
+        _ => Err(IoError::Newer { what: what.clone() }),
     }
 }
 

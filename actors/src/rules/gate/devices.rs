@@ -9,10 +9,11 @@ use crate::dra::Selector;
 use crate::dra::template::{device_class, exact_count, requests};
 use crate::rules::request::{TemplateAsk, template_asks};
 use crate::world::devices::DeviceId;
+pub use crate::world::devices::allocated_devices;
 use crate::world::{World, key};
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult,
+    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequest,
     DeviceRequestAllocationResult, ResourceClaim,
 };
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -26,6 +27,17 @@ pub struct DraMember {
     /// `ns/name` of the ResourceClaim.
     pub claim_key: String,
     pub resource_claim: Arc<ResourceClaim>,
+}
+
+impl DraMember {
+    /// The requests of its ResourceClaim that name its class's
+    /// DeviceClass, in order: the ones gpu-claims fills.
+    fn class_requests(&self) -> impl Iterator<Item = &DeviceRequest> {
+        let dc = self.class.spec.device_class_name.as_deref();
+        requests(self.resource_claim.spec.as_ref())
+            .iter()
+            .filter(move |r| dc.is_some() && device_class(r) == dc)
+    }
 }
 
 /// Whether a claim is a template claim (made by G2 for its VMI).
@@ -199,17 +211,8 @@ impl DeviceAsk {
     /// The ask of a DRA member; a request selector that does not compile
     /// (the API server compiles them on write: not expected) says why.
     pub(super) fn of(m: &DraMember) -> Result<Self, String> {
-        let dc = m
-            .class
-            .spec
-            .device_class_name
-            .as_deref()
-            .unwrap_or_default();
         let mut asks = Vec::new();
-        for r in requests(m.resource_claim.spec.as_ref()) {
-            if device_class(r) != Some(dc) {
-                continue;
-            }
+        for r in m.class_requests() {
             let count = exact_count(r).unwrap_or(0);
             let mut selectors = Vec::new();
             for s in r.exactly.iter().flat_map(|x| x.selectors.iter().flatten()) {
@@ -379,10 +382,7 @@ pub fn allocation(
     let mut results = Vec::with_capacity(devices.len());
     let mut next = devices.iter();
     let mut ours: Vec<String> = Vec::new();
-    for r in requests(m.resource_claim.spec.as_ref()) {
-        if device_class(r) != Some(dc) {
-            continue;
-        }
+    for r in m.class_requests() {
         ours.push(r.name.clone());
         for _ in 0..exact_count(r).unwrap_or(0) {
             let d = next.next()?;
@@ -453,17 +453,4 @@ pub fn allocation(
         }),
         ..Default::default()
     })
-}
-
-/// The devices an allocation names, in order.
-pub fn allocated_devices(a: &AllocationResult) -> Vec<DeviceId> {
-    a.devices
-        .iter()
-        .flat_map(|d| d.results.iter().flatten())
-        .map(|r| DeviceId {
-            driver: r.driver.clone(),
-            pool: r.pool.clone(),
-            device: r.device.clone(),
-        })
-        .collect()
 }

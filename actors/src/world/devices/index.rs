@@ -6,8 +6,8 @@ use super::DevicesChange;
 use crate::api::{GPUClassSpec, Kind};
 use crate::dra::{ClassSelectors, PoolState, Published, SelectorInvalid};
 use k8s_openapi::api::resource::v1::{
-    Device, DeviceClass, DeviceTaint, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate,
-    ResourceSlice,
+    AllocationResult, Device, DeviceClass, DeviceTaint, DeviceTaintRule, ResourceClaim,
+    ResourceClaimTemplate, ResourceSlice,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -175,15 +175,18 @@ fn selects(rule: &DeviceTaintRule, id: &DeviceId) -> bool {
 
 /// The devices a claim's allocation names.
 fn allocated(c: &ResourceClaim) -> Vec<DeviceId> {
-    let results = c
-        .status
+    c.status
         .as_ref()
         .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.as_deref())
-        .unwrap_or_default();
-    results
+        .map(allocated_devices)
+        .unwrap_or_default()
+}
+
+/// The devices an allocation names, in order.
+pub fn allocated_devices(a: &AllocationResult) -> Vec<DeviceId> {
+    a.devices
         .iter()
+        .flat_map(|d| d.results.iter().flatten())
         .map(|r| DeviceId {
             driver: r.driver.clone(),
             pool: r.pool.clone(),
@@ -478,9 +481,8 @@ impl DeviceIndex {
             Some(c) => self.claims.insert(k.to_string(), c),
             None => self.claims.remove(k),
         };
-        let mut change = DevicesChange::default();
         if before == after {
-            return change;
+            return DevicesChange::default();
         }
         for id in &before {
             if self.holders.get(id).is_some_and(|h| h == k) {
@@ -490,17 +492,7 @@ impl DeviceIndex {
         for id in &after {
             self.holders.insert(id.clone(), k.to_string());
         }
-        for id in before.iter().chain(&after) {
-            if let Some(node) = self.located.get(id) {
-                change.nodes.insert(node.clone());
-            }
-        }
-        change.classes = change
-            .nodes
-            .iter()
-            .flat_map(|n| self.classes_on(n))
-            .collect();
-        change
+        self.touched(before.iter().chain(&after))
     }
 
     /// The API server serves `kind`, or not; the DRA classes whose
@@ -613,12 +605,11 @@ impl DeviceIndex {
     /// any more). The nodes whose devices' holds moved.
     pub fn put_record(&mut self, k: &str, class: &str, devices: Vec<DeviceId>) -> DevicesChange {
         let before = self.records.remove(k).unwrap_or_default();
-        let mut change = DevicesChange::default();
         if before == devices {
             if !devices.is_empty() {
                 self.records.insert(k.to_string(), devices);
             }
-            return change;
+            return DevicesChange::default();
         }
         for id in &before {
             if self.recorded.get(id).is_some_and(|(r, _)| r == k) {
@@ -629,19 +620,10 @@ impl DeviceIndex {
             self.recorded
                 .insert(id.clone(), (k.to_string(), class.to_string()));
         }
-        for id in before.iter().chain(&devices) {
-            if let Some(node) = self.located.get(id) {
-                change.nodes.insert(node.clone());
-            }
-        }
+        let change = self.touched(before.iter().chain(&devices));
         if !devices.is_empty() {
             self.records.insert(k.to_string(), devices);
         }
-        change.classes = change
-            .nodes
-            .iter()
-            .flat_map(|n| self.classes_on(n))
-            .collect();
         change
     }
 
@@ -665,20 +647,22 @@ impl DeviceIndex {
             Some(r) => self.taint_rules.insert(name.to_string(), r),
             None => self.taint_rules.remove(name),
         };
-        let mut change = DevicesChange::default();
-        for rule in before.iter().chain(now.iter()) {
-            for (id, node) in &self.located {
-                if selects(rule, id) {
-                    change.nodes.insert(node.clone());
-                }
-            }
+        let selected = self
+            .located
+            .keys()
+            .filter(|id| before.iter().chain(now.iter()).any(|r| selects(r, id)));
+        self.touched(selected)
+    }
+
+    /// What a change of these devices' holds or taints touched: the nodes
+    /// they are published on, and the DRA classes with devices there.
+    fn touched<'a>(&self, ids: impl Iterator<Item = &'a DeviceId>) -> DevicesChange {
+        let nodes: BTreeSet<String> = ids.filter_map(|id| self.located.get(id).cloned()).collect();
+        DevicesChange {
+            classes: nodes.iter().flat_map(|n| self.classes_on(n)).collect(),
+            nodes,
+            ..Default::default()
         }
-        change.classes = change
-            .nodes
-            .iter()
-            .flat_map(|n| self.classes_on(n))
-            .collect();
-        change
     }
 
     /// D2: the taints DeviceTaintRules put on a device.

@@ -16,7 +16,7 @@ mod index;
 mod tests;
 
 pub use free::DeviceFacts;
-pub use index::{ClassDevices, DeviceId, DeviceState, DraProblem};
+pub use index::{ClassDevices, DeviceId, DeviceState, DraProblem, allocated_devices};
 
 use super::World;
 use crate::api::{AllocatedDevice, GPUAllocation, GPUClass, Kind};
