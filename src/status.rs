@@ -172,7 +172,8 @@ fn columns(rows: &[Vec<String>]) -> String {
     out
 }
 
-fn section(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {
+/// A titled table; "(none)" when it has no rows.
+pub(crate) fn section(out: &mut String, title: &str, header: &[&str], rows: Vec<Vec<String>>) {
     let _ = writeln!(out, "{title}");
     if rows.is_empty() {
         let _ = writeln!(out, "  (none)\n");
@@ -355,6 +356,7 @@ mod tests {
                 claims: vec!["a".into()],
                 reason: "ClassMissing".into(),
                 message: format!("GPUClass {forged} does not exist"),
+                since: None,
             }],
             evacuating: Vec::new(),
             not_read: Vec::new(),

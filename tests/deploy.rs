@@ -399,61 +399,26 @@ fn the_monitoring_objects_render_on_request_and_their_alerts_name_real_metrics()
     assert_eq!(binding["subjects"][0]["name"], "gpu-claims-scraper");
     let groups = &find(&docs, "PrometheusRule")["spec"]["groups"];
     assert_eq!(groups, &find(&docs, "VMRule")["spec"]["groups"]);
-    let rules: Vec<(String, String)> = groups[0]["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["alert"].as_str().unwrap().to_string(),
-                r["expr"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let rules = rules_of(groups);
     let expr = |name: &str| &rules.iter().find(|(a, _)| a == name).unwrap().1;
     assert_eq!(expr("GPUClaimsTwoLeaders"), "sum(gpu_claims_leader) > 1");
     assert!(expr("GPUClaimsNoLeader").contains("or on() vector(0)"));
     assert!(expr("GPUClaimsGateWaitHigh").contains("sum by (le)"));
-    // Every metric an alert reads is one the controller exposes.
-    let mut registry = prometheus_client::registry::Registry::default();
-    let world = std::sync::Arc::new(gpu_claims_actors::world::World::new(
-        gpu_claims_actors::Config::default(),
-    ));
-    let m = gpu_claims::metrics::Metrics::register(&mut registry, Some(world));
-    // A family shows once it has a series: give each one.
-    m.write("create", "GPUClaim", "G2", "ok");
-    m.change_to_write
-        .get_or_create(&gpu_claims::metrics::RuleLabel { rule: "G2".into() })
-        .observe(0.01);
-    m.timeouts
-        .get_or_create(&gpu_claims::metrics::VerbKindLabels {
-            verb: "get".into(),
-            kind: "Lease".into(),
-        })
-        .inc();
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-    let families: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    for (alert, e) in &rules {
-        for word in e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-            if !word.starts_with("gpu_claims_") {
-                continue;
-            }
-            let known = families.iter().any(|f| {
-                word == *f
-                    || ["_total", "_bucket", "_count", "_sum"]
-                        .iter()
-                        .any(|s| word.strip_suffix(s) == Some(f))
-            });
-            assert!(
-                known,
-                "{alert} reads {word}, which is not exposed: {families:?}"
-            );
-        }
+    // The waiting alert's threshold is the value's.
+    assert!(expr("GPUClaimsSetWaitingLong").ends_with("> 1800"));
+    // Cozystack's names, from gpu-claims, as a source of their own.
+    let cozy = groups[0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["record"] == "cluster:gpu_count:total")
+        .expect("cluster:gpu_count:total is recorded");
+    assert_eq!(cozy["labels"]["source"], "gpu-claims");
+    // Every metric a rule reads is one the controller exposes, every
+    // recorded name it reads one the rules record.
+    let known = Known::of(groups);
+    for (rule, e) in &rules {
+        known.check(rule, e);
     }
     // Off by default.
     let plain = rendered(&render(&helm, &[]));
@@ -490,6 +455,9 @@ fn every_render_of_the_values_matrix_validates_against_each_kubernetes_version()
             "monitoring.prometheusRule.enabled=true",
             "monitoring.vmServiceScrape.enabled=true",
             "monitoring.vmRule.enabled=true",
+            "monitoring.grafanaDashboard.enabled=true",
+            "monitoring.dashboardConfigMap.enabled=true",
+            "monitoring.cozystackGpuCount=false",
         ],
         &[
             "webhook.certs.certManager=false",
@@ -632,4 +600,263 @@ fn the_endpoints_need_rbacs_leave_and_the_network_policy_opens_only_the_webhook_
     let docs = rendered(&render(&helm, &["http.auth=none"]));
     let text = serde_json::to_string(&docs).unwrap();
     assert!(!text.contains("tokenreviews") && !text.contains("metrics-reader"));
+}
+
+/// A rule group list's rules: (alert or record name, expression).
+fn rules_of(groups: &Value) -> Vec<(String, String)> {
+    groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .map(|r| {
+            let name = r["alert"].as_str().or(r["record"].as_str()).unwrap();
+            (name.to_string(), r["expr"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+/// What a query may read: the families the controller exposes, and the
+/// names the chart's rules record (Cozystack checks its dashboards so).
+struct Known {
+    families: Vec<String>,
+    records: Vec<String>,
+}
+
+impl Known {
+    fn of(groups: &Value) -> Self {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let world = std::sync::Arc::new(gpu_claims_actors::world::World::new(
+            gpu_claims_actors::Config::default(),
+        ));
+        let m = gpu_claims::metrics::Metrics::register(&mut registry, Some(world));
+        // A family shows once it has a series: give each one.
+        m.write("create", "GPUClaim", "G2", "ok");
+        m.change_to_write
+            .get_or_create(&gpu_claims::metrics::RuleLabel { rule: "G2".into() })
+            .observe(0.01);
+        m.timeouts
+            .get_or_create(&gpu_claims::metrics::VerbKindLabels {
+                verb: "get".into(),
+                kind: "Lease".into(),
+            })
+            .inc();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let families = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_string)
+            .collect();
+        let records = groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap())
+            .filter_map(|r| r["record"].as_str())
+            .map(str::to_string)
+            .collect();
+        Known { families, records }
+    }
+
+    /// Panics unless `expr` parses as PromQL and every `gpu_claims_`
+    /// metric and every `level:metric:operation` name it reads is known.
+    fn check(&self, what: &str, expr: &str) {
+        // Grafana's variables as Grafana fills them in.
+        let filled = expr.replace("$__range", "1h").replace("$namespace", ".*");
+        if let Err(e) = promql_parser::parser::parse(&filled) {
+            panic!("{what}: {expr} is not PromQL: {e}");
+        }
+        let names = expr
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .filter(|w| !w.is_empty());
+        for word in names {
+            if word.matches(':').count() >= 2 {
+                assert!(
+                    self.records.iter().any(|r| r == word),
+                    "{what} reads {word}, which no rule records: {:?}",
+                    self.records
+                );
+            } else if word.starts_with("gpu_claims_") {
+                let known = self.families.iter().any(|f| {
+                    word == f
+                        || ["_total", "_bucket", "_count", "_sum"]
+                            .iter()
+                            .any(|s| word.strip_suffix(s) == Some(f))
+                });
+                assert!(
+                    known,
+                    "{what} reads {word}, which is not exposed: {:?}",
+                    self.families
+                );
+            }
+        }
+    }
+}
+
+/// Grafana's panel types a dashboard of ours may use (built into Grafana
+/// 11 and 12; `row` is the layout's own).
+const PANEL_TYPES: [&str; 7] = [
+    "row",
+    "stat",
+    "timeseries",
+    "table",
+    "bargauge",
+    "gauge",
+    "text",
+];
+
+/// Issue 38, item 3: the dashboard renders as grafana-operator's
+/// GrafanaDashboard and as a sidecar's ConfigMap, both carrying
+/// files/dashboard.json; it is a dashboard model Grafana 11.6 (Cozystack's)
+/// and 12 load; every query reads only metrics the controller exposes or
+/// names the chart's rules record.
+#[test]
+fn the_dashboard_renders_for_grafana_operator_and_the_sidecar_and_reads_only_known_metrics() {
+    let Some(helm) = helm() else { return };
+    let docs = rendered(&render(
+        &helm,
+        &[
+            "monitoring.grafanaDashboard.enabled=true",
+            "monitoring.dashboardConfigMap.enabled=true",
+            "monitoring.dashboardConfigMap.annotations.grafana_folder=GPU",
+            "monitoring.prometheusRule.enabled=true",
+        ],
+    ));
+    let file = std::fs::read_to_string("deploy/helm/gpu-claims/files/dashboard.json").unwrap();
+    let model: Value = serde_json::from_str(&file).unwrap();
+    let gd = find(&docs, "GrafanaDashboard");
+    assert_eq!(gd["apiVersion"], "grafana.integreatly.org/v1beta1");
+    // grafana-operator requires instanceSelector; Cozystack's Grafana
+    // carries dashboards: grafana.
+    assert_eq!(
+        gd["spec"]["instanceSelector"]["matchLabels"]["dashboards"],
+        "grafana"
+    );
+    let from_gd: Value = serde_json::from_str(gd["spec"]["json"].as_str().unwrap()).unwrap();
+    assert_eq!(from_gd, model);
+    let cm = docs
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "gpu-claims-dashboard")
+        .expect("the sidecar's ConfigMap");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    assert_eq!(cm["metadata"]["annotations"]["grafana_folder"], "GPU");
+    let from_cm: Value =
+        serde_json::from_str(cm["data"]["gpu-claims.json"].as_str().unwrap()).unwrap();
+    assert_eq!(from_cm, model);
+
+    // The model: what Grafana reads. Schema 41 is Grafana 11.6's (12's is
+    // 42); an older one is migrated forward on load, a newer one is not.
+    for k in [
+        "uid",
+        "title",
+        "panels",
+        "templating",
+        "time",
+        "schemaVersion",
+    ] {
+        assert!(model.get(k).is_some(), "the dashboard has {k}");
+    }
+    let schema = model["schemaVersion"].as_u64().unwrap();
+    assert!((36..=41).contains(&schema), "schemaVersion {schema}");
+    let vars = model["templating"]["list"].as_array().unwrap();
+    assert!(
+        vars.iter().any(|v| v["type"] == "datasource"
+            && v["name"] == "ds_prometheus"
+            && v["query"] == "prometheus"),
+        "the datasource is a variable, resolved by Grafana for either provisioner"
+    );
+    let groups = &find(&docs, "PrometheusRule")["spec"]["groups"];
+    let known = Known::of(groups);
+    let mut ids = std::collections::BTreeSet::new();
+    let mut titles = Vec::new();
+    for p in model["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap();
+        let kind = p["type"].as_str().unwrap();
+        assert!(PANEL_TYPES.contains(&kind), "{title}: type {kind}");
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "{title}: id repeated"
+        );
+        let g = &p["gridPos"];
+        let (x, w, h) = (
+            g["x"].as_u64().unwrap(),
+            g["w"].as_u64().unwrap(),
+            g["h"].as_u64().unwrap(),
+        );
+        assert!(x + w <= 24 && w > 0 && h > 0, "{title}: gridPos {g}");
+        assert!(g["y"].is_u64(), "{title}: gridPos {g}");
+        if kind == "row" {
+            continue;
+        }
+        titles.push(title.to_string());
+        assert_eq!(p["datasource"]["uid"], "${ds_prometheus}", "{title}");
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{title} queries something");
+        let refs: std::collections::BTreeSet<&str> = targets
+            .iter()
+            .map(|t| t["refId"].as_str().unwrap())
+            .collect();
+        assert_eq!(refs.len(), targets.len(), "{title}: refIds repeat");
+        for t in targets {
+            known.check(title, t["expr"].as_str().unwrap());
+        }
+    }
+    for v in vars.iter().filter(|v| v["type"] == "query") {
+        // Grafana's label_values(series, label): the series is PromQL.
+        let def = v["definition"].as_str().unwrap();
+        let series = def
+            .strip_prefix("label_values(")
+            .and_then(|r| r.rsplit_once(','))
+            .map_or(def, |(series, _)| series);
+        known.check("a variable", series);
+    }
+    // What issue 38 asked the dashboard to show.
+    for want in [
+        "GPUs allocated by class",
+        "GPUs by node",
+        "Free GPUs by class",
+        "Idle reservations by tenant",
+        "Waiting sets by reason",
+        "Longest wait by reason",
+        "Quota use",
+        "GPU-hours by tenant",
+        "Change to write, p99 by rule",
+        "Leader",
+        "Errors",
+    ] {
+        assert!(
+            titles.iter().any(|t| t == want),
+            "a panel {want}: {titles:?}"
+        );
+    }
+    // Off by default.
+    let plain = rendered(&render(&helm, &[]));
+    assert!(plain.iter().all(|d| d["kind"] != "GrafanaDashboard"));
+    assert!(
+        plain
+            .iter()
+            .all(|d| d["metadata"]["name"] != "gpu-claims-dashboard")
+    );
+}
+
+/// Issue 38, item 1: every metric family the controller exposes is in
+/// docs/operations.md, with its labels.
+#[test]
+fn every_metric_the_controller_exposes_is_documented_in_operations() {
+    let docs = std::fs::read_to_string("docs/operations.md").unwrap();
+    let known = Known::of(&serde_json::json!([]));
+    for f in known
+        .families
+        .iter()
+        .filter(|f| f.starts_with("gpu_claims_"))
+    {
+        // Counters are documented as exposed, with `_total`; histograms
+        // with their unit.
+        let documented = [f.clone(), format!("{f}_total")]
+            .iter()
+            .any(|n| docs.contains(&format!("`{n}{{")) || docs.contains(&format!("`{n}`")));
+        assert!(documented, "{f} is not in docs/operations.md");
+    }
 }

@@ -1,6 +1,8 @@
 //! End to end: the real `gpu-claims run` binary against the embedded API
 //! server over HTTP, with the KubeVirt stand-in moving VMIs and pods.
 //! Every wait checks I1-I5 every 50 ms (see `common::Cluster::settle`).
+#[path = "e2e/cluster_metrics.rs"]
+mod cluster_metrics;
 mod common;
 
 use common::Cluster;

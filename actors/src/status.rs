@@ -98,6 +98,9 @@ pub struct WaitingSet {
     pub claims: Vec<String>,
     pub reason: String,
     pub message: String,
+    /// When its oldest launcher pod was made: it has waited since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// A node being evacuated (E3): its GPU VMs still live there (by VMI),
@@ -321,7 +324,9 @@ fn waiting_sets(w: &World) -> Vec<WaitingSet> {
                 "no claim of the set says why yet".into(),
             )
         });
+        let since = w.launchers(&k).iter().filter_map(|p| p.created).min();
         sets.push(WaitingSet {
+            since,
             namespace: ns.to_string(),
             vmi: name.to_string(),
             claims,

@@ -173,6 +173,14 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             w.checks(),
         );
         }
+        // What a dashboard would show of it, from the controller's /metrics.
+        match gpu_claims_testbed::chaos::replicas::http_get(http, "/metrics").await {
+            Some((200, text)) => println!(
+                "\nwhat a dashboard of this cluster shows (from http://{http}/metrics):\n\n{}",
+                super::dashboard::summary(&text).trim_end()
+            ),
+            other => println!("\n/metrics could not be read: {other:?}"),
+        }
         if args.serve {
             // Listening before saying so: a Ctrl-C right after the line is
             // a clean stop, not the default kill.

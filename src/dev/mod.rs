@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod dashboard;
 pub mod demo;
 pub mod plan;
 pub mod webhook;

@@ -1,22 +1,23 @@
 //! The controller's Prometheus metrics: writes by op, kind, rule and
 //! result; conflicts; the latency from a world change to its write; how
-//! long launcher pods wait at the gate; actors alive; claims by class and
-//! phase (read from the world at scrape time); config reloads; leadership.
+//! long launcher pods wait at the gate; actors alive; config reloads;
+//! leadership; and where the GPUs are (`cluster`: classes, nodes,
+//! tenants, quotas, waiting sets, GPU-seconds, read from the world at
+//! scrape time).
 
+mod cluster;
 mod process;
 
 use gpu_claims_actors::ports::Telemetry;
 use gpu_claims_actors::rules::RuleId;
 use gpu_claims_actors::world::World;
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry, Unit};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,12 +52,6 @@ pub struct KindLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RuleLabel {
     pub rule: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ClassPhase {
-    class: String,
-    phase: String,
 }
 
 /// `count` bucket bounds from `start`, each `factor` times the last,
@@ -117,42 +112,6 @@ pub struct Metrics {
 pub struct VerbKindLabels {
     pub verb: String,
     pub kind: String,
-}
-
-/// Claims by class and phase, counted from the world on each scrape: no
-/// bookkeeping on the hot path, one pass per scrape.
-struct ClaimsByPhase(Arc<World>);
-
-impl std::fmt::Debug for ClaimsByPhase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ClaimsByPhase")
-    }
-}
-
-impl Collector for ClaimsByPhase {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut counts: BTreeMap<(String, &'static str), i64> = BTreeMap::new();
-        self.0.for_each_claim(|c| {
-            let k = (c.spec.class_name.clone(), c.phase().as_str());
-            *counts.entry(k).or_default() += 1;
-        });
-        let family = Family::<ClassPhase, Gauge>::default();
-        for ((class, phase), n) in counts {
-            family
-                .get_or_create(&ClassPhase {
-                    class,
-                    phase: phase.into(),
-                })
-                .set(n);
-        }
-        let m = encoder.encode_descriptor(
-            "gpu_claims_claims",
-            "GPUClaims by class and phase",
-            None,
-            family.metric_type(),
-        )?;
-        family.encode(m)
-    }
 }
 
 /// A row of the table `Metrics::register` registers: name, help, unit,
@@ -260,7 +219,7 @@ impl Metrics {
             });
         }
         if let Some(w) = world {
-            registry.register_collector(Box::new(ClaimsByPhase(w)));
+            registry.register_collector(Box::new(cluster::ClusterGauges(w)));
         }
         registry.register_collector(Box::new(process::ProcessCollector));
         Arc::new(m)

@@ -38,6 +38,8 @@ pub struct LauncherPod {
     /// `spec.resourceClaims` entries (`status.resourceClaimStatuses`):
     /// entry name, and the claim's name (None: no claim is needed).
     pub resource_claims: Vec<(String, Option<String>)>,
+    /// When the pod was made: how long its set has waited at the gate.
+    pub created: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// What a pod bound to a node uses there (SPEC §1): kept for every such
@@ -160,6 +162,7 @@ impl LauncherPod {
             requests: pod.spec.as_ref().map(pod_requests).unwrap_or_default(),
             unschedulable: unschedulable_message(pod),
             terminal: is_terminal(pod),
+            created: m.creation_timestamp.as_ref().map(|t| t.0),
             resource_claims: pod
                 .status
                 .as_ref()

@@ -191,6 +191,12 @@ impl World {
     /// Stores a claim (None removes it) and keeps the indexes in step.
     pub(super) fn put_claim(&self, k: &str, new: Option<Arc<GPUClaim>>) -> ClaimChange {
         let old = put(&self.claims, k, &new);
+        let holding = super::meter::Holding::of;
+        self.meter.moved(
+            old.as_deref().and_then(holding),
+            new.as_deref().and_then(holding),
+            std::time::Instant::now(),
+        );
         if let Some(o) = &old {
             self.index_claim(k, o, -1);
         }

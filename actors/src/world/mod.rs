@@ -12,6 +12,7 @@ mod capacity;
 pub mod devices;
 mod free;
 mod indexes;
+mod meter;
 mod pods;
 mod unreadable;
 mod view;
@@ -21,6 +22,7 @@ pub use apply::{
     VmiChange,
 };
 pub use indexes::{ClassUsage, released as indexes_released};
+pub use meter::GpuSecondsRow;
 pub use pods::{NodeUse, vmi_key_of};
 
 use crate::api::{
@@ -85,6 +87,8 @@ pub struct World {
     observed: [AtomicU64; Kind::ALL.len()],
     /// Per kind, whether its watch has listed once.
     listed: [AtomicBool; Kind::ALL.len()],
+    /// GPU-seconds held and attached per namespace and class.
+    meter: meter::GpuSeconds,
     /// Per namespace: its GPUQuotas that cannot be read, name to why.
     unreadable_quotas: DashMap<String, std::collections::BTreeMap<String, String>>,
 }
@@ -95,6 +99,12 @@ impl World {
             config: RwLock::new(Arc::new(config)),
             ..Default::default()
         }
+    }
+
+    /// GPU-seconds held and attached per namespace and class, counted up
+    /// to `now` (what a platform charges a tenant for).
+    pub fn gpu_seconds(&self, now: std::time::Instant) -> Vec<GpuSecondsRow> {
+        self.meter.read(now)
     }
 
     pub fn config(&self) -> Arc<Config> {

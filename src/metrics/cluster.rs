@@ -1,0 +1,265 @@
+//! Where the GPUs are, read off the world at scrape time: the figures of
+//! `gpu-claims status` (classes, nodes, quotas, waiting sets) and, per
+//! namespace and class, the GPUs its claims hold and the GPU-seconds they
+//! held. Nothing is kept on the hot path but the GPU-seconds' step
+//! function (`World::gpu_seconds`); a scrape costs one pass over the world,
+//! as `status` does.
+//!
+//! Every replica watches the same cluster and reports the same figures:
+//! the chart's recording rules take `max` over replicas (a replica that
+//! has just started and not synced reports less, never more).
+//!
+//! Cardinality, worst case (docs/operations.md): classes × 5; nodes ×
+//! (resources + DRA classes there) × 4; namespaces × classes × 5;
+//! quota limits × 2; namespaces with waiting sets × reasons × 2.
+
+use gpu_claims_actors::status::{Report, report};
+use gpu_claims_actors::world::World;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Unit;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+type Labels = Vec<(&'static str, String)>;
+type Gauges = Family<Labels, Gauge>;
+type Seconds = Family<Labels, Gauge<f64, AtomicU64>>;
+type GpuSeconds = Family<Labels, Counter<f64, AtomicU64>>;
+
+/// The collector: one `report` and one pass over the claims a scrape.
+pub(super) struct ClusterGauges(pub(super) Arc<World>);
+
+impl std::fmt::Debug for ClusterGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterGauges")
+    }
+}
+
+/// The figures of one scrape, each family with its name, help and unit.
+#[derive(Default)]
+struct Figures {
+    claims: Gauges,
+    class_capacity: Gauges,
+    class_allocated: Gauges,
+    class_budget: Gauges,
+    class_free: Gauges,
+    class_waiting: Gauges,
+    node_allocatable: Gauges,
+    node_recorded: Gauges,
+    node_used_outside: Gauges,
+    node_free: Gauges,
+    namespace_gpus: Gauges,
+    quota_limit: Gauges,
+    quota_used: Gauges,
+    waiting_sets: Gauges,
+    waiting_longest: Seconds,
+    held_seconds: GpuSeconds,
+    attached_seconds: GpuSeconds,
+}
+
+fn set(f: &Gauges, labels: Labels, v: u64) {
+    f.get_or_create(&labels)
+        .set(i64::try_from(v).unwrap_or(i64::MAX));
+}
+
+impl Figures {
+    fn of(w: &World) -> Self {
+        let f = Figures::default();
+        let r = report(w);
+        f.classes(w, &r);
+        f.nodes(&r);
+        f.claims(w);
+        for q in &r.quotas {
+            let labels = vec![
+                ("namespace", q.namespace.clone()),
+                ("quota", q.name.clone()),
+                ("class", q.class.clone().unwrap_or_default()),
+            ];
+            set(&f.quota_limit, labels.clone(), u64::from(q.hard));
+            set(&f.quota_used, labels, q.used);
+        }
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let mut waiting: BTreeMap<(&str, &str), (u64, f64)> = BTreeMap::new();
+        for s in &r.waiting {
+            let e = waiting.entry((&s.namespace, &s.reason)).or_default();
+            e.0 += 1;
+            let waited = s
+                .since
+                .map(|t| now.duration_since(t).as_secs_f64().max(0.0))
+                .unwrap_or(0.0);
+            e.1 = e.1.max(waited);
+        }
+        for ((ns, reason), (sets, longest)) in waiting {
+            let labels = vec![
+                ("namespace", ns.to_string()),
+                ("reason", reason.to_string()),
+            ];
+            set(&f.waiting_sets, labels.clone(), sets);
+            f.waiting_longest.get_or_create(&labels).set(longest);
+        }
+        for a in w.gpu_seconds(std::time::Instant::now()) {
+            let labels = vec![("namespace", a.namespace), ("class", a.class)];
+            f.held_seconds.get_or_create(&labels).inc_by(a.held_seconds);
+            f.attached_seconds
+                .get_or_create(&labels)
+                .inc_by(a.attached_seconds);
+        }
+        f
+    }
+
+    /// Per class: capacity, what its claims hold or owe, its budget, the
+    /// GPUs a new claim of it could get now, and its waiting sets.
+    fn classes(&self, w: &World, r: &Report) {
+        for c in &r.classes {
+            let labels = vec![("class", c.name.clone())];
+            set(&self.class_capacity, labels.clone(), c.capacity);
+            set(&self.class_allocated, labels.clone(), c.allocated);
+            set(&self.class_waiting, labels.clone(), c.waiting_sets as u64);
+            let on_nodes = match &c.device_class {
+                Some(_) => r
+                    .devices
+                    .iter()
+                    .filter(|d| d.class == c.name && d.ready)
+                    .map(|d| d.free)
+                    .fold(0u64, u64::saturating_add),
+                None => {
+                    let selector = w.class(&c.name).and_then(|k| k.spec.node_selector.clone());
+                    r.nodes
+                        .iter()
+                        .filter(|n| n.resource == c.resource && n.ready)
+                        .filter(|n| {
+                            w.node(&n.node)
+                                .is_some_and(|f| f.matches(selector.as_ref()))
+                        })
+                        .map(|n| n.free)
+                        .fold(0u64, u64::saturating_add)
+                }
+            };
+            let free = match c.budget {
+                Some(b) => {
+                    set(&self.class_budget, labels.clone(), u64::from(b));
+                    on_nodes.min(u64::from(b).saturating_sub(c.allocated))
+                }
+                None => on_nodes,
+            };
+            set(&self.class_free, labels, free);
+        }
+    }
+
+    /// Per node: a device plugin resource's GPUs (class empty: whichever
+    /// class takes them), and each DRA class's devices (resource: its
+    /// DeviceClass). Free is 0 on a node that is not Ready.
+    fn nodes(&self, r: &Report) {
+        let rows = r
+            .nodes
+            .iter()
+            .map(|n| {
+                let l = (n.node.clone(), n.resource.clone(), String::new());
+                (
+                    l,
+                    n.ready,
+                    n.allocatable,
+                    n.recorded,
+                    n.used_outside_records,
+                    n.free,
+                )
+            })
+            .chain(r.devices.iter().map(|d| {
+                let l = (d.node.clone(), d.device_class.clone(), d.class.clone());
+                (
+                    l,
+                    d.ready,
+                    d.devices,
+                    d.recorded,
+                    d.held_outside_records,
+                    d.free,
+                )
+            }));
+        for ((node, resource, class), ready, allocatable, recorded, outside, free) in rows {
+            let labels = vec![("node", node), ("resource", resource), ("class", class)];
+            set(&self.node_allocatable, labels.clone(), allocatable);
+            set(&self.node_recorded, labels.clone(), recorded);
+            set(&self.node_used_outside, labels.clone(), outside);
+            set(&self.node_free, labels, if ready { free } else { 0 });
+        }
+    }
+
+    /// Claims by class and phase, and the GPUs each namespace's claims
+    /// hold by class and phase (Bound: held with no VM using them, an idle
+    /// reservation; Attached: a VM uses them; Lost: owed, not usable).
+    fn claims(&self, w: &World) {
+        let mut claims: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
+        let mut gpus: BTreeMap<(String, String, &'static str), u64> = BTreeMap::new();
+        w.for_each_claim(|c| {
+            let phase = c.phase();
+            *claims
+                .entry((c.spec.class_name.clone(), phase.as_str()))
+                .or_default() += 1;
+            if phase.counts_against_budget() {
+                let ns = c.metadata.namespace.clone().unwrap_or_default();
+                let e = gpus
+                    .entry((ns, c.spec.class_name.clone(), phase.as_str()))
+                    .or_default();
+                *e = e.saturating_add(u64::from(c.spec.count));
+            }
+        });
+        for ((class, phase), n) in claims {
+            set(
+                &self.claims,
+                vec![("class", class), ("phase", phase.into())],
+                n,
+            );
+        }
+        for ((ns, class, phase), n) in gpus {
+            let labels = vec![("namespace", ns), ("class", class), ("phase", phase.into())];
+            set(&self.namespace_gpus, labels, n);
+        }
+    }
+}
+
+/// Encodes one family under its name, help and unit.
+fn encode(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    family: &dyn EncodeMetric,
+) -> Result<(), std::fmt::Error> {
+    let m = encoder.encode_descriptor(name, help, unit, family.metric_type())?;
+    family.encode(m)
+}
+
+impl Collector for ClusterGauges {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let f = Figures::of(&self.0);
+        let seconds = Some(&Unit::Seconds);
+        #[rustfmt::skip]
+        let table: [(&str, &str, Option<&Unit>, &dyn EncodeMetric); 17] = [
+            ("gpu_claims_claims", "GPUClaims by class and phase", None, &f.claims),
+            ("gpu_claims_class_gpus_capacity", "Per class, the GPUs of its resource (or the devices of its DeviceClass) on Ready nodes it serves", None, &f.class_capacity),
+            ("gpu_claims_class_gpus_allocated", "Per class, the GPUs its claims hold or owe (phases Bound, Attached, Lost)", None, &f.class_allocated),
+            ("gpu_claims_class_gpus_budget", "Per class with a budget, its budget", None, &f.class_budget),
+            ("gpu_claims_class_gpus_free", "Per class, the GPUs a new claim of it could get now: free on Ready nodes it serves, within its budget", None, &f.class_free),
+            ("gpu_claims_class_waiting_sets", "Per class, VMIs whose launcher pods wait at the gate with a claim of it", None, &f.class_waiting),
+            ("gpu_claims_node_gpus_allocatable", "Per node and resource (a DRA class's: its DeviceClass, with the class), the GPUs the node publishes", None, &f.node_allocatable),
+            ("gpu_claims_node_gpus_recorded", "Per node and resource, the GPUs GPUAllocations record there", None, &f.node_recorded),
+            ("gpu_claims_node_gpus_used_outside", "Per node and resource, the GPUs pods or ResourceClaims outside gpu-claims use there", None, &f.node_used_outside),
+            ("gpu_claims_node_gpus_free", "Per node and resource, the GPUs no one holds (0 on a node not Ready)", None, &f.node_free),
+            ("gpu_claims_namespace_gpus", "Per namespace, class and phase, the GPUs its claims hold: Bound (an idle reservation: no VM uses them), Attached, Lost", None, &f.namespace_gpus),
+            ("gpu_claims_quota_gpus_limit", "Per GPUQuota limit (class empty: all classes), the limit", None, &f.quota_limit),
+            ("gpu_claims_quota_gpus_used", "Per GPUQuota limit, the GPUs the namespace's claims hold or owe", None, &f.quota_used),
+            ("gpu_claims_waiting_sets", "VMIs whose launcher pods wait at the gate, by namespace and reason", None, &f.waiting_sets),
+            ("gpu_claims_waiting_longest", "By namespace and reason, how long the longest-waiting set has waited (since its oldest launcher pod was made)", seconds, &f.waiting_longest),
+            ("gpu_claims_held_gpu_seconds", "Per namespace and class, GPU-seconds its claims held (Bound, Attached, Lost) since this process started", None, &f.held_seconds),
+            ("gpu_claims_attached_gpu_seconds", "Per namespace and class, GPU-seconds a VM used its claims' GPUs (Attached) since this process started", None, &f.attached_seconds),
+        ];
+        for (name, help, unit, family) in table {
+            encode(&mut e, name, help, unit, family)?;
+        }
+        Ok(())
+    }
+}
