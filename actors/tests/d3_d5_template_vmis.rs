@@ -524,3 +524,109 @@ fn d5_the_class_annotation_picks_among_classes_of_one_device_class() {
         assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
     });
 }
+
+#[test]
+fn d5_a_template_deleted_after_its_pods_resource_claim_was_made_places_the_set_from_the_claim() {
+    with_world(Config::default(), dra_world(2), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        assert_eq!(t.waiting("t/vm1-gpu").unwrap().0, "DeviceClaimPending");
+        // Kubernetes made the pod's claim from the template; then the
+        // platform deletes the template (its VMs' claims are copies).
+        pods_claim_made(&t, 2);
+        t.user_delete(Kind::ResourceClaimTemplate, Some("t"), "two-gpus");
+        t.settle().await;
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+        assert_eq!(record(&t).expect("the record").spec.devices.len(), 2);
+        let results = &resource_claim(&t)["status"]["allocation"]["devices"]["results"];
+        assert_eq!(results.as_array().map(Vec::len), Some(2));
+    });
+}
+
+#[test]
+fn d5_a_template_edited_after_its_pods_resource_claim_was_made_allocates_what_the_claim_asks() {
+    with_world(Config::default(), dra_world(2), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        pods_claim_made(&t, 2);
+        // Edited to ask for three: the pod's claim still asks for two,
+        // and the template claim holds two.
+        let mut tpl = t
+            .sim
+            .store
+            .get("ResourceClaimTemplate", "t", "two-gpus")
+            .unwrap();
+        tpl["spec"]["spec"]["devices"]["requests"] = json!([exactly(3)]);
+        t.user_update(typed(Kind::ResourceClaimTemplate, tpl));
+        t.settle().await;
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+        assert_eq!(record(&t).expect("the record").spec.devices.len(), 2);
+    });
+}
+
+#[test]
+fn d5_a_template_count_out_of_range_is_bad_input_said_as_such() {
+    let mut objs = dra_world(2);
+    objs[2] = template("two-gpus", exactly(i64::from(u32::MAX) + 1));
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        assert!(t.claim("t/vm1-gpu").is_none());
+        let events = t.sim.cluster.events();
+        let said = events
+            .iter()
+            .any(|e| e.warning && e.message.contains("asks for 4294967296 devices"));
+        assert!(said, "{events:#?}");
+        assert!(
+            !events
+                .iter()
+                .any(|e| e.message.contains("allocationMode: All"))
+        );
+    });
+}
+
+/// One GPU of n1 as a driver with partitions publishes it (KEP-4815):
+/// whole (`gpu-0`, all 8 memory slices of counter set gpu-0) and as two
+/// halves (4 each), in one slice of pool n1.
+fn partitioned_gpu_slice() -> Obj {
+    let device = |name: &str, slices: &str| {
+        json!({"name": name,
+            "attributes": {"type": {"string": "vfio"}, "productName": {"string": "NVIDIA H200"}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": slices}}}]})
+    };
+    typed(
+        Kind::ResourceSlice,
+        json!({"metadata": {"name": "n1-gpu.nvidia.com"},
+            "spec": {"driver": DRIVER, "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "8"}}}],
+                "devices": [device("gpu-0", "8"), device("gpu-0-half-a", "4"), device("gpu-0-half-b", "4")]}}),
+    )
+}
+
+#[test]
+fn d3_devices_chosen_together_fit_their_shared_counters_searching_past_a_first_pick_that_leaves_no_room()
+ {
+    let mut objs = vec![
+        node("n1").obj(),
+        dra_class("h200", VFIO).obj(),
+        template("two-gpus", exactly(2)),
+    ];
+    objs.extend(vm1_through_template());
+    with_world(Config::default(), objs, |mut t| async move {
+        for dc in nvidia::device_classes() {
+            t.user_create(typed(Kind::DeviceClass, dc));
+        }
+        t.user_create(partitioned_gpu_slice());
+        t.settle().await;
+        pods_claim_made(&t, 2);
+        t.settle().await;
+        // Each of the three is free alone; the whole GPU and a half are
+        // 12 of 8 slices: the two halves are what fits.
+        let r = record(&t).unwrap_or_else(|| panic!("the record: {:?}", t.waiting("t/vm1-gpu")));
+        let mut names: Vec<&str> = r.spec.devices.iter().map(|d| d.device.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["gpu-0-half-a", "gpu-0-half-b"]);
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+    });
+}

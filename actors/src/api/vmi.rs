@@ -179,6 +179,15 @@ pub enum RequestError {
         device_class: String,
     },
     #[error(
+        "ResourceClaimTemplate {template} asks for {count} devices of DeviceClass {device_class}; a count is a whole number from 1 to {}",
+        u32::MAX
+    )]
+    DeviceCount {
+        template: String,
+        device_class: String,
+        count: i64,
+    },
+    #[error(
         "ResourceClaimTemplate {template} mixes requests for GPUClass {class}'s DeviceClass with others ({}); a template for GPUs asks for them alone",
         others.join(", ")
     )]

@@ -15,14 +15,32 @@ pub fn template_spec(t: &ResourceClaimTemplate) -> Option<&ResourceClaimSpec> {
     t.spec.as_ref()?.spec.as_ref()
 }
 
+/// Why an `exactly` request gives no number of devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountProblem {
+    /// `allocationMode: All` (or a mode this version does not know): a
+    /// GPUClass allocates a number of GPUs.
+    All,
+    /// A count below 1, or past what a u32 holds (the API server refuses
+    /// both; a snapshot or an older server may not).
+    OutOfRange(i64),
+}
+
 /// How many devices an `exactly` request asks for: `count` (1 when
-/// absent) in ExactCount mode; None for `All`, which a GPUClass cannot
-/// serve (a number of GPUs is what it allocates).
-pub fn exact_count(r: &DeviceRequest) -> Option<u32> {
-    let x = r.exactly.as_ref()?;
+/// absent) in ExactCount mode.
+pub fn exact_count(r: &DeviceRequest) -> Result<u32, CountProblem> {
+    let Some(x) = r.exactly.as_ref() else {
+        return Err(CountProblem::All);
+    };
     match x.allocation_mode.as_deref() {
-        None | Some("ExactCount") => u32::try_from(x.count.unwrap_or(1)).ok().filter(|n| *n >= 1),
-        _ => None,
+        None | Some("ExactCount") => {
+            let n = x.count.unwrap_or(1);
+            u32::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or(CountProblem::OutOfRange(n))
+        }
+        _ => Err(CountProblem::All),
     }
 }
 

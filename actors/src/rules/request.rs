@@ -4,7 +4,7 @@
 //! ResourceClaimTemplate, as a template claim of that class.
 
 use crate::api::{GpuRequest, RequestError, Vmi};
-use crate::dra::template::{device_class, exact_count, requests, template_spec};
+use crate::dra::template::{CountProblem, device_class, exact_count, requests, template_spec};
 use crate::world::{World, key};
 use std::collections::BTreeSet;
 
@@ -22,10 +22,14 @@ pub struct TemplateAsk {
 }
 
 /// D5: the entries of the VMI's spec that ask DRA classes for GPUs
-/// through a template. A template that does not exist yet, or whose
-/// requests name no DRA class's DeviceClass, is not gpu-claims' business;
-/// one that asks for `All` devices, mixes a class's DeviceClass with
-/// others, or names a DeviceClass several classes serve is bad input.
+/// through a template. Where Kubernetes made a launcher pod's
+/// ResourceClaim for the entry, its requests are read, not the template's
+/// (the claim is a copy of the template as it was; the template may have
+/// been edited or deleted since). A template that does not exist yet, or
+/// whose requests name no DRA class's DeviceClass, is not gpu-claims'
+/// business; one that asks for `All` devices or a count out of range,
+/// mixes a class's DeviceClass with others, or names a DeviceClass
+/// several classes serve is bad input.
 pub fn template_asks(v: &Vmi, w: &World) -> Result<Vec<TemplateAsk>, RequestError> {
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();
     // D5: the class its annotation names picks among several classes of
@@ -36,10 +40,17 @@ pub fn template_asks(v: &Vmi, w: &World) -> Result<Vec<TemplateAsk>, RequestErro
         let Some(t) = e.resource_claim_template_name.as_deref() else {
             continue;
         };
-        let Some(template) = w.resource_claim_template(&key(ns, t)) else {
-            continue;
+        // Kubernetes made the launcher pod's ResourceClaim from the
+        // template as it was then: where one exists, it is what the
+        // devices go to, whether the template was edited or deleted since.
+        let made = made_claim(v, w, &e.name);
+        let template = w.resource_claim_template(&key(ns, t));
+        let spec = match (&made, &template) {
+            (Some(rc), _) => rc.spec.as_ref(),
+            (None, Some(template)) => template_spec(template),
+            (None, None) => continue,
         };
-        let reqs = requests(template_spec(&template));
+        let reqs = requests(spec);
         let mut class: Option<String> = None;
         let mut others: Vec<String> = Vec::new();
         let mut count = 0u32;
@@ -58,11 +69,22 @@ pub fn template_asks(v: &Vmi, w: &World) -> Result<Vec<TemplateAsk>, RequestErro
                         others.push(r.name.clone());
                         continue;
                     }
-                    let Some(n) = exact_count(r) else {
-                        return Err(RequestError::AllocationModeAll {
-                            template: t.to_string(),
-                            device_class: device_class(r).unwrap_or_default().to_string(),
-                        });
+                    let device_class = device_class(r).unwrap_or_default().to_string();
+                    let n = match exact_count(r) {
+                        Ok(n) => n,
+                        Err(CountProblem::All) => {
+                            return Err(RequestError::AllocationModeAll {
+                                template: t.to_string(),
+                                device_class,
+                            });
+                        }
+                        Err(CountProblem::OutOfRange(count)) => {
+                            return Err(RequestError::DeviceCount {
+                                template: t.to_string(),
+                                device_class,
+                                count,
+                            });
+                        }
                     };
                     count = count.saturating_add(n);
                     class = Some(c);
@@ -91,6 +113,22 @@ pub fn template_asks(v: &Vmi, w: &World) -> Result<Vec<TemplateAsk>, RequestErro
         });
     }
     Ok(out)
+}
+
+/// D5: the ResourceClaim Kubernetes made for entry `entry` of a launcher
+/// pod of the VMI, where one is made and seen.
+fn made_claim(
+    v: &Vmi,
+    w: &World,
+    entry: &str,
+) -> Option<std::sync::Arc<k8s_openapi::api::resource::v1::ResourceClaim>> {
+    let ns = v.metadata.namespace.as_deref()?;
+    let name = v.metadata.name.as_deref()?;
+    w.launchers(&key(ns, name))
+        .iter()
+        .filter(|p| !p.terminal)
+        .filter_map(|p| p.resource_claim(entry))
+        .find_map(|c| w.resource_claim(&key(ns, c)))
 }
 
 /// G1, D5: a template the VMI's spec references that the world has not

@@ -269,7 +269,7 @@ pub fn choose(
         let free = candidates(w, a, node, held, &taken);
         let chosen = groups(w, &free, a.match_attribute.as_deref())
             .into_iter()
-            .find_map(|g| fill(w, &g, a))?;
+            .find_map(|g| fill(w, node, &g, a, &taken))?;
         taken.extend(chosen.iter().map(|(_, d)| d.clone()));
         out.push(chosen);
     }
@@ -336,29 +336,84 @@ fn groups(w: &World, free: &[DeviceId], attribute: Option<&str>) -> Vec<Vec<Devi
     order.into_iter().filter_map(|v| by.remove(&v)).collect()
 }
 
-/// Each request filled from `group` in order, each device once: the
-/// first devices its selectors take.
-fn fill(w: &World, group: &[DeviceId], a: &DeviceAsk) -> Option<Chosen> {
-    let mut chosen: Chosen = Vec::new();
-    let mut used: HashSet<&DeviceId> = HashSet::new();
-    for r in &a.requests {
-        let mut n = 0;
-        for d in group {
-            if n == r.count {
-                break;
+/// How many more devices a search for one ask may try past its first pass:
+/// enough for the sets a node serves (8 GPUs, a few requests), bounded so
+/// that an ask no node can fill costs a node little (kube-scheduler's
+/// allocator bounds its search by time; a count is the same on every run).
+const SEARCH_STEPS: u32 = 2048;
+
+/// Each request filled from `group` in order, each device once, by the
+/// first devices its selectors take that fit beside those taken before
+/// (shared counters, KEP-4815: each device is free alone, not every two
+/// together). Where the first pass fails, a bounded search tries other
+/// devices for the earlier picks (a whole GPU taken first would leave no
+/// room for its halves; a request's pick another request needed).
+fn fill(
+    w: &World,
+    node: &str,
+    group: &[DeviceId],
+    a: &DeviceAsk,
+    taken: &HashSet<DeviceId>,
+) -> Option<Chosen> {
+    let mut search = Search {
+        w,
+        node,
+        group,
+        a,
+        // The set's earlier asks' devices consume the same counters.
+        used: taken.iter().cloned().collect(),
+        chosen: Vec::new(),
+        // The first pass (a scan of the group per request) and then
+        // SEARCH_STEPS more.
+        steps: u32::try_from(group.len().saturating_mul(a.requests.len()))
+            .unwrap_or(u32::MAX)
+            .saturating_add(SEARCH_STEPS),
+    };
+    search.from(0, 0, 0).then_some(search.chosen)
+}
+
+/// A depth-first search for one ask's devices in one group.
+struct Search<'a> {
+    w: &'a World,
+    node: &'a str,
+    group: &'a [DeviceId],
+    a: &'a DeviceAsk,
+    used: Vec<DeviceId>,
+    chosen: Chosen,
+    steps: u32,
+}
+
+impl Search<'_> {
+    /// Fills request `req`, which has `got` devices, from position
+    /// `start` of the group on (earlier positions were tried for this
+    /// pick), then the requests after it.
+    fn from(&mut self, req: usize, start: usize, got: u32) -> bool {
+        let Some(r) = self.a.requests.get(req) else {
+            return true;
+        };
+        if got == r.count {
+            return self.from(req + 1, 0, 0);
+        }
+        for (i, d) in self.group.iter().enumerate().skip(start) {
+            if self.steps == 0 {
+                return false;
             }
-            if used.contains(d) || !w.device_selected(d, &r.selectors) {
+            self.steps -= 1;
+            if self.used.contains(d) || !self.w.device_selected(d, &r.selectors) {
                 continue;
             }
-            used.insert(d);
-            chosen.push((r.name.clone(), d.clone()));
-            n += 1;
+            self.used.push(d.clone());
+            if self.w.devices_fit_together(self.node, &self.used) {
+                self.chosen.push((r.name.clone(), d.clone()));
+                if self.from(req, i + 1, got + 1) {
+                    return true;
+                }
+                self.chosen.pop();
+            }
+            self.used.pop();
         }
-        if n < r.count {
-            return None;
-        }
+        false
     }
-    Some(chosen)
 }
 
 /// D4: the allocation that names `devices` (in request order: each

@@ -115,6 +115,55 @@ impl DeviceIndex {
         })
     }
 
+    /// D3: whether `chosen` (devices of `node`) can be allocated
+    /// together: per pool, what they consume of its shared counters
+    /// (KEP-4815) fits in what the pool's other held devices leave. Each
+    /// is free alone; two partitions of one GPU, or a GPU and its
+    /// partition, may not be together. Held devices among `chosen` (a
+    /// claim keeping its own) are counted once, as chosen.
+    pub fn fit_together(&self, node: &str, chosen: &[DeviceId]) -> bool {
+        let mut wants: BTreeMap<PoolKey, Counts> = BTreeMap::new();
+        for id in chosen {
+            let Some(d) = self.placed(id).and_then(|p| p.device()) else {
+                return false;
+            };
+            let per_pool = wants
+                .entry((id.driver.clone(), id.pool.clone()))
+                .or_default();
+            for (k, n) in consumed(d) {
+                let e = per_pool.entry(k).or_default();
+                *e = e.saturating_add(n);
+            }
+        }
+        for (pool, want) in wants.iter().filter(|(_, w)| !w.is_empty()) {
+            let mut left = Counts::new();
+            for s in self.pool_slices(pool) {
+                for set in s.spec.shared_counters.iter().flatten() {
+                    for (name, v) in &set.counters {
+                        left.insert((set.name.clone(), name.clone()), amount(v));
+                    }
+                }
+            }
+            for d in self.pool_devices(node, pool) {
+                if !self.is_held(&d.id) || chosen.contains(&d.id) {
+                    continue;
+                }
+                let Some(device) = d.device() else { continue };
+                for (k, n) in consumed(device) {
+                    let e = left.entry(k).or_default();
+                    *e = e.saturating_sub(n);
+                }
+            }
+            if !want
+                .iter()
+                .all(|(k, n)| left.get(k).is_some_and(|have| have >= n))
+            {
+                return false;
+            }
+        }
+        true
+    }
+
     /// D2: a ResourceClaim's allocation or a GPUAllocation names it.
     fn is_held(&self, id: &DeviceId) -> bool {
         self.holders.contains_key(id) || self.recorded.contains_key(id)

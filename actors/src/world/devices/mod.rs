@@ -268,6 +268,12 @@ impl World {
         self.devices.read().free_serving(class, node)
     }
 
+    /// D3: whether the devices `chosen` of `node` can be allocated
+    /// together (their shared counters cover them all).
+    pub fn devices_fit_together(&self, node: &str, chosen: &[DeviceId]) -> bool {
+        self.devices.read().fit_together(node, chosen)
+    }
+
     /// Why a DRA class serves nothing, if it does not: DRA not served, a
     /// selector that does not compile or errors on a device.
     pub fn dra_problem(&self, class: &str) -> Option<DraProblem> {

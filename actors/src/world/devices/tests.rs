@@ -383,3 +383,55 @@ fn d2_capacity_counts_ready_nodes_the_class_selects() {
     assert_eq!(capacity(&w, "h200"), 0);
     assert!(NodeFacts::from_node(&Node::default()).is_none());
 }
+
+#[test]
+fn d3_devices_sharing_counters_fit_together_only_within_what_their_pool_shares() {
+    let w = world();
+    let consumes = |n: &str| json!([{"counterSet": "gpu-0", "counters": {"memory": {"value": n}}}]);
+    let mut whole = gpu("gpu-0", "NVIDIA H200");
+    whole["consumesCounters"] = consumes("8");
+    let mut half_a = gpu("gpu-0-half-a", "NVIDIA H200");
+    half_a["consumesCounters"] = consumes("4");
+    let mut half_b = gpu("gpu-0-half-b", "NVIDIA H200");
+    half_b["consumesCounters"] = consumes("4");
+    let plain = gpu("gpu-1", "NVIDIA H200");
+    let mut s: Value =
+        serde_json::to_value(match node_slice("n3", vec![whole, half_a, half_b, plain]) {
+            Obj::ResourceSlice(s) => s,
+            _ => unreachable!(),
+        })
+        .unwrap();
+    s["spec"]["sharedCounters"] =
+        json!([{"name": "gpu-0", "counters": {"memory": {"value": "8"}}}]);
+    w.load(node("n3", true));
+    w.load(Obj::ResourceSlice(obj(s)));
+    let id = |name: &str| {
+        w.free_devices("h200", "n3")
+            .into_iter()
+            .find(|d| d.device == name)
+            .unwrap()
+    };
+    let (whole, half_a, half_b, plain) = (
+        id("gpu-0"),
+        id("gpu-0-half-a"),
+        id("gpu-0-half-b"),
+        id("gpu-1"),
+    );
+    let fit = |ids: &[&DeviceId]| {
+        let ids: Vec<DeviceId> = ids.iter().map(|d| (*d).clone()).collect();
+        w.devices_fit_together("n3", &ids)
+    };
+    assert!(
+        fit(&[&whole, &plain]),
+        "a device without counters fits beside any"
+    );
+    assert!(fit(&[&half_a, &half_b]), "two halves make the whole");
+    assert!(!fit(&[&whole, &half_a]), "the GPU and its half: 12 of 8");
+    // Half a held by a claim: the other half fits, the whole does not;
+    // the holder keeping its own half is counted once.
+    w.load(claim_allocating("t", "a", &[("n3", "gpu-0-half-a")]));
+    assert!(fit(&[&half_b]));
+    assert!(!fit(&[&whole]));
+    assert!(fit(&[&half_a]), "its own half, chosen again");
+    assert!(fit(&[&half_a, &half_b]));
+}
