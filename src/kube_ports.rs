@@ -29,6 +29,9 @@ pub fn typed(kind: Kind, o: DynamicObject) -> Result<Obj, DecodeError> {
         message: e.to_string(),
     })?;
     v["kind"] = kind.name().into();
+    // Read as the version the controller knows: a kind watched at an
+    // older version (DeviceTaintRule at v1beta2) has the same fields.
+    v["apiVersion"] = kind.api_version().into();
     gpu_claims_actors::api::from_json(kind, v)
 }
 

@@ -4,6 +4,8 @@
 #[path = "e2e/cluster_metrics.rs"]
 mod cluster_metrics;
 mod common;
+#[path = "e2e/device_taint_rules.rs"]
+mod device_taint_rules;
 
 use common::Cluster;
 use gpu_claims_actors::api::is_deleting;

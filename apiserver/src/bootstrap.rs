@@ -60,9 +60,9 @@ pub(crate) fn component_statuses(store: &Store) {
 /// An APIService for every built-in group version served, as
 /// kube-apiserver's autoregistration keeps them (`v1.` for the core group,
 /// `v1.apps`, ...), each Available and served locally.
-pub(crate) fn api_services(store: &Store) {
+pub(crate) fn api_services(store: &Store, versions: &[(&'static str, &'static str)]) {
     let mut seen = std::collections::BTreeSet::new();
-    for r in crate::resources::BUILTIN {
+    for r in &crate::resources::builtin_at(versions) {
         if !seen.insert((r.group, r.version)) {
             continue;
         }

@@ -57,6 +57,7 @@ pub struct Builder {
     namespaces: Vec<String>,
     addr: SocketAddr,
     journal: Option<Arc<dyn WriteJournal>>,
+    versions: Vec<(&'static str, &'static str)>,
 }
 
 impl Default for Builder {
@@ -67,6 +68,7 @@ impl Default for Builder {
             namespaces: Vec::new(),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             journal: None,
+            versions: Vec::new(),
         }
     }
 }
@@ -117,6 +119,14 @@ impl Builder {
 
     /// Installs the CRDs and namespaces and serves. A CRD it cannot take
     /// is an error, not a kind silently missing.
+    /// Serves the built-in `kind` at `version` instead of its newest, as
+    /// an older Kubernetes does (`DeviceTaintRule` at `v1beta2`: 1.36);
+    /// objects keep the newest version's fields, which these share.
+    pub fn serve_kind_at(mut self, kind: &'static str, version: &'static str) -> Self {
+        self.versions.push((kind, version));
+        self
+    }
+
     pub async fn start(self) -> Result<Handle, StartError> {
         let store = self.store.unwrap_or_else(crate::new_store);
         for crd in self.crds {
@@ -131,12 +141,10 @@ impl Builder {
                 addr: self.addr,
                 source,
             })?;
-        let server =
-            ApiServer::serve_listener(store, listener, self.journal).map_err(|source| {
-                StartError::Bind {
-                    addr: self.addr,
-                    source,
-                }
+        let server = ApiServer::serve_listener(store, listener, self.journal, self.versions)
+            .map_err(|source| StartError::Bind {
+                addr: self.addr,
+                source,
             })?;
         Ok(Handle { server })
     }

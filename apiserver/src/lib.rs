@@ -187,6 +187,7 @@ impl ApiServer {
         store: Arc<Store>,
         listener: tokio::net::TcpListener,
         journal: Option<Arc<dyn WriteJournal>>,
+        versions: Vec<(&'static str, &'static str)>,
     ) -> std::io::Result<Arc<Self>> {
         let server = Arc::new(Self {
             addr: listener.local_addr()?,
@@ -203,11 +204,11 @@ impl ApiServer {
             identities: identity::Identities::default(),
             write_order: Mutex::default(),
             services: admission::Services::default(),
-            registry: Registry::default(),
+            registry: Registry::with_versions(versions.clone()),
         });
         namespaces::adopt(&store);
         bootstrap::kubernetes_service(&store, server.addr);
-        bootstrap::api_services(&store);
+        bootstrap::api_services(&store, &versions);
         bootstrap::component_statuses(&store);
         let (changes, _) = store.watch();
         bootstrap::default_accounts(&store);

@@ -33,15 +33,19 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
     let config = watcher::Config::default()
         .any_semantic()
         .timeout(WATCH_TIMEOUT.as_secs() as u32);
-    let stream =
-        watcher(api(&client, kind, None), config).backoff(backoff::WatchBackoff::default());
-    let mut stream = std::pin::pin!(stream);
     let mut listed: Vec<Obj> = Vec::new();
     let mut unreadable = Vec::new();
     let mut streak = FailureStreak::default();
     // An optional kind the cluster does not serve, told once as empty.
     let mut absent = false;
+    let versions = versions_of(kind);
+    let mut at = 0;
     async move {
+        'versions: loop {
+        let version = versions.get(at).copied().unwrap_or_default();
+        let stream = watcher(api_at(&client, kind, version), config.clone())
+            .backoff(backoff::WatchBackoff::default());
+        let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
             let ev = match ev {
                 Ok(ev) => {
@@ -54,6 +58,13 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                         }
                     }
                     ev
+                }
+                Err(error) if optional_not_served(kind, &error) && at + 1 < versions.len() => {
+                    // An older Kubernetes serves the kind at an older
+                    // version (DeviceTaintRule: v1beta2 in 1.36).
+                    at += 1;
+                    info!(%error, version = versions[at], "not served at {version}: watching the older version");
+                    continue 'versions;
                 }
                 Err(error) if optional_not_served(kind, &error) => {
                     // GPUQuota's CRD missing (an upgrade whose CRDs were
@@ -69,6 +80,13 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                         if to.send(WorldEvent::NotServed { kind }).await.is_err() {
                             return;
                         }
+                    }
+                    if versions.len() > 1 {
+                        // Every version tried: the newest again after a
+                        // while (a cluster upgraded meanwhile).
+                        tokio::time::sleep(RETRY_VERSIONS).await;
+                        at = 0;
+                        continue 'versions;
                     }
                     continue;
                 }
@@ -112,9 +130,36 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                 return; // the supervisor is gone: the process is ending
             }
         }
+        return;
+        }
     }
     .instrument(info_span!("watch", kind = kind.name()))
     .await
+}
+
+/// How long a kind no version of which is served waits before the newest
+/// is asked for again.
+const RETRY_VERSIONS: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The versions a kind is watched at, newest first: DeviceTaintRule is
+/// `resource.k8s.io/v1` from Kubernetes 1.37, `v1beta2` in 1.36, with the
+/// same fields (read as v1). Other kinds: their one version.
+fn versions_of(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::DeviceTaintRule => &["v1", "v1beta2"],
+        _ => &[""],
+    }
+}
+
+/// The kind's API at `version` ("" for its own).
+fn api_at(client: &Client, kind: Kind, version: &str) -> kube::Api<DynamicObject> {
+    if version.is_empty() {
+        return api(client, kind, None);
+    }
+    let mut ar = kind.api_resource();
+    ar.api_version = format!("{}/{version}", ar.group);
+    ar.version = version.to_string();
+    kube::Api::all_with(client.clone(), &ar)
 }
 
 /// A list of a kind the controller can do without (GPUQuota, DRA's

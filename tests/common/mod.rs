@@ -205,20 +205,29 @@ pub fn grant_readers(store: &Store, user: &str) {
 impl Cluster {
     /// A cluster seeded by `seed`, with `config` as the controller's config file.
     pub fn new(seed: impl FnOnce(&MemCluster), config: &str) -> Self {
+        Self::serving(seed, config, &[])
+    }
+
+    /// A cluster whose API server serves the built-in kinds `versions`
+    /// names at those versions (an older Kubernetes).
+    pub fn serving(
+        seed: impl FnOnce(&MemCluster),
+        config: &str,
+        versions: &[(&'static str, &'static str)],
+    ) -> Self {
         let rt = gpu_claims_testbed::runtime();
         let store = gpu_claims_testbed::crds::cluster_store();
         let journal = MemCluster::new(store.clone());
         seed(&journal);
-        let server = rt
-            .block_on(
-                ApiServer::builder()
-                    .store(store.clone())
-                    // The controller's own namespace, as its chart makes it: its Lease.
-                    .namespace("gpu-claims")
-                    .journal(journal.clone())
-                    .start(),
-            )
-            .unwrap();
+        let mut builder = ApiServer::builder()
+            .store(store.clone())
+            // The controller's own namespace, as its chart makes it: its Lease.
+            .namespace("gpu-claims")
+            .journal(journal.clone());
+        for (kind, version) in versions {
+            builder = builder.serve_kind_at(kind, version);
+        }
+        let server = rt.block_on(builder.start()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         // The gate webhook as the chart wires it: the API server calls
         // each controller's webhook over TLS for GPU launcher pods, which

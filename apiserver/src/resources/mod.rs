@@ -9,7 +9,7 @@ mod served;
 
 pub use builtin::{BUILTIN, kinds_without_generation, status_kinds};
 pub use custom::{Custom, custom_of};
-pub use served::{Registry, Served, Sub, Target};
+pub use served::{Registry, Served, Sub, Target, builtin_at};
 
 /// One served resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

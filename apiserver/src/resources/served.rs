@@ -8,6 +8,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 /// What a server serves at one moment.
 #[derive(Debug, Default)]
 pub struct Served {
+    /// The built-in kinds, each at the version this server serves it.
+    pub builtin: Vec<Resource>,
     pub custom: Vec<Custom>,
     /// OpenAPI documents by group version, made once per CRD set.
     pub openapi: std::sync::Mutex<
@@ -18,7 +20,7 @@ pub struct Served {
 impl Served {
     /// Every served resource: the built-ins, then the custom ones.
     pub fn all(&self) -> impl Iterator<Item = &Resource> {
-        BUILTIN
+        self.builtin
             .iter()
             .chain(self.custom.iter().map(|c| &c.resource))
     }
@@ -50,9 +52,32 @@ type Built = (Vec<(String, String)>, std::sync::Arc<Served>);
 #[derive(Default)]
 pub struct Registry {
     cache: std::sync::Mutex<Built>,
+    /// Built-in kinds served at another version than `BUILTIN`'s.
+    versions: Vec<(&'static str, &'static str)>,
+}
+
+/// The built-in kinds, with `versions` (kind, version) moving some to
+/// the version an older Kubernetes serves them at.
+pub fn builtin_at(versions: &[(&'static str, &'static str)]) -> Vec<Resource> {
+    BUILTIN
+        .iter()
+        .map(|r| match versions.iter().find(|(k, _)| *k == r.kind) {
+            Some((_, v)) => Resource { version: v, ..*r },
+            None => *r,
+        })
+        .collect()
 }
 
 impl Registry {
+    /// A registry serving the built-in kinds `versions` names at those
+    /// versions (DeviceTaintRule at v1beta2, as Kubernetes 1.36 does).
+    pub fn with_versions(versions: Vec<(&'static str, &'static str)>) -> Self {
+        Self {
+            versions,
+            ..Self::default()
+        }
+    }
+
     /// What `store` serves now (the store's status subresources follow).
     pub fn served(&self, store: &Store) -> std::sync::Arc<Served> {
         let (crds, _) = store.list("CustomResourceDefinition");
@@ -65,7 +90,7 @@ impl Registry {
             })
             .collect();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.0 == key {
+        if cache.0 == key && !cache.1.builtin.is_empty() {
             return cache.1.clone();
         }
         let custom: Vec<Custom> = crds
@@ -77,6 +102,7 @@ impl Registry {
             store.set_status_subresource(c.resource.store_kind, c.resource.status);
         }
         let served = std::sync::Arc::new(Served {
+            builtin: builtin_at(&self.versions),
             custom,
             ..Default::default()
         });
@@ -221,4 +247,30 @@ fn parse_with(path: &str, find: impl Fn(&str, &str, &str) -> Option<Resource>) -
         name,
         sub,
     })
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_served_at_an_older_version_is_found_there_and_not_at_the_newest() {
+        let served = Served {
+            builtin: builtin_at(&[("DeviceTaintRule", "v1beta2")]),
+            ..Served::default()
+        };
+        let old = served.parse("/apis/resource.k8s.io/v1beta2/devicetaintrules");
+        assert_eq!(old.map(|t| t.resource.kind), Some("DeviceTaintRule"));
+        assert!(
+            served
+                .parse("/apis/resource.k8s.io/v1/devicetaintrules")
+                .is_none()
+        );
+        // The group's other kinds stay at v1.
+        assert!(
+            served
+                .parse("/apis/resource.k8s.io/v1/resourceclaims")
+                .is_some()
+        );
+    }
 }
