@@ -630,3 +630,77 @@ fn d3_devices_chosen_together_fit_their_shared_counters_searching_past_a_first_p
         assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
     });
 }
+
+/// vm1's template, and the claim Kubernetes made from it, asking for two
+/// GPUs under `constraint` (a ResourceClaim's own `constraints`).
+fn constrained_world(constraint: Value) -> Vec<Obj> {
+    let mut objs = dra_world(2);
+    objs[2] = typed(
+        Kind::ResourceClaimTemplate,
+        json!({"metadata": {"name": "two-gpus", "namespace": "t"},
+            "spec": {"spec": {"devices": {"requests": [exactly(2)], "constraints": [constraint]}}}}),
+    );
+    objs
+}
+
+/// The pod's claim as made from the constrained template.
+fn constrained_claim_made(t: &TestCluster, constraint: Value) {
+    pods_claim_made(t, 2);
+    let mut rc = resource_claim(t);
+    rc["spec"]["devices"]["constraints"] = json!([constraint]);
+    // The claim's spec is immutable: made again as Kubernetes made it.
+    t.user_delete(
+        Kind::ResourceClaim,
+        Some("t"),
+        "virt-launcher-vm1-gpu-x7k2p",
+    );
+    rc["metadata"] = json!({"name": "virt-launcher-vm1-gpu-x7k2p", "namespace": "t",
+        "ownerReferences": rc["metadata"]["ownerReferences"].clone()});
+    t.user_create(typed(Kind::ResourceClaim, rc));
+}
+
+fn recorded_devices(t: &TestCluster) -> Vec<String> {
+    let r = record(t).unwrap_or_else(|| panic!("the record: {:?}", t.waiting("t/vm1-gpu")));
+    let mut names: Vec<String> = r.spec.devices.iter().map(|d| d.device.clone()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn d3_a_claims_match_attribute_constraint_keeps_its_devices_on_one_numa_node() {
+    let numa = json!({"matchAttribute": "resource.kubernetes.io/numaNode"});
+    with_world(
+        Config::default(),
+        constrained_world(numa.clone()),
+        |mut t| async move {
+            // gpu-vfio-0 (NUMA 0) fails: the first free pick, gpu-vfio-1, is
+            // alone on NUMA 0, and the pair is gpu-vfio-2 and -3 (NUMA 1).
+            let mut n1 = t.sim.store.get("Node", "", "n1").unwrap();
+            n1["metadata"]["annotations"][nvidia::FAILED_GPUS] = "gpu-vfio-0".into();
+            t.user_update(typed(Kind::Node, n1));
+            nvidia::publish(&t.sim.store);
+            t.settle().await;
+            constrained_claim_made(&t, numa);
+            t.settle().await;
+            assert_eq!(recorded_devices(&t), ["gpu-vfio-2", "gpu-vfio-3"]);
+            assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+        },
+    );
+}
+
+#[test]
+fn d3_a_claims_distinct_attribute_constraint_spreads_its_devices_over_numa_nodes() {
+    let numa = json!({"distinctAttribute": "resource.kubernetes.io/numaNode", "requests": ["gpu"]});
+    with_world(
+        Config::default(),
+        constrained_world(numa.clone()),
+        |mut t| async move {
+            nvidia::publish(&t.sim.store);
+            t.settle().await;
+            constrained_claim_made(&t, numa);
+            t.settle().await;
+            // gpu-vfio-0 and -1 share NUMA 0: the second is from NUMA 1.
+            assert_eq!(recorded_devices(&t), ["gpu-vfio-0", "gpu-vfio-2"]);
+        },
+    );
+}

@@ -205,6 +205,31 @@ pub struct DeviceAsk {
     /// The requests of its ResourceClaim that name the class's
     /// DeviceClass, in order.
     pub requests: Vec<RequestAsk>,
+    /// The ResourceClaim's own `constraints` (from its template): devices
+    /// of the requests each names that must share, or must not share, an
+    /// attribute's value.
+    pub constraints: Vec<Constraint>,
+}
+
+/// One of a ResourceClaim's `spec.devices.constraints`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Constraint {
+    /// The requests it binds (None: every request of the claim).
+    pub requests: Option<Vec<String>>,
+    /// The fully qualified attribute.
+    pub attribute: String,
+    /// `matchAttribute` (one value for all) or `distinctAttribute` (each
+    /// device its own).
+    pub same: bool,
+}
+
+impl Constraint {
+    fn binds(&self, request: &str) -> bool {
+        self.requests.as_ref().is_none_or(|r| {
+            r.iter()
+                .any(|n| n == request || n.split_once('/').is_some_and(|(main, _)| main == request))
+        })
+    }
 }
 
 impl DeviceAsk {
@@ -230,6 +255,27 @@ impl DeviceAsk {
                 selectors,
             });
         }
+        let constraints = m
+            .resource_claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.devices.as_ref())
+            .and_then(|d| d.constraints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let (attribute, same) = match (&c.match_attribute, &c.distinct_attribute) {
+                    (Some(a), _) => (a.clone(), true),
+                    (None, Some(a)) => (a.clone(), false),
+                    (None, None) => return None,
+                };
+                Some(Constraint {
+                    requests: c.requests.clone(),
+                    attribute,
+                    same,
+                })
+            })
+            .collect();
         let own = m
             .resource_claim
             .status
@@ -245,6 +291,7 @@ impl DeviceAsk {
             class: m.class.metadata.name.clone().unwrap_or_default(),
             match_attribute: m.class.spec.match_attribute.clone(),
             requests: asks,
+            constraints,
         })
     }
 }
@@ -384,6 +431,32 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
+    /// Whether `d`, for request `request`, keeps the claim's constraints
+    /// with the devices chosen so far: it has each binding attribute, of
+    /// the value the others have (`matchAttribute`), or of a value none
+    /// has (`distinctAttribute`), as the scheduler's allocator judges.
+    fn constrained_fit(&self, request: &str, d: &DeviceId) -> bool {
+        self.a
+            .constraints
+            .iter()
+            .filter(|c| c.binds(request))
+            .all(|c| {
+                let Some(value) = self.w.device_attribute(d, &c.attribute) else {
+                    return false;
+                };
+                let mut others = self
+                    .chosen
+                    .iter()
+                    .filter(|(r, _)| c.binds(r))
+                    .filter_map(|(_, o)| self.w.device_attribute(o, &c.attribute));
+                if c.same {
+                    others.all(|o| o == value)
+                } else {
+                    others.all(|o| o != value)
+                }
+            })
+    }
+
     /// Fills request `req`, which has `got` devices, from position
     /// `start` of the group on (earlier positions were tried for this
     /// pick), then the requests after it.
@@ -403,7 +476,9 @@ impl Search<'_> {
                 continue;
             }
             self.used.push(d.clone());
-            if self.w.devices_fit_together(self.node, &self.used) {
+            if self.w.devices_fit_together(self.node, &self.used)
+                && self.constrained_fit(&r.name, d)
+            {
                 self.chosen.push((r.name.clone(), d.clone()));
                 if self.from(req, i + 1, got + 1) {
                     return true;
