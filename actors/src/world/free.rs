@@ -23,7 +23,20 @@ pub(crate) struct FreeIndex {
     /// Marked by the world's writers (who never take `counts`, so a
     /// writer never waits on a count); taken by the next question.
     dirty: Mutex<HashSet<Place>>,
+    /// DRA classes whose devices may have moved on any node (a class's
+    /// selectors, a DeviceClass, DRA served or not): counted again on
+    /// every node at the next question about them.
+    dirty_classes: Mutex<HashSet<String>>,
     counts: Mutex<Counts>,
+}
+
+/// A DRA class's devices are counted in the index as a resource of their
+/// own, one per class (classes of one DeviceClass select differently).
+const DRA_KEY: &str = "dra:";
+
+/// The index's resource for the devices of DRA class `class` (D2).
+pub fn dra_key(class: &str) -> String {
+    format!("{DRA_KEY}{class}")
 }
 
 #[derive(Default)]
@@ -74,9 +87,41 @@ impl World {
         }
     }
 
+    /// D2: the devices of DRA classes may have moved: on the nodes
+    /// `change` names (for every DRA class: they are few), and on every
+    /// node for the classes it names.
+    pub(super) fn dra_free_moved(&self, change: &super::devices::DevicesChange) {
+        if !change.nodes.is_empty() {
+            let mut classes = Vec::new();
+            self.for_each_class(|c| {
+                if c.spec.device_class_name.is_some() {
+                    classes.push(dra_key(c.metadata.name.as_deref().unwrap_or_default()));
+                }
+            });
+            let mut dirty = locked(&self.free.dirty);
+            for n in &change.nodes {
+                for c in &classes {
+                    dirty.insert((n.clone(), c.clone()));
+                }
+            }
+        }
+        self.dra_classes_moved(change.classes.iter().cloned());
+    }
+
+    /// D2: these DRA classes' devices may have moved on every node.
+    pub(super) fn dra_classes_moved(&self, classes: impl IntoIterator<Item = String>) {
+        locked(&self.free.dirty_classes).extend(classes);
+    }
+
     /// What G3 counts free of `resource` on `node` with nothing of
-    /// placement's under way; None where the node has none of it.
+    /// placement's under way; None where the node has none of it. For a
+    /// DRA class's key, its free devices there (D2).
     fn count_free(&self, node: &str, resource: &str) -> Option<u64> {
+        if let Some(class) = resource.strip_prefix(DRA_KEY) {
+            let free = self.free_devices(class, node).len() as u64;
+            return (free > 0 || self.dra_classes_on(node).iter().any(|c| c == class))
+                .then_some(free);
+        }
         let n = self.node(node)?;
         let allocatable = n.allocatable(resource);
         (allocatable > 0).then(|| {
@@ -104,6 +149,20 @@ impl World {
         for (n, r) in marked {
             let c = self.count_free(&n, &r);
             counts.set((n, r), c);
+        }
+        if let Some(class) = resource.strip_prefix(DRA_KEY)
+            && locked(&self.free.dirty_classes).remove(class)
+        {
+            // Every node that serves the class, and every node counted
+            // for it before (it may serve it no more).
+            let mut nodes: BTreeSet<String> = self.dra_nodes_serving(class).into_iter().collect();
+            if let Some(order) = counts.by_free.get(resource) {
+                nodes.extend(order.iter().map(|(_, n)| n.clone()));
+            }
+            for n in nodes {
+                let c = self.count_free(&n, resource);
+                counts.set((n, resource.to_string()), c);
+            }
         }
         let Some(order) = counts.by_free.get(resource) else {
             return Vec::new();

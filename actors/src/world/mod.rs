@@ -21,6 +21,7 @@ pub use apply::{
     AllocationChange, Change, ClaimChange, ClassChange, Freed, NodeChange, PodChange, QuotaChange,
     VmiChange,
 };
+pub use free::dra_key as dra_free_key;
 pub use indexes::{ClassUsage, released as indexes_released};
 pub use meter::GpuSecondsRow;
 pub use pods::{NodeUse, vmi_key_of};

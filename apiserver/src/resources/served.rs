@@ -6,7 +6,7 @@ use crate::store::Store;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 /// What a server serves at one moment.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Served {
     /// The built-in kinds, each at the version this server serves it.
     pub builtin: Vec<Resource>,
@@ -15,6 +15,17 @@ pub struct Served {
     pub openapi: std::sync::Mutex<
         std::collections::HashMap<(String, String), std::sync::Arc<serde_json::Value>>,
     >,
+}
+
+impl Default for Served {
+    /// The built-ins at their newest versions, no custom resources.
+    fn default() -> Self {
+        Self {
+            builtin: BUILTIN.to_vec(),
+            custom: Vec::new(),
+            openapi: std::sync::Mutex::default(),
+        }
+    }
 }
 
 impl Served {
@@ -72,9 +83,13 @@ impl Registry {
     /// A registry serving the built-in kinds `versions` names at those
     /// versions (DeviceTaintRule at v1beta2, as Kubernetes 1.36 does).
     pub fn with_versions(versions: Vec<(&'static str, &'static str)>) -> Self {
+        let served = Served {
+            builtin: builtin_at(&versions),
+            ..Served::default()
+        };
         Self {
+            cache: std::sync::Mutex::new((Vec::new(), std::sync::Arc::new(served))),
             versions,
-            ..Self::default()
         }
     }
 
@@ -90,7 +105,7 @@ impl Registry {
             })
             .collect();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.0 == key && !cache.1.builtin.is_empty() {
+        if cache.0 == key {
             return cache.1.clone();
         }
         let custom: Vec<Custom> = crds

@@ -304,28 +304,15 @@ impl Ask<'_> {
     /// filters turned away `MOST_JUDGED` nodes with room (the pass
     /// answers).
     fn best_fit_indexed(&self) -> Option<Option<String>> {
-        let mut need = self.need.iter();
-        let (Some((resource, &want)), None) = (need.next(), need.next()) else {
-            return None;
+        let (resource, want, apart) = if self.devices.is_empty() {
+            self.indexed_resource()?
+        } else {
+            self.indexed_devices()?
         };
-        // Devices are counted per class on each node: the pass answers.
-        if !self.devices.is_empty() {
-            return None;
-        }
+        let resource = &resource;
         if want == 0 {
             return None;
         }
-        let mut apart: BTreeSet<String> = self
-            .written
-            .nodes_holding(self.w, resource)
-            .into_iter()
-            .collect();
-        apart.extend(
-            self.own
-                .iter()
-                .filter(|(_, r, _)| r == resource)
-                .map(|(n, _, _)| n.clone()),
-        );
         let better = |left: u64, name: &str, best: &Option<(u64, String)>| {
             best.as_ref()
                 .is_none_or(|(l, b)| (left, name) < (*l, b.as_str()))
@@ -374,6 +361,59 @@ impl Ask<'_> {
                 }
             }
         }
+    }
+
+    /// The index's resource for a set that needs GPUs of one device
+    /// plugin resource: it, the GPUs, and the nodes the index's count is
+    /// not the set's on (our writes under way, the set's own records).
+    fn indexed_resource(&self) -> Option<(String, u64, BTreeSet<String>)> {
+        let mut need = self.need.iter();
+        let (Some((resource, &want)), None) = (need.next(), need.next()) else {
+            return None;
+        };
+        let mut apart: BTreeSet<String> = self
+            .written
+            .nodes_holding(self.w, resource)
+            .into_iter()
+            .collect();
+        apart.extend(
+            self.own
+                .iter()
+                .filter(|(_, r, _)| r == resource)
+                .map(|(n, _, _)| n.clone()),
+        );
+        Some((resource.clone(), want, apart))
+    }
+
+    /// The same for a set whose unplaced members ask one DRA class for
+    /// devices and nothing of a device plugin (D3): the class's key, the
+    /// devices, and the nodes of devices our unseen writes hold or the
+    /// members hold already.
+    fn indexed_devices(&self) -> Option<(String, u64, BTreeSet<String>)> {
+        if !self.need.is_empty() {
+            return None;
+        }
+        let mut classes = self.devices.iter().map(|a| a.class.as_str());
+        let class = classes.next()?;
+        if classes.any(|c| c != class) {
+            return None;
+        }
+        let want = self
+            .devices
+            .iter()
+            .flat_map(|a| a.requests.iter())
+            .fold(0u64, |n, r| n.saturating_add(u64::from(r.count)));
+        let apart = self
+            .held_devices
+            .iter()
+            .chain(
+                self.devices
+                    .iter()
+                    .flat_map(|a| a.own.iter().chain(&a.recorded)),
+            )
+            .filter_map(|d| self.w.device(d).map(|f| f.node))
+            .collect();
+        Some((crate::world::dra_free_key(class), want, apart))
     }
 
     /// Best fit by a pass over every node, saying why none fits.

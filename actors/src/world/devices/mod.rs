@@ -77,17 +77,24 @@ impl World {
         let Some(name) = s.metadata.name.clone() else {
             return DevicesChange::default();
         };
-        let mut d = self.devices.write();
-        d.put_slice(&name, (!deleted).then(|| Arc::new(s)))
+        let change = self
+            .devices
+            .write()
+            .put_slice(&name, (!deleted).then(|| Arc::new(s)));
+        self.dra_free_moved(&change);
+        change
     }
 
     pub(super) fn device_class_changed(&self, c: DeviceClass, deleted: bool) -> DevicesChange {
         let Some(name) = c.metadata.name.clone() else {
             return DevicesChange::default();
         };
-        self.devices
+        let change = self
+            .devices
             .write()
-            .put_device_class(&name, (!deleted).then(|| Arc::new(c)))
+            .put_device_class(&name, (!deleted).then(|| Arc::new(c)));
+        self.dra_free_moved(&change);
+        change
     }
 
     pub(super) fn resource_claim_changed(&self, c: ResourceClaim, deleted: bool) -> DevicesChange {
@@ -110,6 +117,7 @@ impl World {
             .devices
             .write()
             .put_claim(&k, (!deleted).then(|| Arc::new(c)));
+        self.dra_free_moved(&change);
         change.vmis = vmis;
         change
     }
@@ -144,9 +152,12 @@ impl World {
         let Some(name) = r.metadata.name.clone() else {
             return DevicesChange::default();
         };
-        self.devices
+        let change = self
+            .devices
             .write()
-            .put_taint_rule(&name, (!deleted).then(|| Arc::new(r)))
+            .put_taint_rule(&name, (!deleted).then(|| Arc::new(r)));
+        self.dra_free_moved(&change);
+        change
     }
 
     /// D2: a GPUAllocation's devices are held while it records them.
@@ -157,7 +168,9 @@ impl World {
                 r.spec.devices.iter().map(DeviceId::from).collect(),
             )
         });
-        self.devices.write().put_record(k, &class, devices)
+        let change = self.devices.write().put_record(k, &class, devices);
+        self.dra_free_moved(&change);
+        change
     }
 
     /// D3: whether a device that serves `class` on `node` may go to the
@@ -238,14 +251,20 @@ impl World {
     /// A GPUClass made, changed or removed: its devices, if it is a DRA
     /// class, are evaluated again when its selectors or DeviceClass moved.
     pub(super) fn dra_class_changed(&self, name: &str, now: Option<&GPUClass>) -> bool {
-        self.devices.write().put_class(name, now.map(|c| &c.spec))
+        let moved = self.devices.write().put_class(name, now.map(|c| &c.spec));
+        if moved {
+            self.dra_classes_moved([name.to_string()]);
+        }
+        moved
     }
 
     /// Whether the API server serves `kind` (a DRA kind): told by its
     /// watch; true until a watch says otherwise. The DRA classes' standing
     /// moves with it (DRAUnavailable).
     pub fn set_served(&self, kind: Kind, served: bool) -> BTreeSet<String> {
-        self.devices.write().set_served(kind, served)
+        let classes = self.devices.write().set_served(kind, served);
+        self.dra_classes_moved(classes.iter().cloned());
+        classes
     }
 
     /// D1, D2: the class's capacity, the devices that serve it on Ready
@@ -295,6 +314,15 @@ impl World {
     }
 
     /// The DRA classes with devices serving them on `node`.
+    /// The nodes with devices that serve DRA class `class`.
+    pub fn dra_nodes_serving(&self, class: &str) -> Vec<String> {
+        self.devices
+            .read()
+            .nodes_serving(class)
+            .map(str::to_string)
+            .collect()
+    }
+
     pub fn dra_classes_on(&self, node: &str) -> Vec<String> {
         self.devices.read().classes_on(node)
     }
