@@ -75,3 +75,32 @@ fn the_placement_storm_places_every_set_once_in_g4_order_keeping_the_invariants(
     assert_eq!(s.placement_writes, s.placement_writes_min, "{s:?}");
     assert!(s.sets_per_s > 0.0 && s.one_in_flight_sets_per_s > 0.0);
 }
+
+/// Issue 35's DRA cost on a small world: the controller places every VM
+/// on its devices, each slice change (a held GPU failed, well again) and
+/// node change (NotReady, Ready: every claim there, and the class) gets
+/// exactly its status writes, and
+/// the cold start over HTTP converges without a write.
+#[test]
+fn the_dra_world_places_every_vm_answers_each_change_with_exactly_its_writes_and_cold_starts_quietly()
+ {
+    let d = gpu_claims_testbed::bench::dra::measure(
+        24,
+        40,
+        6,
+        || 0,
+        Some((
+            1,
+            std::sync::Arc::new(gpu_claims::dev::bench::RunController),
+        )),
+    );
+    assert_eq!((d.nodes, d.devices, d.claims), (24, 192, 40));
+    assert_eq!(d.changes, 12);
+    assert_eq!(d.writes, d.writes_min, "{d:#?}");
+    assert!(
+        d.slice_change_p99_us > 0.0 && d.node_change_p99_us > 0.0,
+        "{d:#?}"
+    );
+    let cold = d.cold.expect("the cold start");
+    assert_eq!(cold.controller_writes, 0, "{cold:?}");
+}

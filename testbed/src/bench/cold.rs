@@ -111,6 +111,16 @@ pub fn measure(
     let layout = Layout::new(claims, 0);
     eprintln!("[cold start] building and converging {claims} claims");
     let store = converged_store(&layout);
+    measure_store(store, claims, runs, operator)
+}
+
+/// The cold start over a converged `store` (`claims` claims).
+pub fn measure_store(
+    store: std::sync::Arc<crate::memory::store::Store>,
+    claims: usize,
+    runs: usize,
+    operator: std::sync::Arc<dyn Operator>,
+) -> anyhow::Result<ColdFigures> {
     // The server lives on its own runtime for the whole measurement.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

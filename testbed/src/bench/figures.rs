@@ -90,6 +90,7 @@ pub struct Figures {
     pub cold_start: Option<cold::ColdFigures>,
     pub placement_storm: Option<super::storm::StormFigures>,
     pub webhook: Option<WebhookFigures>,
+    pub dra: Option<super::dra::DraFigures>,
 }
 
 /// The table on stdout.
@@ -194,5 +195,32 @@ pub fn print(f: &Figures) {
             "cold start over HTTP, {} claims: controller {:.2} s, bare reflector {:.2} s, ratio {:.2} (medians of {}; controller writes on the converged world: {})",
             c.claims, c.controller_s, c.reflector_s, c.ratio, c.runs, c.controller_writes
         );
+    }
+    if let Some(d) = &f.dra {
+        println!(
+            "DRA, {} nodes, {} devices, {} VMs placed in {:.2} s: {} B per device in the cache ({} B the slices' own, {} B beyond them); \
+             first write after a slice change p50/p99 {:.1}/{:.1} us, after a node change {:.1}/{:.1} us: slice/node p99 {:.2} ({} changes, {} writes / {} minimum)",
+            d.nodes,
+            d.devices,
+            d.claims,
+            d.converge_s,
+            d.world_bytes_per_device,
+            d.object_bytes_per_device,
+            d.beyond_object_bytes_per_device,
+            d.slice_change_p50_us,
+            d.slice_change_p99_us,
+            d.node_change_p50_us,
+            d.node_change_p99_us,
+            d.slice_over_node_p99,
+            d.changes,
+            d.writes,
+            d.writes_min
+        );
+        if let Some(c) = &d.cold {
+            println!(
+                "DRA cold start over HTTP: controller {:.2} s, bare reflector {:.2} s, ratio {:.2} (medians of {}; controller writes on the converged world: {})",
+                c.controller_s, c.reflector_s, c.ratio, c.runs, c.controller_writes
+            );
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod changes;
 pub mod cold;
+pub mod dra;
 mod figures;
 pub mod harness;
 mod sizes;
@@ -55,6 +56,16 @@ pub struct BenchArgs {
     /// Connections kept alive the storm's reviews share.
     #[arg(long, default_value_t = 64)]
     pub webhook_connections: usize,
+    /// Nodes of the DRA world, 8 GPUs each in slices, a VM of 2 on each
+    /// (0 skips it).
+    #[arg(long, default_value_t = 15_000)]
+    pub dra_nodes: usize,
+    /// VMs of the DRA world, 2 GPUs each.
+    #[arg(long, default_value_t = 50_000)]
+    pub dra_vms: usize,
+    /// Slice changes and node changes, each, in the DRA world.
+    #[arg(long, default_value_t = 200)]
+    pub dra_changes: usize,
 }
 
 /// The p-th percentile (0..=100) of `v`, nearest rank.
@@ -150,7 +161,23 @@ pub fn run(
         figures.webhook = Some(w);
     }
     if args.cold_claims > 0 {
-        figures.cold_start = Some(cold::measure(args.cold_claims, args.cold_runs, operator)?);
+        figures.cold_start = Some(cold::measure(
+            args.cold_claims,
+            args.cold_runs,
+            operator.clone(),
+        )?);
+    }
+    if args.dra_nodes > 0 {
+        let cold = (args.cold_runs > 0).then_some((args.cold_runs, operator));
+        let d = dra::measure(
+            args.dra_nodes,
+            args.dra_vms,
+            args.dra_changes,
+            live_bytes,
+            cold,
+        );
+        eprintln!("{d:?}");
+        figures.dra = Some(d);
     }
     print(&figures);
     if let Some(path) = &args.json {

@@ -1,0 +1,383 @@
+//! Issue 35's cost of DRA: a world of `nodes` nodes, each with 8 GPUs in
+//! a slice as NVIDIA's driver publishes them, and one VM per node asking
+//! for 2 through a ResourceClaimTemplate (KubeVirt's DRA guide), placed by
+//! the controller itself. Measured: what the controller's cache keeps per
+//! device beyond the slice objects; a slice's change (a held GPU tainted
+//! NoExecute, D6, and well again) to its first write, side by side with a
+//! node's change (NotReady, G6, and Ready again) in the same world; and
+//! the cold start over HTTP against a bare reflector of the same kinds.
+
+use super::harness::Harness;
+use super::{in_system, percentile, us};
+use crate::fixtures::node;
+use crate::memory::MemCluster;
+use crate::memory::store::{Store, Subresource};
+use crate::standin::nvidia;
+use gpu_claims_actors::api::{Kind, Obj, from_json};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// GPUs each node publishes, and each VM asks for (VMs are placed best
+/// fit: four to a node, as many nodes as they fill).
+const GPUS: u32 = 8;
+const ASKS: i64 = 2;
+const NAMESPACES: usize = 50;
+const CLASS: &str = "h200-dra";
+const VFIO: &str = "vfio.gpu.nvidia.com";
+
+#[derive(Serialize, Debug, Default)]
+pub struct DraFigures {
+    pub nodes: usize,
+    pub devices: usize,
+    /// VMs, each with a template claim of 2 GPUs.
+    pub claims: usize,
+    /// The controller placing every VM from scratch (release build: one core's worth).
+    pub converge_s: f64,
+    /// Live heap the world takes loading the slices, per device.
+    pub world_bytes_per_device: f64,
+    /// Of it, the slice objects' own bytes (as the API's objects).
+    pub object_bytes_per_device: f64,
+    /// The rest: the controller's indexes and facts (target <= 256 B).
+    pub beyond_object_bytes_per_device: f64,
+    pub changes: usize,
+    pub slice_change_p50_us: f64,
+    pub slice_change_p99_us: f64,
+    pub node_change_p50_us: f64,
+    pub node_change_p99_us: f64,
+    /// Slice p99 over node p99 (target <= 1.5).
+    pub slice_over_node_p99: f64,
+    /// Writes the changes made (each one: the claim's status).
+    pub writes: usize,
+    pub writes_min: usize,
+    pub cold: Option<super::cold::ColdFigures>,
+}
+
+fn ns(i: usize) -> String {
+    format!("dra-{}", i % NAMESPACES)
+}
+
+fn node_name(i: usize) -> String {
+    format!("dra-node-{i:05}")
+}
+
+fn typed(kind: Kind, v: Value) -> Obj {
+    from_json(kind, v).expect("a benchmark object")
+}
+
+/// The world: nodes with passthrough GPUs (their slices are published by
+/// the stand-in's NVIDIA driver once seeded), the DRA class, a template
+/// per namespace, and `vms` VMIs whose launcher pods wait at the gate with
+/// the ResourceClaims Kubernetes made for them.
+pub fn objects(nodes: usize, vms: usize) -> Vec<Obj> {
+    let mut out = vec![typed(
+        Kind::Class,
+        json!({"metadata": {"name": CLASS}, "spec": {"deviceClassName": VFIO}}),
+    )];
+    for n in 0..NAMESPACES.min(vms) {
+        out.push(typed(
+            Kind::ResourceClaimTemplate,
+            json!({"metadata": {"name": "two-gpus", "namespace": ns(n)},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": VFIO, "count": ASKS}}]}}}}),
+        ));
+    }
+    for i in 0..nodes {
+        out.push(
+            node(&node_name(i))
+                .kubelet("128", "2Ti")
+                .passthrough_gpus("NVIDIA H200", GPUS, "141Gi", "0x2335")
+                .obj(),
+        );
+    }
+    for i in 0..vms {
+        let (ns, vmi, pod) = (ns(i), format!("vm-{i}"), format!("virt-launcher-vm-{i}"));
+        let rc = format!("{pod}-gpu");
+        out.push(typed(
+            Kind::Vmi,
+            json!({"metadata": {"name": vmi, "namespace": ns, "uid": format!("u-{i}")},
+                "spec": {"domain": {"devices": {"gpus": [{"name": "gpu1", "claimName": "gpu", "requestName": "gpu"}]}},
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]},
+                "status": {"phase": "Scheduling"}}),
+        ));
+        out.push(typed(
+            Kind::Pod,
+            json!({"metadata": {"name": pod, "namespace": ns, "uid": format!("p-{i}"),
+                    "labels": {"kubevirt.io": "virt-launcher"},
+                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                        "name": vmi, "uid": format!("u-{i}"), "controller": true}]},
+                "spec": {"containers": [{"name": "compute", "resources": {"claims": [{"name": "gpu"}]}}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}],
+                    "schedulingGates": [{"name": gpu_claims_actors::api::SCHEDULING_GATE}]},
+                "status": {"phase": "Pending", "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": rc}]}}),
+        ));
+        out.push(typed(
+            Kind::ResourceClaim,
+            json!({"metadata": {"name": rc, "namespace": ns,
+                    "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod,
+                        "uid": format!("p-{i}"), "controller": true, "blockOwnerDeletion": true}]},
+                "spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": VFIO, "count": ASKS}}]}}}),
+        ));
+    }
+    out
+}
+
+/// What loading the slices costs a world whose nodes are loaded: live
+/// heap per device, all of it and of it the slices' own bytes (a copy of
+/// each, held while measured).
+fn bytes_per_device(store: &Store, live_bytes: fn() -> usize) -> (f64, f64) {
+    let world = gpu_claims_actors::world::World::new(Default::default());
+    let typed_all = |kind: Kind| -> Vec<Obj> {
+        store
+            .list(kind.name())
+            .0
+            .into_iter()
+            .filter_map(|v| from_json(kind, v).ok())
+            .collect()
+    };
+    for o in typed_all(Kind::Node)
+        .into_iter()
+        .chain(typed_all(Kind::DeviceClass))
+        .chain(typed_all(Kind::Class))
+    {
+        world.load(o);
+    }
+    let slices = typed_all(Kind::ResourceSlice);
+    let devices = (slices.len() * GPUS as usize).max(1) as f64;
+    let before = live_bytes();
+    let copies = slices.clone();
+    let objects = live_bytes().saturating_sub(before);
+    drop(copies);
+    let before = live_bytes();
+    for s in slices {
+        world.load(s);
+    }
+    // The class's devices counted, as the controller counts them at sync.
+    let _ = world.class_capacity(CLASS);
+    let loaded = live_bytes().saturating_sub(before);
+    drop(world);
+    (loaded as f64 / devices, objects as f64 / devices)
+}
+
+fn set_status(store: &Store, kind: &str, mut obj: Value, f: impl FnOnce(&mut Value)) {
+    f(&mut obj["status"]);
+    store
+        .update(kind, obj, Subresource::Status)
+        .expect("a benchmark change applies");
+}
+
+/// The record of VM `i`.
+fn record(store: &Store, i: usize) -> Value {
+    store
+        .get("GPUAllocation", &ns(i), &format!("vm-{i}-gpu"))
+        .expect("the VM's record")
+}
+
+/// VM `i`'s first GPU tainted NoExecute in its node's slice (NVIDIA's
+/// driver marking it failed), or untainted.
+fn taint_held_gpu(store: &Store, i: usize, failed: bool) {
+    let r = record(store, i);
+    let device = r["spec"]["devices"][0]["device"].clone();
+    let node = r["spec"]["nodeName"].clone();
+    let (slices, _) = store.list("ResourceSlice");
+    let mut s = slices
+        .into_iter()
+        .find(|s| s["spec"]["nodeName"] == node)
+        .expect("the node's slice");
+    for d in s["spec"]["devices"].as_array_mut().into_iter().flatten() {
+        if d["name"] == device {
+            if failed {
+                d["taints"] = json!([{"key": nvidia::UNHEALTHY_TAINT, "value": "Xid79", "effect": "NoExecute"}]);
+            } else if let Some(o) = d.as_object_mut() {
+                o.remove("taints");
+            }
+        }
+    }
+    store
+        .update("ResourceSlice", s, Subresource::Main)
+        .expect("a benchmark change applies");
+}
+
+fn node_ready(store: &Store, name: &str, ready: bool) {
+    let n = store.get("Node", "", name).expect("the node");
+    set_status(store, "Node", n, |s| {
+        s["conditions"] =
+            json!([{"type": "Ready", "status": if ready { "True" } else { "False" }}]);
+    });
+}
+
+/// The store converged by the controller itself (every VM placed), and
+/// how long that took.
+fn converged(nodes: usize, vms: usize) -> (Arc<Store>, Duration) {
+    let store = crate::crds::cluster_store();
+    let cluster = MemCluster::new(store.clone());
+    for o in objects(nodes, vms) {
+        cluster.seed(&o);
+    }
+    nvidia::publish(&store);
+    let s = store.clone();
+    let took = in_system(move || {
+        Box::pin(async move {
+            let h = Harness::start(s.clone());
+            h.settle(Duration::from_millis(50)).await;
+            let t0 = Instant::now();
+            h.lead();
+            h.settle(Duration::from_millis(300)).await;
+            let took = t0.elapsed();
+            // The scheduler binds each pod where placement pinned it and
+            // the VM runs (as the stand-ins would): the claims are
+            // Attached, and a Lost one stays with its running VM.
+            for i in 0..vms {
+                run_where_pinned(&s, i);
+            }
+            h.settle(Duration::from_millis(300)).await;
+            took
+        })
+    });
+    (store, took)
+}
+
+/// VM `i`'s launcher pod bound to the node its pin names, and the VM
+/// running there.
+fn run_where_pinned(store: &Store, i: usize) {
+    let (ns, vmi, pod) = (ns(i), format!("vm-{i}"), format!("virt-launcher-vm-{i}"));
+    let mut p = store.get("Pod", &ns, &pod).expect("the launcher pod");
+    let node = p["spec"]["nodeSelector"]["kubernetes.io/hostname"].clone();
+    assert!(node.is_string(), "VM {i} placed and pinned");
+    p["spec"]["nodeName"] = node.clone();
+    let p = store
+        .update("Pod", p, Subresource::Main)
+        .expect("the pod binds")
+        .object;
+    set_status(store, "Pod", p, |s| s["phase"] = "Running".into());
+    let v = store
+        .get("VirtualMachineInstance", &ns, &vmi)
+        .expect("the VMI");
+    set_status(store, "VirtualMachineInstance", v, |s| {
+        s["phase"] = "Running".into();
+        s["nodeName"] = node;
+    });
+}
+
+/// Measures the DRA world of `nodes` nodes and `vms` VMs; `changes` of
+/// each kind.
+pub fn measure(
+    nodes: usize,
+    vms: usize,
+    changes: usize,
+    live_bytes: fn() -> usize,
+    cold: Option<(usize, Arc<dyn super::cold::Operator>)>,
+) -> DraFigures {
+    eprintln!(
+        "[dra] {nodes} nodes, {} devices: the controller places every VM",
+        nodes * GPUS as usize
+    );
+    let (store, took) = converged(nodes, vms);
+    let placed = store.list("GPUAllocation").0.len();
+    if std::env::var_os("GPU_CLAIMS_BENCH_DEBUG").is_some() {
+        for r in store.list("GPUAllocation").0 {
+            eprintln!(
+                "{} {} {}",
+                r["metadata"]["namespace"], r["metadata"]["name"], r["spec"]["nodeName"]
+            );
+        }
+    }
+    assert_eq!(placed, vms, "every VM placed");
+    let (world_bytes, object_bytes) = bytes_per_device(&store, live_bytes);
+    let changes = changes.min(vms / 2);
+    let s = store.clone();
+    let (slice, node, writes, writes_min) = in_system(move || {
+        Box::pin(async move {
+            let h = Harness::start(s.clone());
+            h.synced(vms).await;
+            h.lead();
+            h.settle(Duration::from_millis(200)).await;
+            let (mut slice, mut by_node) = (Vec::new(), Vec::new());
+            let (mut writes, mut writes_min) = (0, 0);
+            for j in 0..changes {
+                // Slice changes on even nodes, node changes on odd ones.
+                let steps: [(bool, bool); 4] =
+                    [(true, true), (true, false), (false, false), (false, true)];
+                for (is_slice, on) in steps {
+                    let i = 2 * j + usize::from(!is_slice);
+                    // A slice change moves one claim; a node's, every
+                    // claim on the node and the class's capacity.
+                    let node = record(&s, i)["spec"]["nodeName"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    let moved = if is_slice {
+                        1
+                    } else {
+                        s.list("GPUAllocation")
+                            .0
+                            .iter()
+                            .filter(|r| r["spec"]["nodeName"] == node.as_str())
+                            .count()
+                            + 1
+                    };
+                    let w0 = h.writes();
+                    let t0 = tokio::time::Instant::now();
+                    if is_slice {
+                        taint_held_gpu(&s, i, on);
+                    } else {
+                        node_ready(&s, &node, on);
+                    }
+                    h.settle(Duration::from_millis(5)).await;
+                    let w = h.stamps.writes.lock().unwrap()[w0..].to_vec();
+                    if std::env::var_os("GPU_CLAIMS_BENCH_DEBUG").is_some() {
+                        let what: Vec<String> = w
+                            .iter()
+                            .map(|(_, op, what)| format!("{op} {what}"))
+                            .collect();
+                        eprintln!(
+                            "{} {on} (VM {i}): {moved} needed: {what:?}",
+                            if is_slice { "slice" } else { "node" }
+                        );
+                    }
+                    if let Some((first, _, _)) = w.first() {
+                        let d = first.duration_since(t0);
+                        if is_slice {
+                            slice.push(d)
+                        } else {
+                            by_node.push(d)
+                        }
+                    }
+                    writes += w.len();
+                    // Each claim Lost, or back, and the class: one
+                    // status write each.
+                    writes_min += moved;
+                }
+            }
+            (slice, by_node, writes, writes_min)
+        })
+    });
+    let (mut slice, mut node) = (slice, node);
+    let s99 = percentile(&mut slice, 99.0);
+    let n99 = percentile(&mut node, 99.0);
+    let cold = cold.map(|(runs, operator)| {
+        super::cold::measure_store(store.clone(), nodes, runs, operator).expect("the cold start")
+    });
+    DraFigures {
+        nodes,
+        devices: nodes * GPUS as usize,
+        claims: vms,
+        converge_s: (took.as_secs_f64() * 100.0).round() / 100.0,
+        world_bytes_per_device: world_bytes.round(),
+        object_bytes_per_device: object_bytes.round(),
+        beyond_object_bytes_per_device: (world_bytes - object_bytes).round(),
+        changes: 2 * changes,
+        slice_change_p50_us: us(percentile(&mut slice, 50.0)),
+        slice_change_p99_us: us(s99),
+        node_change_p50_us: us(percentile(&mut node, 50.0)),
+        node_change_p99_us: us(n99),
+        slice_over_node_p99: (s99.as_secs_f64() / n99.as_secs_f64().max(1e-9) * 100.0).round()
+            / 100.0,
+        writes,
+        writes_min,
+        cold,
+    }
+}
