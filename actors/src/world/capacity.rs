@@ -107,7 +107,9 @@ impl World {
         let facts = |n: Option<&Arc<NodeFacts>>| n.map(|n| (n.ready, n.labels.clone()));
         if facts(old) != facts(new) {
             let name = old.or(new).map(|n| n.name.as_str()).unwrap_or_default();
-            moved.extend(self.dra_classes_on(name));
+            let classes = self.dra_classes_on(name);
+            self.dra_capacity_moved(&BTreeSet::from([name.to_string()]), &classes);
+            moved.extend(classes);
         }
         // The groups' map iterates in no fixed order.
         moved.sort();

@@ -95,21 +95,27 @@ impl World {
             let mut classes = Vec::new();
             self.for_each_class(|c| {
                 if c.spec.device_class_name.is_some() {
-                    classes.push(dra_key(c.metadata.name.as_deref().unwrap_or_default()));
+                    classes.push(c.metadata.name.clone().unwrap_or_default());
                 }
             });
-            let mut dirty = locked(&self.free.dirty);
-            for n in &change.nodes {
-                for c in &classes {
-                    dirty.insert((n.clone(), c.clone()));
+            {
+                let mut dirty = locked(&self.free.dirty);
+                for n in &change.nodes {
+                    for c in &classes {
+                        dirty.insert((n.clone(), dra_key(c)));
+                    }
                 }
             }
+            // What they count toward the classes' capacity too.
+            self.dra_capacity_moved(&change.nodes, &classes);
         }
         self.dra_classes_moved(change.classes.iter().cloned());
     }
 
     /// D2: these DRA classes' devices may have moved on every node.
     pub(super) fn dra_classes_moved(&self, classes: impl IntoIterator<Item = String>) {
+        let classes: Vec<String> = classes.into_iter().collect();
+        self.dra_capacity_classes_moved(classes.iter().cloned());
         locked(&self.free.dirty_classes).extend(classes);
     }
 

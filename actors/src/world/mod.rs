@@ -10,6 +10,7 @@
 mod apply;
 mod capacity;
 pub mod devices;
+mod dra_capacity;
 mod free;
 mod indexes;
 mod meter;
@@ -90,6 +91,8 @@ pub struct World {
     listed: [AtomicBool; Kind::ALL.len()],
     /// GPU-seconds held and attached per namespace and class.
     meter: meter::GpuSeconds,
+    /// Per DRA class, its capacity by node (D2), kept as devices change.
+    dra_capacity: dra_capacity::DraCapacity,
     /// Per namespace: its GPUQuotas that cannot be read, name to why.
     unreadable_quotas: DashMap<String, std::collections::BTreeMap<String, String>>,
 }

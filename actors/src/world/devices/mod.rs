@@ -267,19 +267,10 @@ impl World {
         classes
     }
 
-    /// D1, D2: the class's capacity, the devices that serve it on Ready
-    /// nodes its nodeSelector picks, free or held by its own records.
-    pub fn dra_capacity(&self, class: &GPUClass) -> u64 {
-        let name = class.metadata.name.as_deref().unwrap_or_default();
-        let d = self.devices.read();
-        let mut sum = 0u64;
-        for node in d.nodes_serving(name) {
-            let Some(n) = self.node(node) else { continue };
-            if n.ready && n.matches(class.spec.node_selector.as_ref()) {
-                sum = sum.saturating_add(d.capacity_on(name, node));
-            }
-        }
-        sum
+    /// D2's capacity of `class` on `node`: its devices there, free or
+    /// recorded by the class's own records (readiness aside).
+    pub(super) fn dra_devices_counted(&self, class: &str, node: &str) -> u64 {
+        self.devices.read().capacity_on(class, node)
     }
 
     /// The devices of `class` free on `node` (D2), by pool then name.
