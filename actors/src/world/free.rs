@@ -87,9 +87,11 @@ impl World {
         }
     }
 
-    /// D2: the devices of DRA classes may have moved: on the nodes
-    /// `change` names (for every DRA class: they are few), and on every
-    /// node for the classes it names.
+    /// D2: the devices of DRA classes may have moved on the nodes
+    /// `change` names (for every DRA class: they are few). Its classes are
+    /// those the nodes' changes concern, not moved everywhere: a change
+    /// that moves a class on every node (a DeviceClass, a class's
+    /// selectors, DRA served or not) says so with `dra_classes_moved`.
     pub(super) fn dra_free_moved(&self, change: &super::devices::DevicesChange) {
         if !change.nodes.is_empty() {
             let mut classes = Vec::new();
@@ -109,7 +111,6 @@ impl World {
             // What they count toward the classes' capacity too.
             self.dra_capacity_moved(&change.nodes, &classes);
         }
-        self.dra_classes_moved(change.classes.iter().cloned());
     }
 
     /// D2: these DRA classes' devices may have moved on every node.

@@ -93,7 +93,9 @@ impl World {
             .devices
             .write()
             .put_device_class(&name, (!deleted).then(|| Arc::new(c)));
+        // A DeviceClass's selectors move its classes on every node.
         self.dra_free_moved(&change);
+        self.dra_classes_moved(change.classes.iter().cloned());
         change
     }
 
