@@ -176,9 +176,10 @@ fn record(store: &Store, i: usize) -> Value {
         .expect("the VM's record")
 }
 
-/// VM `i`'s first GPU tainted NoExecute in its node's slice (NVIDIA's
-/// driver marking it failed), or untainted.
-fn taint_held_gpu(store: &Store, i: usize, failed: bool) {
+/// VM `i`'s node's slice with the VM's first GPU tainted NoExecute
+/// (NVIDIA's driver marking it failed), or untainted: the change, made
+/// ready before the clock starts (finding the slice lists them all).
+fn tainted_slice(store: &Store, i: usize, failed: bool) -> Value {
     let r = record(store, i);
     let device = r["spec"]["devices"][0]["device"].clone();
     let node = r["spec"]["nodeName"].clone();
@@ -196,17 +197,15 @@ fn taint_held_gpu(store: &Store, i: usize, failed: bool) {
             }
         }
     }
-    store
-        .update("ResourceSlice", s, Subresource::Main)
-        .expect("a benchmark change applies");
+    s
 }
 
-fn node_ready(store: &Store, name: &str, ready: bool) {
-    let n = store.get("Node", "", name).expect("the node");
-    set_status(store, "Node", n, |s| {
-        s["conditions"] =
-            json!([{"type": "Ready", "status": if ready { "True" } else { "False" }}]);
-    });
+/// Node `name` Ready or NotReady: the change, made ready before the clock.
+fn ready_node(store: &Store, name: &str, ready: bool) -> Value {
+    let mut n = store.get("Node", "", name).expect("the node");
+    n["status"]["conditions"] =
+        json!([{"type": "Ready", "status": if ready { "True" } else { "False" }}]);
+    n
 }
 
 /// The store converged by the controller itself (every VM placed), and
@@ -319,13 +318,15 @@ pub fn measure(
                             .count()
                             + 1
                     };
+                    let (kind, obj, sub) = if is_slice {
+                        ("ResourceSlice", tainted_slice(&s, i, on), Subresource::Main)
+                    } else {
+                        ("Node", ready_node(&s, &node, on), Subresource::Status)
+                    };
                     let w0 = h.writes();
                     let t0 = tokio::time::Instant::now();
-                    if is_slice {
-                        taint_held_gpu(&s, i, on);
-                    } else {
-                        node_ready(&s, &node, on);
-                    }
+                    s.update(kind, obj, sub)
+                        .expect("a benchmark change applies");
                     h.settle(Duration::from_millis(5)).await;
                     let w = h.stamps.writes.lock().unwrap()[w0..].to_vec();
                     if std::env::var_os("GPU_CLAIMS_BENCH_DEBUG").is_some() {
