@@ -198,15 +198,14 @@ pub fn print(f: &Figures) {
     }
     if let Some(d) = &f.dra {
         println!(
-            "DRA, {} nodes, {} devices, {} VMs placed in {:.2} s: {} B per device in the cache ({} B the slices' own, {} B beyond them); \
+            "DRA, {} nodes, {} devices, {} VMs placed in {:.2} s: the cache keeps {} B per device beyond the slices' own {} B; \
              first write after a slice change p50/p99 {:.1}/{:.1} us, after a node change {:.1}/{:.1} us: slice/node p99 {:.2} ({} changes, {} writes / {} minimum)",
             d.nodes,
             d.devices,
             d.claims,
             d.converge_s,
-            d.world_bytes_per_device,
-            d.object_bytes_per_device,
             d.beyond_object_bytes_per_device,
+            d.object_bytes_per_device,
             d.slice_change_p50_us,
             d.slice_change_p99_us,
             d.node_change_p50_us,
