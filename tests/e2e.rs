@@ -10,7 +10,7 @@ mod device_taint_rules;
 use common::Cluster;
 use gpu_claims_actors::api::is_deleting;
 use gpu_claims_apiserver::Faults;
-use gpu_claims_testbed::demo::story::{self, Ctx};
+use gpu_claims_testbed::demo::story;
 use gpu_claims_testbed::demo::{self, A, B, H200, Snapshot};
 use gpu_claims_testbed::fixtures::{MetaBuilder, claim, class, node};
 use std::time::Duration;
@@ -197,12 +197,7 @@ fn e2e_an_attachment_grace_change_reaches_the_running_process() {
 fn play(c: &mut Cluster, mut between: impl FnMut(usize, &mut Cluster)) {
     c.settle("L1", |s| s.classes.len() == 2, NOW);
     for (i, step) in story::steps().iter().enumerate() {
-        let now: Snapshot = c.snapshot();
-        (step.act)(&Ctx {
-            standin: &c.standin,
-            store: &c.store,
-            now: &now,
-        });
+        c.act(step);
         between(i, c);
         c.settle(step.title, step.until, step.hold);
     }

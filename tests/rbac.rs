@@ -8,8 +8,8 @@ mod common;
 
 use common::Cluster;
 use gpu_claims_apiserver::Faults;
-use gpu_claims_testbed::demo::story::{self, Ctx};
-use gpu_claims_testbed::demo::{self, Snapshot};
+use gpu_claims_testbed::demo;
+use gpu_claims_testbed::demo::story;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -145,12 +145,7 @@ fn the_rbac_allows_every_request_of_the_controller_and_grants_nothing_unused() {
     let ctl = c.start_controller();
     c.settle("L1", |s| s.classes.len() == 2, Duration::ZERO);
     for step in story::steps() {
-        let now: Snapshot = c.snapshot();
-        (step.act)(&Ctx {
-            standin: &c.standin,
-            store: &c.store,
-            now: &now,
-        });
+        c.act(&step);
         c.settle(step.title, step.until, step.hold);
     }
     // /metrics and /debug are read as a platform team would: their

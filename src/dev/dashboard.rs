@@ -65,7 +65,7 @@ fn sample(line: &str) -> Option<(String, Labels, f64)> {
 }
 
 /// The figures by (label values of `keys`), summed.
-fn by(text: &str, name: &str, keys: &[&str]) -> BTreeMap<Vec<String>, f64> {
+pub fn by(text: &str, name: &str, keys: &[&str]) -> BTreeMap<Vec<String>, f64> {
     let mut out = BTreeMap::new();
     for (l, v) in samples(text, name) {
         let k = keys

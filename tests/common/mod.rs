@@ -361,6 +361,17 @@ impl Cluster {
         Snapshot::take(&self.store)
     }
 
+    /// Acts on one step of the demo's story (not awaited: `settle` on
+    /// its `until` does that).
+    pub fn act(&self, step: &gpu_claims_testbed::demo::story::Step) {
+        let now = self.snapshot();
+        (step.act)(&gpu_claims_testbed::demo::story::Ctx {
+            standin: &self.standin,
+            store: &self.store,
+            now: &now,
+        });
+    }
+
     /// Writes the controller's config file as a ConfigMap update does:
     /// a new file renamed over the old one.
     pub fn rewrite_config(&self, text: &str) {

@@ -6,7 +6,7 @@
 
 use super::{CONFIG, NOW, common, metrics_of};
 use gpu_claims_actors::api::{SCHEDULING_GATE, is_deleting};
-use gpu_claims_testbed::demo::story::{self, Ctx};
+use gpu_claims_testbed::demo::story;
 use gpu_claims_testbed::demo::{self, Snapshot};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -16,19 +16,13 @@ use gpu_claims::dev::dashboard::samples;
 /// Figures by the values of their labels.
 type Figures = BTreeMap<Vec<String>, u64>;
 
-/// `name`'s samples as (the values of `keys`) to value, zeros left out
-/// (a figure at 0 and one not shown say the same).
+/// `name`'s samples summed by (the values of `keys`), zeros left out (a
+/// figure at 0 and one not shown say the same).
 fn by(text: &str, name: &str, keys: &[&str]) -> Figures {
-    samples(text, name)
+    gpu_claims::dev::dashboard::by(text, name, keys)
         .into_iter()
         .filter(|(_, v)| *v != 0.0)
-        .map(|(l, v)| {
-            let k = keys
-                .iter()
-                .map(|k| l.get(*k).cloned().unwrap_or_default())
-                .collect();
-            (k, v as u64)
-        })
+        .map(|(k, v)| (k, v as u64))
         .collect()
 }
 
@@ -309,15 +303,9 @@ fn mismatch(text: &str, e: &Expected) -> Option<String> {
         ),
     ];
     for (what, name, keys, want) in checks {
-        let mut got = by(text, name, keys);
-        if name == "gpu_claims_waiting_sets" {
-            // Summed over reasons: the objects say which VMIs wait.
-            let mut sum = BTreeMap::new();
-            for (k, v) in got {
-                *sum.entry(k).or_insert(0) += v;
-            }
-            got = sum;
-        }
+        // Summed over the labels not named (waiting sets over reasons:
+        // the objects say which VMIs wait, not why).
+        let got = by(text, name, keys);
         let want = nonzero(want.clone());
         if got != want {
             return Some(format!(
@@ -458,12 +446,7 @@ fn e2e_the_dashboards_figures_on_metrics_match_the_objects_at_every_step_of_the_
     let mut seconds_before = BTreeMap::new();
     let (mut saw_idle, mut saw_waiting, mut saw_lost, mut saw_dra) = (false, false, false, false);
     for step in story::steps() {
-        let now: Snapshot = c.snapshot();
-        (step.act)(&Ctx {
-            standin: &c.standin,
-            store: &c.store,
-            now: &now,
-        });
+        c.act(&step);
         c.settle(step.title, step.until, step.hold);
         // The controller's world trails the API server by a watch event:
         // wait until the two agree (or say where they do not).

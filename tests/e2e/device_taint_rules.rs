@@ -4,8 +4,8 @@
 //! NoExecute makes its claim Lost, until the rule goes.
 
 use super::{CONFIG, NOW, common};
-use gpu_claims_testbed::demo::story::{self, Ctx};
-use gpu_claims_testbed::demo::{self, A, Snapshot};
+use gpu_claims_testbed::demo::story;
+use gpu_claims_testbed::demo::{self, A};
 use serde_json::json;
 
 #[test]
@@ -15,12 +15,7 @@ fn d6_a_device_taint_rule_served_at_v1beta2_makes_the_held_device_lost_until_it_
     c.settle("L1", |s| s.classes.len() == 2, NOW);
     // The story up to vm-llm placed on its DRA devices.
     for step in story::steps() {
-        let now: Snapshot = c.snapshot();
-        (step.act)(&Ctx {
-            standin: &c.standin,
-            store: &c.store,
-            now: &now,
-        });
+        c.act(&step);
         let s = c.settle(step.title, step.until, step.hold);
         if s.phase(A, "vm-llm-gpu") == "Attached" {
             break;

@@ -327,11 +327,11 @@ fn d2_a_device_with_a_no_schedule_or_no_execute_taint_is_not_free() {
     assert_eq!(free(&w, "n1"), ["gpu-vfio-0", "gpu-vfio-1"]);
 }
 
-#[test]
-fn d2_a_gpu_published_whole_and_as_partitions_is_taken_once() {
+/// A world with node n3 publishing one H200 whole (`gpu-0`, all 8 memory
+/// slices of counter set gpu-0) and as two halves (4 each), and `extra`
+/// devices beside them, in one slice.
+fn partitioned_gpu_world(extra: Vec<Value>) -> World {
     let w = world();
-    // One physical GPU, shared counters of 8 memory slices: the whole GPU
-    // takes all 8, each half 4.
     let consumes = |n: &str| json!([{"counterSet": "gpu-0", "counters": {"memory": {"value": n}}}]);
     let mut whole = gpu("gpu-0", "NVIDIA H200");
     whole["consumesCounters"] = consumes("8");
@@ -339,7 +339,9 @@ fn d2_a_gpu_published_whole_and_as_partitions_is_taken_once() {
     half_a["consumesCounters"] = consumes("4");
     let mut half_b = gpu("gpu-0-half-b", "NVIDIA H200");
     half_b["consumesCounters"] = consumes("4");
-    let mut s: Value = serde_json::to_value(match node_slice("n3", vec![whole, half_a, half_b]) {
+    let mut devices = vec![whole, half_a, half_b];
+    devices.extend(extra);
+    let mut s: Value = serde_json::to_value(match node_slice("n3", devices) {
         Obj::ResourceSlice(s) => s,
         _ => unreachable!(),
     })
@@ -348,6 +350,14 @@ fn d2_a_gpu_published_whole_and_as_partitions_is_taken_once() {
         json!([{"name": "gpu-0", "counters": {"memory": {"value": "8"}}}]);
     w.load(node("n3", true));
     w.load(Obj::ResourceSlice(obj(s)));
+    w
+}
+
+#[test]
+fn d2_a_gpu_published_whole_and_as_partitions_is_taken_once() {
+    // One physical GPU, shared counters of 8 memory slices: the whole GPU
+    // takes all 8, each half 4.
+    let w = partitioned_gpu_world(Vec::new());
     assert_eq!(
         w.free_devices("h200", "n3").len(),
         3,
@@ -386,25 +396,7 @@ fn d2_capacity_counts_ready_nodes_the_class_selects() {
 
 #[test]
 fn d3_devices_sharing_counters_fit_together_only_within_what_their_pool_shares() {
-    let w = world();
-    let consumes = |n: &str| json!([{"counterSet": "gpu-0", "counters": {"memory": {"value": n}}}]);
-    let mut whole = gpu("gpu-0", "NVIDIA H200");
-    whole["consumesCounters"] = consumes("8");
-    let mut half_a = gpu("gpu-0-half-a", "NVIDIA H200");
-    half_a["consumesCounters"] = consumes("4");
-    let mut half_b = gpu("gpu-0-half-b", "NVIDIA H200");
-    half_b["consumesCounters"] = consumes("4");
-    let plain = gpu("gpu-1", "NVIDIA H200");
-    let mut s: Value =
-        serde_json::to_value(match node_slice("n3", vec![whole, half_a, half_b, plain]) {
-            Obj::ResourceSlice(s) => s,
-            _ => unreachable!(),
-        })
-        .unwrap();
-    s["spec"]["sharedCounters"] =
-        json!([{"name": "gpu-0", "counters": {"memory": {"value": "8"}}}]);
-    w.load(node("n3", true));
-    w.load(Obj::ResourceSlice(obj(s)));
+    let w = partitioned_gpu_world(vec![gpu("gpu-1", "NVIDIA H200")]);
     let id = |name: &str| {
         w.free_devices("h200", "n3")
             .into_iter()
