@@ -5,7 +5,7 @@
 //! words for the condition `SelectorInvalid`.
 
 use super::pools::Published;
-use super::selector::{Selector, SelectorError};
+use super::selector::{DeviceVar, Selector, SelectorError};
 
 /// Where a bad selector is: the DeviceClass's or the GPUClass's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,12 +79,16 @@ impl ClassSelectors {
 
     /// Whether `d` serves the class: every selector true, in order.
     pub fn serves(&self, d: &Published) -> Result<bool, SelectorInvalid> {
+        // Read once for every selector: the union of their domains reads
+        // as each one's would (a domain the device has not is empty).
+        let selectors = self.device_class.1.iter().chain(&self.own.1);
+        let var = DeviceVar::new(d.driver, d.device, selectors.flat_map(Selector::domains));
         for (origin, (owner, list)) in [
             (Origin::DeviceClass, &self.device_class),
             (Origin::Class, &self.own),
         ] {
             for (index, s) in list.iter().enumerate() {
-                match s.matches(d.driver, d.device) {
+                match s.matches_var(&var) {
                     Ok(true) => {}
                     Ok(false) => return Ok(false),
                     Err(error) => {

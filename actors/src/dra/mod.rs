@@ -11,7 +11,7 @@ pub mod values;
 
 pub use class::{ClassSelectors, SelectorInvalid};
 pub use pools::{PoolState, Published, complete_devices};
-pub use selector::{Selector, SelectorError};
+pub use selector::{DeviceVar, Selector, SelectorError};
 
 #[cfg(test)]
 mod tests;

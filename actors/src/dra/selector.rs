@@ -9,7 +9,10 @@
 //! words, never a guess.
 
 use super::values::{Quantity, Semver};
-use cel::objects::{Key, Map, Value};
+use cel::common::types::{CelBool, CelMap, CelMapKey, CelString};
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
+use cel::objects::Value;
 use k8s_openapi::api::resource::v1::Device;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -78,6 +81,109 @@ impl SelectorError {
     }
 }
 
+thread_local! {
+    /// CEL's standard library and Kubernetes' functions, declared once per
+    /// thread: declaring them is most of what a fresh context costs, many
+    /// times what evaluating a selector on one device does.
+    static ROOT: Result<cel::Context<'static, 'static>, String> = {
+        let mut ctx = cel::Context::default();
+        super::values::add_to(&mut ctx).map(|()| ctx).map_err(|e| e.to_string())
+    };
+}
+
+/// The `device` variable of one device, built once for all the selectors
+/// that ask of it, already in the interpreter's own form: each selector
+/// borrows it (through a resolver) rather than converting a copy, which
+/// was most of what a device's evaluation cost.
+pub struct DeviceVar(Result<Box<dyn Val>, String>);
+
+impl VariableResolver for DeviceVar {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        match (&self.0, variable) {
+            (Ok(v), "device") => Some(CowVal::Borrowed(v.as_ref())),
+            _ => None,
+        }
+    }
+}
+
+impl DeviceVar {
+    /// The device of `driver`, with an empty map for each of `domains`
+    /// it publishes nothing in (upstream's `WithDefault` maps).
+    pub fn new<'a>(driver: &str, d: &Device, domains: impl IntoIterator<Item = &'a str>) -> Self {
+        Self(Self::build(driver, d, domains).map_err(|e| e.to_string()))
+    }
+
+    /// Built in the interpreter's form directly: a `Value` map converts
+    /// by cloning itself and each entry again.
+    fn build<'a>(
+        driver: &str,
+        d: &Device,
+        domains: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Box<dyn Val>, cel::ExecutionError> {
+        let mut attributes: HashMap<String, ValMap> = HashMap::new();
+        for (name, a) in d.attributes.iter().flatten() {
+            let (domain, id) = qualified(name, driver);
+            // One the API would have refused (no value, a version that is
+            // no semver) is left out as a bad capacity is: only a selector
+            // that reads it errors.
+            if let Ok(v) = attribute(a) {
+                attributes
+                    .entry(domain.into())
+                    .or_default()
+                    .insert(val_key(id), Box::<dyn Val>::try_from(v)?);
+            }
+        }
+        let mut capacity: HashMap<String, ValMap> = HashMap::new();
+        for (name, c) in d.capacity.iter().flatten() {
+            let (domain, id) = qualified(name, driver);
+            // One the quantity type cannot hold (negative, past what it
+            // counts) is left out: a selector that reads it errors, the
+            // rest of the device stays usable.
+            if let Some(q) = Quantity::parse(&c.value.0) {
+                capacity.entry(domain.into()).or_default().insert(
+                    val_key(id),
+                    Box::<dyn Val>::try_from(Value::Opaque(Arc::new(q)))?,
+                );
+            }
+        }
+        for domain in domains {
+            attributes.entry(domain.to_string()).or_default();
+            capacity.entry(domain.to_string()).or_default();
+        }
+        let by_domain = |m: HashMap<String, ValMap>| -> Box<dyn Val> {
+            let m: ValMap = m
+                .into_iter()
+                .map(|(d, v)| {
+                    (
+                        CelMapKey::from(d),
+                        Box::new(CelMap::from(v)) as Box<dyn Val>,
+                    )
+                })
+                .collect();
+            Box::new(CelMap::from(m))
+        };
+        let mut device = ValMap::new();
+        device.insert(
+            val_key("driver"),
+            Box::new(CelString::from(driver.to_string())),
+        );
+        device.insert(val_key("attributes"), by_domain(attributes));
+        device.insert(val_key("capacity"), by_domain(capacity));
+        device.insert(
+            val_key("allowMultipleAllocations"),
+            Box::new(CelBool::from(d.allow_multiple_allocations.unwrap_or(false))),
+        );
+        Ok(Box::new(CelMap::from(device)))
+    }
+}
+
+/// A map as the interpreter holds one.
+type ValMap = HashMap<CelMapKey<'static>, Box<dyn Val>>;
+
+fn val_key(s: &str) -> CelMapKey<'static> {
+    CelMapKey::from(s.to_string())
+}
+
 /// One compiled selector, with the attribute domains it names (an unknown
 /// one reads as an empty map, as upstream's `WithDefault` maps do).
 #[derive(Debug)]
@@ -98,14 +204,6 @@ fn literals(expr: &str) -> Vec<String> {
         }
     }
     out
-}
-
-fn key(s: &str) -> Key {
-    Key::String(Arc::new(s.to_string()))
-}
-
-fn map(m: HashMap<Key, Value>) -> Value {
-    Value::Map(Map { map: Arc::new(m) })
 }
 
 /// `parseQualifiedName`: a name's domain and id; a bare name is the
@@ -183,69 +281,48 @@ impl Selector {
         &self.expression
     }
 
-    /// The `device` variable for one device of `driver`.
-    fn device(&self, driver: &str, d: &Device) -> Result<Value, SelectorError> {
-        let mut attributes: HashMap<String, HashMap<Key, Value>> = HashMap::new();
-        for (name, a) in d.attributes.iter().flatten() {
-            let (domain, id) = qualified(name, driver);
-            // One the API would have refused (no value, a version that is
-            // no semver) is left out as a bad capacity is: only a selector
-            // that reads it errors.
-            if let Ok(v) = attribute(a) {
-                attributes
-                    .entry(domain.into())
-                    .or_default()
-                    .insert(key(id), v);
-            }
-        }
-        let mut capacity: HashMap<String, HashMap<Key, Value>> = HashMap::new();
-        for (name, c) in d.capacity.iter().flatten() {
-            let (domain, id) = qualified(name, driver);
-            // One the quantity type cannot hold (negative, past what it
-            // counts) is left out: a selector that reads it errors, the
-            // rest of the device stays usable.
-            if let Some(q) = Quantity::parse(&c.value.0) {
-                capacity
-                    .entry(domain.into())
-                    .or_default()
-                    .insert(key(id), Value::Opaque(Arc::new(q)));
-            }
-        }
-        for domain in &self.domains {
-            attributes.entry(domain.clone()).or_default();
-            capacity.entry(domain.clone()).or_default();
-        }
-        let by_domain = |m: HashMap<String, HashMap<Key, Value>>| {
-            map(m.into_iter().map(|(d, v)| (key(&d), map(v))).collect())
-        };
-        let mut device = HashMap::new();
-        device.insert(key("driver"), Value::String(Arc::new(driver.to_string())));
-        device.insert(key("attributes"), by_domain(attributes));
-        device.insert(key("capacity"), by_domain(capacity));
-        device.insert(
-            key("allowMultipleAllocations"),
-            Value::Bool(d.allow_multiple_allocations.unwrap_or(false)),
-        );
-        Ok(map(device))
+    /// The attribute domains it names.
+    pub fn domains(&self) -> impl Iterator<Item = &str> {
+        self.domains.iter().map(String::as_str)
     }
 
     /// Whether the device of `driver` matches: true, false, or the error
     /// that makes the selector unusable.
     pub fn matches(&self, driver: &str, d: &Device) -> Result<bool, SelectorError> {
-        let mut ctx = cel::Context::default();
-        super::values::add_to(&mut ctx).map_err(|e| SelectorError::Runtime(e.to_string()))?;
-        ctx.add_variable_from_value("device", self.device(driver, d)?);
-        match self.program.execute(&ctx) {
-            Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(SelectorError::NotBool(
-                format!("{:?}", other.type_of()).to_lowercase(),
-            )),
-            // `EnhanceRuntimeError`: a missing name gets upstream's advice.
-            Err(cel::ExecutionError::NoSuchKey(k)) => Err(SelectorError::Runtime(format!(
-                "no such key: {k}. consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields"
-            ))),
-            Err(e) => Err(SelectorError::Runtime(e.to_string())),
-        }
+        self.matches_var(&DeviceVar::new(driver, d, self.domains()))
+    }
+
+    /// Whether the device `var` holds matches: a device read once for
+    /// every selector that asks of it.
+    pub fn matches_var(&self, var: &DeviceVar) -> Result<bool, SelectorError> {
+        ROOT.with(|root| {
+            let root = root
+                .as_ref()
+                .map_err(|e| SelectorError::Runtime(e.clone()))?;
+            if let Err(e) = &var.0 {
+                return Err(SelectorError::Runtime(e.clone()));
+            }
+            // The thread's root, read for as long as this device is.
+            let root: &cel::Context<'_, '_> = root;
+            let mut ctx = root.new_inner_scope();
+            ctx.set_variable_resolver(var);
+            outcome(self.program.execute(&ctx))
+        })
+    }
+}
+
+/// A selector's result as a match, or the error upstream would give.
+fn outcome(result: cel::ResolveResult) -> Result<bool, SelectorError> {
+    match result {
+        Ok(Value::Bool(b)) => Ok(b),
+        Ok(other) => Err(SelectorError::NotBool(
+            format!("{:?}", other.type_of()).to_lowercase(),
+        )),
+        // `EnhanceRuntimeError`: a missing name gets upstream's advice.
+        Err(cel::ExecutionError::NoSuchKey(k)) => Err(SelectorError::Runtime(format!(
+            "no such key: {k}. consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields"
+        ))),
+        Err(e) => Err(SelectorError::Runtime(e.to_string())),
     }
 }
 

@@ -518,9 +518,9 @@ pub fn allocation(
             let d = next.next()?;
             results.push(DeviceRequestAllocationResult {
                 request: r.name.clone(),
-                driver: d.driver.clone(),
-                pool: d.pool.clone(),
-                device: d.device.clone(),
+                driver: d.driver.to_string(),
+                pool: d.pool.to_string(),
+                device: d.device.to_string(),
                 ..Default::default()
             });
         }

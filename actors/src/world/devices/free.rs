@@ -65,7 +65,7 @@ impl DeviceIndex {
             return None;
         }
         for d in self.pool_devices(node, pool) {
-            if !self.is_held(&d.id) {
+            if !self.is_held(&d.id(pool)) {
                 continue;
             }
             let Some(device) = d.device() else { continue };
@@ -145,7 +145,8 @@ impl DeviceIndex {
                 }
             }
             for d in self.pool_devices(node, pool) {
-                if !self.is_held(&d.id) || chosen.contains(&d.id) {
+                let id = d.id(pool);
+                if !self.is_held(&id) || chosen.contains(&id) {
                     continue;
                 }
                 let Some(device) = d.device() else { continue };
@@ -175,9 +176,8 @@ impl DeviceIndex {
         let mut left = BTreeMap::new();
         let n = self
             .serving(class, node)
-            .iter()
             .filter(|id| {
-                self.recorded.get(*id).is_some_and(|(_, c)| c == class)
+                self.recorded.get(id).is_some_and(|(_, c)| c == class)
                     || self.is_free(id, node, &mut left)
             })
             .count();
@@ -188,18 +188,16 @@ impl DeviceIndex {
     pub fn free_serving(&self, class: &str, node: &str) -> Vec<DeviceId> {
         let mut left = BTreeMap::new();
         self.serving(class, node)
-            .iter()
             .filter(|id| self.is_free(id, node, &mut left))
-            .cloned()
             .collect()
     }
 
     pub fn device(&self, id: &DeviceId) -> Option<DeviceFacts> {
-        let p = self.placed(id)?;
+        let (node, p) = self.locate(id)?;
         let d = p.device()?;
         Some(DeviceFacts {
             id: id.clone(),
-            node: p.node.clone(),
+            node: node.to_string(),
             attributes: d.attributes.clone().unwrap_or_default(),
             taints: d
                 .taints

@@ -13,12 +13,28 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-/// A device as DRA names it: driver, pool, device.
+/// A device as DRA names it: driver, pool, device. The names are shared:
+/// the index keeps a device in several places, and a pool's devices share
+/// its driver's and pool's names, so a copy costs counts, not bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DeviceId {
-    pub driver: String,
-    pub pool: String,
-    pub device: String,
+    pub driver: Arc<str>,
+    pub pool: Arc<str>,
+    pub device: Arc<str>,
+}
+
+impl DeviceId {
+    pub fn new(driver: &str, pool: &str, device: &str) -> Self {
+        Self {
+            driver: driver.into(),
+            pool: pool.into(),
+            device: device.into(),
+        }
+    }
+
+    pub fn pool_key(&self) -> PoolKey {
+        (self.driver.clone(), self.pool.clone())
+    }
 }
 
 impl fmt::Display for DeviceId {
@@ -27,20 +43,35 @@ impl fmt::Display for DeviceId {
     }
 }
 
-pub(super) type PoolKey = (String, String);
+pub(super) type PoolKey = (Arc<str>, Arc<str>);
 
-/// A device published in a complete pool: its slice, and where in it.
+/// A device published in a complete pool: its name, its slice, and where
+/// in it. Its driver and pool are its pool's, kept once beside the list
+/// (32 bytes a device, not 64).
 #[derive(Clone)]
 pub(super) struct Placed {
-    pub id: DeviceId,
-    pub node: String,
+    pub name: Arc<str>,
     pub slice: Arc<ResourceSlice>,
-    pub index: usize,
+    pub index: u32,
 }
+
+/// A node's devices, per complete pool, by pool (most nodes have one
+/// pool: a map per node would cost more than its devices).
+pub(super) type NodePools = Vec<(PoolKey, Vec<Placed>)>;
 
 impl Placed {
     pub fn device(&self) -> Option<&Device> {
-        self.slice.spec.devices.as_ref()?.get(self.index)
+        let at = usize::try_from(self.index).ok()?;
+        self.slice.spec.devices.as_ref()?.get(at)
+    }
+
+    /// Its DeviceId in `pool`: shared names, counts copied, no bytes.
+    pub fn id(&self, pool: &PoolKey) -> DeviceId {
+        DeviceId {
+            driver: pool.0.clone(),
+            pool: pool.1.clone(),
+            device: self.name.clone(),
+        }
     }
 }
 
@@ -86,8 +117,11 @@ struct DraClass {
     selectors: Vec<String>,
     /// None while its DeviceClass does not exist.
     compiled: Option<Result<ClassSelectors, SelectorInvalid>>,
-    /// Per node, the devices that serve it, by pool then name.
-    serving: BTreeMap<String, Vec<DeviceId>>,
+    /// Per node, the devices that serve it: their positions in the node's
+    /// devices (by pool, then name), 4 bytes each rather than a name. A
+    /// node's devices change only when a pool republishes there, and that
+    /// evaluates every class on the node again.
+    serving: BTreeMap<Arc<str>, Vec<u32>>,
     /// Devices a selector errors on: while any does, it serves nothing.
     errors: BTreeMap<DeviceId, SelectorInvalid>,
 }
@@ -99,17 +133,22 @@ pub struct ClassDevices {
     pub by_node: BTreeMap<String, Vec<DeviceId>>,
 }
 
+/// Bytes matter here: at 15,000 nodes of 8 GPUs the index keeps 120,000
+/// devices, so nothing is kept per device but its place on its node and
+/// in the classes it serves. A device's node is found through its pool
+/// (`pool_nodes`: one node for a node-local pool), not a map per device.
 #[derive(Default)]
 pub(super) struct DeviceIndex {
     slices: HashMap<String, Arc<ResourceSlice>>,
-    /// Per pool, the names of its slices (every generation).
-    pools: HashMap<PoolKey, BTreeSet<String>>,
-    /// Per complete pool, the nodes it publishes devices on.
-    pool_nodes: HashMap<PoolKey, BTreeSet<String>>,
-    /// Per node, per complete pool: the devices it publishes there.
-    pub(super) nodes: HashMap<String, BTreeMap<PoolKey, Vec<Placed>>>,
-    /// Per published device of a complete pool: its node.
-    located: HashMap<DeviceId, String>,
+    /// Per pool, the names of its slices (every generation), sorted.
+    pools: HashMap<PoolKey, Vec<String>>,
+    /// The drivers' names, each kept once, and how many pools have it.
+    drivers: HashMap<Arc<str>, usize>,
+    /// Per complete pool, the nodes it publishes devices on, sorted.
+    pool_nodes: HashMap<PoolKey, Vec<Arc<str>>>,
+    /// Per node, per complete pool: the devices it publishes there, by
+    /// name.
+    nodes: HashMap<Arc<str>, NodePools>,
     device_classes: HashMap<String, Arc<DeviceClass>>,
     classes: HashMap<String, DraClass>,
     /// Per DeviceClass name, the DRA classes that name it.
@@ -163,6 +202,33 @@ fn pool_state(newest: &[Arc<ResourceSlice>]) -> PoolState {
     }
 }
 
+/// Whether two versions of a slice publish the same devices to the same
+/// node and pool generation, as selectors read them (driver, attributes,
+/// capacity, allowMultipleAllocations), in the same order: then the pool's
+/// completeness, its devices' positions on the node and every selector's
+/// answer are as they were.
+fn same_to_selectors(old: &ResourceSlice, now: &ResourceSlice) -> bool {
+    let (a, b) = (&old.spec, &now.spec);
+    let count = |s: &ResourceSlice| s.spec.devices.as_ref().map_or(0, Vec::len);
+    a.driver == b.driver
+        && a.node_name == b.node_name
+        && a.all_nodes == b.all_nodes
+        && a.node_selector == b.node_selector
+        && a.per_device_node_selection == b.per_device_node_selection
+        && a.pool == b.pool
+        && count(old) == count(now)
+        && a.devices
+            .iter()
+            .flatten()
+            .zip(b.devices.iter().flatten())
+            .all(|(x, y)| {
+                x.name == y.name
+                    && x.attributes == y.attributes
+                    && x.capacity == y.capacity
+                    && x.allow_multiple_allocations == y.allow_multiple_allocations
+            })
+}
+
 /// Whether a DeviceTaintRule's selector takes the device: every field it
 /// sets matches; no selector takes none (upstream's rule).
 fn selects(rule: &DeviceTaintRule, id: &DeviceId) -> bool {
@@ -187,34 +253,62 @@ pub fn allocated_devices(a: &AllocationResult) -> Vec<DeviceId> {
     a.devices
         .iter()
         .flat_map(|d| d.results.iter().flatten())
-        .map(|r| DeviceId {
-            driver: r.driver.clone(),
-            pool: r.pool.clone(),
-            device: r.device.clone(),
-        })
+        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
         .collect()
 }
 
 impl DeviceIndex {
     pub fn put_slice(&mut self, name: &str, now: Option<Arc<ResourceSlice>>) -> DevicesChange {
-        let pool_of = |s: &ResourceSlice| (s.spec.driver.clone(), s.spec.pool.name.clone());
+        let pool_of = |s: &ResourceSlice| -> PoolKey {
+            (
+                s.spec.driver.as_str().into(),
+                s.spec.pool.name.as_str().into(),
+            )
+        };
         let mut pools: BTreeSet<PoolKey> = BTreeSet::new();
-        if let Some(old) = self.slices.remove(name) {
+        let old = self.slices.remove(name);
+        // A change selectors cannot see (a taint, most often: D6) leaves
+        // what serves which class as it was; CEL is the costly part of a
+        // slice's change, so it is not run again for nothing.
+        let selectors_see_change = match (&old, &now) {
+            (Some(old), Some(now)) => !same_to_selectors(old, now),
+            _ => true,
+        };
+        if let Some(old) = old {
             let p = pool_of(&old);
             if let Some(names) = self.pools.get_mut(&p) {
-                names.remove(name);
+                names.retain(|n| n != name);
                 if names.is_empty() {
                     self.pools.remove(&p);
+                    if let Some(n) = self.drivers.get_mut(&p.0) {
+                        *n = n.saturating_sub(1);
+                        if *n == 0 {
+                            self.drivers.remove(&p.0);
+                        }
+                    }
                 }
             }
             pools.insert(p);
         }
         if let Some(s) = now {
-            let p = pool_of(&s);
-            self.pools
-                .entry(p.clone())
-                .or_default()
-                .insert(name.to_string());
+            // The pool's names as the index already keeps them: one copy
+            // of a pool's (and a driver's) name however many refer to it.
+            let p = match self.pools.get_key_value(&pool_of(&s)) {
+                Some((k, _)) => k.clone(),
+                None => {
+                    let driver = match self.drivers.get_key_value(s.spec.driver.as_str()) {
+                        Some((d, _)) => d.clone(),
+                        None => s.spec.driver.as_str().into(),
+                    };
+                    *self.drivers.entry(driver.clone()).or_default() += 1;
+                    (driver, s.spec.pool.name.as_str().into())
+                }
+            };
+            let names = self.pools.entry(p.clone()).or_default();
+            if let Err(at) = names.binary_search_by(|n| n.as_str().cmp(name)) {
+                names.insert(at, name.to_string());
+                names.shrink_to_fit();
+            }
             self.slices.insert(name.to_string(), s);
             pools.insert(p);
         }
@@ -222,7 +316,9 @@ impl DeviceIndex {
         for p in pools {
             change.nodes.extend(self.republish(&p));
         }
-        change.classes = self.evaluate_nodes(&change.nodes);
+        if selectors_see_change {
+            change.classes = self.evaluate_nodes(&change.nodes);
+        }
         // A device's taints and counters decide whether it is free, not
         // whether it serves: every class with devices there counts again.
         for n in &change.nodes {
@@ -239,13 +335,11 @@ impl DeviceIndex {
             let Some(pools) = self.nodes.get_mut(&node) else {
                 continue;
             };
-            for d in pools.remove(p).unwrap_or_default() {
-                self.located.remove(&d.id);
-            }
+            pools.retain(|(k, _)| k != p);
             if pools.is_empty() {
                 self.nodes.remove(&node);
             }
-            touched.insert(node);
+            touched.insert(node.to_string());
         }
         let slices = self.pool_slices(p);
         if pool_state(&slices) != PoolState::Complete {
@@ -255,31 +349,41 @@ impl DeviceIndex {
             let Some(node) = s.spec.node_name.as_deref().filter(|n| !n.is_empty()) else {
                 continue;
             };
-            self.pool_nodes
-                .entry(p.clone())
-                .or_default()
-                .insert(node.to_string());
-            let list = self
-                .nodes
-                .entry(node.to_string())
-                .or_default()
-                .entry(p.clone())
-                .or_default();
+            let node: Arc<str> = match self.nodes.get_key_value(node) {
+                Some((k, _)) => k.clone(),
+                None => node.into(),
+            };
+            // Lists of one, mostly (a node-local pool, a node's one
+            // driver): kept at their length, not at a growing Vec's four.
+            let nodes = self.pool_nodes.entry(p.clone()).or_default();
+            if let Err(at) = nodes.binary_search(&node) {
+                nodes.insert(at, node.clone());
+                nodes.shrink_to_fit();
+            }
+            let pools = self.nodes.entry(node.clone()).or_default();
+            let at = match pools.binary_search_by(|(k, _)| k.cmp(p)) {
+                Ok(at) => at,
+                Err(at) => {
+                    pools.insert(at, (p.clone(), Vec::new()));
+                    pools.shrink_to_fit();
+                    at
+                }
+            };
+            let list = &mut pools[at].1;
+            // A slice lists at most 128 devices (the API's limit): a
+            // position past u32 is not kept.
             for (index, d) in s.spec.devices.iter().flatten().enumerate() {
-                let id = DeviceId {
-                    driver: p.0.clone(),
-                    pool: p.1.clone(),
-                    device: d.name.clone(),
+                let Ok(index) = u32::try_from(index) else {
+                    break;
                 };
-                self.located.insert(id.clone(), node.to_string());
                 list.push(Placed {
-                    id,
-                    node: node.to_string(),
+                    name: d.name.as_str().into(),
                     slice: s.clone(),
                     index,
                 });
             }
-            list.sort_by(|a, b| a.id.device.cmp(&b.id.device));
+            list.sort_by(|a, b| a.name.cmp(&b.name));
+            list.shrink_to_fit();
             touched.insert(node.to_string());
         }
         touched
@@ -306,41 +410,37 @@ impl DeviceIndex {
         let Some(c) = self.classes.get(class) else {
             return false;
         };
-        let mut serving = Vec::new();
+        let mut serving: Vec<u32> = Vec::new();
         let mut errors = BTreeMap::new();
         if let Some(Ok(selectors)) = &c.compiled {
-            for d in self
-                .nodes
-                .get(node)
-                .into_iter()
-                .flat_map(|p| p.values())
-                .flatten()
-            {
+            for (at, (pool, d)) in self.node_devices(node).enumerate() {
                 let Some(device) = d.device() else { continue };
                 let published = Published {
                     node,
-                    driver: &d.id.driver,
-                    pool: &d.id.pool,
+                    driver: &pool.0,
+                    pool: &pool.1,
                     device,
                 };
                 match selectors.serves(&published) {
-                    Ok(true) => serving.push(d.id.clone()),
+                    // More than u32::MAX devices on a node cannot be
+                    // published (a slice holds at most 128).
+                    Ok(true) => serving.extend(u32::try_from(at).ok()),
                     Ok(false) => {}
                     Err(e) => {
-                        errors.insert(d.id.clone(), e);
+                        errors.insert(d.id(pool), e);
                     }
                 }
             }
         }
-        let Some(c) = self.classes.get_mut(class) else {
-            return false;
-        };
         let before_errors: Vec<DeviceId> = c
             .errors
             .keys()
-            .filter(|id| self.located.get(*id).is_none_or(|n| n == node))
+            .filter(|id| self.node_of(id).is_none_or(|n| n == node))
             .cloned()
             .collect();
+        let Some(c) = self.classes.get_mut(class) else {
+            return false;
+        };
         let mut changed = false;
         for id in before_errors {
             if !errors.contains_key(&id) {
@@ -353,10 +453,15 @@ impl DeviceIndex {
                 changed = true;
             }
         }
+        serving.shrink_to_fit();
         let old = if serving.is_empty() {
             c.serving.remove(node)
         } else {
-            c.serving.insert(node.to_string(), serving.clone())
+            let key = match self.nodes.get_key_value(node) {
+                Some((k, _)) => k.clone(),
+                None => node.into(),
+            };
+            c.serving.insert(key, serving.clone())
         };
         changed || old.unwrap_or_default() != serving
     }
@@ -367,7 +472,7 @@ impl DeviceIndex {
             c.serving.clear();
             c.errors.clear();
         }
-        let nodes: Vec<String> = self.nodes.keys().cloned().collect();
+        let nodes: Vec<Arc<str>> = self.nodes.keys().cloned().collect();
         for n in nodes {
             self.evaluate(class, &n);
         }
@@ -532,21 +637,43 @@ impl DeviceIndex {
     /// a problem: it serves nothing then).
     pub fn nodes_serving<'a>(&'a self, class: &str) -> Box<dyn Iterator<Item = &'a str> + 'a> {
         match self.classes.get(class) {
-            Some(c) if self.problem(class).is_none() => {
-                Box::new(c.serving.keys().map(String::as_str))
-            }
+            Some(c) if self.problem(class).is_none() => Box::new(c.serving.keys().map(|n| &**n)),
             _ => Box::new(std::iter::empty()),
         }
     }
 
-    /// The devices that serve `class` on `node` (empty while it has a problem).
-    pub fn serving(&self, class: &str, node: &str) -> &[DeviceId] {
-        match self.classes.get(class) {
+    /// The devices that serve `class` on `node`, by pool then name (none
+    /// while it has a problem).
+    pub fn serving(&self, class: &str, node: &str) -> impl Iterator<Item = DeviceId> {
+        let positions = match self.classes.get(class) {
             Some(c) if self.problem(class).is_none() => {
                 c.serving.get(node).map_or(&[][..], Vec::as_slice)
             }
             _ => &[],
-        }
+        };
+        // Both ascend: one walk over the node's devices picks them out.
+        let mut wanted = positions.iter().peekable();
+        self.node_devices(node)
+            .enumerate()
+            .filter_map(move |(at, (pool, d))| {
+                let take = wanted
+                    .peek()
+                    .is_some_and(|w| usize::try_from(**w) == Ok(at));
+                take.then(|| {
+                    wanted.next();
+                    d.id(pool)
+                })
+            })
+    }
+
+    /// A node's devices with their pools, by pool then name: what
+    /// `serving` positions count.
+    fn node_devices<'a>(&'a self, node: &str) -> impl Iterator<Item = (&'a PoolKey, &'a Placed)> {
+        self.nodes
+            .get(node)
+            .into_iter()
+            .flatten()
+            .flat_map(|(pool, list)| list.iter().map(move |d| (pool, d)))
     }
 
     pub fn classes_on(&self, node: &str) -> Vec<String> {
@@ -563,26 +690,48 @@ impl DeviceIndex {
     pub fn class_devices(&self, class: &str) -> ClassDevices {
         ClassDevices {
             by_node: self
-                .classes
-                .get(class)
-                .filter(|_| self.problem(class).is_none())
-                .map(|c| c.serving.clone())
-                .unwrap_or_default(),
+                .nodes_serving(class)
+                .map(|n| (n.to_string(), self.serving(class, n).collect()))
+                .collect(),
         }
     }
 
     pub fn placed(&self, id: &DeviceId) -> Option<&Placed> {
-        let node = self.located.get(id)?;
-        let pool = (id.driver.clone(), id.pool.clone());
-        let list = self.nodes.get(node)?.get(&pool)?;
-        list.iter().find(|d| d.id == *id)
+        self.locate(id).map(|(_, p)| p)
+    }
+
+    /// A published device of a complete pool, and its node: found on the
+    /// nodes its pool publishes on (one, for a node-local pool).
+    pub fn locate(&self, id: &DeviceId) -> Option<(&Arc<str>, &Placed)> {
+        let pool = id.pool_key();
+        self.pool_nodes.get(&pool)?.iter().find_map(|node| {
+            let list = self.pool_devices(node, &pool);
+            let at = list.binary_search_by(|d| d.name.cmp(&id.device)).ok()?;
+            Some((node, &list[at]))
+        })
+    }
+
+    /// The node a device is published on.
+    pub fn node_of(&self, id: &DeviceId) -> Option<&str> {
+        self.locate(id).map(|(n, _)| &**n)
     }
 
     pub fn pool_devices(&self, node: &str, pool: &PoolKey) -> &[Placed] {
+        let Some(pools) = self.nodes.get(node) else {
+            return &[];
+        };
+        match pools.binary_search_by(|(k, _)| k.cmp(pool)) {
+            Ok(at) => &pools[at].1,
+            Err(_) => &[],
+        }
+    }
+
+    /// Every device published in a complete pool.
+    fn all_ids(&self) -> impl Iterator<Item = DeviceId> + '_ {
         self.nodes
-            .get(node)
-            .and_then(|p| p.get(pool))
-            .map_or(&[][..], Vec::as_slice)
+            .values()
+            .flatten()
+            .flat_map(|(pool, list)| list.iter().map(move |d| d.id(pool)))
     }
 
     /// The slices of a pool at its newest generation.
@@ -647,17 +796,19 @@ impl DeviceIndex {
             Some(r) => self.taint_rules.insert(name.to_string(), r),
             None => self.taint_rules.remove(name),
         };
-        let selected = self
-            .located
-            .keys()
-            .filter(|id| before.iter().chain(now.iter()).any(|r| selects(r, id)));
-        self.touched(selected)
+        let selected: Vec<DeviceId> = self
+            .all_ids()
+            .filter(|id| before.iter().chain(now.iter()).any(|r| selects(r, id)))
+            .collect();
+        self.touched(selected.iter())
     }
 
     /// What a change of these devices' holds or taints touched: the nodes
     /// they are published on, and the DRA classes with devices there.
     fn touched<'a>(&self, ids: impl Iterator<Item = &'a DeviceId>) -> DevicesChange {
-        let nodes: BTreeSet<String> = ids.filter_map(|id| self.located.get(id).cloned()).collect();
+        let nodes: BTreeSet<String> = ids
+            .filter_map(|id| self.node_of(id).map(str::to_string))
+            .collect();
         DevicesChange {
             classes: nodes.iter().flat_map(|n| self.classes_on(n)).collect(),
             nodes,
@@ -687,7 +838,7 @@ impl DeviceIndex {
                 .any(|t| t.effect == "NoExecute");
             return DeviceState::Published { no_execute };
         }
-        let pool = (id.driver.clone(), id.pool.clone());
+        let pool = id.pool_key();
         let has_slices = self.pools.get(&pool).is_some_and(|s| !s.is_empty());
         if has_slices && !self.pool_nodes.contains_key(&pool) {
             DeviceState::PoolIncomplete

@@ -54,20 +54,16 @@ pub struct DevicesChange {
 
 impl From<&AllocatedDevice> for DeviceId {
     fn from(d: &AllocatedDevice) -> Self {
-        DeviceId {
-            driver: d.driver.clone(),
-            pool: d.pool.clone(),
-            device: d.device.clone(),
-        }
+        DeviceId::new(&d.driver, &d.pool, &d.device)
     }
 }
 
 impl From<&DeviceId> for AllocatedDevice {
     fn from(d: &DeviceId) -> Self {
         AllocatedDevice {
-            driver: d.driver.clone(),
-            pool: d.pool.clone(),
-            device: d.device.clone(),
+            driver: d.driver.to_string(),
+            pool: d.pool.to_string(),
+            device: d.device.to_string(),
         }
     }
 }
@@ -188,7 +184,7 @@ impl World {
         claim: &str,
     ) -> bool {
         let d = self.devices.read();
-        if !d.serving(class, node).contains(id) {
+        if !d.serving(class, node).any(|s| &s == id) {
             return false;
         }
         let Some(facts) = d.device(id) else {
@@ -206,9 +202,9 @@ impl World {
         let Some(device) = d.placed(id).and_then(|p| p.device()) else {
             return false;
         };
-        selectors
-            .iter()
-            .all(|s| s.matches(&id.driver, device) == Ok(true))
+        let domains = selectors.iter().flat_map(crate::dra::Selector::domains);
+        let var = crate::dra::DeviceVar::new(&id.driver, device, domains);
+        selectors.iter().all(|s| s.matches_var(&var) == Ok(true))
     }
 
     /// D3: a device's value of a fully qualified attribute (a bare name in
@@ -219,7 +215,7 @@ impl World {
         let attrs = device.attributes.as_ref()?;
         let bare = qualified
             .split_once('/')
-            .filter(|(domain, _)| *domain == id.driver)
+            .filter(|(domain, _)| *domain == &*id.driver)
             .map(|(_, name)| name);
         let a = attrs
             .get(qualified)

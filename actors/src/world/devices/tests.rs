@@ -105,7 +105,7 @@ fn capacity(w: &World, class: &str) -> u64 {
 fn free(w: &World, node: &str) -> Vec<String> {
     w.free_devices("h200", node)
         .iter()
-        .map(|d| d.device.clone())
+        .map(|d| d.device.to_string())
         .collect()
 }
 
@@ -327,6 +327,49 @@ fn d2_a_device_with_a_no_schedule_or_no_execute_taint_is_not_free() {
     assert_eq!(free(&w, "n1"), ["gpu-vfio-0", "gpu-vfio-1"]);
 }
 
+#[test]
+fn d1_a_taint_leaves_what_serves_as_it_was_and_an_attribute_change_moves_it() {
+    let w = world();
+    let serving = |w: &World| -> Vec<String> {
+        w.class_devices("h200").by_node["n1"]
+            .iter()
+            .map(|d| d.device.to_string())
+            .collect()
+    };
+    // A taint only (what selectors cannot read): the same devices serve,
+    // and the classes with devices there count again (the taint moved
+    // what is free).
+    let mut tainted = gpu("gpu-vfio-0", "NVIDIA H200");
+    tainted["taints"] = json!([{"key": "gpu.nvidia.com/unhealthy", "effect": "NoExecute"}]);
+    let change = devices_change(w.apply(
+        node_slice(
+            "n1",
+            vec![
+                tainted.clone(),
+                gpu("gpu-vfio-1", "NVIDIA H200"),
+                gpu("gpu-vfio-2", "NVIDIA L40S"),
+            ],
+        ),
+        false,
+    ));
+    assert_eq!(change.classes, BTreeSet::from(["h200".to_string()]));
+    assert_eq!(serving(&w), ["gpu-vfio-0", "gpu-vfio-1"]);
+    assert_eq!(free(&w, "n1"), ["gpu-vfio-1"]);
+    // The same slice with an attribute changed: the selectors read again.
+    let mut renamed = tainted;
+    renamed["attributes"]["productName"] = json!({"string": "NVIDIA L40S"});
+    w.load(node_slice(
+        "n1",
+        vec![
+            renamed,
+            gpu("gpu-vfio-1", "NVIDIA H200"),
+            gpu("gpu-vfio-2", "NVIDIA H200"),
+        ],
+    ));
+    assert_eq!(serving(&w), ["gpu-vfio-1", "gpu-vfio-2"]);
+    assert_eq!(free(&w, "n1"), ["gpu-vfio-1", "gpu-vfio-2"]);
+}
+
 /// A world with node n3 publishing one H200 whole (`gpu-0`, all 8 memory
 /// slices of counter set gpu-0) and as two halves (4 each), and `extra`
 /// devices beside them, in one slice.
@@ -367,7 +410,7 @@ fn d2_a_gpu_published_whole_and_as_partitions_is_taken_once() {
     let left: Vec<String> = w
         .free_devices("h200", "n3")
         .into_iter()
-        .map(|d| d.device)
+        .map(|d| d.device.to_string())
         .collect();
     assert_eq!(
         left,
@@ -400,7 +443,7 @@ fn d3_devices_sharing_counters_fit_together_only_within_what_their_pool_shares()
     let id = |name: &str| {
         w.free_devices("h200", "n3")
             .into_iter()
-            .find(|d| d.device == name)
+            .find(|d| &*d.device == name)
             .unwrap()
     };
     let (whole, half_a, half_b, plain) = (
