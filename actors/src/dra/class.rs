@@ -79,10 +79,9 @@ impl ClassSelectors {
 
     /// Whether `d` serves the class: every selector true, in order.
     pub fn serves(&self, d: &Published) -> Result<bool, SelectorInvalid> {
-        // Read once for every selector: the union of their domains reads
-        // as each one's would (a domain the device has not is empty).
+        // Read once for every selector.
         let selectors = self.device_class.1.iter().chain(&self.own.1);
-        let var = DeviceVar::new(d.driver, d.device, selectors.flat_map(Selector::domains));
+        let var = DeviceVar::for_selectors(d.driver, d.device, selectors);
         for (origin, (owner, list)) in [
             (Origin::DeviceClass, &self.device_class),
             (Origin::Class, &self.own),

@@ -113,6 +113,17 @@ impl DeviceVar {
         Self(Self::build(driver, d, domains).map_err(|e| e.to_string()))
     }
 
+    /// The device as every one of `selectors` reads it: the union of
+    /// their domains reads as each one's would (a domain the device has
+    /// not is empty).
+    pub fn for_selectors<'a>(
+        driver: &str,
+        d: &Device,
+        selectors: impl IntoIterator<Item = &'a Selector>,
+    ) -> Self {
+        Self::new(driver, d, selectors.into_iter().flat_map(Selector::domains))
+    }
+
     /// Built in the interpreter's form directly: a `Value` map converts
     /// by cloning itself and each entry again.
     fn build<'a>(

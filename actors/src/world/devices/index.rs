@@ -202,6 +202,15 @@ fn pool_state(newest: &[Arc<ResourceSlice>]) -> PoolState {
     }
 }
 
+/// `name` as `map` already keeps it as a key, or a new one: a name many
+/// entries refer to is kept once.
+fn shared<V>(map: &HashMap<Arc<str>, V>, name: &str) -> Arc<str> {
+    match map.get_key_value(name) {
+        Some((k, _)) => k.clone(),
+        None => name.into(),
+    }
+}
+
 /// Whether two versions of a slice publish the same devices to the same
 /// node and pool generation, as selectors read them (driver, attributes,
 /// capacity, allowMultipleAllocations), in the same order: then the pool's
@@ -274,6 +283,13 @@ impl DeviceIndex {
             (Some(old), Some(now)) => !same_to_selectors(old, now),
             _ => true,
         };
+        // A slice that stays in its pool keeps its place among the pool's
+        // names: the pool is read again below, not forgotten and made anew.
+        let old = old.filter(|old| {
+            now.as_ref().is_none_or(|now| {
+                (&old.spec.driver, &old.spec.pool.name) != (&now.spec.driver, &now.spec.pool.name)
+            })
+        });
         if let Some(old) = old {
             let p = pool_of(&old);
             if let Some(names) = self.pools.get_mut(&p) {
@@ -296,10 +312,7 @@ impl DeviceIndex {
             let p = match self.pools.get_key_value(&pool_of(&s)) {
                 Some((k, _)) => k.clone(),
                 None => {
-                    let driver = match self.drivers.get_key_value(s.spec.driver.as_str()) {
-                        Some((d, _)) => d.clone(),
-                        None => s.spec.driver.as_str().into(),
-                    };
+                    let driver = shared(&self.drivers, &s.spec.driver);
                     *self.drivers.entry(driver.clone()).or_default() += 1;
                     (driver, s.spec.pool.name.as_str().into())
                 }
@@ -349,10 +362,7 @@ impl DeviceIndex {
             let Some(node) = s.spec.node_name.as_deref().filter(|n| !n.is_empty()) else {
                 continue;
             };
-            let node: Arc<str> = match self.nodes.get_key_value(node) {
-                Some((k, _)) => k.clone(),
-                None => node.into(),
-            };
+            let node = shared(&self.nodes, node);
             // Lists of one, mostly (a node-local pool, a node's one
             // driver): kept at their length, not at a growing Vec's four.
             let nodes = self.pool_nodes.entry(p.clone()).or_default();
@@ -457,11 +467,7 @@ impl DeviceIndex {
         let old = if serving.is_empty() {
             c.serving.remove(node)
         } else {
-            let key = match self.nodes.get_key_value(node) {
-                Some((k, _)) => k.clone(),
-                None => node.into(),
-            };
-            c.serving.insert(key, serving.clone())
+            c.serving.insert(shared(&self.nodes, node), serving.clone())
         };
         changed || old.unwrap_or_default() != serving
     }

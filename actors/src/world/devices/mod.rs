@@ -202,8 +202,7 @@ impl World {
         let Some(device) = d.placed(id).and_then(|p| p.device()) else {
             return false;
         };
-        let domains = selectors.iter().flat_map(crate::dra::Selector::domains);
-        let var = crate::dra::DeviceVar::new(&id.driver, device, domains);
+        let var = crate::dra::DeviceVar::for_selectors(&id.driver, device, selectors);
         selectors.iter().all(|s| s.matches_var(&var) == Ok(true))
     }
 
