@@ -80,8 +80,7 @@ impl ClassSelectors {
     /// Whether `d` serves the class: every selector true, in order.
     pub fn serves(&self, d: &Published) -> Result<bool, SelectorInvalid> {
         // Read once for every selector.
-        let selectors = self.device_class.1.iter().chain(&self.own.1);
-        let var = DeviceVar::for_selectors(d.driver, d.device, selectors);
+        let var = DeviceVar::new(d.driver, d.device);
         for (origin, (owner, list)) in [
             (Origin::DeviceClass, &self.device_class),
             (Origin::Class, &self.own),

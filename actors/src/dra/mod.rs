@@ -4,6 +4,7 @@
 //! environment for devices (`selector`, `values`).
 
 pub mod class;
+mod device_val;
 pub mod pools;
 pub mod selector;
 pub mod template;

@@ -8,14 +8,12 @@
 //! compile, or that errors on a device, is bad input said in upstream's
 //! words, never a guess.
 
-use super::values::{Quantity, Semver};
-use cel::common::types::{CelBool, CelMap, CelMapKey, CelString};
-use cel::common::value::{CowVal, Val};
+use super::device_val::DeviceVal;
+use cel::common::types::CelBool;
+use cel::common::value::CowVal;
 use cel::context::VariableResolver;
 use cel::objects::Value;
 use k8s_openapi::api::resource::v1::Device;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Upstream's `CELSelectorExpressionMaxLength`.
 const MAX_LENGTH: usize = 10 * 1024;
@@ -91,176 +89,56 @@ thread_local! {
     };
 }
 
-/// The `device` variable of one device, built once for all the selectors
-/// that ask of it, already in the interpreter's own form: each selector
-/// borrows it (through a resolver) rather than converting a copy, which
-/// was most of what a device's evaluation cost.
-pub struct DeviceVar(Result<Box<dyn Val>, String>);
+thread_local! {
+    /// The parser with the standard macros and optional syntax.
+    static PARSER: cel::Env = cel::Env::stdlib();
+}
 
-impl VariableResolver for DeviceVar {
+/// The `device` variable of one device, read in place (`device_val`),
+/// once for all the selectors that ask of it: each borrows it through a
+/// resolver.
+pub struct DeviceVar<'d>(DeviceVal<'d>);
+
+impl VariableResolver for DeviceVar<'_> {
     fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
-        match (&self.0, variable) {
-            (Ok(v), "device") => Some(CowVal::Borrowed(v.as_ref())),
-            _ => None,
-        }
+        (variable == "device").then_some(CowVal::Borrowed(&self.0))
     }
 }
 
-impl DeviceVar {
-    /// The device of `driver`, with an empty map for each of `domains`
-    /// it publishes nothing in (upstream's `WithDefault` maps).
-    pub fn new<'a>(driver: &str, d: &Device, domains: impl IntoIterator<Item = &'a str>) -> Self {
-        Self(Self::build(driver, d, domains).map_err(|e| e.to_string()))
-    }
-
-    /// The device as every one of `selectors` reads it: the union of
-    /// their domains reads as each one's would (a domain the device has
-    /// not is empty).
-    pub fn for_selectors<'a>(
-        driver: &str,
-        d: &Device,
-        selectors: impl IntoIterator<Item = &'a Selector>,
-    ) -> Self {
-        Self::new(driver, d, selectors.into_iter().flat_map(Selector::domains))
-    }
-
-    /// Built in the interpreter's form directly: a `Value` map converts
-    /// by cloning itself and each entry again.
-    fn build<'a>(
-        driver: &str,
-        d: &Device,
-        domains: impl IntoIterator<Item = &'a str>,
-    ) -> Result<Box<dyn Val>, cel::ExecutionError> {
-        let mut attributes: HashMap<String, ValMap> = HashMap::new();
-        for (name, a) in d.attributes.iter().flatten() {
-            let (domain, id) = qualified(name, driver);
-            // One the API would have refused (no value, a version that is
-            // no semver) is left out as a bad capacity is: only a selector
-            // that reads it errors.
-            if let Ok(v) = attribute(a) {
-                attributes
-                    .entry(domain.into())
-                    .or_default()
-                    .insert(val_key(id), Box::<dyn Val>::try_from(v)?);
-            }
-        }
-        let mut capacity: HashMap<String, ValMap> = HashMap::new();
-        for (name, c) in d.capacity.iter().flatten() {
-            let (domain, id) = qualified(name, driver);
-            // One the quantity type cannot hold (negative, past what it
-            // counts) is left out: a selector that reads it errors, the
-            // rest of the device stays usable.
-            if let Some(q) = Quantity::parse(&c.value.0) {
-                capacity.entry(domain.into()).or_default().insert(
-                    val_key(id),
-                    Box::<dyn Val>::try_from(Value::Opaque(Arc::new(q)))?,
-                );
-            }
-        }
-        for domain in domains {
-            attributes.entry(domain.to_string()).or_default();
-            capacity.entry(domain.to_string()).or_default();
-        }
-        let by_domain = |m: HashMap<String, ValMap>| -> Box<dyn Val> {
-            let m: ValMap = m
-                .into_iter()
-                .map(|(d, v)| {
-                    (
-                        CelMapKey::from(d),
-                        Box::new(CelMap::from(v)) as Box<dyn Val>,
-                    )
-                })
-                .collect();
-            Box::new(CelMap::from(m))
-        };
-        let mut device = ValMap::new();
-        device.insert(
-            val_key("driver"),
-            Box::new(CelString::from(driver.to_string())),
-        );
-        device.insert(val_key("attributes"), by_domain(attributes));
-        device.insert(val_key("capacity"), by_domain(capacity));
-        device.insert(
-            val_key("allowMultipleAllocations"),
-            Box::new(CelBool::from(d.allow_multiple_allocations.unwrap_or(false))),
-        );
-        Ok(Box::new(CelMap::from(device)))
+impl<'d> DeviceVar<'d> {
+    /// The device `d` of `driver`.
+    pub fn new(driver: &'d str, d: &'d Device) -> Self {
+        Self(DeviceVal::new(driver, d))
     }
 }
 
-/// A map as the interpreter holds one.
-type ValMap = HashMap<CelMapKey<'static>, Box<dyn Val>>;
-
-fn val_key(s: &str) -> CelMapKey<'static> {
-    CelMapKey::from(s.to_string())
+/// Whether an expression writes a map literal: a brace outside a string
+/// (CEL writes braces for nothing else a selector can use).
+fn writes_map(e: &str) -> bool {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in e.chars() {
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some(_) if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == '{' => return true,
+            None => {}
+        }
+    }
+    false
 }
 
-/// One compiled selector, with the attribute domains it names (an unknown
-/// one reads as an empty map, as upstream's `WithDefault` maps do).
+/// One compiled selector.
 #[derive(Debug)]
 pub struct Selector {
     expression: String,
     program: cel::Program,
-    domains: Vec<String>,
-}
-
-/// The quoted strings of an expression: the domains it may index with.
-fn literals(expr: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut chars = expr.chars();
-    while let Some(c) = chars.next() {
-        if c == '"' || c == '\'' {
-            let s: String = chars.by_ref().take_while(|d| *d != c).collect();
-            out.push(s);
-        }
-    }
-    out
-}
-
-/// `parseQualifiedName`: a name's domain and id; a bare name is the
-/// driver's.
-fn qualified<'a>(name: &'a str, driver: &'a str) -> (&'a str, &'a str) {
-    name.split_once('/').unwrap_or((driver, name))
-}
-
-fn attribute(a: &k8s_openapi::api::resource::v1::DeviceAttribute) -> Result<Value, String> {
-    let version = |v: &str| {
-        Semver::parse(v)
-            .map(|s| Value::Opaque(Arc::new(s)))
-            .ok_or_else(|| format!("parse semantic version: {v}"))
-    };
-    if let Some(b) = a.bool {
-        return Ok(Value::Bool(b));
-    }
-    if let Some(i) = a.int {
-        return Ok(Value::Int(i));
-    }
-    if let Some(s) = &a.string {
-        return Ok(Value::String(Arc::new(s.clone())));
-    }
-    if let Some(v) = &a.version {
-        return version(v);
-    }
-    let list = |l: Vec<Value>| Value::List(Arc::new(l));
-    if let Some(b) = &a.bools {
-        return Ok(list(b.iter().map(|b| Value::Bool(*b)).collect()));
-    }
-    if let Some(i) = &a.ints {
-        return Ok(list(i.iter().map(|i| Value::Int(*i)).collect()));
-    }
-    if let Some(s) = &a.strings {
-        return Ok(list(
-            s.iter()
-                .map(|s| Value::String(Arc::new(s.clone())))
-                .collect(),
-        ));
-    }
-    if let Some(v) = &a.versions {
-        return Ok(list(
-            v.iter().map(|v| version(v)).collect::<Result<_, _>>()?,
-        ));
-    }
-    Err("unsupported attribute value".into())
+    /// It writes a map literal, which may meet one of the device's maps
+    /// in `==`: it reads them as built-in maps (`device_val::Lazy`).
+    writes_map: bool,
 }
 
 impl Selector {
@@ -279,12 +157,15 @@ impl Selector {
                 "expression is nested more than {MAX_NESTING} levels deep"
             )));
         }
-        let program =
-            cel::Program::compile(expression).map_err(|e| SelectorError::Compile(e.to_string()))?;
+        // Upstream's environment has optional types (`a.?b`, `orValue`),
+        // which its own advice for a missing name suggests.
+        let program = PARSER
+            .with(|env| env.compile(expression))
+            .map_err(|e| SelectorError::Compile(e.to_string()))?;
         Ok(Self {
             expression: expression.to_string(),
             program,
-            domains: literals(expression),
+            writes_map: writes_map(expression),
         })
     }
 
@@ -292,15 +173,10 @@ impl Selector {
         &self.expression
     }
 
-    /// The attribute domains it names.
-    pub fn domains(&self) -> impl Iterator<Item = &str> {
-        self.domains.iter().map(String::as_str)
-    }
-
     /// Whether the device of `driver` matches: true, false, or the error
     /// that makes the selector unusable.
     pub fn matches(&self, driver: &str, d: &Device) -> Result<bool, SelectorError> {
-        self.matches_var(&DeviceVar::new(driver, d, self.domains()))
+        self.matches_var(&DeviceVar::new(driver, d))
     }
 
     /// Whether the device `var` holds matches: a device read once for
@@ -310,25 +186,23 @@ impl Selector {
             let root = root
                 .as_ref()
                 .map_err(|e| SelectorError::Runtime(e.clone()))?;
-            if let Err(e) = &var.0 {
-                return Err(SelectorError::Runtime(e.clone()));
-            }
             // The thread's root, read for as long as this device is.
             let root: &cel::Context<'_, '_> = root;
             let mut ctx = root.new_inner_scope();
+            var.0.answer_as_builtin(self.writes_map);
             ctx.set_variable_resolver(var);
-            outcome(self.program.execute(&ctx))
+            outcome(Value::resolve_val(self.program.expression(), &ctx))
         })
     }
 }
 
 /// A selector's result as a match, or the error upstream would give.
-fn outcome(result: cel::ResolveResult) -> Result<bool, SelectorError> {
+fn outcome(result: Result<CowVal<'_, '_>, cel::ExecutionError>) -> Result<bool, SelectorError> {
     match result {
-        Ok(Value::Bool(b)) => Ok(b),
-        Ok(other) => Err(SelectorError::NotBool(
-            format!("{:?}", other.type_of()).to_lowercase(),
-        )),
+        Ok(v) => match v.downcast_ref::<CelBool>() {
+            Some(b) => Ok(*b.inner()),
+            None => Err(SelectorError::NotBool(v.get_type().name().to_string())),
+        },
         // `EnhanceRuntimeError`: a missing name gets upstream's advice.
         Err(cel::ExecutionError::NoSuchKey(k)) => Err(SelectorError::Runtime(format!(
             "no such key: {k}. consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields"

@@ -1,6 +1,7 @@
 //! D1's selectors, against the cases of upstream's `compile_test.go`.
 
 use super::*;
+use crate::dra::values::Semver;
 use serde_json::json;
 
 const NVIDIA: &str = "gpu.nvidia.com";
@@ -143,4 +144,73 @@ fn d1_an_expression_past_upstreams_length_or_nested_past_reason_is_a_compile_err
         Selector::compile(&nested),
         Err(SelectorError::Compile(_))
     ));
+}
+
+/// The device is read in place: what a selector asks of a map other than
+/// a name (`in`, `size`, comprehensions, `==`, a map as the result) is
+/// answered by the map made whole, as a map built up front answered it.
+#[test]
+fn d1_a_device_read_in_place_answers_every_question_a_map_does() {
+    let yes = |e: &str| assert_eq!(matches(e), Ok(true), "{e}");
+    yes("'gpu.nvidia.com' in device.attributes && !('dra.example.com' in device.attributes)");
+    yes("'productName' in device.attributes['gpu.nvidia.com']");
+    yes("size(device.attributes['gpu.nvidia.com']) == 4");
+    yes("size(device.attributes['resource.kubernetes.io']) == 2");
+    yes("size(device.attributes) == 2 && size(device.capacity) == 1");
+    yes("size(device.attributes['dra.example.com']) == 0");
+    yes("device.attributes['gpu.nvidia.com'].exists(n, n == 'iommuFDEnabled')");
+    yes("device.attributes['resource.kubernetes.io'] == {'pcieRoot': 'pci0000:14', 'numaNode': 0}");
+    yes("{'numaNode': 0, 'pcieRoot': 'pci0000:14'} == device.attributes['resource.kubernetes.io']");
+    yes("device.attributes['dra.example.com'] == {}");
+    yes(
+        "device.attributes['resource.kubernetes.io'] == device.attributes['resource.kubernetes.io']",
+    );
+    yes("device.attributes['gpu.nvidia.com'] != device.attributes['resource.kubernetes.io']");
+    yes("device.attributes['gpu.nvidia.com'].productName != '{not a map}'");
+    yes("device.allowMultipleAllocations == false && has(device.driver)");
+    yes("device.attributes['gpu.nvidia.com'].?model.orValue('none') == 'none'");
+    yes("device.attributes['gpu.nvidia.com'][?'type'].orValue('') == 'vfio'");
+    assert_eq!(
+        matches("device.attributes['resource.kubernetes.io']"),
+        Err(SelectorError::NotBool("map".into())),
+        "a map as the result is a map, not an error of ours"
+    );
+    assert!(
+        matches!(
+            matches("device.attributes[1] == 'x'"),
+            Err(SelectorError::Runtime(_))
+        ),
+        "a map of domains is indexed by strings"
+    );
+}
+
+/// List-valued attributes (`bools`, `ints`, `strings`, `versions`) read
+/// as lists; a version in a list that is no semver leaves the attribute
+/// out, as a lone one does.
+#[test]
+fn d1_list_attributes_read_as_lists_and_a_bad_version_leaves_the_attribute_out() {
+    let d: Device = serde_json::from_value(json!({"name": "gpu-0",
+        "attributes": {
+            "links": {"ints": [0, 2, 3]},
+            "modes": {"strings": ["vfio", "mig"]},
+            "firmware": {"versions": ["1.2.3", "1.10.0"]},
+            "broken": {"versions": ["1.2"]}}}))
+    .unwrap();
+    let on = |e: &str| Selector::compile(e).unwrap().matches(NVIDIA, &d);
+    assert_eq!(
+        on("2 in device.attributes['gpu.nvidia.com'].links"),
+        Ok(true)
+    );
+    assert_eq!(
+        on("device.attributes['gpu.nvidia.com'].modes[1] == 'mig'"),
+        Ok(true)
+    );
+    assert_eq!(
+        on("device.attributes['gpu.nvidia.com'].firmware[1].isGreaterThan(semver('1.9.0'))"),
+        Ok(true)
+    );
+    assert_eq!(
+        on("has(device.attributes['gpu.nvidia.com'].broken)"),
+        Ok(false)
+    );
 }

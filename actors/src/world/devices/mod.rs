@@ -202,7 +202,7 @@ impl World {
         let Some(device) = d.placed(id).and_then(|p| p.device()) else {
             return false;
         };
-        let var = crate::dra::DeviceVar::for_selectors(&id.driver, device, selectors);
+        let var = crate::dra::DeviceVar::new(&id.driver, device);
         selectors.iter().all(|s| s.matches_var(&var) == Ok(true))
     }
 
