@@ -35,6 +35,15 @@ fn an_invalid_config_is_refused_with_a_reason() {
         ("log: {format: xml}\n", "xml"),
         ("trace: {claims: [just-a-name]}\n", "trace.claims"),
         ("kubevirt: {enabled: maybe}\n", "enabled"),
+        (
+            "placement: {writesInFlight: 0}\n",
+            "placement.writesInFlight",
+        ),
+        (
+            "placement: {writesInFlight: 100000}\n",
+            "placement.writesInFlight",
+        ),
+        ("placement: {writesInFlight: -1}\n", "writesInFlight"),
     ] {
         let e = parse(text).unwrap_err().to_string();
         assert!(

@@ -26,6 +26,36 @@ pub struct Config {
     pub api: ApiConfig,
     #[serde(default)]
     pub evacuation: EvacuationConfig,
+    #[serde(default)]
+    pub placement: PlacementConfig,
+}
+
+/// G4: how placement writes.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// How many sets' writes may be under way at once (kube-scheduler's
+    /// asynchronous bind): a set's own writes stay in G4's order, sets of
+    /// different VMIs overlap. More helps a slow API server; 1 makes the
+    /// writes' order the decisions' order.
+    #[serde(default = "default_writes_in_flight")]
+    pub writes_in_flight: u32,
+}
+
+/// The most writes in flight a file may ask for: each holds a connection
+/// and a task; past this an API server is slower, not faster.
+pub const MAX_PLACEMENT_WRITES_IN_FLIGHT: u32 = 256;
+
+fn default_writes_in_flight() -> u32 {
+    16
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        Self {
+            writes_in_flight: default_writes_in_flight(),
+        }
+    }
 }
 
 /// E2: how a node tainted `gpu.cozystack.io/evacuate` is emptied of its
@@ -151,6 +181,7 @@ impl Default for Config {
             trace: TraceConfig::default(),
             api: ApiConfig::default(),
             evacuation: EvacuationConfig::default(),
+            placement: PlacementConfig::default(),
         }
     }
 }
@@ -202,6 +233,10 @@ impl Config {
         if self.evacuation.timeout.is_zero() {
             return Err(InvalidConfig::EvacuationTimeout);
         }
+        let writes = self.placement.writes_in_flight;
+        if !(1..=MAX_PLACEMENT_WRITES_IN_FLIGHT).contains(&writes) {
+            return Err(InvalidConfig::PlacementWritesInFlight { writes });
+        }
         Ok(())
     }
 
@@ -229,4 +264,8 @@ pub enum InvalidConfig {
     EvacuationMaxConcurrent,
     #[error("evacuation.timeout: must be more than 0")]
     EvacuationTimeout,
+    #[error(
+        "placement.writesInFlight: {writes} is not between 1 and {MAX_PLACEMENT_WRITES_IN_FLIGHT}"
+    )]
+    PlacementWritesInFlight { writes: u32 },
 }

@@ -1,7 +1,10 @@
-//! gpu-claims' brain: the lifecycle rules (SPEC section 4) as pure
-//! decisions, the claim, class and supervisor actors that apply them, and
-//! the ports through which they reach a cluster (the operator implements
-//! them over kube-rs; `gpu-claims-testbed` in memory).
+//! gpu-claims' brain: its rules (`docs/design.md`: the seed's lifecycle,
+//! placement, quotas, DRA, evacuation) as pure decisions (`rules`), the
+//! world they read (`world`: caches and indexes), the actors that apply
+//! them (`controller`: the supervisor, one actor per claim, class and
+//! quota, and placement), and the ports through which they reach a
+//! cluster (the operator implements them over kube-rs;
+//! `gpu-claims-testbed` in memory).
 //!
 //! No HTTP and no `kube::Client` here: everything is testable without a
 //! cluster. The CRD types live here too, because both the rules and the

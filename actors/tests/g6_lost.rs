@@ -20,65 +20,65 @@ fn bound_on(n: gpu_claims_testbed::fixtures::NodeBuilder) -> Vec<Obj> {
     objs
 }
 
+/// A change to n1 that makes a claim Bound there Lost, and the reason.
+type Failure = (&'static str, fn(&TestCluster), &'static str);
+
+/// G6 through the actors, once per way a node fails: claim `t/a` Bound on
+/// n1 (8 GPUs, Ready) becomes Lost with the reason, in one status write
+/// that G6 decided; its record stays. (`rules_tables.rs` has every branch
+/// of the decision itself.)
 #[test]
-fn g6_claim_on_a_not_ready_node_becomes_lost() {
-    settled(
-        Config::default(),
-        bound_on(node("n1").gpus(H200, 8).ready(false)),
-        |t| {
+fn g6_a_claim_on_a_failed_node_becomes_lost_with_the_reason_and_keeps_its_record() {
+    let failures: [Failure; 5] = [
+        (
+            "not Ready",
+            |t| t.user_update(node("n1").gpus(H200, 8).ready(false).obj()),
+            "NodeNotReady",
+        ),
+        (
+            "deleted",
+            |t| t.user_delete(Kind::Node, None, "n1"),
+            "NodeDeleted",
+        ),
+        (
+            "its resource's GPUs lost (taint)",
+            |t| t.user_update(node("n1").gpus(H200, 8).lost_taint(H200).obj()),
+            "DevicesLost",
+        ),
+        (
+            "every GPU lost (taint, empty value)",
+            |t| t.user_update(node("n1").gpus(H200, 8).lost_taint("").obj()),
+            "DevicesLost",
+        ),
+        (
+            "allocatable below the records",
+            |t| t.user_update(node("n1").gpus(H200, 0).obj()),
+            "DevicesLost",
+        ),
+    ];
+    for (how, fail, reason) in failures {
+        let objs = bound_on(node("n1").gpus(H200, 8));
+        with_world(Config::default(), objs, move |mut t| async move {
+            t.settle().await;
+            assert_eq!(t.phase("t/a"), ClaimPhase::Bound, "{how}");
+            let before = t.all_entries().len();
+            fail(&t);
+            t.settle().await;
             let c = t.claim("t/a").unwrap();
-            assert_eq!(c.phase(), ClaimPhase::Lost);
-            assert_eq!(lost_reason(&c).as_deref(), Some("NodeNotReady"));
+            assert_eq!(c.phase(), ClaimPhase::Lost, "{how}");
+            assert_eq!(lost_reason(&c).as_deref(), Some(reason), "{how}");
             assert!(
                 t.exists(Kind::Allocation, Some("t"), "a"),
-                "the record stays"
+                "{how}: the record stays"
             );
-            assert!(
-                t.writes()
-                    .contains(&"update_status GPUClaim a G6".to_string())
-            );
-        },
-    );
-}
-
-/// Claim `t/a` Bound on n1 (8 GPUs, Ready); `change` is made to n1 and
-/// the claim becomes Lost for `reason`.
-fn lost_for(reason: &'static str, change: impl FnOnce(&TestCluster)) {
-    let objs = bound_on(node("n1").gpus(H200, 8));
-    with_world(Config::default(), objs, |mut t| async move {
-        t.settle().await;
-        assert_eq!(t.phase("t/a"), ClaimPhase::Bound);
-        change(&t);
-        t.settle().await;
-        let c = t.claim("t/a").unwrap();
-        assert_eq!(lost_reason(&c).as_deref(), Some(reason));
-    });
-}
-
-#[test]
-fn g6_claim_on_a_deleted_node_becomes_lost() {
-    lost_for("NodeDeleted", |t| t.user_delete(Kind::Node, None, "n1"));
-}
-
-#[test]
-fn g6_devices_lost_taint_makes_claims_of_its_resource_lost() {
-    settled(
-        Config::default(),
-        bound_on(node("n1").gpus(H200, 8).lost_taint(H200)),
-        |t| {
-            assert_eq!(
-                lost_reason(&t.claim("t/a").unwrap()).as_deref(),
-                Some("DevicesLost")
-            );
-        },
-    );
-}
-
-#[test]
-fn g6_allocatable_below_recorded_makes_claims_lost() {
-    lost_for("DevicesLost", |t| {
-        t.user_update(node("n1").gpus(H200, 0).obj())
-    });
+            let writes: Vec<_> = t.all_entries()[before..]
+                .iter()
+                .filter(|e| e.changed && e.error.is_none() && e.kind == "GPUClaim")
+                .map(|e| (e.op, e.name.clone(), e.rule))
+                .collect();
+            assert_eq!(writes, [("update_status", "a".to_string(), "G6")], "{how}");
+        });
+    }
 }
 
 #[test]

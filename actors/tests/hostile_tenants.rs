@@ -73,23 +73,17 @@ fn a_tenant_flooding_placement_gets_one_decision_per_round_and_another_is_placed
     // One write at a time, so that the writes' order is the decisions'
     // order: at sync every VMI is queued, the flooding tenant's first by
     // name, and the quiet tenant's is the next decision.
-    with_world(
-        Config::default(),
-        flood_and_a_quiet_tenant(),
-        |mut t| async move {
-            t.sim
-                .env()
-                .placement_writes
-                .store(1, std::sync::atomic::Ordering::Relaxed);
-            t.settle().await;
-            let (before, waits) = flood_writes(&t);
-            assert!(
-                before <= 2,
-                "{before} of the flooding tenant's writes came first"
-            );
-            assert_eq!(waits, 300, "the flood is still decided, all of it");
-        },
-    );
+    let mut one_write = Config::default();
+    one_write.placement.writes_in_flight = 1;
+    with_world(one_write, flood_and_a_quiet_tenant(), |mut t| async move {
+        t.settle().await;
+        let (before, waits) = flood_writes(&t);
+        assert!(
+            before <= 2,
+            "{before} of the flooding tenant's writes came first"
+        );
+        assert_eq!(waits, 300, "the flood is still decided, all of it");
+    });
 }
 
 #[test]

@@ -474,3 +474,125 @@ fn deleting(o: Obj) -> Obj {
     v.metadata.finalizers = Some(vec!["kubevirt.io/foregroundDeleteVirtualMachine".into()]);
     Obj::Vmi(v)
 }
+
+use gpu_claims_actors::api::{CONDITION_LOST, ClaimPhase};
+
+/// The device plugin resource of the G6 table.
+const H200: &str = "nvidia.com/GH100_H200";
+
+/// What G6 decides for one claim: the phase and Lost reason it writes,
+/// or nothing.
+#[derive(Debug, PartialEq)]
+enum Lost {
+    Write(RuleId, ClaimPhase, Option<String>),
+    Nothing,
+}
+
+fn lost_decision(step: Step) -> Lost {
+    match step {
+        Step::Write(rule, ClaimIntent::WriteStatus(s)) => {
+            let reason = s
+                .conditions
+                .iter()
+                .find(|c| c.type_ == CONDITION_LOST && c.status == "True")
+                .map(|c| c.reason.clone());
+            Lost::Write(rule, s.phase.unwrap_or_default(), reason)
+        }
+        Step::Idle => Lost::Nothing,
+        other => panic!("G6 decides a status or nothing, not {other:?}"),
+    }
+}
+
+/// G6: each branch of `decide_lost`, with the claim `t/a` of class h200
+/// recorded on n1 (2 GPUs) and n1 as each row leaves it.
+#[test]
+fn g6_decide_lost_table() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let n1 = || node("n1").gpus(H200, 8);
+    let bound = || claim("t", "a").count(2).bound("n1");
+    let lost = |reason: &str| Lost::Write(RuleId::G6, ClaimPhase::Lost, Some(reason.into()));
+    let rows: Vec<(&str, Option<NodeBuilder>, ClaimBuilder, Lost)> = vec![
+        (
+            "Bound on a healthy node",
+            Some(n1()),
+            bound(),
+            Lost::Nothing,
+        ),
+        ("Bound, node deleted", None, bound(), lost("NodeDeleted")),
+        (
+            "Bound, node not Ready",
+            Some(n1().ready(false)),
+            bound(),
+            lost("NodeNotReady"),
+        ),
+        (
+            "Bound, lost taint on the resource",
+            Some(n1().lost_taint(H200)),
+            bound(),
+            lost("DevicesLost"),
+        ),
+        (
+            "Bound, lost taint on every resource",
+            Some(n1().lost_taint("")),
+            bound(),
+            lost("DevicesLost"),
+        ),
+        (
+            "Bound, another resource's lost taint",
+            Some(n1().lost_taint("nvidia.com/OTHER")),
+            bound(),
+            Lost::Nothing,
+        ),
+        (
+            "Bound, allocatable below the records",
+            Some(node("n1").gpus(H200, 1)),
+            bound(),
+            lost("DevicesLost"),
+        ),
+        (
+            "Attached, node not Ready",
+            Some(n1().ready(false)),
+            claim("t", "a").count(2).attached_phase("n1").attached("vm"),
+            lost("NodeNotReady"),
+        ),
+        (
+            "Lost, unattached, node back",
+            Some(n1()),
+            claim("t", "a").count(2).lost("n1"),
+            Lost::Write(RuleId::G6, ClaimPhase::Bound, None),
+        ),
+        (
+            "Lost, unattached, node still not Ready",
+            Some(n1().ready(false)),
+            claim("t", "a").count(2).lost("n1"),
+            Lost::Nothing,
+        ),
+        (
+            "Lost, attached, node back (L4 brings it back)",
+            Some(n1()),
+            claim("t", "a").count(2).lost("n1").attached("vm"),
+            Lost::Nothing,
+        ),
+        ("Pending", None, claim("t", "a").count(2), Lost::Nothing),
+    ];
+    for (case, node, claim, want) in rows {
+        let w = World::new(Config::default());
+        w.load(class("h200", H200).obj());
+        if let Some(n) = node {
+            w.load(n.obj());
+        }
+        let objs = claim.with_allocation(H200);
+        let c = objs
+            .iter()
+            .find_map(|o| match o {
+                Obj::Claim(c) => Some(c.clone()),
+                _ => None,
+            })
+            .expect("the claim");
+        for o in objs {
+            w.load(o);
+        }
+        let got = lost_decision(decide_lost(&c, &w, Time(Default::default())));
+        assert_eq!(got, want, "{case}");
+    }
+}

@@ -1,7 +1,9 @@
 //! The actor system: a supervisor that keeps the world and fans changes
 //! out, one actor per GPUClaim, GPUClass and GPUQuota, and the placement
-//! actor for the VMI-level work. The three writing actors stand on one
-//! scaffold (`scaffold`) and keep only their decisions.
+//! actor for the VMI-level work (the gate, templates, evacuation). The
+//! four writing actors stand on one scaffold (`scaffold`: in-flight
+//! writes, retries with backoff, stopping once gone) and keep only their
+//! decisions.
 
 mod claim;
 mod class;
@@ -17,7 +19,7 @@ pub use claim::{ClaimActor, ClaimTrace};
 
 pub use class::ClassActor;
 pub use journal::{Decision, DecisionLog, DecisionResult, Intent};
-pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted, WRITES_IN_FLIGHT};
+pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted};
 pub use quota::QuotaActor;
 pub use scaffold::{Backoff, IoError};
 pub use supervisor::{
@@ -40,10 +42,6 @@ pub struct Env {
     pub activity: Activity,
     /// When the actor system started: decisions are stamped relative to it.
     pub started: tokio::time::Instant,
-    /// How many placement writes (sets of different VMIs) may be under way
-    /// at once: `placement::WRITES_IN_FLIGHT`; the benchmark sets 1 for
-    /// its baseline.
-    pub placement_writes: std::sync::atomic::AtomicUsize,
 }
 
 /// The ports an actor system runs with.
@@ -74,7 +72,6 @@ impl Env {
             telemetry,
             activity: Activity::default(),
             started,
-            placement_writes: WRITES_IN_FLIGHT.into(),
         })
     }
 }

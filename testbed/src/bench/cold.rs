@@ -135,6 +135,7 @@ pub fn measure_store(
             .start(),
     )?;
     let kubeconfig = gpu_claims_apiserver::kubeconfig(&server.url());
+    eprintln!("[cold start] {runs} runs, the reflectors first in each");
     let (mut ctl, mut refl) = (Vec::new(), Vec::new());
     for run in 0..runs {
         let k = kubeconfig.clone();

@@ -16,7 +16,6 @@ use crate::memory::MemCluster;
 use gpu_claims_actors::api::CLAIMS_ANNOTATION;
 use gpu_claims_actors::ports::Obj;
 use serde::Serialize;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -120,7 +119,7 @@ struct Run {
     violations: Vec<String>,
 }
 
-fn run(layout: &Layout, sets: usize, latency: Duration, in_flight: usize, checked: bool) -> Run {
+fn run(layout: &Layout, sets: usize, latency: Duration, in_flight: u32, checked: bool) -> Run {
     let mut objects = layout.objects();
     objects.extend(storm_claims(sets));
     let store = converged_store_of(objects, layout.claims + sets);
@@ -131,7 +130,9 @@ fn run(layout: &Layout, sets: usize, latency: Duration, in_flight: usize, checke
             h.synced(claims).await;
             h.lead();
             h.settle(Duration::from_millis(200)).await;
-            h.env.placement_writes.store(in_flight, Ordering::Relaxed);
+            let mut config = (*h.env.world.config()).clone();
+            config.placement.writes_in_flight = in_flight;
+            h.env.world.set_config(config);
             h.slow_writes(latency);
             if checked {
                 h.check_every_write();
@@ -188,7 +189,7 @@ fn run(layout: &Layout, sets: usize, latency: Duration, in_flight: usize, checke
 /// The storm of `sets` VMIs on a world of `claims`, every write taking `latency`.
 pub fn measure(claims: usize, sets: usize, latency: Duration) -> StormFigures {
     let layout = Layout::new(claims, 0);
-    let window = gpu_claims_actors::controller::WRITES_IN_FLIGHT;
+    let window = gpu_claims_actors::config::PlacementConfig::default().writes_in_flight;
     eprintln!("[storm] {sets} sets on {claims} claims, {latency:?} a write, {window} in flight");
     let many = run(&layout, sets, latency, window, false);
     eprintln!(
@@ -220,7 +221,7 @@ pub fn measure(claims: usize, sets: usize, latency: Duration) -> StormFigures {
         sets,
         claims,
         write_latency_ms: latency.as_secs_f64() * 1000.0,
-        writes_in_flight: window,
+        writes_in_flight: window as usize,
         seconds: secs(many.took),
         sets_per_s: per_s(many.took),
         one_in_flight_seconds: secs(one.took),

@@ -4,7 +4,8 @@
 //! starts; work for them waits here (parked) until it lands. What a set's
 //! placement will hold (its allocations, its pods' requests on the node)
 //! is assumed before the write starts, so the sets decided meanwhile count
-//! it, and let go of when the write ends if it did not land.
+//! it, and let go of when the write ends if it did not land. How many
+//! may be under way is `placement.writesInFlight` in the config.
 
 use super::write::{Write, record_key};
 use super::{Placement, PlacementPoke};
@@ -12,11 +13,6 @@ use crate::api::PodUse;
 use crate::rules::Assumed;
 use crate::world::key;
 use std::collections::HashSet;
-
-/// How many placement writes may be under way at once. A set's writes
-/// stay in G4's order; sets of different VMIs overlap, as kube-scheduler
-/// binds many pods at once (its bind is asynchronous to its decisions).
-pub const WRITES_IN_FLIGHT: usize = 16;
 
 #[derive(Default)]
 pub struct InFlight {

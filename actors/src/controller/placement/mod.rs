@@ -23,7 +23,6 @@ use super::journal::DecisionResult;
 use super::scaffold::{self, IoError, Scaffold, Scaffolded};
 use crate::api::{Kind, ObjRef};
 use actix::prelude::*;
-pub use flight::WRITES_IN_FLIGHT;
 use own_writes::OwnWrites;
 use recheck::{RecheckAsked, WaitingSets, Waits};
 use std::collections::{BTreeSet, HashMap};
@@ -344,11 +343,9 @@ impl Scaffolded for Placement {
     /// Works through the queue until as many writes as may be are under
     /// way, or nothing is left.
     fn decide(&mut self, ctx: &mut Context<Self>) {
-        let limit = self
-            .env
-            .placement_writes
-            .load(std::sync::atomic::Ordering::Relaxed);
-        self.scaffold.set_limit(limit);
+        // Read on every round: a reload reaches the next write.
+        let limit = self.env.world.config().placement.writes_in_flight;
+        self.scaffold.set_limit(limit as usize);
         while !self.scaffold.busy() {
             let Some(work) = self.queue.pop() else {
                 // Caught up: the changes pending led to no write.
