@@ -56,7 +56,6 @@ pub use schema::{SchemaVerdict, verdict as schema_verdict};
 use crate::store::Store;
 pub(crate) use answers::{object_status, status, status_with};
 use axum::Router;
-use axum::body::Bytes;
 use faults::Dice;
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -337,11 +336,4 @@ pub fn kubeconfig(url: &str) -> String {
 
 pub(crate) fn in_namespace(obj: &Value, ns: Option<&str>) -> bool {
     ns.is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
-}
-
-/// One line of a watch stream.
-pub(crate) fn line(v: &Value) -> Bytes {
-    let mut b = serde_json::to_vec(v).unwrap_or_default();
-    b.push(b'\n');
-    Bytes::from(b)
 }

@@ -5,7 +5,7 @@
 //! injected cut, a server restart, or a partition that cuts its caller off.
 
 use super::select::Selector;
-use super::{ApiServer, Target, events, in_namespace, line, status, table};
+use super::{ApiServer, Target, events, in_namespace, status, table};
 use crate::store::{EventType, StoreEvent, WatchRx};
 use axum::body::{Body, Bytes};
 use axum::response::{IntoResponse, Response};
@@ -26,8 +26,27 @@ const FUTURE_VERSION_WAIT: Duration = Duration::from_secs(3);
 /// How often a quiet watch that asked for bookmarks gets one.
 pub const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 
+/// One line of a watch, in kube-apiserver's field order (its
+/// `metav1.WatchEvent`): `type` before `object`, so that a client can read
+/// the object as the type says without buffering it first (serde does for
+/// an adjacently tagged event whose content comes before its tag).
+#[derive(serde::Serialize, Debug)]
+struct Event {
+    #[serde(rename = "type")]
+    type_: &'static str,
+    object: Value,
+}
+
+impl Event {
+    fn line(&self) -> Bytes {
+        let mut b = serde_json::to_vec(self).unwrap_or_default();
+        b.push(b'\n');
+        Bytes::from(b)
+    }
+}
+
 struct Watch {
-    pending: VecDeque<Value>,
+    pending: VecDeque<Event>,
     rx: Option<WatchRx>,
     deadline: tokio::time::Instant,
     target: Target,
@@ -47,7 +66,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn event(&self, type_: &str, obj: &Value) -> Value {
+    fn event(&self, type_: &'static str, obj: &Value) -> Event {
         let obj = &events::served(&self.target.resource, obj.clone());
         let object = match &self.as_table {
             Some(cols) => {
@@ -62,14 +81,14 @@ impl Watch {
             None if self.as_metadata => crate::partial::object(obj),
             None => obj.clone(),
         };
-        json!({"type": type_, "object": object})
+        Event { type_, object }
     }
 
     /// A store change as this watch shows it, or None when it does not
     /// concern it. As the API server's cacher: an object that starts
     /// matching the selector is ADDED, one that stops is DELETED (with its
     /// last matching state at the change's resourceVersion).
-    fn store_event(&self, ev: &StoreEvent) -> Option<Value> {
+    fn store_event(&self, ev: &StoreEvent) -> Option<Event> {
         if ev.kind != self.target.resource.store_kind {
             return None;
         }
@@ -91,7 +110,7 @@ impl Watch {
         in_namespace(obj, self.target.namespace.as_deref()) && self.selector.matches(obj)
     }
 
-    fn bookmark(&self, initial_end: bool) -> Value {
+    fn bookmark(&self, initial_end: bool) -> Event {
         let mut meta = json!({"resourceVersion": self.seen.to_string()});
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -106,11 +125,14 @@ impl Watch {
         } else {
             object
         };
-        json!({"type": "BOOKMARK", "object": object})
+        Event {
+            type_: "BOOKMARK",
+            object,
+        }
     }
 
     /// The next line, or None when the stream ends.
-    async fn next(&mut self) -> Option<Value> {
+    async fn next(&mut self) -> Option<Event> {
         loop {
             if let Some(v) = self.pending.pop_front() {
                 return Some(v);
@@ -231,7 +253,7 @@ pub fn watch(
             // No version (or a streaming list): every object as ADDED,
             // then what follows.
             let (objs, rv) = s.store.list(w.target.resource.store_kind);
-            let added: Vec<Value> = objs
+            let added: Vec<Event> = objs
                 .into_iter()
                 .filter(|o| w.wants(o))
                 .map(|o| w.event("ADDED", &o))
@@ -250,19 +272,20 @@ pub fn watch(
             for e in &replay {
                 w.seen = w.seen.max(e.resource_version);
             }
-            let wanted: Vec<Value> = replay.iter().filter_map(|e| w.store_event(e)).collect();
+            let wanted: Vec<Event> = replay.iter().filter_map(|e| w.store_event(e)).collect();
             w.pending.extend(wanted);
             w.rx = Some(rx);
         }
-        Err(_) => w.pending.push_back(
-            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
-            "status": "Failure", "reason": "Expired", "code": 410,
-            "message": format!("too old resource version: {start}")}}),
-        ),
+        Err(_) => w.pending.push_back(Event {
+            type_: "ERROR",
+            object: json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "reason": "Expired", "code": 410,
+                "message": format!("too old resource version: {start}")}),
+        }),
     }
     let stream = futures::stream::unfold(w, |mut w| async move {
         let v = w.next().await?;
-        Some((Ok::<Bytes, Infallible>(line(&v)), w))
+        Some((Ok::<Bytes, Infallible>(v.line()), w))
     });
     (
         [("content-type", "application/json")],

@@ -4,21 +4,20 @@
 //! resourceVersion arrives as `Relisted`, so deletions missed meanwhile
 //! are seen too.
 
-use crate::kube_ports::{api, typed};
 use crate::telemetry::FailureStreak;
 use actix::Addr;
 use futures::StreamExt;
-use gpu_claims_actors::api::DecodeError;
 use gpu_claims_actors::controller::{Supervisor, WorldEvent};
 use gpu_claims_actors::ports::{Kind, Obj};
 use kube::Client;
-use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
+use read::Watched;
 use std::sync::Arc;
 use tracing::{Instrument, info, info_span, warn};
 
 mod backoff;
 mod health;
+mod read;
 pub use health::{WatchHealth, WatchState, layer as answers_layer};
 
 /// The server-side timeout of each watch request (timeoutSeconds).
@@ -26,6 +25,29 @@ pub const WATCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60
 
 /// Watches one kind until the process ends.
 pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc<WatchHealth>) {
+    // Each kind's objects are read as its own type (see `read`).
+    const _: () = assert!(Kind::ALL.len() == 12);
+    let at = Kind::ALL.iter().position(|k| *k == kind);
+    match at {
+        Some(0) => watch_as::<0>(client, to, health).await,
+        Some(1) => watch_as::<1>(client, to, health).await,
+        Some(2) => watch_as::<2>(client, to, health).await,
+        Some(3) => watch_as::<3>(client, to, health).await,
+        Some(4) => watch_as::<4>(client, to, health).await,
+        Some(5) => watch_as::<5>(client, to, health).await,
+        Some(6) => watch_as::<6>(client, to, health).await,
+        Some(7) => watch_as::<7>(client, to, health).await,
+        Some(8) => watch_as::<8>(client, to, health).await,
+        Some(9) => watch_as::<9>(client, to, health).await,
+        Some(10) => watch_as::<10>(client, to, health).await,
+        Some(11) => watch_as::<11>(client, to, health).await,
+        _ => warn!(kind = kind.name(), "not a watched kind"),
+    }
+}
+
+/// Watches `Kind::ALL[K]`.
+async fn watch_as<const K: usize>(client: Client, to: Addr<Supervisor>, health: Arc<WatchHealth>) {
+    let kind = Watched::<K>::KIND;
     health.set(kind, |_| {});
     // Every pod, not only launchers: G3 counts what pods outside
     // gpu-claims use on each node (SPEC §1); the cache keeps of each only
@@ -43,7 +65,7 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
     async move {
         'versions: loop {
         let version = versions.get(at).copied().unwrap_or_default();
-        let stream = watcher(api_at(&client, kind, version), config.clone())
+        let stream = watcher(api_at::<K>(&client, version), config.clone())
             .backoff(backoff::WatchBackoff::default());
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
@@ -105,7 +127,7 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                     None
                 }
                 watcher::Event::InitApply(o) => {
-                    match typed_or_why(kind, o) {
+                    match o.into_result() {
                         Ok(obj) => listed.push(obj),
                         Err(bad) => unreadable.push(bad),
                     }
@@ -121,8 +143,8 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
                         unreadable: std::mem::take(&mut unreadable),
                     })
                 }
-                watcher::Event::Apply(o) => Some(event(kind, o, false)),
-                watcher::Event::Delete(o) => Some(event(kind, o, true)),
+                watcher::Event::Apply(o) => Some(WorldEvent::read(kind, o.into_result(), false)),
+                watcher::Event::Delete(o) => Some(WorldEvent::read(kind, o.into_result(), true)),
             };
             if let Some(ev) = out
                 && to.send(ev).await.is_err()
@@ -152,13 +174,12 @@ fn versions_of(kind: Kind) -> &'static [&'static str] {
 }
 
 /// The kind's API at `version` ("" for its own).
-fn api_at(client: &Client, kind: Kind, version: &str) -> kube::Api<DynamicObject> {
-    if version.is_empty() {
-        return api(client, kind, None);
+fn api_at<const K: usize>(client: &Client, version: &str) -> kube::Api<Watched<K>> {
+    let mut ar = Watched::<K>::KIND.api_resource();
+    if !version.is_empty() {
+        ar.api_version = format!("{}/{version}", ar.group);
+        ar.version = version.to_string();
     }
-    let mut ar = kind.api_resource();
-    ar.api_version = format!("{}/{version}", ar.group);
-    ar.version = version.to_string();
     kube::Api::all_with(client.clone(), &ar)
 }
 
@@ -169,18 +190,4 @@ fn optional_not_served(kind: Kind, error: &watcher::Error) -> bool {
         kind == Kind::Quota || kind == Kind::DeviceTaintRule || Kind::DRA.contains(&kind);
     optional
         && matches!(error, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
-}
-
-/// The object read, or its `ns/name` (or name) and why it cannot be.
-fn typed_or_why(kind: Kind, o: DynamicObject) -> Result<Obj, (String, DecodeError)> {
-    let name = match &o.metadata.namespace {
-        Some(ns) => format!("{ns}/{}", o.metadata.name.as_deref().unwrap_or_default()),
-        None => o.metadata.name.clone().unwrap_or_default(),
-    };
-    typed(kind, o).map_err(|e| (name, e))
-}
-
-/// A watch event as the supervisor takes it.
-fn event(kind: Kind, o: DynamicObject, gone: bool) -> WorldEvent {
-    WorldEvent::read(kind, typed_or_why(kind, o), gone)
 }

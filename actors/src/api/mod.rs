@@ -30,7 +30,7 @@ pub use class::{
 pub use conditions::{condition_is_true, remove_condition, set_condition, true_condition_types};
 pub use names::*;
 pub use node::{NodeFacts, RestartMark};
-pub use object::{DecodeError, Kind, Obj, ObjRef, from_json, to_json};
+pub use object::{DecodeError, Kind, Obj, ObjRef, from_json, from_text, to_json};
 pub use pod::{LauncherPod, PodScheduling, PodUse};
 pub use quota::{GPUQuota, GPUQuotaSpec, GPUQuotaStatus};
 pub use resources::{ResourceName, Resources};
