@@ -6,7 +6,8 @@ use crate::metrics::Metrics;
 use async_trait::async_trait;
 use gpu_claims_actors::api::DecodeError;
 use gpu_claims_actors::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, WriteResult, Writer,
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, WriteOp, WriteResult,
+    Writer,
 };
 use gpu_claims_actors::rules::RuleId;
 use kube::Client;
@@ -118,12 +119,12 @@ impl KubePorts {
         }
     }
 
-    fn count<T>(&self, op: &str, kind: Kind, rule: RuleId, r: &Result<T, WriteError>) {
+    fn count<T>(&self, op: WriteOp, kind: Kind, rule: RuleId, r: &Result<T, WriteError>) {
         let result = match r {
             Ok(_) => "ok",
             Err(e) => e.metric_label(),
         };
-        self.metrics.write(op, kind.name(), rule.as_str(), result);
+        self.metrics.write(op, kind, rule, result);
     }
 
     fn back(&self, kind: Kind, o: DynamicObject) -> Result<Obj, WriteError> {
@@ -131,20 +132,20 @@ impl KubePorts {
     }
 }
 
-/// Which write of an object's main part or status.
+/// Which write of an object's main part or status `put` makes.
 #[derive(Clone, Copy)]
 enum Put {
     Create,
-    Replace,
-    ReplaceStatus,
+    Update,
+    UpdateStatus,
 }
 
 impl Put {
-    fn op(self) -> &'static str {
+    fn op(self) -> WriteOp {
         match self {
-            Put::Create => "create",
-            Put::Replace => "update",
-            Put::ReplaceStatus => "update_status",
+            Put::Create => WriteOp::Create,
+            Put::Update => WriteOp::Update,
+            Put::UpdateStatus => WriteOp::UpdateStatus,
         }
     }
 }
@@ -161,12 +162,12 @@ impl KubePorts {
                 let request = async {
                     match put {
                         Put::Create => api.create(&pp, &d).await,
-                        Put::Replace => api.replace(&r.name, &pp, &d).await,
-                        Put::ReplaceStatus => api.replace_status(&r.name, &pp, &d).await,
+                        Put::Update => api.replace(&r.name, &pp, &d).await,
+                        Put::UpdateStatus => api.replace_status(&r.name, &pp, &d).await,
                     }
                     .map_err(write_error)
                 };
-                self.within(put.op(), r.kind, request, WriteError::Timeout)
+                self.within(put.op().as_str(), r.kind, request, WriteError::Timeout)
                     .await
             }
         };
@@ -183,11 +184,11 @@ impl Writer for KubePorts {
     }
 
     async fn replace(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
-        self.put(Put::Replace, obj, rule).await
+        self.put(Put::Update, obj, rule).await
     }
 
     async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
-        self.put(Put::ReplaceStatus, obj, rule).await
+        self.put(Put::UpdateStatus, obj, rule).await
     }
 
     async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted> {
@@ -201,7 +202,12 @@ impl Writer for KubePorts {
         };
         let request = async { api.delete(&what.name, &dp).await.map_err(write_error) };
         let res = match self
-            .within("delete", what.kind, request, WriteError::Timeout)
+            .within(
+                WriteOp::Delete.as_str(),
+                what.kind,
+                request,
+                WriteError::Timeout,
+            )
             .await
         {
             // An object answered without finalizers is gone (the API server returns
@@ -215,7 +221,7 @@ impl Writer for KubePorts {
             Ok(either::Either::Right(_)) => Ok(Deleted::Gone),
             Err(e) => Err(e),
         };
-        self.count("delete", what.kind, rule, &res);
+        self.count(WriteOp::Delete, what.kind, rule, &res);
         res
     }
 
@@ -232,10 +238,15 @@ impl Writer for KubePorts {
                 .map_err(write_error)
         };
         let res = self
-            .within("patch", what.kind, request, WriteError::Timeout)
+            .within(
+                WriteOp::Patch.as_str(),
+                what.kind,
+                request,
+                WriteError::Timeout,
+            )
             .await
             .and_then(|o| self.back(what.kind, o));
-        self.count("patch", what.kind, rule, &res);
+        self.count(WriteOp::Patch, what.kind, rule, &res);
         res
     }
 }

@@ -5,6 +5,8 @@
 mod common;
 
 use clap::Parser;
+use gpu_claims_actors::ports::{Kind, WriteOp};
+use gpu_claims_actors::rules::RuleId;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -631,7 +633,7 @@ impl Known {
         ));
         let m = gpu_claims::metrics::Metrics::register(&mut registry, Some(world));
         // A family shows once it has a series: give each one.
-        m.write("create", "GPUClaim", "G2", "ok");
+        m.write(WriteOp::Create, Kind::Claim, RuleId::G2, "ok");
         m.change_to_write
             .get_or_create(&gpu_claims::metrics::RuleLabel { rule: "G2".into() })
             .observe(0.01);

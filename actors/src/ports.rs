@@ -143,12 +143,15 @@ pub trait Writer: Send + Sync {
     ) -> WriteResult<Obj>;
 }
 
-/// What a write is, for a guard.
+/// What a write is: the one vocabulary of writes, for guards, the
+/// operator's `gpu_claims_writes_total{op}` and the benchmark. The labels
+/// are the API's verbs (an update of the status subresource is
+/// `update_status`); `Writer::replace` is kube-rs's name for an update.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOp {
     Create,
-    Replace,
-    ReplaceStatus,
+    Update,
+    UpdateStatus,
     Delete,
     Patch,
 }
@@ -157,8 +160,8 @@ impl WriteOp {
     pub fn as_str(self) -> &'static str {
         match self {
             WriteOp::Create => "create",
-            WriteOp::Replace => "replace",
-            WriteOp::ReplaceStatus => "replace_status",
+            WriteOp::Update => "update",
+            WriteOp::UpdateStatus => "update_status",
             WriteOp::Delete => "delete",
             WriteOp::Patch => "patch",
         }
@@ -226,13 +229,13 @@ impl<G: WriteGuard> Writer for Guarded<G> {
         within(&self.guard, d, self.inner.create(obj, rule)).await
     }
     async fn replace(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
-        let d = self.guard.admit(WriteOp::Replace, &obj.obj_ref()).await?;
+        let d = self.guard.admit(WriteOp::Update, &obj.obj_ref()).await?;
         within(&self.guard, d, self.inner.replace(obj, rule)).await
     }
     async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
         let d = self
             .guard
-            .admit(WriteOp::ReplaceStatus, &obj.obj_ref())
+            .admit(WriteOp::UpdateStatus, &obj.obj_ref())
             .await?;
         within(&self.guard, d, self.inner.replace_status(obj, rule)).await
     }

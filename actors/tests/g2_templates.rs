@@ -144,7 +144,7 @@ fn g2_a_template_claim_deleted_while_its_vmi_lives_is_made_again() {
 }
 
 #[test]
-fn records_whose_claim_is_gone_or_another_are_deleted() {
+fn allocations_whose_claim_is_gone_or_another_are_deleted() {
     let gone = allocation_of(&claim("t", "gone").bound("n1").build(), H200);
     let mut other = allocation_of(&claim("t", "a").bound("n1").build(), H200);
     other.spec.claim_uid = "uid-of-an-earlier-a".into();
@@ -158,11 +158,11 @@ fn records_whose_claim_is_gone_or_another_are_deleted() {
         t.settle().await;
         let w = t.writes();
         assert!(
-            w.contains(&"delete GPUAllocation gone records".to_string()),
+            w.contains(&"delete GPUAllocation gone allocations".to_string()),
             "{w:?}"
         );
         assert!(
-            w.contains(&"delete GPUAllocation a records".to_string()),
+            w.contains(&"delete GPUAllocation a allocations".to_string()),
             "{w:?}"
         );
         t.sim.restart();

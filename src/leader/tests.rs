@@ -161,7 +161,7 @@ fn holder(server: &Server) -> Option<String> {
 
 async fn write(fence: &Fence) -> Result<(), WriteError> {
     let what = ObjRef::new(Kind::Claim, Some("t"), "a");
-    fence.admit(WriteOp::ReplaceStatus, &what).await.map(|_| ())
+    fence.admit(WriteOp::UpdateStatus, &what).await.map(|_| ())
 }
 
 fn paused() -> tokio::runtime::Runtime {

@@ -8,7 +8,7 @@
 mod cluster;
 mod process;
 
-use gpu_claims_actors::ports::Telemetry;
+use gpu_claims_actors::ports::{Kind, Telemetry, WriteOp};
 use gpu_claims_actors::rules::RuleId;
 use gpu_claims_actors::world::World;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
@@ -225,11 +225,12 @@ impl Metrics {
         Arc::new(m)
     }
 
-    pub fn write(&self, op: &str, kind: &str, rule: &str, result: &str) {
+    pub fn write(&self, op: WriteOp, kind: Kind, rule: RuleId, result: &str) {
+        let kind = kind.name();
         let l = WriteLabels {
-            op: op.into(),
+            op: op.as_str().into(),
             kind: kind.into(),
-            rule: rule.into(),
+            rule: rule.as_str().into(),
             result: result.into(),
         };
         self.writes.get_or_create(&l).inc();

@@ -144,17 +144,17 @@ async fn write_class(
                 .finalizers
                 .get_or_insert_default()
                 .push(CLASS_FINALIZER.to_string());
-            OwnWrite::Replace(new)
+            OwnWrite::Update(new)
         }
         ClassIntent::RemoveFinalizer => {
             if let Some(f) = new.metadata.finalizers.as_mut() {
                 f.retain(|f| f != CLASS_FINALIZER);
             }
-            OwnWrite::Replace(new)
+            OwnWrite::Update(new)
         }
         ClassIntent::WriteStatus(status) => {
             new.status = Some(status);
-            OwnWrite::ReplaceStatus(new)
+            OwnWrite::UpdateStatus(new)
         }
     };
     let known = rv_number(&class.metadata);

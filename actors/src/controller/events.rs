@@ -56,7 +56,7 @@ pub fn transition(
         ),
         Intent::Release | Intent::ReadLive => (
             "Released",
-            "nothing holds the GPUs any more; record and finalizer removed".to_string(),
+            "nothing holds the GPUs any more; allocation and finalizer removed".to_string(),
         ),
         Intent::WriteStatus => {
             let after = after?;

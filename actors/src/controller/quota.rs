@@ -54,7 +54,7 @@ impl QuotaActor {
                 &env,
                 scaffold::Own::obj_ref(&*quota),
                 known,
-                OwnWrite::ReplaceStatus(new),
+                OwnWrite::UpdateStatus(new),
                 rule,
             )
             .await

@@ -113,7 +113,7 @@ impl RuleId {
             RuleId::G7 => "G7",
             RuleId::E1 => "E1",
             RuleId::E2 => "E2",
-            RuleId::Allocations => "records",
+            RuleId::Allocations => "allocations",
             RuleId::ClassStatus => "class-status",
             RuleId::D1 => "D1",
             RuleId::D4 => "D4",

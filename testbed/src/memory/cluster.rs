@@ -6,8 +6,8 @@ use super::store::{Apply, Store, StoreError, Subresource, Written};
 use async_trait::async_trait;
 use gpu_claims_actors::api::{GPUClaim, true_condition_types};
 use gpu_claims_actors::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, WriteResult, Writer,
-    status,
+    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, WriteOp, WriteResult,
+    Writer, status,
 };
 use gpu_claims_actors::rules::RuleId;
 use serde_json::Value;
@@ -162,7 +162,8 @@ impl MemCluster {
     fn journal_write(
         &self,
         journal: &mut Journal,
-        op: &'static str,
+        op: WriteOp,
+        label: &'static str,
         what: &ObjRef,
         rule: RuleId,
         result: &Result<Written, StoreError>,
@@ -173,14 +174,14 @@ impl MemCluster {
             Ok(w) => (
                 w.changed,
                 None,
-                (op == "update_status" && what.kind == Kind::Claim)
+                (op == WriteOp::UpdateStatus && what.kind == Kind::Claim)
                     .then(|| status_fields(&w.object))
                     .flatten(),
             ),
             Err(e) => (false, Some(e.to_string()), None),
         };
         let devices = match result {
-            Ok(w) if op == "update_status" && what.kind == Kind::ResourceClaim => {
+            Ok(w) if op == WriteOp::UpdateStatus && what.kind == Kind::ResourceClaim => {
                 Some(devices_of(&w.object))
             }
             _ => None,
@@ -191,7 +192,7 @@ impl MemCluster {
             ))
             .to_string(),
             elapsed,
-            op,
+            op: label,
             kind: what.kind.name(),
             namespace: what.namespace.clone(),
             name: what.name.clone(),
@@ -216,8 +217,13 @@ impl MemCluster {
     }
 }
 
-/// The op a main-resource update is, for the journal.
-fn update_op(kind: Kind, before: Option<&Value>, after: &Value) -> &'static str {
+/// A write's op as `plan` prints it (SPEC section 6): the API's verb,
+/// but an update of the main resource says what it did to a pod or to
+/// the finalizers, which is what a reader of a plan follows.
+fn plan_label(op: WriteOp, kind: Kind, before: Option<&Value>, after: &Value) -> &'static str {
+    if op != WriteOp::Update {
+        return op.as_str();
+    }
     if kind == Kind::Pod {
         return "update_pod";
     }
@@ -235,26 +241,29 @@ fn update_op(kind: Kind, before: Option<&Value>, after: &Value) -> &'static str 
 }
 
 impl MemCluster {
-    /// A create (`update` None) or an update of the object or its status,
-    /// as the API server makes it; journaled, and answered typed.
-    fn put(&self, obj: Obj, rule: RuleId, update: Option<Subresource>) -> WriteResult<Obj> {
+    /// A create or an update of the object or its status, as the API
+    /// server makes it; journaled, and answered typed.
+    fn put(&self, obj: Obj, rule: RuleId, op: WriteOp) -> WriteResult<Obj> {
         if let Some(e) = self.injected() {
             return Err(e);
         }
         let what = obj.obj_ref();
         let (kind, v) = (what.kind.name(), gpu_claims_actors::api::to_json(&obj));
         let mut journal = self.journal();
-        let (op, r) = match update {
-            None => ("create", self.store.create(kind, v)),
-            Some(Subresource::Main) => {
-                let ns = what.namespace.as_deref().unwrap_or_default();
-                let before = self.store.get(kind, ns, &what.name);
-                let op = update_op(what.kind, before.as_ref(), &v);
-                (op, self.store.update(kind, v, Subresource::Main))
+        let ns = what.namespace.as_deref().unwrap_or_default();
+        let before = (op == WriteOp::Update)
+            .then(|| self.store.get(kind, ns, &what.name))
+            .flatten();
+        let label = plan_label(op, what.kind, before.as_ref(), &v);
+        let r = match op {
+            WriteOp::Create => self.store.create(kind, v),
+            WriteOp::Update => self.store.update(kind, v, Subresource::Main),
+            WriteOp::UpdateStatus => self.store.update(kind, v, Subresource::Status),
+            WriteOp::Delete | WriteOp::Patch => {
+                unreachable!("deletes and patches have their own paths")
             }
-            Some(sub) => ("update_status", self.store.update(kind, v, sub)),
         };
-        self.journal_write(&mut journal, op, &what, rule, &r);
+        self.journal_write(&mut journal, op, label, &what, rule, &r);
         drop(journal);
         self.typed(what.kind, r.map_err(write_error)?)
     }
@@ -263,15 +272,15 @@ impl MemCluster {
 #[async_trait]
 impl Writer for MemCluster {
     async fn create(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
-        self.put(obj, rule, None)
+        self.put(obj, rule, WriteOp::Create)
     }
 
     async fn replace(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
-        self.put(obj, rule, Some(Subresource::Main))
+        self.put(obj, rule, WriteOp::Update)
     }
 
     async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj> {
-        self.put(obj, rule, Some(Subresource::Status))
+        self.put(obj, rule, WriteOp::UpdateStatus)
     }
 
     async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted> {
@@ -288,7 +297,8 @@ impl Writer for MemCluster {
             pre.resource_version.as_deref(),
             Apply::Commit,
         );
-        self.journal_write(&mut journal, "delete", &what, rule, &r);
+        let label = WriteOp::Delete.as_str();
+        self.journal_write(&mut journal, WriteOp::Delete, label, &what, rule, &r);
         drop(journal);
         let w = r.map_err(write_error)?;
         if w.removed {
@@ -319,7 +329,8 @@ impl Writer for MemCluster {
                 r => break r,
             }
         };
-        self.journal_write(&mut journal, "patch", &what, rule, &r);
+        let label = WriteOp::Patch.as_str();
+        self.journal_write(&mut journal, WriteOp::Patch, label, &what, rule, &r);
         drop(journal);
         self.typed(what.kind, r.map_err(write_error)?)
     }

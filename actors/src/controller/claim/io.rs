@@ -5,7 +5,7 @@
 use super::super::Env;
 use super::super::scaffold::{IoError, Outcome, OwnWrite, write_own};
 use crate::api::{CLAIM_FINALIZER, GPUClaim, Kind, Obj, ObjRef, Vmi, rv_number};
-use crate::ports::{Preconditions, ReadError, WriteError};
+use crate::ports::{Preconditions, ReadError};
 use crate::rules::{ClaimIntent, LiveVmi, RuleId, pods_left_gate, vmi_holds};
 use std::sync::Arc;
 
@@ -77,12 +77,12 @@ pub async fn execute(
                 .finalizers
                 .get_or_insert_default()
                 .push(CLAIM_FINALIZER.to_string());
-            write_claim(&env, c, OwnWrite::Replace(new), rule).await
+            write_claim(&env, c, OwnWrite::Update(new), rule).await
         }
         ClaimIntent::WriteStatus(status) => {
             let mut new = GPUClaim::clone(c);
             new.status = Some(status);
-            write_claim(&env, c, OwnWrite::ReplaceStatus(new), rule).await
+            write_claim(&env, c, OwnWrite::UpdateStatus(new), rule).await
         }
         ClaimIntent::Delete => {
             // The version too: a claim changed since we saw it (say, the
@@ -105,17 +105,16 @@ pub async fn execute(
                 uid: Some(uid.clone()),
                 resource_version: Some(resource_version.clone()),
             };
-            let deleted = match env.writer.delete(what, pre, rule).await {
-                // NotFound and Conflict count as done: gone, or not the VMI the cache showed.
-                Ok(_) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {
-                    Ok(ClaimIo::VmiDeleted {
-                        uid,
-                        resource_version,
-                    })
-                }
-                Err(e) => Err(e.into()),
-            };
-            return deleted.into();
+            // Whatever came of it is done: deleted, gone already, or a
+            // newer VMI than the one L12 decided on (decided on again
+            // when its change arrives).
+            return write_own::<Obj>(&env, what, 0, OwnWrite::Delete(pre), rule)
+                .await
+                .map(|_| ClaimIo::VmiDeleted {
+                    uid,
+                    resource_version,
+                })
+                .into();
         }
     };
     outcome
@@ -164,11 +163,11 @@ async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) 
                 uid: Some(uid.clone()),
                 resource_version: None,
             };
-            match env.writer.delete(what, pre, rule).await {
-                Ok(_) | Err(WriteError::NotFound) | Err(WriteError::Conflict(_)) => {
-                    allocation_deleted = Some(uid)
-                }
-                Err(e) => return Err(e.into()).into(),
+            // Deleted, gone already, or another allocation of that name
+            // (not this claim's): this claim's is gone either way.
+            match write_own::<Obj>(env, what, 0, OwnWrite::Delete(pre), rule).await {
+                Ok(_) => allocation_deleted = Some(uid),
+                Err(e) => return Err(e).into(),
             }
         }
     }
@@ -176,7 +175,7 @@ async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) 
     if let Some(f) = new.metadata.finalizers.as_mut() {
         f.retain(|f| f != CLAIM_FINALIZER);
     }
-    let result = write_claim(env, c, OwnWrite::Replace(new), rule)
+    let result = write_claim(env, c, OwnWrite::Update(new), rule)
         .await
         .map(|outcome| ClaimIo::Claim {
             // A conflict decides again: the release did not happen.

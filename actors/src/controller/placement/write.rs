@@ -181,7 +181,7 @@ async fn write_status(
         env,
         what,
         known,
-        OwnWrite::ReplaceStatus(Obj::Claim(new)),
+        OwnWrite::UpdateStatus(Obj::Claim(new)),
         rule,
     )
     .await?
@@ -467,7 +467,7 @@ async fn write_allocation(
             return Err(IoError::Newer { what });
         };
         cur.spec = spec.clone();
-        OwnWrite::Replace(Obj::Allocation(cur))
+        OwnWrite::Update(Obj::Allocation(cur))
     };
     let written = write(env, what.clone(), 0, w, rule).await?;
     let Some(written) = written else {
@@ -521,7 +521,7 @@ async fn write_claim_status(
     rc: ResourceClaim,
 ) -> Result<ResourceClaim, IoError> {
     let known = rv_number(&rc.metadata);
-    let w = OwnWrite::ReplaceStatus(Obj::ResourceClaim(rc));
+    let w = OwnWrite::UpdateStatus(Obj::ResourceClaim(rc));
     match write(env, what.clone(), known, w, RuleId::D4).await? {
         Some(Obj::ResourceClaim(written)) => Ok(written),
         _ => Err(IoError::Newer { what: what.clone() }),
@@ -556,7 +556,7 @@ async fn pin_and_ungate(env: &Env, node: &str, pk: String, done: &mut Done) -> R
         env,
         what,
         known,
-        OwnWrite::Replace(Obj::Pod(pod)),
+        OwnWrite::Update(Obj::Pod(pod)),
         RuleId::G4,
     )
     .await?

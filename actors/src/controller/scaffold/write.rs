@@ -7,7 +7,7 @@
 use super::{IoError, Meta, Outcome};
 use crate::api::{GPUClaim, GPUClass, GPUQuota, Kind, Obj, ObjRef, is_deleting, rv_number};
 use crate::controller::Env;
-use crate::ports::{Deleted, Preconditions, WriteError};
+use crate::ports::{Deleted, Preconditions, WriteError, WriteOp};
 use crate::rules::RuleId;
 use actix::prelude::*;
 use std::sync::Arc;
@@ -15,12 +15,25 @@ use std::sync::Arc;
 /// A write of one object.
 pub enum OwnWrite<T> {
     Create(T),
-    Replace(T),
-    ReplaceStatus(T),
+    Update(T),
+    UpdateStatus(T),
     Delete(Preconditions),
     /// A JSON merge patch of an object the controller does not own (a
     /// node's annotations).
     MergePatch(serde_json::Value),
+}
+
+impl<T> OwnWrite<T> {
+    /// Which write this is, in the ports' vocabulary.
+    pub fn op(&self) -> WriteOp {
+        match self {
+            OwnWrite::Create(_) => WriteOp::Create,
+            OwnWrite::Update(_) => WriteOp::Update,
+            OwnWrite::UpdateStatus(_) => WriteOp::UpdateStatus,
+            OwnWrite::Delete(_) => WriteOp::Delete,
+            OwnWrite::MergePatch(_) => WriteOp::Patch,
+        }
+    }
 }
 
 /// An object an actor writes: its claim, its class, or any object
@@ -95,10 +108,11 @@ pub async fn write_own<T: Own>(
     rule: RuleId,
 ) -> Result<Outcome<T>, IoError> {
     let w = &env.writer;
+    tracing::debug!(object = %what, op = write.op().as_str(), rule = %rule, "write");
     let answer = match write {
         OwnWrite::Create(new) => w.create(new.into_obj(), rule).await.map(Some),
-        OwnWrite::Replace(new) => w.replace(new.into_obj(), rule).await.map(Some),
-        OwnWrite::ReplaceStatus(new) => w.replace_status(new.into_obj(), rule).await.map(Some),
+        OwnWrite::Update(new) => w.replace(new.into_obj(), rule).await.map(Some),
+        OwnWrite::UpdateStatus(new) => w.replace_status(new.into_obj(), rule).await.map(Some),
         OwnWrite::MergePatch(p) => w.merge_patch(what.clone(), p, rule).await.map(Some),
         OwnWrite::Delete(pre) => match w.delete(what.clone(), pre, rule).await {
             Ok(Deleted::Gone) => Ok(None),
