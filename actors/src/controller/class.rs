@@ -12,7 +12,6 @@ use super::scaffold::{
 use crate::api::{CLASS_FINALIZER, GPUClass, Kind, ObjRef, rv_number};
 use crate::ports::Event;
 use crate::rules::{ClassIntent, ClassStep, RuleId, decide_class};
-use crate::world::indexes_released;
 use actix::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,7 +63,7 @@ impl ClassActor {
             w.claim(k).is_some_and(|c| {
                 c.metadata.uid.as_ref() == Some(uid)
                     && c.phase().counts_against_budget()
-                    && !indexes_released(&c)
+                    && !crate::rules::released(&c)
             })
         });
         self.released.len() as u64

@@ -27,7 +27,7 @@ pub use evacuation::{
     EvacuationCounts, EvacuationStep, Evacuee, MarkState, NO_VM_OWNER, Restart, decide_evacuation,
     evacuees, judge_mark, restart_done, restart_waits, timed_out_at, vm_owner,
 };
-pub use finalizer::needs_finalizer;
+pub use finalizer::{needs_finalizer, released};
 pub use gate::{
     AllocationWrite, Assumed, DeviceClaimWrite, GateStep, Moved, NodesThatMatter, Plan, Released,
     Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate, decide_gate, pod_unfit,

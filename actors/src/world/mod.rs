@@ -15,15 +15,15 @@ mod free;
 mod indexes;
 mod meter;
 mod pods;
+mod questions;
 mod unreadable;
-mod view;
 
 pub use apply::{
     AllocationChange, Change, ClaimChange, ClassChange, Freed, NodeChange, PodChange, QuotaChange,
     VmiChange,
 };
 pub use free::dra_key as dra_free_key;
-pub use indexes::{ClassUsage, released as indexes_released};
+pub use indexes::ClassUsage;
 pub use meter::GpuSecondsRow;
 pub use pods::{NodeUse, vmi_key_of};
 
@@ -269,163 +269,5 @@ impl World {
 
     pub fn quota(&self, k: &str) -> Option<Arc<GPUQuota>> {
         self.quotas.get(k).map(|q| q.clone())
-    }
-
-    /// The GPUQuotas of namespace `ns`, by name (Q1 checks them in this
-    /// order, so the one a set is told about is the same on every run).
-    pub fn quotas_in(&self, ns: &str) -> Vec<Arc<GPUQuota>> {
-        let Some(keys) = self.idx.quotas_by_namespace.get(ns) else {
-            return Vec::new();
-        };
-        keys.iter().filter_map(|k| self.quota(k)).collect()
-    }
-
-    /// Whether namespace `ns` has a GPUQuota (no copy: asked per allocation).
-    pub fn has_quotas(&self, ns: &str) -> bool {
-        self.idx
-            .quotas_by_namespace
-            .get(ns)
-            .is_some_and(|s| !s.is_empty())
-    }
-
-    /// Keys of the GPUQuotas of namespace `ns`.
-    pub fn quota_keys_in(&self, ns: &str) -> Vec<String> {
-        self.idx
-            .quotas_by_namespace
-            .get(ns)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Keys of the GPUQuotas whose `spec.hard` names `class`.
-    pub fn quotas_naming(&self, class: &str) -> Vec<String> {
-        self.idx
-            .quotas_by_class
-            .get(class)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// GPUs namespace `ns`'s claims of `class` hold or owe (phases Bound,
-    /// Attached, Lost), or of every class when `class` is None: what a
-    /// GPUQuota's status shows (Q2).
-    pub fn namespace_usage(&self, ns: &str, class: Option<&str>) -> u64 {
-        let idx = &self.idx;
-        per_namespace(&idx.namespace_usage, &idx.namespace_usage_total, ns, class)
-    }
-
-    /// GPUs recorded in namespace `ns` for `class`, or for every class
-    /// when `class` is None: what Q1 counts (as budgets, from records).
-    pub fn recorded_in_namespace(&self, ns: &str, class: Option<&str>) -> u64 {
-        let idx = &self.idx;
-        per_namespace(
-            &idx.recorded_by_namespace,
-            &idx.recorded_by_namespace_total,
-            ns,
-            class,
-        )
-    }
-
-    /// Claim keys whose attachment or VMI owner names the VMI `ns/name`.
-    pub fn claims_of_vmi(&self, vmi_key: &str) -> Vec<String> {
-        self.idx
-            .claims_by_vmi
-            .get(vmi_key)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Claim keys whose status.nodeName is `node`.
-    /// The nodes tainted for evacuation (E2), by name.
-    pub fn evacuating_nodes(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .idx
-            .evacuating
-            .iter()
-            .map(|e| e.key().clone())
-            .collect();
-        v.sort();
-        v
-    }
-
-    /// Whether any node is being evacuated, or keeps a restart under way:
-    /// E2 has work to look at.
-    pub fn evacuation_has_work(&self) -> bool {
-        !self.idx.evacuating.is_empty() || !self.idx.restarting.is_empty()
-    }
-
-    /// E2's restarts under way as the nodes keep them: (node, uid of the
-    /// VMI deleted, the mark; None where its value cannot be read).
-    pub fn restart_marks(&self) -> Vec<(String, String, Option<RestartMark>)> {
-        let mut nodes: Vec<String> = self
-            .idx
-            .restarting
-            .iter()
-            .map(|e| e.key().clone())
-            .collect();
-        nodes.sort();
-        let mut out = Vec::new();
-        for n in nodes {
-            let Some(f) = self.node(&n) else { continue };
-            for (uid, m) in &f.restarts {
-                out.push((n.clone(), uid.clone(), m.clone()));
-            }
-        }
-        out
-    }
-
-    pub fn claims_on_node(&self, node: &str) -> Vec<String> {
-        self.idx
-            .claims_by_node
-            .get(node)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Claim keys of a class.
-    pub fn claims_of_class(&self, class: &str) -> Vec<String> {
-        self.idx
-            .claims_by_class
-            .get(class)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// What a class's claims hold, kept as claims change.
-    pub fn class_usage(&self, class: &str) -> ClassUsage {
-        self.idx
-            .class_usage
-            .get(class)
-            .map(|u| *u)
-            .unwrap_or_default()
-    }
-
-    /// GPUs recorded on `node` for `resource`.
-    pub fn allocated_on(&self, node: &str, resource: &str) -> u64 {
-        self.idx
-            .allocated
-            .get(&(node.to_string(), resource.to_string()))
-            .map(|n| *n)
-            .unwrap_or(0)
-    }
-
-    /// GPUs recorded for a class, cluster-wide.
-    pub fn allocated_to_class(&self, class: &str) -> u64 {
-        self.idx
-            .allocated_by_class
-            .get(class)
-            .map(|n| *n)
-            .unwrap_or(0)
-    }
-
-    /// The launcher pods of the VMI `ns/name`.
-    pub fn launchers(&self, vmi_key: &str) -> Vec<Arc<LauncherPod>> {
-        let Some(names) = self.idx.launchers_by_vmi.get(vmi_key) else {
-            return Vec::new();
-        };
-        names
-            .iter()
-            .filter_map(|k| self.pods.get(k).map(|p| p.clone()))
-            .collect()
     }
 }

@@ -4,6 +4,7 @@
 //! per pod (its node and request), one sum per node, kept as pods change:
 //! a question about a node costs what that node's launcher pods cost.
 
+use super::indexes::Shift;
 use super::{World, key};
 use crate::api::amount::{Tally, total};
 use crate::api::{PodUse, ResourceName};
@@ -36,11 +37,11 @@ impl World {
     ) -> Option<PodUse> {
         let old = self.bound.remove(k).map(|(_, u)| u);
         if let Some(o) = &old {
-            self.shift_node_use(k, o, None, -1);
+            self.shift_node_use(k, o, None, Shift::Remove);
             self.free_moved(&o.node, o.requests.iter().map(|(r, _)| r));
         }
         if let Some(mut n) = new {
-            n.node = self.shift_node_use(k, &n, vmi, 1);
+            n.node = self.shift_node_use(k, &n, vmi, Shift::Add);
             self.free_moved(&n.node, n.requests.iter().map(|(r, _)| r));
             self.bound.insert(k.to_string(), n);
         }
@@ -49,7 +50,7 @@ impl World {
 
     /// Adds (or takes away) one pod's use on its node; returns the node's
     /// shared name.
-    fn shift_node_use(&self, k: &str, u: &PodUse, vmi: Option<&str>, sign: i64) -> Arc<str> {
+    fn shift_node_use(&self, k: &str, u: &PodUse, vmi: Option<&str>, by: Shift) -> Arc<str> {
         let mut e = self.idx.node_use.entry(u.node.to_string()).or_default();
         if e.name.is_empty() {
             e.name = u.node.clone();
@@ -58,16 +59,17 @@ impl World {
             e.requested
                 .entry(ResourceName::new(r))
                 .or_default()
-                .shift(a, sign > 0);
+                .shift(a, by == Shift::Add);
         }
-        if sign > 0 {
-            e.pods = e.pods.saturating_add(1);
-            if let Some(v) = vmi {
+        e.pods = by.apply(e.pods, 1);
+        match (by, vmi) {
+            (Shift::Add, Some(v)) => {
                 e.launchers.insert(k.to_string(), v.to_string());
             }
-        } else {
-            e.pods = e.pods.saturating_sub(1);
-            e.launchers.remove(k);
+            (Shift::Add, None) => {}
+            (Shift::Remove, _) => {
+                e.launchers.remove(k);
+            }
         }
         let name = e.name.clone();
         let empty = e.pods == 0;

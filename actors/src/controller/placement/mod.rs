@@ -12,6 +12,7 @@
 mod decide;
 mod evacuation;
 mod flight;
+mod handlers;
 mod own_writes;
 mod pinned;
 mod queue;
@@ -87,14 +88,6 @@ pub struct Relisted(pub Kind);
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct ConfigReloaded;
-
-impl Handler<ConfigReloaded> for Placement {
-    type Result = ();
-    fn handle(&mut self, _: ConfigReloaded, ctx: &mut Context<Self>) {
-        self.env.activity.tick();
-        self.recount_unplaceable(ctx);
-    }
-}
 
 /// Looks again at the waiting sets a burst of changes concerns: one pass
 /// for the whole burst, not one per change.
@@ -357,57 +350,4 @@ impl Scaffolded for Placement {
             }
         }
     }
-}
-
-impl Actor for Placement {
-    type Context = Context<Self>;
-}
-
-impl Handler<Recheck> for Placement {
-    type Result = ();
-    fn handle(&mut self, _: Recheck, ctx: &mut Context<Self>) {
-        self.env.activity.tick();
-        let asked = std::mem::take(&mut self.recheck);
-        let works: Vec<PlacementPoke> = self
-            .waiting
-            .concerned(&asked)
-            .into_iter()
-            .map(PlacementPoke::Vmi)
-            .collect();
-        self.push(works);
-        scaffold::reconcile(self, ctx);
-    }
-}
-
-impl Handler<PlacementWork> for Placement {
-    type Result = ();
-    fn handle(&mut self, w: PlacementWork, ctx: &mut Context<Self>) {
-        self.scaffold.changed(w.since);
-        self.handle(w.work, ctx);
-    }
-}
-
-impl Handler<PlacementPoke> for Placement {
-    type Result = ();
-    fn handle(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
-        self.env.activity.tick();
-        self.enqueue(work, ctx);
-    }
-}
-
-impl Handler<Relisted> for Placement {
-    type Result = ();
-    fn handle(&mut self, Relisted(kind): Relisted, ctx: &mut Context<Self>) {
-        self.env.activity.tick();
-        match kind {
-            Kind::Claim => self.own.forget_created(),
-            Kind::Allocation => self.verify_allocations(ctx),
-            _ => {}
-        }
-    }
-}
-
-impl Handler<super::messages::Ping> for Placement {
-    type Result = ();
-    fn handle(&mut self, _: super::messages::Ping, _: &mut Context<Self>) {}
 }

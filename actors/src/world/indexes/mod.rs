@@ -1,10 +1,11 @@
 //! Index maintenance: every cache write goes through here so that the
 //! indexes and aggregates always match the cached objects.
 
+mod lookups;
+
 use super::{World, key};
 use crate::api::{
-    CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, Vmi,
-    has_finalizer, is_deleting, vmi_owner,
+    GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, Vmi, vmi_owner,
 };
 use dashmap::DashMap;
 use std::collections::BTreeSet;
@@ -59,14 +60,36 @@ pub(crate) struct Indexes {
     pub restarting: DashMap<String, ()>,
 }
 
-/// Adds `d` to a sum when `sign` is positive, takes it away otherwise.
-fn shift<K: std::hash::Hash + Eq>(map: &DashMap<K, u64>, k: K, d: u64, sign: i64) {
+/// Whether an object's terms go into the indexes (it was stored) or
+/// come out of them (it was replaced or removed).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Shift {
+    Add,
+    Remove,
+}
+
+impl Shift {
+    /// A sum with `d` added or taken away; saturating, as every count
+    /// a tenant or a node writes is hostile.
+    pub(super) fn apply(self, sum: u64, d: u64) -> u64 {
+        match self {
+            Shift::Add => sum.saturating_add(d),
+            Shift::Remove => sum.saturating_sub(d),
+        }
+    }
+
+    /// The key added to or removed from the set of a term.
+    fn index(self, map: &DashMap<String, BTreeSet<String>>, term: &str, k: &str) {
+        match self {
+            Shift::Add => add(map, term, k),
+            Shift::Remove => remove(map, term, k),
+        }
+    }
+}
+
+fn shift<K: std::hash::Hash + Eq>(map: &DashMap<K, u64>, k: K, d: u64, by: Shift) {
     let mut e = map.entry(k).or_default();
-    *e = if sign > 0 {
-        e.saturating_add(d)
-    } else {
-        e.saturating_sub(d)
-    };
+    *e = by.apply(*e, d);
 }
 
 /// The index terms of one claim.
@@ -75,11 +98,6 @@ struct ClaimTerms {
     node: Option<String>,
     class: String,
     usage: ClassUsage,
-}
-
-/// True for a claim deleting whose finalizer is gone: released (seed's `released`).
-pub fn released(c: &GPUClaim) -> bool {
-    is_deleting(&c.metadata) && !has_finalizer(&c.metadata, CLAIM_FINALIZER)
 }
 
 fn claim_terms(c: &GPUClaim) -> ClaimTerms {
@@ -97,7 +115,7 @@ fn claim_terms(c: &GPUClaim) -> ClaimTerms {
     let counts = c.phase().counts_against_budget();
     let usage = ClassUsage {
         allocated: if counts { u64::from(c.spec.count) } else { 0 },
-        holders: u64::from(counts && !released(c)),
+        holders: u64::from(counts && !crate::rules::released(c)),
     };
     ClaimTerms {
         vmis,
@@ -131,50 +149,31 @@ fn remove(map: &DashMap<String, BTreeSet<String>>, term: &str, k: &str) {
     }
 }
 
-fn shift_usage(map: &DashMap<String, ClassUsage>, class: &str, u: ClassUsage, sign: i64) {
+fn shift_usage(map: &DashMap<String, ClassUsage>, class: &str, u: ClassUsage, by: Shift) {
     let mut e = map.entry(class.to_string()).or_default();
-    let apply = |v: u64, d: u64| {
-        if sign > 0 {
-            v.saturating_add(d)
-        } else {
-            v.saturating_sub(d)
-        }
-    };
-    e.allocated = apply(e.allocated, u.allocated);
-    e.holders = apply(e.holders, u.holders);
+    e.allocated = by.apply(e.allocated, u.allocated);
+    e.holders = by.apply(e.holders, u.holders);
 }
 
-/// What changed for a class when a claim changed.
-pub struct ClaimChange {
+/// What storing a claim replaced, and the classes whose usage it moved.
+pub struct ClaimStored {
     pub old: Option<Arc<GPUClaim>>,
     /// Classes whose usage changed.
     pub usage_changed: Vec<String>,
 }
 
 impl World {
-    fn index_claim(&self, k: &str, c: &GPUClaim, sign: i64) {
+    fn index_claim(&self, k: &str, c: &GPUClaim, by: Shift) {
         let t = claim_terms(c);
         let idx = &self.idx;
         for v in &t.vmis {
-            if sign > 0 {
-                add(&idx.claims_by_vmi, v, k)
-            } else {
-                remove(&idx.claims_by_vmi, v, k)
-            }
+            by.index(&idx.claims_by_vmi, v, k);
         }
         if let Some(n) = &t.node {
-            if sign > 0 {
-                add(&idx.claims_by_node, n, k)
-            } else {
-                remove(&idx.claims_by_node, n, k)
-            }
+            by.index(&idx.claims_by_node, n, k);
         }
-        if sign > 0 {
-            add(&idx.claims_by_class, &t.class, k)
-        } else {
-            remove(&idx.claims_by_class, &t.class, k)
-        }
-        shift_usage(&idx.class_usage, &t.class, t.usage, sign);
+        by.index(&idx.claims_by_class, &t.class, k);
+        shift_usage(&idx.class_usage, &t.class, t.usage, by);
         if t.usage.allocated > 0 {
             let ns = super::split_key(k).0.to_string();
             let gpus = t.usage.allocated;
@@ -182,14 +181,14 @@ impl World {
                 &idx.namespace_usage,
                 (ns.clone(), t.class.clone()),
                 gpus,
-                sign,
+                by,
             );
-            shift(&idx.namespace_usage_total, ns, gpus, sign);
+            shift(&idx.namespace_usage_total, ns, gpus, by);
         }
     }
 
     /// Stores a claim (None removes it) and keeps the indexes in step.
-    pub(super) fn put_claim(&self, k: &str, new: Option<Arc<GPUClaim>>) -> ClaimChange {
+    pub(super) fn put_claim(&self, k: &str, new: Option<Arc<GPUClaim>>) -> ClaimStored {
         let old = put(&self.claims, k, &new);
         let holding = super::meter::Holding::of;
         self.meter.moved(
@@ -198,10 +197,10 @@ impl World {
             std::time::Instant::now(),
         );
         if let Some(o) = &old {
-            self.index_claim(k, o, -1);
+            self.index_claim(k, o, Shift::Remove);
         }
         if let Some(n) = &new {
-            self.index_claim(k, n, 1);
+            self.index_claim(k, n, Shift::Add);
         }
         let mut usage_changed = Vec::new();
         let (ot, nt) = (
@@ -222,7 +221,7 @@ impl World {
             }
             _ => usage_changed.extend(ot.iter().chain(nt.iter()).map(|t| t.class.clone())),
         }
-        ClaimChange { old, usage_changed }
+        ClaimStored { old, usage_changed }
     }
 
     pub(super) fn put_class(
@@ -242,16 +241,16 @@ impl World {
         old
     }
 
-    fn shift_allocated(&self, r: &GPUAllocation, sign: i64) {
+    fn shift_allocated(&self, r: &GPUAllocation, by: Shift) {
         let (s, idx) = (&r.spec, &self.idx);
         let gpus = u64::from(s.count);
-        shift(&idx.allocated_by_class, s.class_name.clone(), gpus, sign);
+        shift(&idx.allocated_by_class, s.class_name.clone(), gpus, by);
         let place = (s.node_name.clone(), s.resource_name.clone());
-        shift(&idx.allocated, place, gpus, sign);
+        shift(&idx.allocated, place, gpus, by);
         let ns = r.metadata.namespace.clone().unwrap_or_default();
         let by_class = (ns.clone(), s.class_name.clone());
-        shift(&idx.recorded_by_namespace, by_class, gpus, sign);
-        shift(&idx.recorded_by_namespace_total, ns, gpus, sign);
+        shift(&idx.recorded_by_namespace, by_class, gpus, by);
+        shift(&idx.recorded_by_namespace_total, ns, gpus, by);
     }
 
     /// Stores a quota (None removes it); returns the old one.
@@ -282,10 +281,10 @@ impl World {
     ) -> Option<Arc<GPUAllocation>> {
         let old = put(&self.allocations, k, &new);
         if let Some(o) = &old {
-            self.shift_allocated(o, -1);
+            self.shift_allocated(o, Shift::Remove);
         }
         if let Some(n) = &new {
-            self.shift_allocated(n, 1);
+            self.shift_allocated(n, Shift::Add);
         }
         for r in old.iter().chain(&new) {
             self.free_moved(&r.spec.node_name, [r.spec.resource_name.as_str()]);
@@ -322,71 +321,6 @@ impl World {
             add(&self.idx.vmis_by_template, t, k);
         }
         old
-    }
-
-    /// D5: the VMIs whose `spec.resourceClaims` name the template `ns/name`.
-    pub fn vmis_naming_template(&self, template: &str) -> BTreeSet<String> {
-        self.idx
-            .vmis_by_template
-            .get(template)
-            .map(|s| s.clone())
-            .unwrap_or_default()
-    }
-
-    /// D5: the VMIs naming a template one of whose requests names the
-    /// DeviceClass `dc`. Asked when a DRA class comes or goes (rare): the
-    /// templates VMIs name are looked at, not the VMIs.
-    pub fn vmis_asking_device_class(&self, dc: &str) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        for e in self.idx.vmis_by_template.iter() {
-            let names_dc = self.resource_claim_template(e.key()).is_some_and(|t| {
-                crate::dra::template::requests(crate::dra::template::template_spec(&t))
-                    .iter()
-                    .any(|r| crate::dra::template::device_class(r) == Some(dc))
-            });
-            if names_dc {
-                out.extend(e.value().iter().cloned());
-            }
-        }
-        out
-    }
-
-    /// Whether any GPUClass (being deleted or not) serves `resource`.
-    pub fn serves(&self, resource: &str) -> bool {
-        self.idx.classes_by_resource.contains_key(resource)
-    }
-
-    /// The classes not being deleted that serve `resource`.
-    pub fn live_classes_serving(&self, resource: &str) -> BTreeSet<String> {
-        let Some(names) = self.idx.classes_by_resource.get(resource) else {
-            return BTreeSet::new();
-        };
-        names
-            .iter()
-            .filter(|n| self.class(n).is_some_and(|c| !is_deleting(&c.metadata)))
-            .cloned()
-            .collect()
-    }
-
-    /// D5: the DRA classes not being deleted whose DeviceClass is `dc`
-    /// (classes are few: a pass over them).
-    pub fn live_dra_classes_of(&self, dc: &str) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        self.for_each_class(|c| {
-            if c.spec.device_class_name.as_deref() == Some(dc) && !is_deleting(&c.metadata) {
-                out.insert(c.metadata.name.clone().unwrap_or_default());
-            }
-        });
-        out
-    }
-
-    /// The VMIs whose spec requests devices of `resource`.
-    pub fn vmis_requesting(&self, resource: &str) -> Vec<String> {
-        self.idx
-            .vmis_by_device
-            .get(resource)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default()
     }
 
     pub(super) fn put_pod(

@@ -1,187 +1,15 @@
-//! D3-D5 at the gate: the ResourceClaim that holds each DRA member's
-//! devices (the one Kubernetes made for the launcher pod from the VMI's
-//! template), which devices of a node a set takes, and the allocation
-//! gpu-claims writes for them, as kube-scheduler writes one.
+//! D3: which devices of a node a set takes: each request's candidates
+//! (its class's serving devices, free, its own selectors), a `matchAttribute`
+//! group with room, and a bounded depth-first search where the devices chosen
+//! together must fit their pools' shared counters and the claim's own
+//! constraints.
 
-use super::{WaitReason, Waiting, wait};
-use crate::api::{GPUClaim, GPUClass, LauncherPod, TEMPLATE_LABEL, Vmi};
+use super::*;
 use crate::dra::Selector;
-use crate::dra::template::{device_class, exact_count, requests};
-use crate::rules::request::{TemplateAsk, template_asks};
+use crate::dra::template::exact_count;
+use crate::world::World;
 use crate::world::devices::DeviceId;
-pub use crate::world::devices::allocated_devices;
-use crate::world::{World, key};
-use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
-use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequest,
-    DeviceRequestAllocationResult, ResourceClaim,
-};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fmt::Write as _;
-use std::sync::Arc;
-
-/// A member of a DRA class: the ResourceClaim that holds its devices.
-#[derive(Clone, Debug)]
-pub struct DraMember {
-    pub class: Arc<GPUClass>,
-    /// `ns/name` of the ResourceClaim.
-    pub claim_key: String,
-    pub resource_claim: Arc<ResourceClaim>,
-}
-
-impl DraMember {
-    /// The requests of its ResourceClaim that name its class's
-    /// DeviceClass, in order: the ones gpu-claims fills.
-    fn class_requests(&self) -> impl Iterator<Item = &DeviceRequest> {
-        let dc = self.class.spec.device_class_name.as_deref();
-        requests(self.resource_claim.spec.as_ref())
-            .iter()
-            .filter(move |r| dc.is_some() && device_class(r) == dc)
-    }
-}
-
-/// Whether a claim is a template claim (made by G2 for its VMI).
-fn is_template_claim(c: &GPUClaim) -> bool {
-    c.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(TEMPLATE_LABEL))
-        .is_some_and(|v| v == "true")
-}
-
-/// D5: a set holding claims of DRA classes must be what the VMI's spec
-/// asks of them: per DRA class, the template claim's GPUs equal what its
-/// template asks for; a claim of a DRA class the spec does not ask for
-/// cannot reach the VM (KubeVirt attaches only what `gpus[].claimName`
-/// names). The message says what to add.
-pub(super) fn dra_mismatch(
-    v: &Vmi,
-    w: &World,
-    claims: &[Arc<GPUClaim>],
-    classes: &[Arc<GPUClass>],
-) -> Option<String> {
-    let asks = template_asks(v, w).unwrap_or_default();
-    let mut differs = String::new();
-    let mut say = |m: String| {
-        let sep = if differs.is_empty() { "" } else { "; " };
-        let _ = write!(differs, "{sep}{m}");
-    };
-    let mut held: BTreeMap<&str, u64> = BTreeMap::new();
-    for (c, k) in claims.iter().zip(classes) {
-        let Some(dc) = k.spec.device_class_name.as_deref() else {
-            continue;
-        };
-        let class = c.spec.class_name.as_str();
-        let cname = c.metadata.name.as_deref().unwrap_or_default();
-        if !is_template_claim(c) {
-            say(format!(
-                "claim {cname} is of DRA class {class}, whose GPUs reach a VM only through spec.resourceClaims: ask for them with a ResourceClaimTemplate of DeviceClass {dc} (resourceClaims: [{{name: gpu, resourceClaimTemplateName: <template>}}], gpus: [{{name: gpu, claimName: gpu}}]); backing claims for named claims come with issue 36"
-            ));
-            continue;
-        }
-        let n = held.entry(class).or_default();
-        *n = n.saturating_add(u64::from(c.spec.count));
-    }
-    let asked: BTreeMap<&str, u64> = asks
-        .iter()
-        .map(|a: &TemplateAsk| (a.class.as_str(), u64::from(a.count)))
-        .collect();
-    let names: BTreeSet<&str> = held.keys().chain(asked.keys()).copied().collect();
-    for class in names {
-        let (a, h) = (
-            asked.get(class).copied().unwrap_or(0),
-            held.get(class).copied().unwrap_or(0),
-        );
-        if a != h {
-            say(format!(
-                "its spec asks GPUClass {class} for {a} GPUs through spec.resourceClaims, its claims hold {h}"
-            ));
-        }
-    }
-    (!differs.is_empty()).then(|| format!("the set does not match the VMI's spec: {differs}"))
-}
-
-/// D5, G5's DeviceClaimPending: per claim, for a template claim of a DRA
-/// class, the ResourceClaim Kubernetes made for the launcher pod's entry
-/// that asks for it; it must exist before the set is placed. A VMI with
-/// several launcher pods at the gate waits: one ResourceClaim holds the
-/// devices, and each pod has its own.
-pub(super) fn resource_claims(
-    v: &Vmi,
-    w: &World,
-    pods: &[Arc<LauncherPod>],
-    claims: &[Arc<GPUClaim>],
-    classes: &[Arc<GPUClass>],
-) -> Result<Vec<Option<DraMember>>, Waiting> {
-    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
-    let asks = template_asks(v, w).unwrap_or_default();
-    let mut out = Vec::with_capacity(claims.len());
-    for k in classes {
-        if k.spec.device_class_name.is_none() {
-            out.push(None);
-            continue;
-        }
-        let class = k.metadata.name.as_deref().unwrap_or_default();
-        let Some(ask) = asks.iter().find(|a| a.class == class) else {
-            // dra_mismatch said why already; not reached.
-            out.push(None);
-            continue;
-        };
-        let [pod] = pods else {
-            return Err(wait(
-                WaitReason::DeviceClaimPending,
-                format!(
-                    "the VMI has {} launcher pods at the gate, each with its own ResourceClaim for entry {}; the devices go to one",
-                    pods.len(),
-                    ask.entry
-                ),
-            ));
-        };
-        let Some(name) = pod.resource_claim(&ask.entry) else {
-            return Err(wait(
-                WaitReason::DeviceClaimPending,
-                format!(
-                    "Kubernetes has not made the ResourceClaim of launcher pod {} for entry {} (template {}) yet",
-                    pod.name, ask.entry, ask.template
-                ),
-            ));
-        };
-        let claim_key = key(ns, name);
-        let Some(rc) = w.resource_claim(&claim_key) else {
-            return Err(wait(
-                WaitReason::DeviceClaimPending,
-                format!(
-                    "ResourceClaim {name} of launcher pod {} is not seen yet",
-                    pod.name
-                ),
-            ));
-        };
-        let m = DraMember {
-            class: k.clone(),
-            claim_key,
-            resource_claim: rc,
-        };
-        let ask = DeviceAsk::of(&m).map_err(|e| wait(WaitReason::DeviceClaimPending, e))?;
-        let asked = ask
-            .requests
-            .iter()
-            .fold(0u64, |n, r| n.saturating_add(u64::from(r.count)));
-        let claim = &claims[out.len()];
-        if asked != u64::from(claim.spec.count) {
-            return Err(wait(
-                WaitReason::RequestMismatch,
-                format!(
-                    "ResourceClaim {name} asks for {asked} devices of DeviceClass {}, claim {} holds {}",
-                    k.spec.device_class_name.as_deref().unwrap_or_default(),
-                    claim.metadata.name.as_deref().unwrap_or_default(),
-                    claim.spec.count
-                ),
-            ));
-        }
-        out.push(Some(m));
-    }
-    Ok(out)
-}
 
 /// One request of a ResourceClaim as placement fills it.
 pub struct RequestAsk {
@@ -235,7 +63,7 @@ impl Constraint {
 impl DeviceAsk {
     /// The ask of a DRA member; a request selector that does not compile
     /// (the API server compiles them on write: not expected) says why.
-    pub(super) fn of(m: &DraMember) -> Result<Self, String> {
+    pub(in crate::rules::gate) fn of(m: &DraMember) -> Result<Self, String> {
         let mut asks = Vec::new();
         for r in m.class_requests() {
             let count = exact_count(r).unwrap_or(0);
@@ -338,7 +166,7 @@ pub fn choose(
 /// allocated already keeps its allocation), then the free ones (D2) by
 /// pool and name; less those our unseen writes hold for others and those
 /// taken by earlier asks of the set.
-fn candidates(
+pub(super) fn candidates(
     w: &World,
     a: &DeviceAsk,
     node: &str,
@@ -365,7 +193,7 @@ fn candidates(
 /// The free devices in groups: one group, or with `matchAttribute` one
 /// per value of it, in the order their first device comes. A device
 /// without the attribute is in no group (the scheduler's rule too).
-fn groups(w: &World, free: &[DeviceId], attribute: Option<&str>) -> Vec<Vec<DeviceId>> {
+pub(super) fn groups(w: &World, free: &[DeviceId], attribute: Option<&str>) -> Vec<Vec<DeviceId>> {
     let Some(attribute) = attribute else {
         return vec![free.to_vec()];
     };
@@ -387,7 +215,7 @@ fn groups(w: &World, free: &[DeviceId], attribute: Option<&str>) -> Vec<Vec<Devi
 /// enough for the sets a node serves (8 GPUs, a few requests), bounded so
 /// that an ask no node can fill costs a node little (kube-scheduler's
 /// allocator bounds its search by time; a count is the same on every run).
-const SEARCH_STEPS: u32 = 2048;
+pub(super) const SEARCH_STEPS: u32 = 2048;
 
 /// Each request filled from `group` in order, each device once, by the
 /// first devices its selectors take that fit beside those taken before
@@ -395,7 +223,7 @@ const SEARCH_STEPS: u32 = 2048;
 /// together). Where the first pass fails, a bounded search tries other
 /// devices for the earlier picks (a whole GPU taken first would leave no
 /// room for its halves; a request's pick another request needed).
-fn fill(
+pub(super) fn fill(
     w: &World,
     node: &str,
     group: &[DeviceId],
@@ -420,14 +248,14 @@ fn fill(
 }
 
 /// A depth-first search for one ask's devices in one group.
-struct Search<'a> {
-    w: &'a World,
-    node: &'a str,
-    group: &'a [DeviceId],
-    a: &'a DeviceAsk,
-    used: Vec<DeviceId>,
-    chosen: Chosen,
-    steps: u32,
+pub(super) struct Search<'a> {
+    pub(super) w: &'a World,
+    pub(super) node: &'a str,
+    pub(super) group: &'a [DeviceId],
+    pub(super) a: &'a DeviceAsk,
+    pub(super) used: Vec<DeviceId>,
+    pub(super) chosen: Chosen,
+    pub(super) steps: u32,
 }
 
 impl Search<'_> {
@@ -489,98 +317,4 @@ impl Search<'_> {
         }
         false
     }
-}
-
-/// D4: the allocation that names `devices` (in request order: each
-/// request takes as many as it counts) on `node`, as kube-scheduler
-/// writes one: the results, the DeviceClass's config and the GPUClass's
-/// (`FromClass`, for the requests of its DeviceClass), the claim's own
-/// (`FromClaim`), and a node selector for the node by `metadata.name`.
-/// None when the devices do not fill the claim's requests.
-pub fn allocation(
-    w: &World,
-    m: &DraMember,
-    devices: &[DeviceId],
-    node: &str,
-) -> Option<AllocationResult> {
-    let dc = m
-        .class
-        .spec
-        .device_class_name
-        .as_deref()
-        .unwrap_or_default();
-    let mut results = Vec::with_capacity(devices.len());
-    let mut next = devices.iter();
-    let mut ours: Vec<String> = Vec::new();
-    for r in m.class_requests() {
-        ours.push(r.name.clone());
-        for _ in 0..exact_count(r).unwrap_or(0) {
-            let d = next.next()?;
-            results.push(DeviceRequestAllocationResult {
-                request: r.name.clone(),
-                driver: d.driver.to_string(),
-                pool: d.pool.to_string(),
-                device: d.device.to_string(),
-                ..Default::default()
-            });
-        }
-    }
-    if next.next().is_some() {
-        return None;
-    }
-    let mut config = Vec::new();
-    let class_config = w
-        .device_class(dc)
-        .and_then(|c| c.spec.as_ref().and_then(|s| s.config.clone()))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| c.opaque);
-    let own_config = m.class.spec.config.iter().map(|c| {
-        Some(k8s_openapi::api::resource::v1::OpaqueDeviceConfiguration {
-            driver: c.opaque.driver.clone(),
-            parameters: k8s_openapi::apimachinery::pkg::runtime::RawExtension(
-                c.opaque.parameters.clone(),
-            ),
-        })
-    });
-    for opaque in class_config.chain(own_config) {
-        for r in &ours {
-            config.push(DeviceAllocationConfiguration {
-                source: "FromClass".into(),
-                requests: Some(vec![r.clone()]),
-                opaque: opaque.clone(),
-            });
-        }
-    }
-    let claim_config = m
-        .resource_claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.devices.as_ref())
-        .and_then(|d| d.config.clone())
-        .unwrap_or_default();
-    for c in claim_config {
-        config.push(DeviceAllocationConfiguration {
-            source: "FromClaim".into(),
-            requests: c.requests,
-            opaque: c.opaque,
-        });
-    }
-    Some(AllocationResult {
-        devices: Some(DeviceAllocationResult {
-            results: Some(results),
-            config: (!config.is_empty()).then_some(config),
-        }),
-        node_selector: Some(NodeSelector {
-            node_selector_terms: vec![NodeSelectorTerm {
-                match_fields: Some(vec![NodeSelectorRequirement {
-                    key: "metadata.name".into(),
-                    operator: "In".into(),
-                    values: Some(vec![node.to_string()]),
-                }]),
-                ..Default::default()
-            }],
-        }),
-        ..Default::default()
-    })
 }

@@ -1,0 +1,189 @@
+//! G3's best fit: the node with the least room left after the set, found
+//! through the world's indexes of free GPUs and devices where they answer,
+//! by a scan of every node otherwise.
+
+use super::super::{WaitReason, Waiting};
+use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+impl Ask<'_> {
+    /// Among the nodes that pass every filter, the one left with the fewest
+    /// free GPUs after placement, ties by name. Through the index of nodes
+    /// by free GPUs where it can answer; a pass over every node where it
+    /// cannot, or no node fits (the pass says why). Test builds check
+    /// every answer of the index against the pass.
+    pub(super) fn best_fit(&self) -> Result<String, Waiting> {
+        let indexed = self.best_fit_indexed();
+        if let Some(Some(node)) = &indexed
+            && !cfg!(debug_assertions)
+        {
+            return Ok(node.clone());
+        }
+        let scanned = self.best_fit_scanned();
+        if let Some(found) = indexed {
+            debug_assert_eq!(
+                found.as_deref(),
+                scanned.as_deref().ok(),
+                "the index of free GPUs chose otherwise than a pass over every node"
+            );
+        }
+        scanned
+    }
+
+    /// Best fit through the world's index, for a set that needs GPUs of
+    /// one resource (None for any other: not answered). The nodes where
+    /// the index's count is not the set's (placement's writes under way,
+    /// the set's own Lost claims' records) are judged in full; the rest
+    /// in the index's order, fewest free first, and the first that passes
+    /// every filter is the best of them: every node after it is left with
+    /// as many free or more. Some(None): no node fits; None also when the
+    /// filters turned away `MOST_JUDGED` nodes with room (the pass
+    /// answers).
+    pub(super) fn best_fit_indexed(&self) -> Option<Option<String>> {
+        let (resource, want, apart) = if self.devices.is_empty() {
+            self.indexed_resource()?
+        } else {
+            self.indexed_devices()?
+        };
+        let resource = &resource;
+        if want == 0 {
+            return None;
+        }
+        let better = |left: u64, name: &str, best: &Option<(u64, String)>| {
+            best.as_ref()
+                .is_none_or(|(l, b)| (left, name) < (*l, b.as_str()))
+        };
+        let mut best: Option<(u64, String)> = None;
+        for name in &apart {
+            if let Some(n) = self.w.node(name)
+                && let Ok(left) = self.fit(&n, true)
+                && better(left, name, &best)
+            {
+                best = Some((left, name.clone()));
+            }
+        }
+        /// Nodes taken from the index at a time (its lock is not held
+        /// while they are judged).
+        const BATCH: usize = 64;
+        /// Nodes with room judged before the walk gives up for the pass:
+        /// where the filters turn away the tightest nodes one after another
+        /// (affinity, taints), the walk must not cost a pass and then
+        /// another.
+        const MOST_JUDGED: usize = 128;
+        let mut judged = 0;
+        let mut after = None;
+        loop {
+            let batch = self.w.nodes_by_free(resource, want, after.as_ref(), BATCH);
+            let Some(last) = batch.last() else {
+                return Some(best.map(|(_, n)| n));
+            };
+            after = Some(last.clone());
+            for (free, name) in batch {
+                if !better(free - want, &name, &best) {
+                    return Some(best.map(|(_, n)| n));
+                }
+                if apart.contains(&name) {
+                    continue;
+                }
+                judged += 1;
+                if judged > MOST_JUDGED {
+                    return None;
+                }
+                if let Some(n) = self.w.node(&name)
+                    && let Ok(left) = self.fit(&n, true)
+                {
+                    debug_assert_eq!(left, free - want, "the index's count of {name}");
+                    return Some(Some(name));
+                }
+            }
+        }
+    }
+
+    /// The index's resource for a set that needs GPUs of one device
+    /// plugin resource: it, the GPUs, and the nodes the index's count is
+    /// not the set's on (our writes under way, the set's own records).
+    pub(super) fn indexed_resource(&self) -> Option<(String, u64, BTreeSet<String>)> {
+        let mut need = self.need.iter();
+        let (Some((resource, &want)), None) = (need.next(), need.next()) else {
+            return None;
+        };
+        let mut apart: BTreeSet<String> = self
+            .written
+            .nodes_holding(self.w, resource)
+            .into_iter()
+            .collect();
+        apart.extend(
+            self.own
+                .iter()
+                .filter(|(_, r, _)| r == resource)
+                .map(|(n, _, _)| n.clone()),
+        );
+        Some((resource.clone(), want, apart))
+    }
+
+    /// The same for a set whose unplaced members ask one DRA class for
+    /// devices and nothing of a device plugin (D3): the class's key, the
+    /// devices, and the nodes of devices our unseen writes hold or the
+    /// members hold already.
+    pub(super) fn indexed_devices(&self) -> Option<(String, u64, BTreeSet<String>)> {
+        if !self.need.is_empty() {
+            return None;
+        }
+        let mut classes = self.devices.iter().map(|a| a.class.as_str());
+        let class = classes.next()?;
+        if classes.any(|c| c != class) {
+            return None;
+        }
+        let want = self
+            .devices
+            .iter()
+            .flat_map(|a| a.requests.iter())
+            .fold(0u64, |n, r| n.saturating_add(u64::from(r.count)));
+        let apart = self
+            .held_devices
+            .iter()
+            .chain(
+                self.devices
+                    .iter()
+                    .flat_map(|a| a.own.iter().chain(&a.recorded)),
+            )
+            .filter_map(|d| self.w.device(d).map(|f| f.node))
+            .collect();
+        Some((crate::world::dra_free_key(class), want, apart))
+    }
+
+    /// Best fit by a pass over every node, saying why none fits.
+    pub(super) fn best_fit_scanned(&self) -> Result<String, Waiting> {
+        let mut best: Option<(u64, String)> = None;
+        let mut unfit: BTreeMap<Unfit, usize> = BTreeMap::new();
+        // The nodes past the affinity filter, while they are few.
+        let mut matter = Some(BTreeSet::new());
+        self.w.for_each_node(|n| {
+            let fit = self.fit(n, true);
+            if fit != Err(Unfit::Affinity)
+                && let Some(m) = matter.as_mut()
+            {
+                m.insert(n.name.clone());
+                if m.len() > NodesThatMatter::MOST {
+                    matter = None;
+                }
+            }
+            match fit {
+                Ok(left) => {
+                    if best
+                        .as_ref()
+                        .is_none_or(|(l, name)| left < *l || (left == *l && n.name < *name))
+                    {
+                        best = Some((left, n.name.clone()));
+                    }
+                }
+                Err(u) => *unfit.entry(u).or_default() += 1,
+            }
+        });
+        best.map(|(_, n)| n).ok_or_else(|| Waiting {
+            reason: WaitReason::NoCapacity,
+            message: no_node_message(&unfit),
+            nodes: matter.map_or(NodesThatMatter::All, NodesThatMatter::Only),
+        })
+    }
+}

@@ -1,0 +1,90 @@
+//! Why a node does not fit a set, and the message that counts the nodes each
+//! reason removed (kube-scheduler's `0/N nodes are available: ...`).
+
+use crate::api::{NodeFacts, PodScheduling};
+use crate::rules::scheduling::{affinity_matches, tolerates_cordon, untolerated};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Why a node cannot take the set, in the order the filters run. What the
+/// pods themselves rule out comes first (their node selector, affinity or
+/// pin: the same whatever the node's state), so that a set pinned to one
+/// node is not told again and again about nodes it could never use; then
+/// the scheduler's other filters (what the pinned pods would meet), then ours.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unfit {
+    /// NodeAffinity: a pod's nodeSelector or required affinity excludes it.
+    Affinity,
+    NotReady,
+    /// NodeUnschedulable: cordoned, and a pod does not tolerate it.
+    Cordoned,
+    /// TaintToleration: a NoSchedule/NoExecute taint a pod does not tolerate.
+    Taint,
+    /// NodeResourcesFit: no room for a pod's request of this resource (cpu,
+    /// memory, pods...) next to the pods bound there.
+    PodRoom(String),
+    /// A class's nodeSelector excludes it.
+    ClassSelector,
+    /// Its lost set covers a resource of the set.
+    DevicesLost,
+    /// Tainted for evacuation (E2): its GPU VMs go elsewhere.
+    Evacuating,
+    /// Not enough free GPUs of this resource.
+    NoRoom(String),
+}
+
+impl Unfit {
+    pub(super) fn phrase(&self) -> String {
+        match self {
+            Unfit::NotReady => "not Ready".into(),
+            Unfit::Cordoned => "cordoned".into(),
+            Unfit::Taint => "with a taint not tolerated".into(),
+            Unfit::Affinity => "not matching the pods' node selector or affinity".into(),
+            Unfit::PodRoom(r) | Unfit::NoRoom(r) => format!("without room for {r}"),
+            Unfit::ClassSelector => "not selected by the class".into(),
+            Unfit::DevicesLost => "that lost their devices".into(),
+            Unfit::Evacuating => "being evacuated".into(),
+        }
+    }
+
+    /// One of the filters kube-scheduler would apply to the pinned pods.
+    pub(super) fn is_scheduler(&self) -> bool {
+        matches!(
+            self,
+            Unfit::Cordoned | Unfit::Taint | Unfit::Affinity | Unfit::PodRoom(_)
+        )
+    }
+}
+
+/// The first scheduler filter that keeps a pod off `node`, if any.
+pub fn pod_unfit(s: &PodScheduling, node: &NodeFacts) -> Option<Unfit> {
+    if !affinity_matches(
+        &s.node_selector,
+        s.required.as_ref(),
+        &node.name,
+        &node.labels,
+    ) {
+        return Some(Unfit::Affinity);
+    }
+    if node.unschedulable && !tolerates_cordon(&s.tolerations) {
+        return Some(Unfit::Cordoned);
+    }
+    if untolerated(&s.tolerations, &node.taints).is_some() {
+        return Some(Unfit::Taint);
+    }
+    None
+}
+
+/// "no node fits the set: 2 nodes cordoned, 1 node without room".
+pub(super) fn no_node_message(unfit: &BTreeMap<Unfit, usize>) -> String {
+    if unfit.is_empty() {
+        return "no node fits the set: there are no nodes".into();
+    }
+    let mut m = String::from("no node fits the set: ");
+    for (i, (u, n)) in unfit.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let nodes = if *n == 1 { "node" } else { "nodes" };
+        let _ = write!(m, "{sep}{n} {nodes} {}", u.phrase());
+    }
+    m
+}
