@@ -4,7 +4,11 @@
 //! [`progress`] (I6) once the controller has settled.
 
 mod evacuation;
+mod progress;
 mod records;
+
+pub use progress::progress;
+use progress::world_of;
 
 use super::cluster::MemCluster;
 use gpu_claims_actors::api::from_json as from_value;
@@ -352,70 +356,4 @@ fn launchers_may_hold(c: &MemCluster, vmi: &Vmi) -> bool {
         .collect();
     // Only a pod past the gate can have reached a GPU.
     mine.iter().any(|p| !p.gated)
-}
-
-/// The world as a freshly started controller would list it.
-fn world_of(c: &MemCluster) -> World {
-    let fresh = World::new(gpu_claims_actors::config::Config::default());
-    for kind in Kind::ALL {
-        for v in c.store.list(kind.name()).0 {
-            let k = match v["metadata"]["namespace"].as_str() {
-                Some(ns) => key(ns, v["metadata"]["name"].as_str().unwrap_or_default()),
-                None => v["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            };
-            // As the controller's watch: what it cannot read is said so.
-            match from_value(kind, v) {
-                Ok(o) => fresh.load(o),
-                Err(e) => {
-                    fresh.set_unreadable(kind, &k, Some(e.to_string()));
-                }
-            }
-        }
-    }
-    fresh
-}
-
-/// I6 on a settled cluster: the sets that wait at the gate though a freshly
-/// started controller, knowing nothing but the objects, would place them
-/// now. Empty when the controller remembers nothing that outlived what it
-/// was about.
-pub fn progress(c: &MemCluster) -> Vec<String> {
-    let fresh = world_of(c);
-    let none = gpu_claims_actors::rules::WrittenAllocations::default();
-    let mut v = Vec::new();
-    fresh.for_each_vmi(|vmi_key, vmi| {
-        if let gpu_claims_actors::rules::GateStep::Place(plan) =
-            gpu_claims_actors::rules::decide_gate(vmi, &fresh, &none)
-        {
-            // What its claims say now, to tell why the controller waits.
-            let says: Vec<String> = plan
-                .statuses
-                .iter()
-                .map(|(c, _)| {
-                    let waiting = c
-                        .conditions()
-                        .iter()
-                        .find(|x| x.type_ == gpu_claims_actors::api::CONDITION_WAITING)
-                        .map(|x| format!("{}: {}", x.reason, x.message));
-                    format!(
-                        "{} {} {:?}",
-                        c.metadata.name.as_deref().unwrap_or_default(),
-                        c.phase().as_str(),
-                        waiting
-                    )
-                })
-                .collect();
-            v.push(format!(
-                "I6: VMI {} waits at the gate, though a fresh controller would place it on {} ({})",
-                vmi_key,
-                plan.node,
-                says.join("; ")
-            ));
-        }
-    });
-    v.sort();
-    v
 }

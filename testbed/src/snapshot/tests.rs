@@ -1,0 +1,80 @@
+//! Slimming a dump: what `plan` keeps of a node and a pod.
+
+use super::*;
+use gpu_claims_actors::api::{NodeFacts, PodUse};
+
+/// The generator's kubelet node and a worker pod, as a dump has them.
+const FAT: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: n1, uid: u1, labels: {kubernetes.io/hostname: n1, zone: a}, annotations: {a: b}}
+spec: {podCIDR: 10.244.0.0/24, unschedulable: true, taints: [{key: k, value: v, effect: NoSchedule}]}
+status:
+  addresses: [{type: InternalIP, address: 10.0.0.1}]
+  capacity: {cpu: "96", nvidia.com/H200: "8"}
+  allocatable: {cpu: "95", memory: 1000Gi, pods: "110", nvidia.com/H200: "8"}
+  conditions:
+  - {type: MemoryPressure, status: "False", reason: KubeletHasSufficientMemory, message: ok}
+  - {type: Ready, status: "True", reason: KubeletReady, message: ready}
+  images: [{names: [registry.example.com/a:v1], sizeBytes: 100}]
+  nodeInfo: {kubeletVersion: v1.32.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w, namespace: ml, uid: p1, labels: {app: x}, annotations: {a: b}, finalizers: [f]}
+spec:
+  nodeName: n1
+  tolerations: [{key: k, operator: Exists}]
+  initContainers:
+  - {name: side, image: s, restartPolicy: Always, resources: {limits: {nvidia.com/H200: "1"}}}
+  - {name: init, image: i, resources: {requests: {cpu: "8"}}}
+  containers:
+  - name: main
+    image: registry.example.com/trainer:v1
+    env: [{name: A, value: b}]
+    resources: {requests: {cpu: "4", memory: 32Gi}, limits: {cpu: "8", memory: 64Gi, nvidia.com/H200: "2"}}
+  overhead: {cpu: 100m}
+  volumes: [{name: d, emptyDir: {}}]
+status:
+  phase: Running
+  conditions: [{type: Ready, status: "True"}]
+  containerStatuses: [{name: main, ready: true, restartCount: 0, image: x, imageID: y}]
+"#;
+
+#[test]
+fn a_slim_node_and_pod_are_what_the_controller_reads_of_the_fat_ones() {
+    let mut reader = FAT.as_bytes();
+    let fat: Vec<Obj> = serde_saphyr::read_with_options::<_, Value>(&mut reader, options())
+        .map(|v| object(v.unwrap()).unwrap())
+        .collect();
+    let slimmed = parse(FAT).unwrap();
+    let (Obj::Node(fat_node), Obj::Node(slim_node)) = (&fat[0], &slimmed[0]) else {
+        panic!("a node first")
+    };
+    assert_eq!(
+        NodeFacts::from_node(fat_node),
+        NodeFacts::from_node(slim_node)
+    );
+    assert!(slim_node.status.as_ref().unwrap().images.is_none());
+    let (Obj::Pod(fat_pod), Obj::Pod(slim_pod)) = (&fat[1], &slimmed[1]) else {
+        panic!("a pod second")
+    };
+    let used = PodUse::from_pod(slim_pod).expect("bound and running");
+    assert_eq!(Some(&used), PodUse::from_pod(fat_pod).as_ref());
+    assert_eq!(
+        used.requests.get("nvidia.com/H200"),
+        3,
+        "2 and a sidecar's 1"
+    );
+    assert_eq!(
+        used.requests.get("cpu"),
+        8_100,
+        "the init container's 8 over the main one's 4, plus overhead"
+    );
+    assert_eq!(slim_pod.metadata.finalizers, fat_pod.metadata.finalizers);
+    let json = serde_json::to_string(slim_pod).unwrap();
+    assert!(
+        !json.contains("registry.example.com") && !json.contains("env"),
+        "{json}"
+    );
+}
