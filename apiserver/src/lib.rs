@@ -55,7 +55,6 @@ pub use schema::{SchemaVerdict, verdict as schema_verdict};
 
 use crate::store::Store;
 pub(crate) use answers::{object_status, status, status_with};
-use axum::Router;
 use faults::Dice;
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -123,51 +122,6 @@ pub struct ApiServer {
 
 /// How long a client may take to send a request's headers.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Serves `app` until `stop`, each connection with a header read timeout
-/// (axum's own `serve` sets no timer: headers sent a byte at a time would
-/// hold a connection forever). At `stop`, every connection is shut down
-/// gracefully: kept-alive clients see the server go, as with a restart.
-async fn serve_connections(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    stop: impl Future<Output = ()>,
-) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    let mut stop = std::pin::pin!(stop);
-    let (closing, _) = tokio::sync::watch::channel(false);
-    loop {
-        let (tcp, _) = tokio::select! {
-            c = listener.accept() => match c {
-                Ok(c) => c,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut stop => {
-                let _ = closing.send(true);
-                return;
-            }
-        };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let mut close = closing.subscribe();
-        tokio::spawn(async move {
-            let mut b = hyper::server::conn::http1::Builder::new();
-            b.timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT);
-            let conn = b
-                .serve_connection(TokioIo::new(tcp), service)
-                .with_upgrades();
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = close.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
-            }
-            let _ = conn.await;
-        });
-    }
-}
 
 /// A store with the API server's status subresources and the real wall clock.
 pub fn new_store() -> Arc<Store> {
@@ -255,7 +209,7 @@ impl ApiServer {
             let stop = async move {
                 let _ = epoch.changed().await;
             };
-            serve_connections(listener, app, stop).await;
+            gpu_claims_serve::serve(listener, app, HEADER_READ_TIMEOUT, stop).await;
         });
         *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
     }
