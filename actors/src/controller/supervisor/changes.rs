@@ -329,8 +329,8 @@ impl Supervisor {
         if let Some(p) = &self.placement {
             p.do_send(Relisted(kind));
         }
-        self.synced.insert(kind);
-        self.update_ready(ctx);
+        let next = self.readiness.clone().listed(kind);
+        self.move_to(next, ctx);
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod changes;
 mod questions;
+mod readiness;
 mod table;
 
 pub use questions::{
@@ -20,7 +21,7 @@ use super::quota::QuotaActor;
 use crate::config::Config;
 use crate::ports::Kind;
 use actix::prelude::*;
-use std::collections::HashSet;
+use readiness::Readiness;
 use std::sync::Arc;
 use table::{Table, ping_all};
 
@@ -30,11 +31,7 @@ pub struct Supervisor {
     classes: Table<ClassActor>,
     quotas: Table<QuotaActor>,
     generation: u64,
-    /// Kinds whose watch has listed once.
-    synced: HashSet<Kind>,
-    expected: Vec<Kind>,
-    ready: bool,
-    leading: bool,
+    readiness: Readiness,
     placement: Option<Addr<Placement>>,
     /// When the change being handled entered: pokes carry it, so that the
     /// write it causes can say how long it took.
@@ -43,17 +40,14 @@ pub struct Supervisor {
 
 impl Supervisor {
     pub fn new(env: Arc<Env>) -> Self {
-        let expected = Self::watched_kinds(&env.world.config());
+        let readiness = Readiness::new(&Self::watched_kinds(&env.world.config()), true);
         Self {
             env,
             claims: Table::default(),
             classes: Table::default(),
             quotas: Table::default(),
             generation: 0,
-            synced: HashSet::new(),
-            expected,
-            ready: false,
-            leading: true,
+            readiness,
             placement: None,
             change_at: tokio::time::Instant::now(),
         }
@@ -61,15 +55,15 @@ impl Supervisor {
 
     /// Starts as a standby: caches fill, nothing is decided until `Leading(true)`.
     pub fn standby(mut self) -> Self {
-        self.leading = false;
+        self.readiness = self.readiness.leading(false);
         self
     }
 
-    /// Decides once every watched kind has synced and this process leads.
-    fn update_ready(&mut self, ctx: &mut Context<Self>) {
-        let now = self.leading && self.expected.iter().all(|k| self.synced.contains(k));
-        if now && !self.ready {
-            self.ready = true;
+    /// Moves to `next`; every actor decides when that starts deciding.
+    fn move_to(&mut self, next: Readiness, ctx: &mut Context<Self>) {
+        let started = next.deciding() && !self.readiness.deciding();
+        self.readiness = next;
+        if started {
             tracing::info!(
                 claims = self.env.world.claim_count(),
                 classes = self.env.world.class_count(),
@@ -78,7 +72,6 @@ impl Supervisor {
             self.change_at = self.env.clock.now();
             self.poke_all(ctx);
         }
-        self.ready = now;
     }
 
     fn report_actors(&self) {
@@ -107,7 +100,7 @@ impl Supervisor {
     }
 
     fn place(&self, work: PlacementPoke) {
-        if let (true, Some(p)) = (self.ready, &self.placement) {
+        if let (true, Some(p)) = (self.readiness.deciding(), &self.placement) {
             p.do_send(PlacementWork {
                 work,
                 since: self.change_at,
@@ -265,8 +258,8 @@ impl Handler<StatsQuery> for Supervisor {
             claims: self.env.world.claim_count(),
             claim_actors: self.claims.len(),
             class_actors: self.classes.len(),
-            synced: self.expected.iter().all(|k| self.synced.contains(k)),
-            leading: self.leading,
+            synced: self.readiness.synced(),
+            leading: self.readiness.is_leading(),
         })
     }
 }
@@ -274,7 +267,7 @@ impl Handler<StatsQuery> for Supervisor {
 impl Handler<Settled> for Supervisor {
     type Result = ResponseFuture<bool>;
     fn handle(&mut self, _: Settled, _: &mut Context<Self>) -> Self::Result {
-        let ready = self.ready;
+        let ready = self.readiness.deciding();
         let actors = (
             self.claims.addrs(),
             self.classes.addrs(),
@@ -302,10 +295,10 @@ impl Handler<Settled> for Supervisor {
 impl Handler<Leading> for Supervisor {
     type Result = ();
     fn handle(&mut self, Leading(leading): Leading, ctx: &mut Context<Self>) {
-        if leading != self.leading {
+        if leading != self.readiness.is_leading() {
             tracing::info!(leading, "leadership changed");
         }
-        self.leading = leading;
-        self.update_ready(ctx);
+        let next = self.readiness.clone().leading(leading);
+        self.move_to(next, ctx);
     }
 }

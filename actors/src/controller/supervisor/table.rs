@@ -113,7 +113,7 @@ impl Supervisor {
 
     /// The actor of `k` decides again (once the caches have synced).
     pub(super) fn poke<A: Keyed>(&mut self, k: &str, ctx: &Context<Self>) {
-        if self.ready
+        if self.readiness.deciding()
             && let Some(a) = self.actor_of::<A>(k, ctx)
         {
             a.do_send(Reconcile {
