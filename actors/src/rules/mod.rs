@@ -29,7 +29,7 @@ pub use evacuation::{
 };
 pub use finalizer::{needs_finalizer, released};
 pub use gate::{
-    AllocationWrite, Assumed, DeviceClaimWrite, GateStep, Moved, NodesThatMatter, Plan, Released,
+    AllocationWrite, Assumed, DeviceClaimWrite, Forgotten, GateStep, Moved, NodesThatMatter, Plan,
     Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate, decide_gate, pod_unfit,
     request_mismatch, requested_claims,
 };

@@ -29,14 +29,14 @@ pub enum ClaimIo {
 
 /// The result of one intent, and the allocation deleted on the way (so that
 /// a lagging cache does not make us delete it again).
-pub struct Done {
+pub struct IntentDone {
     pub result: Result<ClaimIo, IoError>,
     pub allocation_deleted: Option<String>,
 }
 
-impl From<Result<ClaimIo, IoError>> for Done {
+impl From<Result<ClaimIo, IoError>> for IntentDone {
     fn from(result: Result<ClaimIo, IoError>) -> Self {
-        Done {
+        IntentDone {
             result,
             allocation_deleted: None,
         }
@@ -68,7 +68,7 @@ pub async fn execute(
     rule: RuleId,
     intent: ClaimIntent,
     allocation_uid: Option<String>,
-) -> Done {
+) -> IntentDone {
     let c = &claim;
     let outcome = match intent {
         ClaimIntent::AddFinalizer => {
@@ -148,7 +148,7 @@ async fn allocation_uid(
 
 /// L8: delete the allocation, then remove the finalizer. If removing the
 /// finalizer fails (NotFound aside) the claim still holds its GPUs.
-async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) -> Done {
+async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) -> IntentDone {
     let what = ObjRef::new(
         Kind::Allocation,
         c.metadata.namespace.as_deref(),
@@ -182,7 +182,7 @@ async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) 
             released: !matches!(outcome, Outcome::Conflict(_)),
             outcome,
         });
-    Done {
+    IntentDone {
         result,
         allocation_deleted,
     }
@@ -194,7 +194,7 @@ pub async fn release_unless_pods_left(
     claim: Arc<GPUClaim>,
     names: Vec<String>,
     allocation: Option<String>,
-) -> Done {
+) -> IntentDone {
     let ns = claim.metadata.namespace.clone();
     let mut live = Vec::with_capacity(names.len());
     for name in &names {
@@ -217,7 +217,7 @@ pub async fn release_unless_vmi_holds(
     claim: Arc<GPUClaim>,
     name: String,
     allocation: Option<String>,
-) -> Done {
+) -> IntentDone {
     let what = ObjRef::new(Kind::Vmi, claim.metadata.namespace.as_deref(), &name);
     let read = env.reader.get(what.clone()).await;
     let live: Result<Option<Vmi>, _> = read.clone().map(|o| match o {

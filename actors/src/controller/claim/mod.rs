@@ -17,7 +17,7 @@ use super::scaffold::{self, Freshness, IoError, Outcome, Scaffold, Scaffolded};
 use crate::api::{GPUClaim, Kind};
 use crate::rules::{ClaimIntent, ClaimMemory, RuleId, Step, Used, decide_claim};
 use actix::prelude::*;
-use io::{ClaimIo, Done};
+use io::{ClaimIo, IntentDone};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -131,7 +131,7 @@ impl ClaimActor {
         let allocation = self.cached_allocation_uid(&claim);
         self.writing = Some(claim.clone());
         let env = self.env.clone();
-        let (rule, fut): (RuleId, futures::future::BoxFuture<'static, Done>) = match used {
+        let (rule, fut): (RuleId, futures::future::BoxFuture<'static, IntentDone>) = match used {
             Used::ReadPods { names, .. } => (
                 RuleId::L9,
                 Box::pin(io::release_unless_pods_left(env, claim, names, allocation)),
@@ -148,7 +148,7 @@ impl ClaimActor {
         });
     }
 
-    fn finish(&mut self, rule: RuleId, intent: Intent, done: Done, ctx: &mut Context<Self>) {
+    fn finish(&mut self, rule: RuleId, intent: Intent, done: IntentDone, ctx: &mut Context<Self>) {
         if let Some(uid) = done.allocation_deleted {
             self.allocation_deleted = Some(uid);
         }

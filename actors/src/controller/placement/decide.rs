@@ -103,7 +103,7 @@ impl Placement {
         if self.behind_own_writes(k, &v) {
             return None;
         }
-        self.decide_gate(k, &v)
+        self.gate_write(k, &v)
     }
 
     /// Our own writes of the set's claims or pods that the cache does not
@@ -124,7 +124,9 @@ impl Placement {
         })
     }
 
-    fn decide_gate(&mut self, k: &str, v: &Vmi) -> Option<Write> {
+    /// G1-G5 for one VMI: the write `decide_gate` calls for, the set
+    /// remembered as waiting (and why) or not.
+    fn gate_write(&mut self, k: &str, v: &Vmi) -> Option<Write> {
         match decide_gate(v, &self.env.world, &self.own.allocations) {
             GateStep::Nothing => {
                 self.waiting.remove(k);

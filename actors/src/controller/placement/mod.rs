@@ -28,7 +28,7 @@ use own_writes::OwnWrites;
 use recheck::{RecheckAsked, WaitingSets, Waits};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use write::{Done, Write, execute};
+use write::{Write, WritesDone, execute};
 
 /// What the placement actor looks at next.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Message)]
@@ -156,7 +156,7 @@ impl Placement {
         self.scaffold.writing(rule);
         let flight = self.take_off(&work, &write);
         let fut = execute(self.env.clone(), write);
-        scaffold::run_io(self, ctx, fut, move |act, done: Done, ctx| {
+        scaffold::run_io(self, ctx, fut, move |act, done: WritesDone, ctx| {
             act.remember(&done);
             act.marks_landed(&done.marks, &done.marks_failed);
             if let Some((vm, _)) = &done.restarted {
@@ -193,7 +193,7 @@ impl Placement {
     }
 
     /// What the writes left that the cache may not show yet.
-    fn remember(&mut self, done: &Done) {
+    fn remember(&mut self, done: &WritesDone) {
         for (k, spec, rv) in &done.allocations {
             self.own.wrote_allocation(k.clone(), spec.clone(), *rv);
         }

@@ -12,7 +12,7 @@ pub use choice::{NodesThatMatter, Unfit, pod_unfit};
 pub use devices::allocated_devices;
 pub use members::request_mismatch;
 pub use plan::{AllocationWrite, DeviceClaimWrite, Moved, Plan};
-pub use written::{Assumed, Released, WrittenAllocations};
+pub use written::{Assumed, Forgotten, WrittenAllocations};
 
 use super::request::vmi_request;
 use super::template_name;

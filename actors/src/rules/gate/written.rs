@@ -32,10 +32,10 @@ pub struct Assumed {
     pins: Vec<(String, Option<(PodUse, u64)>)>,
 }
 
-/// What a write that did not land let go: allocations (key, spec) and the
-/// nodes of pins.
+/// What a write that did not land let go, as the scheduler forgets an
+/// assumed pod: allocations (key, spec) and the nodes of pins.
 #[derive(Default, Debug)]
-pub struct Released {
+pub struct Forgotten {
     pub allocations: Vec<(String, GPUAllocationSpec)>,
     pub nodes: Vec<String>,
 }
@@ -113,15 +113,15 @@ impl WrittenAllocations {
     /// it did not write (it failed first) is let go, or what it replaced
     /// put back. Returns what was let go: room, budget and quota no one
     /// holds any more, which sets held back by it must look at again.
-    pub fn settle_assumed(&mut self, a: Assumed) -> Released {
-        let mut released = Released::default();
+    pub fn settle_assumed(&mut self, a: Assumed) -> Forgotten {
+        let mut forgotten = Forgotten::default();
         for (k, before) in a.allocations {
             if let Some(e) = self
                 .by_key
                 .get(&k)
                 .filter(|e| e.resource_version == ASSUMED)
             {
-                released.allocations.push((k.clone(), e.spec.clone()));
+                forgotten.allocations.push((k.clone(), e.spec.clone()));
                 match before {
                     Some(b) => self.by_key.insert(k, b),
                     None => self.by_key.remove(&k),
@@ -130,14 +130,14 @@ impl WrittenAllocations {
         }
         for (k, before) in a.pins {
             if let Some((u, _)) = self.pins.get(&k).filter(|(_, rv)| *rv == ASSUMED) {
-                released.nodes.push(u.node.to_string());
+                forgotten.nodes.push(u.node.to_string());
                 match before {
                     Some(b) => self.pins.insert(k, b),
                     None => self.pins.remove(&k),
                 };
             }
         }
-        released
+        forgotten
     }
 
     /// Forgets what the watches have passed.

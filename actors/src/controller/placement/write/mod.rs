@@ -105,7 +105,7 @@ impl Write {
 
 /// What the writes left: what the cache may not show yet.
 #[derive(Default)]
-pub(super) struct Done {
+pub(super) struct WritesDone {
     /// Allocations written: key, spec, the resourceVersion the write returned.
     pub allocations: Vec<(String, GPUAllocationSpec, u64)>,
     /// Claims written: key and the resourceVersion returned.
@@ -175,7 +175,7 @@ async fn write_status(
     c: &GPUClaim,
     status: GPUClaimStatus,
     rule: RuleId,
-    done: &mut Done,
+    done: &mut WritesDone,
 ) -> Result<bool, IoError> {
     let mut new = GPUClaim::clone(c);
     new.status = Some(status);
@@ -196,15 +196,15 @@ async fn write_status(
     Ok(false)
 }
 
-pub(super) async fn execute(env: Arc<Env>, w: Write) -> Done {
-    let mut done = Done::default();
+pub(super) async fn execute(env: Arc<Env>, w: Write) -> WritesDone {
+    let mut done = WritesDone::default();
     if let Err(e) = carry_out(&env, w, &mut done).await {
         done.error = Some(e);
     }
     done
 }
 
-async fn carry_out(env: &Env, w: Write, done: &mut Done) -> Result<(), IoError> {
+async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoError> {
     match w {
         Write::CreateClaim { key, vmi_uid, obj } => {
             tracing::info!(claim = %key, rule = "G2", intent = "create-claim", "writing");
@@ -337,7 +337,7 @@ async fn delete_allocation(
     env: &Env,
     key: String,
     uid: String,
-    done: &mut Done,
+    done: &mut WritesDone,
 ) -> Result<(), IoError> {
     let (ns, name) = crate::world::split_key(&key);
     let what = ObjRef::new(Kind::Allocation, Some(ns), name);

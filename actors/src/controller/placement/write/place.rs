@@ -14,7 +14,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 /// A claim that moves off a node that cannot take the set (E1) has its
 /// allocation and status written as E1's, and a `Moved` Event once its
 /// status names the new node.
-pub(super) async fn place(env: &Env, plan: Plan, done: &mut Done) -> Result<(), IoError> {
+pub(super) async fn place(env: &Env, plan: Plan, done: &mut WritesDone) -> Result<(), IoError> {
     let Plan {
         node,
         allocations,
@@ -55,7 +55,7 @@ pub(super) async fn write_allocation(
     node: &str,
     r: AllocationWrite,
     rule: RuleId,
-    done: &mut Done,
+    done: &mut WritesDone,
 ) -> Result<(), IoError> {
     let (create, rec) = match r {
         AllocationWrite::Create(rec) => (true, rec),
@@ -139,7 +139,7 @@ pub(super) async fn pin_and_ungate(
     env: &Env,
     node: &str,
     pk: String,
-    done: &mut Done,
+    done: &mut WritesDone,
 ) -> Result<(), IoError> {
     let (ns, name) = crate::world::split_key(&pk);
     let what = ObjRef::new(Kind::Pod, Some(ns), name);
