@@ -596,3 +596,124 @@ fn g6_decide_lost_table() {
         assert_eq!(got, want, "{case}");
     }
 }
+
+/// L12: each branch of `unschedulable_vmi`, with the claim `t/a` attached
+/// to `t/vm1` (uid `uid-t-vm1`) and recorded on n1, and vm1's launcher
+/// pod as each row leaves it.
+#[test]
+fn l12_unschedulable_vmi_table() {
+    let pod = || launcher("t", "virt-launcher-vm1", "vm1", "uid-t-vm1");
+    let lost = || claim("t", "a").lost("n1").attached("vm1");
+    let delete = Some(ClaimIntent::DeleteVmi {
+        name: "vm1".into(),
+        uid: "uid-t-vm1".into(),
+        resource_version: String::new(),
+    });
+    let issued_for = |uid: &str| Some((uid.to_string(), String::new()));
+    type Row = (
+        &'static str,
+        ClaimBuilder,
+        Option<Obj>,
+        Option<PodBuilder>,
+        IssuedVmiDelete,
+        Option<ClaimIntent>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "Lost, its pod pinned to its node and out of the gate: the VMI is deleted",
+            lost(),
+            Some(vmi("t", "vm1").obj()),
+            Some(pod().pinned("n1")),
+            None,
+            delete.clone(),
+        ),
+        (
+            "not Lost: nothing",
+            claim("t", "a").attached_phase("n1").attached("vm1"),
+            Some(vmi("t", "vm1").obj()),
+            Some(pod().pinned("n1")),
+            None,
+            None,
+        ),
+        (
+            "Lost, its VMI gone: nothing",
+            lost(),
+            None,
+            Some(pod().pinned("n1")),
+            None,
+            None,
+        ),
+        (
+            "Lost, its VMI final: nothing",
+            lost(),
+            Some(vmi("t", "vm1").phase("Failed").obj()),
+            Some(pod().pinned("n1")),
+            None,
+            None,
+        ),
+        (
+            "Lost, its VMI being deleted: nothing",
+            lost(),
+            Some(deleting(vmi("t", "vm1").obj())),
+            Some(pod().pinned("n1")),
+            None,
+            None,
+        ),
+        (
+            "Lost, the delete of this VMI version already issued: nothing",
+            lost(),
+            Some(vmi("t", "vm1").obj()),
+            Some(pod().pinned("n1")),
+            issued_for("uid-t-vm1"),
+            None,
+        ),
+        (
+            "Lost, a delete issued for an earlier VMI: this one is deleted",
+            lost(),
+            Some(vmi("t", "vm1").obj()),
+            Some(pod().pinned("n1")),
+            issued_for("uid-of-an-earlier-vm1"),
+            delete.clone(),
+        ),
+        (
+            "Lost, its pod still gated: nothing (placement moves it)",
+            lost(),
+            Some(vmi("t", "vm1").obj()),
+            Some(pod().pinned("n1").gated()),
+            None,
+            None,
+        ),
+        (
+            "Lost, its pod scheduled: nothing (it runs)",
+            lost(),
+            Some(vmi("t", "vm1").obj()),
+            Some(pod().pinned("n1").scheduled("n1")),
+            None,
+            None,
+        ),
+        (
+            "Lost, its pod pinned to another node: nothing",
+            lost(),
+            Some(vmi("t", "vm1").obj()),
+            Some(pod().pinned("n2")),
+            None,
+            None,
+        ),
+        (
+            "Lost, no launcher pod: nothing",
+            lost(),
+            Some(vmi("t", "vm1").obj()),
+            None,
+            None,
+            None,
+        ),
+    ];
+    for (name, c, v, p, issued, want) in rows {
+        let c = c.build();
+        let mut objs = vec![Obj::Claim(c.clone())];
+        objs.extend(v);
+        objs.extend(p.map(PodBuilder::obj));
+        let w = world_of(objs);
+        assert_eq!(unschedulable_vmi(&c, &w, &issued), want, "{name}");
+    }
+}
