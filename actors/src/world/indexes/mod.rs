@@ -139,6 +139,21 @@ fn add(map: &DashMap<String, BTreeSet<String>>, term: &str, k: &str) {
         .insert(k.to_string());
 }
 
+/// `k` is indexed under the terms `after` instead of `before`.
+fn move_terms<T: AsRef<str> + PartialEq>(
+    map: &DashMap<String, BTreeSet<String>>,
+    before: &[T],
+    after: &[T],
+    k: &str,
+) {
+    for t in before.iter().filter(|t| !after.contains(t)) {
+        remove(map, t.as_ref(), k);
+    }
+    for t in after {
+        add(map, t.as_ref(), k);
+    }
+}
+
 fn remove(map: &DashMap<String, BTreeSet<String>>, term: &str, k: &str) {
     if let Some(mut set) = map.get_mut(term) {
         set.remove(k);
@@ -297,12 +312,7 @@ impl World {
         let added = new.as_deref().map(devices).unwrap_or_default();
         let old = put(&self.vmis, k, &new);
         let removed = old.as_deref().map(devices).unwrap_or_default();
-        for r in removed.iter().filter(|r| !added.contains(r)) {
-            remove(&self.idx.vmis_by_device, r, k);
-        }
-        for r in &added {
-            add(&self.idx.vmis_by_device, r, k);
-        }
+        move_terms(&self.idx.vmis_by_device, &removed, &added, k);
         let templates = |v: &Vmi| -> Vec<String> {
             let ns = v.metadata.namespace.as_deref().unwrap_or_default();
             v.spec
@@ -314,12 +324,7 @@ impl World {
         };
         let added = new.as_deref().map(templates).unwrap_or_default();
         let removed = old.as_deref().map(templates).unwrap_or_default();
-        for t in removed.iter().filter(|t| !added.contains(t)) {
-            remove(&self.idx.vmis_by_template, t, k);
-        }
-        for t in &added {
-            add(&self.idx.vmis_by_template, t, k);
-        }
+        move_terms(&self.idx.vmis_by_template, &removed, &added, k);
         old
     }
 
