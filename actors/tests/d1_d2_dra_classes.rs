@@ -7,7 +7,7 @@ use gpu_claims_actors::api::{
     CONDITION_DRA_UNAVAILABLE, CONDITION_SELECTOR_INVALID, GPUClass, Kind, Obj, condition_is_true,
 };
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::rules::{ClassIntent, ClassStep, RuleId, decide_class};
+use gpu_claims_actors::rules::{ClassIntent, RuleId, Step, decide_class};
 use gpu_claims_actors::world::World;
 use gpu_claims_testbed::standin::nvidia;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -202,7 +202,7 @@ fn d1_a_class_whose_device_class_is_missing_says_dra_unavailable_until_it_comes(
 }
 
 /// What the class actor decides for `class` in `w`.
-fn decided(w: &World, class: &GPUClass) -> ClassStep {
+fn decided(w: &World, class: &GPUClass) -> Step<ClassIntent> {
     let capacity = w.class_capacity(class.metadata.name.as_deref().unwrap());
     decide_class(class, w, capacity, 0, Time(Default::default()))
 }
@@ -214,7 +214,7 @@ fn d1_a_cluster_that_serves_no_dra_has_its_dra_classes_say_dra_unavailable() {
     w.load(c.clone());
     let Obj::Class(c) = c else { unreachable!() };
     w.set_served(Kind::ResourceSlice, false);
-    let ClassStep::Write(RuleId::D1, ClassIntent::WriteStatus(s)) = decided(&w, &c) else {
+    let Step::Do(RuleId::D1, ClassIntent::WriteStatus(s)) = decided(&w, &c) else {
         panic!("{:?}", decided(&w, &c));
     };
     let cond = s
@@ -236,8 +236,7 @@ fn d1_a_cluster_that_serves_no_dra_has_its_dra_classes_say_dra_unavailable() {
     let Obj::Class(plugin) = plugin else {
         unreachable!()
     };
-    let ClassStep::Write(RuleId::ClassStatus, ClassIntent::WriteStatus(s)) = decided(&w, &plugin)
-    else {
+    let Step::Do(RuleId::ClassStatus, ClassIntent::WriteStatus(s)) = decided(&w, &plugin) else {
         panic!("{:?}", decided(&w, &plugin));
     };
     assert!(s.conditions.is_empty());

@@ -116,13 +116,9 @@ fn l9_used_by_vmi_table() {
     ];
     for (what, c, objs, elapsed, want) in cases {
         let w = world_of(objs);
-        let mut g = Grace::default();
-        g.since("vm", t0);
-        assert_eq!(
-            used_by_vmi(&c, &w, &Config::default(), t0 + elapsed, &mut g),
-            want,
-            "{what}"
-        );
+        let g = Grace::default().counting("vm", t0);
+        let (used, _) = used_by_vmi(&c, &w, &Config::default(), t0 + elapsed, &g);
+        assert_eq!(used, want, "{what}");
     }
 }
 
@@ -488,9 +484,9 @@ enum Lost {
     Nothing,
 }
 
-fn lost_decision(step: Step) -> Lost {
+fn lost_decision(step: Step<ClaimIntent>) -> Lost {
     match step {
-        Step::Write(rule, ClaimIntent::WriteStatus(s)) => {
+        Step::Do(rule, ClaimIntent::WriteStatus(s)) => {
             let reason = s
                 .conditions
                 .iter()

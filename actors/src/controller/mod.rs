@@ -1,27 +1,29 @@
 //! The actor system: a supervisor that keeps the world and fans changes
-//! out, one actor per GPUClaim, GPUClass and GPUQuota, and the placement
-//! actor for the VMI-level work (the gate, templates, evacuation). The
-//! four writing actors stand on one scaffold (`scaffold`: in-flight
-//! writes, retries with backoff, stopping once gone) and keep only their
-//! decisions.
+//! out, one actor per GPUClaim, GPUClass and GPUQuota (one type,
+//! `object::ObjectActor`, whose `Role` is the kind's decisions), and the
+//! placement actor for the VMI-level work (the gate, templates,
+//! evacuation). Every writing actor's I/O is paced by a `pacer::Pacer`:
+//! up to its limit at once, a decision owed while busy, retries with
+//! backoff, the decision log.
 
 mod claim;
 mod class;
 mod events;
 mod journal;
 mod messages;
+mod object;
+mod pacer;
 mod placement;
 mod quota;
-mod scaffold;
 mod supervisor;
 
-pub use claim::{ClaimActor, ClaimTrace};
-
-pub use class::ClassActor;
+pub use claim::{ClaimActor, ClaimRole, ClaimTrace};
+pub use class::{ClassActor, ClassRole};
 pub use journal::{Decision, DecisionLog, DecisionResult, Intent};
+pub use object::{ObjectActor, Role};
+pub use pacer::{Backoff, IoError};
 pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted};
-pub use quota::QuotaActor;
-pub use scaffold::{Backoff, IoError};
+pub use quota::{QuotaActor, QuotaRole};
 pub use supervisor::{
     ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, WorldEvent,
 };

@@ -1,102 +1,72 @@
-//! One actor per GPUQuota: its status (Q2). Q1, the limit, is placement's.
-//! Writing one step at a time, freshness, the re-read after a 409, retries
-//! and the log are the scaffold's.
+//! The role of a GPUQuota's actor: its status (Q2). Q1, the limit, is
+//! placement's. What every object's actor does alike is `ObjectActor`'s.
 
-use super::Env;
 use super::journal::Intent;
-use super::messages::ToSupervisor;
-use super::scaffold::{
-    self, Freshness, IoError, Outcome, OwnWrite, Scaffold, Scaffolded, write_own,
-};
+use super::object::{ObjectActor, Role};
+use super::pacer::{self, IoError, ObjectWrite, Outcome, Writable, write_object};
 use crate::api::{GPUQuota, GPUQuotaStatus, Kind, ObjRef, rv_number};
-use crate::rules::{QuotaStep, RuleId, decide_quota};
+use crate::rules::{RuleId, Step, decide_quota};
+use crate::world::World;
 use actix::prelude::*;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::sync::Arc;
 
-pub struct QuotaActor {
-    /// `namespace/name`.
-    key: String,
-    generation: u64,
-    env: Arc<Env>,
-    to: ToSupervisor,
-    scaffold: Scaffold,
-    fresh: Freshness<GPUQuota>,
-}
+/// The actor of one GPUQuota.
+pub type QuotaActor = ObjectActor<QuotaRole>;
 
-impl QuotaActor {
-    pub fn new(key: String, generation: u64, env: Arc<Env>, to: ToSupervisor) -> Self {
-        Self {
-            key,
-            generation,
-            env: env.clone(),
-            to,
-            scaffold: Scaffold::new(env),
-            fresh: Freshness::default(),
-        }
+/// A quota's actor remembers nothing between decisions.
+pub struct QuotaRole;
+
+impl Role for QuotaRole {
+    type Object = GPUQuota;
+    /// Its one intent: write this status.
+    type Intent = GPUQuotaStatus;
+    type Done = Result<Outcome<GPUQuota>, IoError>;
+    const KIND: Kind = Kind::Quota;
+
+    fn new() -> Self {
+        QuotaRole
     }
 
-    fn write(
-        &mut self,
+    fn cached(w: &World, key: &str) -> Option<Arc<GPUQuota>> {
+        w.quota(key)
+    }
+
+    fn decide(act: &mut QuotaActor, quota: &Arc<GPUQuota>) -> Step<GPUQuotaStatus> {
+        decide_quota(quota, &act.env.world, Time(act.env.clock.wall()))
+    }
+
+    fn journal(_: &GPUQuotaStatus) -> Intent {
+        Intent::WriteStatus
+    }
+
+    fn io(
+        act: &mut QuotaActor,
         quota: Arc<GPUQuota>,
         rule: RuleId,
         status: GPUQuotaStatus,
-        ctx: &mut Context<Self>,
-    ) {
-        tracing::info!(quota = %self.key, rule = %rule, intent = %Intent::WriteStatus, "writing");
-        self.scaffold.writing(rule);
-        let env = self.env.clone();
-        let fut = async move {
-            let mut new = GPUQuota::clone(&quota);
-            new.status = Some(status);
-            let known = rv_number(&quota.metadata);
-            write_own(
-                &env,
-                scaffold::Own::obj_ref(&*quota),
-                known,
-                OwnWrite::UpdateStatus(new),
-                rule,
-            )
-            .await
-        };
-        scaffold::run_io(self, ctx, fut, move |act, result, ctx| {
-            act.finish(rule, result, ctx)
-        });
+    ) -> BoxFuture<'static, Self::Done> {
+        let env = act.env.clone();
+        let mut new = GPUQuota::clone(&quota);
+        new.status = Some(status);
+        let known = rv_number(&quota.metadata);
+        let write = ObjectWrite::UpdateStatus(new);
+        async move { write_object(&env, quota.obj_ref(), known, write, rule).await }.boxed()
     }
 
-    fn finish(
-        &mut self,
+    fn finished(
+        act: &mut QuotaActor,
         rule: RuleId,
-        result: Result<Outcome<GPUQuota>, IoError>,
-        ctx: &mut Context<Self>,
+        intent: Intent,
+        done: Self::Done,
+        ctx: &mut Context<QuotaActor>,
     ) {
-        let (ns, name) = crate::world::split_key(&self.key);
+        let (ns, name) = crate::world::split_key(&act.key);
         let what = ObjRef::new(Kind::Quota, Some(ns), name);
-        let step = (rule, Intent::WriteStatus);
-        scaffold::finish_own(self, ctx, step, &what, result, |act, outcome| {
+        pacer::finish_write(act, ctx, (rule, intent), &what, done, |act, outcome| {
             act.fresh.settle(outcome)
         });
     }
 }
-
-impl Scaffolded for QuotaActor {
-    fn decide(&mut self, ctx: &mut Context<Self>) {
-        let cached = self.env.world.quota(&self.key);
-        let Some(quota) = self.fresh.current(cached) else {
-            // Gone: end once the cache agrees (a quota has no finalizer,
-            // so the cache is all there is to wait for).
-            if self.env.world.quota(&self.key).is_some() {
-                return;
-            }
-            self.to.ended(Kind::Quota, &self.key, self.generation);
-            return ctx.stop();
-        };
-        let now = Time(self.env.clock.wall());
-        match decide_quota(&quota, &self.env.world, now) {
-            QuotaStep::Write(rule, status) => self.write(quota, rule, status, ctx),
-            QuotaStep::Idle => self.scaffold.idle(),
-        }
-    }
-}
-
-scaffold::scaffolded_actor!(QuotaActor);

@@ -31,29 +31,33 @@ pub fn allocation_missing(c: &GPUClaim, w: &World) -> bool {
 
 /// Allocations: mark a claim whose allocation has been missing for `ALLOCATION_GRACE`
 /// with `AllocationMissing=True`, and clear the mark once the allocation is there.
+/// Returns the step and since when the allocation is missing, to remember.
 pub fn decide_allocation_report(
     c: &GPUClaim,
     w: &World,
     now: Instant,
     wall: Time,
-    since: &mut Option<Instant>,
-) -> Step {
+    missing_since: Option<Instant>,
+) -> (Step<ClaimIntent>, Option<Instant>) {
     let marked = condition_is_true(c.conditions(), CONDITION_ALLOCATION_MISSING);
     if !allocation_missing(c, w) {
-        *since = None;
         if !marked {
-            return Step::Idle;
+            return (Step::Idle, None);
         }
         let mut status = c.status.clone().unwrap_or_default();
         remove_condition(&mut status.conditions, CONDITION_ALLOCATION_MISSING);
-        return Step::Write(RuleId::Allocations, ClaimIntent::WriteStatus(status));
+        return (
+            Step::Do(RuleId::Allocations, ClaimIntent::WriteStatus(status)),
+            None,
+        );
     }
     if marked {
-        return Step::Idle;
+        return (Step::Idle, missing_since);
     }
-    let due = *since.get_or_insert(now) + ALLOCATION_GRACE;
+    let since = missing_since.unwrap_or(now);
+    let due = since + ALLOCATION_GRACE;
     if now < due {
-        return Step::WaitUntil(RuleId::Allocations, due);
+        return (Step::WaitUntil(RuleId::Allocations, due), Some(since));
     }
     let mut status = c.status.clone().unwrap_or_default();
     let node = c.node_name().unwrap_or_default();
@@ -70,5 +74,8 @@ pub fn decide_allocation_report(
             observed_generation: c.metadata.generation,
         },
     );
-    Step::Write(RuleId::Allocations, ClaimIntent::WriteStatus(status))
+    (
+        Step::Do(RuleId::Allocations, ClaimIntent::WriteStatus(status)),
+        Some(since),
+    )
 }

@@ -15,20 +15,20 @@ use tokio::time::Instant;
 pub struct Grace(Option<(String, Instant)>);
 
 impl Grace {
-    /// When the attachment to `vmi` was first seen in L6's state; starts now if not.
-    pub fn since(&mut self, vmi: &str, now: Instant) -> Instant {
+    /// The grace of the attachment to `vmi`, seen in L6's state at `now`:
+    /// this one if it counts for `vmi`, else one starting now. A grace
+    /// that is not remembered (`Grace::default()`) starts afresh should
+    /// the attachment come back.
+    pub fn counting(&self, vmi: &str, now: Instant) -> Grace {
         match &self.0 {
-            Some((v, since)) if v == vmi => *since,
-            _ => {
-                self.0 = Some((vmi.to_string(), now));
-                now
-            }
+            Some((v, _)) if v == vmi => self.clone(),
+            _ => Grace(Some((vmi.to_string(), now))),
         }
     }
 
-    /// The attachment left L6's state: its grace starts afresh if it comes back.
-    pub fn forget(&mut self) {
-        self.0 = None;
+    /// Since when the grace counts (None: it does not).
+    pub fn since(&self) -> Option<Instant> {
+        self.0.as_ref().map(|(_, since)| *since)
     }
 
     pub fn pending(&self) -> Option<&(String, Instant)> {
@@ -36,45 +36,41 @@ impl Grace {
     }
 }
 
-/// L2-L7 for one claim (KubeVirt integration on).
+/// L2-L7 for one claim (KubeVirt integration on): the step, and L6's
+/// grace to remember (counting only while the claim is in L6's state).
 pub fn decide_attachment(
     c: &GPUClaim,
     w: &World,
     cfg: &Config,
     now: Instant,
-    grace: &mut Grace,
-) -> Step {
+    grace: &Grace,
+) -> (Step<ClaimIntent>, Grace) {
     let Some(vmi_name) = c.attached_vmi_name() else {
-        grace.forget();
         // L3: unattached; a template claim whose owner VMI does not live goes.
         if c.is_template() && !is_deleting(&c.metadata) && !w.owner_lives(c) {
-            return Step::Write(RuleId::L3, ClaimIntent::Delete);
+            return (Step::Do(RuleId::L3, ClaimIntent::Delete), Grace::default());
         }
-        return Step::Idle;
+        return (Step::Idle, Grace::default());
     };
     let vmi = w.attached_vmi(c);
     match vmi {
         // L4: the VMI lives.
-        Some(v) if !v.is_final() => {
-            grace.forget();
-            attach_live(c, w)
-        }
+        Some(v) if !v.is_final() => (attach_live(c, w), Grace::default()),
         // L5: the VMI is final, or absent while the claim says Attached or is VMI-owned.
         _ if vmi.is_some()
             || c.phase() == ClaimPhase::Attached
             || vmi_owner(&c.metadata).is_some() =>
         {
-            grace.forget();
-            detach(c, RuleId::L5)
+            (detach(c, RuleId::L5), Grace::default())
         }
         // L6: the VMI never appeared; detach once the grace has passed.
         _ => {
-            let since = grace.since(vmi_name, now);
-            let due = since + cfg.attachment_grace;
+            let grace = grace.counting(vmi_name, now);
+            let due = grace.since().unwrap_or(now) + cfg.attachment_grace;
             if now >= due {
-                detach(c, RuleId::L6)
+                (detach(c, RuleId::L6), grace)
             } else {
-                Step::WaitUntil(RuleId::L6, due)
+                (Step::WaitUntil(RuleId::L6, due), grace)
             }
         }
     }
@@ -83,7 +79,7 @@ pub fn decide_attachment(
 /// L4: Bound becomes Attached; Lost becomes Attached only when its node is
 /// back (exists, Ready, lost set not covering the resource), and loses its
 /// Lost condition on the way.
-fn attach_live(c: &GPUClaim, w: &World) -> Step {
+fn attach_live(c: &GPUClaim, w: &World) -> Step<ClaimIntent> {
     let ok = match c.phase() {
         ClaimPhase::Bound => true,
         ClaimPhase::Lost => w.node_is_back(c),
@@ -96,18 +92,18 @@ fn attach_live(c: &GPUClaim, w: &World) -> Step {
     status.phase = Some(ClaimPhase::Attached);
     // Lost=True is shown only while the phase is Lost.
     remove_condition(&mut status.conditions, CONDITION_LOST);
-    Step::Write(RuleId::L4, ClaimIntent::WriteStatus(status))
+    Step::Do(RuleId::L4, ClaimIntent::WriteStatus(status))
 }
 
 /// L7: detach. A template claim is deleted instead (unless already being
 /// deleted); otherwise attachedTo is cleared, Waiting removed unless Lost
 /// (a Lost claim keeps why it left its node), Attached becomes Bound.
-pub fn detach(c: &GPUClaim, rule: RuleId) -> Step {
+pub fn detach(c: &GPUClaim, rule: RuleId) -> Step<ClaimIntent> {
     if c.is_template() {
         if is_deleting(&c.metadata) {
             return Step::Idle;
         }
-        return Step::Write(rule, ClaimIntent::Delete);
+        return Step::Do(rule, ClaimIntent::Delete);
     }
     let mut status = c.status.clone().unwrap_or_default();
     status.attached_to = None;
@@ -117,5 +113,5 @@ pub fn detach(c: &GPUClaim, rule: RuleId) -> Step {
     if c.phase() == ClaimPhase::Attached {
         status.phase = Some(ClaimPhase::Bound);
     }
-    Step::Write(rule, ClaimIntent::WriteStatus(status))
+    Step::Do(rule, ClaimIntent::WriteStatus(status))
 }

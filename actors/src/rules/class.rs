@@ -1,6 +1,6 @@
 //! L1 and L11 for classes, and class status.
 
-use super::{RuleId, needs_finalizer};
+use super::{RuleId, Step, needs_finalizer};
 use crate::api::amount::{MOST, Tally};
 use crate::api::{
     CLASS_FINALIZER, CONDITION_DRA_UNAVAILABLE, CONDITION_SELECTOR_INVALID, GPUClass,
@@ -15,12 +15,6 @@ pub enum ClassIntent {
     AddFinalizer,
     RemoveFinalizer,
     WriteStatus(GPUClassStatus),
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum ClassStep {
-    Write(RuleId, ClassIntent),
-    Idle,
 }
 
 /// The status a class should show: capacity on Ready nodes that serve it,
@@ -95,17 +89,17 @@ pub fn decide_class(
     capacity: u64,
     released_unseen: u64,
     now: Time,
-) -> ClassStep {
+) -> Step<ClassIntent> {
     if needs_finalizer(&c.metadata, CLASS_FINALIZER) {
-        return ClassStep::Write(RuleId::L1, ClassIntent::AddFinalizer);
+        return Step::Do(RuleId::L1, ClassIntent::AddFinalizer);
     }
     let name = c.metadata.name.as_deref().unwrap_or_default();
     if is_deleting(&c.metadata) {
         let held = w.class_usage(name).holders > released_unseen;
         if has_finalizer(&c.metadata, CLASS_FINALIZER) && !held {
-            return ClassStep::Write(RuleId::L11, ClassIntent::RemoveFinalizer);
+            return Step::Do(RuleId::L11, ClassIntent::RemoveFinalizer);
         }
-        return ClassStep::Idle;
+        return Step::Idle;
     }
     let mut status = class_status(c, w, capacity);
     let counted = status.clone();
@@ -118,7 +112,7 @@ pub fn decide_class(
         } else {
             RuleId::ClassStatus
         };
-        return ClassStep::Write(rule, ClassIntent::WriteStatus(status));
+        return Step::Do(rule, ClassIntent::WriteStatus(status));
     }
-    ClassStep::Idle
+    Step::Idle
 }

@@ -57,7 +57,7 @@ pub fn node_failed(w: &World, node: &str, resource: &str) -> Option<LostReason> 
 /// G6 for one claim: Bound or Attached on a failed node becomes Lost (its
 /// record stays); Lost and unattached on a node that is back becomes Bound.
 /// A Lost claim that is attached comes back through L4 instead.
-pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step {
+pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step<ClaimIntent> {
     let phase = c.phase();
     match (phase, lost_reason(c, w)) {
         (ClaimPhase::Bound | ClaimPhase::Attached, Some(reason)) => {
@@ -97,13 +97,13 @@ pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step {
             } else {
                 RuleId::D6
             };
-            Step::Write(rule, ClaimIntent::WriteStatus(status))
+            Step::Do(rule, ClaimIntent::WriteStatus(status))
         }
         (ClaimPhase::Lost, None) if c.attached_vmi_name().is_none() && w.node_is_back(c) => {
             let mut status = c.status.clone().unwrap_or_default();
             status.phase = Some(ClaimPhase::Bound);
             remove_condition(&mut status.conditions, CONDITION_LOST);
-            Step::Write(RuleId::G6, ClaimIntent::WriteStatus(status))
+            Step::Do(RuleId::G6, ClaimIntent::WriteStatus(status))
         }
         _ => Step::Idle,
     }

@@ -22,7 +22,7 @@ mod unschedulable;
 
 pub use allocations::{ALLOCATION_GRACE, allocation_missing, decide_allocation_report};
 pub use attachment::{Grace, decide_attachment};
-pub use class::{ClassIntent, ClassStep, capacity_of, class_status, decide_class};
+pub use class::{ClassIntent, capacity_of, class_status, decide_class};
 pub use evacuation::{
     EvacuationCounts, EvacuationStep, Evacuee, MarkState, NO_VM_OWNER, Restart, decide_evacuation,
     evacuees, judge_mark, restart_done, restart_waits, timed_out_at, vm_owner,
@@ -34,7 +34,7 @@ pub use gate::{
     request_mismatch, requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
-pub use quota::{QuotaStep, decide_quota, quota_status};
+pub use quota::{decide_quota, quota_status};
 pub use release::{LiveVmi, Used, pods_left_gate, used_by_vmi, vmi_holds};
 pub use request::{TemplateAsk, asks_for_gpus, template_asks, unseen_template, vmi_request};
 pub use template::{TemplateStep, allocation_is_orphan, decide_template, template_name};
@@ -148,17 +148,23 @@ pub enum ClaimIntent {
         uid: String,
         resource_version: String,
     },
+    /// L9: every launcher pod of the claim is gated in the cache: read
+    /// these pods live, and release (L8) unless one runs.
+    ReleaseUnlessPodsLeft { names: Vec<String> },
+    /// L10: no VMI cache (integration off): read the VMI live, and release
+    /// (L8) unless it holds the claim.
+    ReleaseUnlessVmiHolds { name: String },
 }
 
-/// What a claim actor does next.
+/// What the actor of an object (a claim, a class, a quota) does next; `I`
+/// is what its kind's actor knows how to carry out.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Step {
-    /// Make this write, then decide again.
-    Write(RuleId, ClaimIntent),
+pub enum Step<I> {
+    /// Carry this out (a write, or a live read that decides one), then
+    /// decide again.
+    Do(RuleId, I),
     /// Nothing now; decide again at this instant (L6's grace timer).
     WaitUntil(RuleId, Instant),
-    /// L8 needs a live read before it can decide (L9's pods, L10's VMI).
-    ReadLive(Used),
     /// Nothing to do until the world changes.
     Idle,
 }
@@ -168,54 +174,53 @@ pub enum Step {
 pub type IssuedVmiDelete = Option<(String, String)>;
 
 /// The next step for one claim: L1, then the attachment rules L2-L7, then
-/// L12, then release L8-L10, as the seed's pass orders them.
+/// L12, then release L8-L10, as the seed's pass orders them; and what the
+/// actor remembers after it.
 pub fn decide_claim(
     c: &GPUClaim,
     w: &World,
     cfg: &Config,
     now: Instant,
     wall: k8s_openapi::jiff::Timestamp,
-    mem: &mut ClaimMemory,
-) -> Step {
-    let ClaimMemory {
-        grace,
-        issued,
-        record_missing_since,
-    } = mem;
+    mem: &ClaimMemory,
+) -> (Step<ClaimIntent>, ClaimMemory) {
+    let mut next = mem.clone();
     if needs_finalizer(&c.metadata, CLAIM_FINALIZER) {
-        return Step::Write(RuleId::L1, ClaimIntent::AddFinalizer);
+        return (Step::Do(RuleId::L1, ClaimIntent::AddFinalizer), next);
     }
+    let wall = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(wall);
     if cfg.kubevirt.enabled {
-        match decide_lost(
-            c,
-            w,
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(wall),
-        ) {
+        match decide_lost(c, w, wall.clone()) {
             Step::Idle => {}
-            step => return step,
+            step => return (step, next),
         }
-        match decide_attachment(c, w, cfg, now, grace) {
-            Step::Idle => {}
-            step => return step,
+        let (step, grace) = decide_attachment(c, w, cfg, now, &mem.grace);
+        next.grace = grace;
+        if step != Step::Idle {
+            return (step, next);
         }
-        if let Some(intent) = unschedulable_vmi(c, w, issued) {
-            return Step::Write(RuleId::L12, intent);
+        if let Some(intent) = unschedulable_vmi(c, w, &mem.issued) {
+            return (Step::Do(RuleId::L12, intent), next);
         }
     }
     if is_deleting(&c.metadata) && has_finalizer(&c.metadata, CLAIM_FINALIZER) {
-        return match used_by_vmi(c, w, cfg, now, grace) {
+        let (used, grace) = used_by_vmi(c, w, cfg, now, &next.grace);
+        next.grace = grace;
+        let step = match used {
             Used::Yes => Step::Idle,
-            Used::No => Step::Write(RuleId::L8, ClaimIntent::Release),
-            read => Step::ReadLive(read),
+            Used::No => Step::Do(RuleId::L8, ClaimIntent::Release),
+            Used::ReadPods { names, .. } => {
+                Step::Do(RuleId::L9, ClaimIntent::ReleaseUnlessPodsLeft { names })
+            }
+            Used::ReadVmi { name, .. } => {
+                Step::Do(RuleId::L10, ClaimIntent::ReleaseUnlessVmiHolds { name })
+            }
         };
+        return (step, next);
     }
-    decide_allocation_report(
-        c,
-        w,
-        now,
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(wall),
-        record_missing_since,
-    )
+    let (step, since) = decide_allocation_report(c, w, now, wall, mem.allocation_missing_since);
+    next.allocation_missing_since = since;
+    (step, next)
 }
 
 /// What a claim actor remembers between decisions (the seed's controller
@@ -227,5 +232,5 @@ pub struct ClaimMemory {
     /// L12: the VMI deletes already issued.
     pub issued: IssuedVmiDelete,
     /// Allocations: since when the claim's allocation has been missing.
-    pub record_missing_since: Option<Instant>,
+    pub allocation_missing_since: Option<Instant>,
 }

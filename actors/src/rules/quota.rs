@@ -1,18 +1,12 @@
 //! Q2: the status a GPUQuota should show. Q1, its limit at placement, is
 //! G3's (`gate::check_quotas`).
 
-use super::RuleId;
+use super::{RuleId, Step};
 use crate::api::{
     CONDITION_CLASS_MISSING, GPUQuota, GPUQuotaStatus, remove_condition, set_condition,
 };
 use crate::world::World;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum QuotaStep {
-    Write(RuleId, GPUQuotaStatus),
-    Idle,
-}
 
 /// What the namespace's claims hold or owe, per class the quota names and
 /// in all; `ClassMissing` while it names a class that does not exist (it
@@ -67,10 +61,10 @@ pub fn quota_status(q: &GPUQuota, w: &World, now: Time) -> GPUQuotaStatus {
 }
 
 /// Q2: write the status when it differs from what the quota shows.
-pub fn decide_quota(q: &GPUQuota, w: &World, now: Time) -> QuotaStep {
+pub fn decide_quota(q: &GPUQuota, w: &World, now: Time) -> Step<GPUQuotaStatus> {
     let status = quota_status(q, w, now);
     if q.status.as_ref() == Some(&status) {
-        return QuotaStep::Idle;
+        return Step::Idle;
     }
-    QuotaStep::Write(RuleId::Q2, status)
+    Step::Do(RuleId::Q2, status)
 }

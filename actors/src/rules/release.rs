@@ -36,39 +36,51 @@ pub enum LiveVmi {
     Unknown,
 }
 
-/// L9 (integration on) / L10 (off): is the claim used by a VMI?
-pub fn used_by_vmi(c: &GPUClaim, w: &World, cfg: &Config, now: Instant, grace: &mut Grace) -> Used {
+/// L9 (integration on) / L10 (off): is the claim used by a VMI? A fresh
+/// attachment whose VMI is not seen yet is used while L6's grace counts:
+/// the grace to remember is returned beside.
+pub fn used_by_vmi(
+    c: &GPUClaim,
+    w: &World,
+    cfg: &Config,
+    now: Instant,
+    grace: &Grace,
+) -> (Used, Grace) {
     let Some(vmi_name) = c.attached_vmi_name() else {
-        return Used::No;
+        return (Used::No, grace.clone());
     };
     let namespace = c.metadata.namespace.clone().unwrap_or_default();
     if !cfg.kubevirt.enabled {
-        return Used::ReadVmi {
+        let read = Used::ReadVmi {
             namespace,
             name: vmi_name.to_string(),
         };
+        return (read, grace.clone());
     }
     let vmi = w.attached_vmi(c);
     if vmi.is_none() && c.phase() != ClaimPhase::Attached && vmi_owner(&c.metadata).is_none() {
         // A fresh attachment whose VMI the cache has not shown: it may be
         // starting with the GPU, as L6 treats it.
-        let since = grace.since(vmi_name, now);
-        return if now.duration_since(since) < cfg.attachment_grace {
+        let grace = grace.counting(vmi_name, now);
+        let since = grace.since().unwrap_or(now);
+        let used = if now.duration_since(since) < cfg.attachment_grace {
             Used::Yes
         } else {
             Used::No
         };
+        return (used, grace);
     }
     let Some(v) = vmi.filter(|v| !v.is_final()) else {
-        return Used::No;
+        return (Used::No, grace.clone());
     };
-    match w.gated_launchers(&v) {
+    let used = match w.gated_launchers(&v) {
         None => Used::Yes,
         Some(pods) => Used::ReadPods {
             namespace,
             names: pods.iter().map(|p| p.name.clone()).collect(),
         },
-    }
+    };
+    (used, grace.clone())
 }
 
 /// L9, after reading the cached-gated pods live: used when any live one has

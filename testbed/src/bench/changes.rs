@@ -193,8 +193,7 @@ pub fn whole_world_pass(world: &World) -> Duration {
     let wall = k8s_openapi::jiff::Timestamp::now();
     let mut steps = 0usize;
     world.for_each_claim(|c| {
-        let mut mem = ClaimMemory::default();
-        let step = decide_claim(c, world, &cfg, now, wall, &mut mem);
+        let (step, _) = decide_claim(c, world, &cfg, now, wall, &ClaimMemory::default());
         steps += usize::from(std::hint::black_box(step) != gpu_claims_actors::rules::Step::Idle);
     });
     world.for_each_class(|k| {

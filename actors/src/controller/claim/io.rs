@@ -3,7 +3,7 @@
 //! came of it; the actor decides again from there.
 
 use super::super::Env;
-use super::super::scaffold::{IoError, Outcome, OwnWrite, write_own};
+use super::super::pacer::{IoError, ObjectWrite, Outcome, write_object};
 use crate::api::{CLAIM_FINALIZER, GPUClaim, Kind, Obj, ObjRef, Vmi, rv_number};
 use crate::ports::{Preconditions, ReadError};
 use crate::rules::{ClaimIntent, LiveVmi, RuleId, pods_left_gate, vmi_holds};
@@ -51,14 +51,14 @@ fn claim_ref(c: &GPUClaim) -> ObjRef {
     )
 }
 
-/// A write of the claim through the scaffold's one write path.
+/// A write of the claim through the pacer's one write path.
 async fn write_claim(
     env: &Env,
     c: &GPUClaim,
-    write: OwnWrite<GPUClaim>,
+    write: ObjectWrite<GPUClaim>,
     rule: RuleId,
 ) -> Result<Outcome<GPUClaim>, IoError> {
-    write_own(env, claim_ref(c), rv_number(&c.metadata), write, rule).await
+    write_object(env, claim_ref(c), rv_number(&c.metadata), write, rule).await
 }
 
 /// Carries out one intent.
@@ -77,12 +77,12 @@ pub async fn execute(
                 .finalizers
                 .get_or_insert_default()
                 .push(CLAIM_FINALIZER.to_string());
-            write_claim(&env, c, OwnWrite::Update(new), rule).await
+            write_claim(&env, c, ObjectWrite::Update(new), rule).await
         }
         ClaimIntent::WriteStatus(status) => {
             let mut new = GPUClaim::clone(c);
             new.status = Some(status);
-            write_claim(&env, c, OwnWrite::UpdateStatus(new), rule).await
+            write_claim(&env, c, ObjectWrite::UpdateStatus(new), rule).await
         }
         ClaimIntent::Delete => {
             // The version too: a claim changed since we saw it (say, the
@@ -92,9 +92,15 @@ pub async fn execute(
                 uid: c.metadata.uid.clone(),
                 resource_version: c.metadata.resource_version.clone(),
             };
-            write_claim(&env, c, OwnWrite::Delete(pre), rule).await
+            write_claim(&env, c, ObjectWrite::Delete(pre), rule).await
         }
         ClaimIntent::Release => return release(&env, c, allocation_uid, rule).await,
+        ClaimIntent::ReleaseUnlessPodsLeft { names } => {
+            return release_unless_pods_left(&env, c, names, allocation_uid).await;
+        }
+        ClaimIntent::ReleaseUnlessVmiHolds { name } => {
+            return release_unless_vmi_holds(&env, c, name, allocation_uid).await;
+        }
         ClaimIntent::DeleteVmi {
             name,
             uid,
@@ -108,7 +114,7 @@ pub async fn execute(
             // Whatever came of it is done: deleted, gone already, or a
             // newer VMI than the one L12 decided on (decided on again
             // when its change arrives).
-            return write_own::<Obj>(&env, what, 0, OwnWrite::Delete(pre), rule)
+            return write_object::<Obj>(&env, what, 0, ObjectWrite::Delete(pre), rule)
                 .await
                 .map(|_| ClaimIo::VmiDeleted {
                     uid,
@@ -165,7 +171,7 @@ async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) 
             };
             // Deleted, gone already, or another allocation of that name
             // (not this claim's): this claim's is gone either way.
-            match write_own::<Obj>(env, what, 0, OwnWrite::Delete(pre), rule).await {
+            match write_object::<Obj>(env, what, 0, ObjectWrite::Delete(pre), rule).await {
                 Ok(_) => allocation_deleted = Some(uid),
                 Err(e) => return Err(e).into(),
             }
@@ -175,7 +181,7 @@ async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) 
     if let Some(f) = new.metadata.finalizers.as_mut() {
         f.retain(|f| f != CLAIM_FINALIZER);
     }
-    let result = write_claim(env, c, OwnWrite::Update(new), rule)
+    let result = write_claim(env, c, ObjectWrite::Update(new), rule)
         .await
         .map(|outcome| ClaimIo::Claim {
             // A conflict decides again: the release did not happen.
@@ -189,9 +195,9 @@ async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) 
 }
 
 /// L9: read live the pods the cache shows gated; release unless one left the gate.
-pub async fn release_unless_pods_left(
-    env: Arc<Env>,
-    claim: Arc<GPUClaim>,
+async fn release_unless_pods_left(
+    env: &Env,
+    claim: &GPUClaim,
     names: Vec<String>,
     allocation: Option<String>,
 ) -> IntentDone {
@@ -208,13 +214,13 @@ pub async fn release_unless_pods_left(
     if pods_left_gate(&live) {
         return Ok(ClaimIo::InUse { poll: false }).into();
     }
-    release(&env, &claim, allocation, RuleId::L8).await
+    release(env, claim, allocation, RuleId::L8).await
 }
 
 /// L10: read the VMI live; release unless it holds the claim.
-pub async fn release_unless_vmi_holds(
-    env: Arc<Env>,
-    claim: Arc<GPUClaim>,
+async fn release_unless_vmi_holds(
+    env: &Env,
+    claim: &GPUClaim,
     name: String,
     allocation: Option<String>,
 ) -> IntentDone {
@@ -224,9 +230,9 @@ pub async fn release_unless_vmi_holds(
         Some(Obj::Vmi(v)) => Some(v),
         _ => None,
     });
-    match vmi_holds(&claim, &live_vmi(live)) {
+    match vmi_holds(claim, &live_vmi(live)) {
         Some(true) => Ok(ClaimIo::InUse { poll: true }).into(),
-        Some(false) => release(&env, &claim, allocation, RuleId::L8).await,
+        Some(false) => release(env, claim, allocation, RuleId::L8).await,
         None => match read {
             Err(source) => Err(IoError::read(what, source)).into(),
             Ok(_) => Ok(ClaimIo::InUse { poll: true }).into(),

@@ -15,10 +15,10 @@ impl ClaimActor {
     pub(super) fn report_missing_class(&mut self, claim: &GPUClaim) {
         let class = &claim.spec.class_name;
         if self.env.world.has_class(class) {
-            self.reported_class = None;
-        } else if self.reported_class.as_ref() != Some(class) {
+            self.role.reported_class = None;
+        } else if self.role.reported_class.as_ref() != Some(class) {
             tracing::warn!(claim = %self.key, class = %class, "the claim's GPUClass does not exist");
-            self.reported_class = Some(class.clone());
+            self.role.reported_class = Some(class.clone());
         }
     }
 

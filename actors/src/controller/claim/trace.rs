@@ -28,7 +28,7 @@ impl Handler<GetTrace> for ClaimActor {
         let claim = self.env.world.claim(&self.key);
         let now = self.env.clock.now();
         let cfg = self.env.world.config();
-        let grace_left_s = self.mem.grace.pending().map(|(_, since)| {
+        let grace_left_s = self.role.mem.grace.pending().map(|(_, since)| {
             (*since + cfg.attachment_grace)
                 .saturating_duration_since(now)
                 .as_secs_f64()
@@ -36,9 +36,9 @@ impl Handler<GetTrace> for ClaimActor {
         MessageResult(ClaimTrace {
             claim: self.key.clone(),
             phase: claim.map(|c| c.phase()).map(ClaimPhase::as_str),
-            busy: self.scaffold.busy(),
+            busy: self.pacer.busy(),
             grace_left_s,
-            decisions: self.scaffold.decisions(),
+            decisions: self.pacer.decisions(),
         })
     }
 }

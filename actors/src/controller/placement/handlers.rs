@@ -28,14 +28,14 @@ impl Handler<Recheck> for Placement {
             .map(PlacementPoke::Vmi)
             .collect();
         self.push(works);
-        scaffold::reconcile(self, ctx);
+        pacer::reconcile(self, ctx);
     }
 }
 
 impl Handler<PlacementWork> for Placement {
     type Result = ();
     fn handle(&mut self, w: PlacementWork, ctx: &mut Context<Self>) {
-        self.scaffold.changed(w.since);
+        self.pacer.changed(w.since);
         self.handle(w.work, ctx);
     }
 }

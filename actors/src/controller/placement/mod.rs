@@ -7,7 +7,7 @@
 //! allocations whose claim is gone. A queue of work, deduplicated and fair
 //! between namespaces (`queue`), and the
 //! waiting sets looked at again when what they wait on changes; the I/O
-//! count, the log and the backoff are the scaffold's.
+//! count, the log and the backoff are the pacer's.
 
 mod decide;
 mod evacuation;
@@ -21,7 +21,7 @@ mod write;
 
 use super::Env;
 use super::journal::DecisionResult;
-use super::scaffold::{self, IoError, Scaffold, Scaffolded};
+use super::pacer::{self, Decides, IoError, Pacer};
 use crate::api::{Kind, ObjRef};
 use actix::prelude::*;
 use own_writes::OwnWrites;
@@ -97,7 +97,7 @@ struct Recheck;
 
 pub struct Placement {
     env: Arc<Env>,
-    scaffold: Scaffold,
+    pacer: Pacer,
     queue: queue::FairQueue,
     own: OwnWrites,
     /// What each VMI was last told (its version and the message), so that
@@ -129,7 +129,7 @@ impl Placement {
     pub fn new(env: Arc<Env>) -> Self {
         Self {
             env: env.clone(),
-            scaffold: Scaffold::new(env.clone()),
+            pacer: Pacer::new(env.clone()),
             queue: queue::FairQueue::default(),
             own: OwnWrites::default(),
             reported: HashMap::new(),
@@ -153,10 +153,10 @@ impl Placement {
 
     fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
         let (rule, intent) = write.rule_and_intent();
-        self.scaffold.writing(rule);
+        self.pacer.writing(rule);
         let flight = self.take_off(&work, &write);
         let fut = execute(self.env.clone(), write);
-        scaffold::run_io(self, ctx, fut, move |act, done: WritesDone, ctx| {
+        pacer::run_io(self, ctx, fut, move |act, done: WritesDone, ctx| {
             act.remember(&done);
             act.marks_landed(&done.marks, &done.marks_failed);
             if let Some((vm, _)) = &done.restarted {
@@ -182,13 +182,13 @@ impl Placement {
             act.land(flight, ctx);
             let result = match done.error {
                 None => {
-                    act.scaffold.succeeded();
+                    act.pacer.succeeded();
                     DecisionResult::Ok
                 }
                 Some(error) => act.failed(work, error, ctx),
             };
-            act.scaffold.log(rule, intent, result);
-            scaffold::reconcile(act, ctx);
+            act.pacer.log(rule, intent, result);
+            pacer::reconcile(act, ctx);
         });
     }
 
@@ -255,7 +255,7 @@ impl Placement {
         match self.burst {
             Some((until, wait)) if now < until => wait,
             _ => {
-                let wait = self.scaffold.next_wait();
+                let wait = self.pacer.next_wait();
                 self.burst = Some((now + wait, wait));
                 wait
             }
@@ -283,7 +283,7 @@ impl Placement {
             _ => vec![work],
         };
         self.push(works);
-        scaffold::reconcile(self, ctx);
+        pacer::reconcile(self, ctx);
     }
 
     /// Waiting sets that `work` concerns look again, in one pass with the
@@ -305,7 +305,7 @@ impl Placement {
             let (ns, name) = crate::world::split_key(&k);
             let what = ObjRef::new(Kind::Allocation, Some(ns), name);
             let read = async move { env.reader.get(what).await };
-            scaffold::track_io(&self.env.clone(), self, ctx, read, move |act, live, ctx| {
+            pacer::track_io(&self.env.clone(), self, ctx, read, move |act, live, ctx| {
                 match live {
                     // Still there: the watch will bring it.
                     Ok(Some(_)) => {}
@@ -326,23 +326,21 @@ impl Placement {
     }
 }
 
-impl scaffold::Standing for Placement {
-    fn scaffold(&mut self) -> &mut Scaffold {
-        &mut self.scaffold
+impl Decides for Placement {
+    fn pacer(&mut self) -> &mut Pacer {
+        &mut self.pacer
     }
-}
 
-impl Scaffolded for Placement {
     /// Works through the queue until as many writes as may be are under
     /// way, or nothing is left.
     fn decide(&mut self, ctx: &mut Context<Self>) {
         // Read on every round: a reload reaches the next write.
         let limit = self.env.world.config().placement.writes_in_flight;
-        self.scaffold.set_limit(limit as usize);
-        while !self.scaffold.busy() {
+        self.pacer.set_limit(limit as usize);
+        while !self.pacer.busy() {
             let Some(work) = self.queue.pop() else {
                 // Caught up: the changes pending led to no write.
-                self.scaffold.idle();
+                self.pacer.idle();
                 return;
             };
             if let Some(write) = self.decide_work(&work, ctx) {

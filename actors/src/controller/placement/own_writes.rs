@@ -4,7 +4,7 @@
 //! what it is about, so each is let go once its watch has passed the write
 //! (whatever the cache then shows), not once the cache shows it.
 
-use super::super::scaffold::KeyedFreshness;
+use super::super::pacer::KeyedFreshness;
 use crate::api::{GPUAllocationSpec, Kind};
 use crate::rules::WrittenAllocations;
 use crate::world::World;

@@ -5,7 +5,7 @@
 use super::Supervisor;
 use crate::api::{DecodeError, GPUClaim, NodeFacts, vmi_owner};
 use crate::controller::placement::{PlacementPoke, Relisted};
-use crate::controller::{ClaimActor, ClassActor, QuotaActor};
+use crate::controller::{ClaimRole, ClassRole, QuotaRole};
 use crate::ports::{Kind, Obj};
 use crate::world::devices::DevicesChange;
 use crate::world::{
@@ -40,7 +40,7 @@ impl Supervisor {
     /// the sets waiting on those nodes look again.
     fn devices_changed(&mut self, d: DevicesChange, ctx: &mut Context<Self>) {
         for c in &d.classes {
-            self.poke::<ClassActor>(c, ctx);
+            self.decide_again::<ClassRole>(c, ctx);
         }
         if !d.classes.is_empty() {
             self.place(PlacementPoke::Capacity);
@@ -48,7 +48,7 @@ impl Supervisor {
         for node in d.nodes {
             // D6: the claims there whose devices came or went first.
             for c in self.env.world.claims_on_node(&node) {
-                self.poke::<ClaimActor>(&c, ctx);
+                self.decide_again::<ClaimRole>(&c, ctx);
             }
             self.place(PlacementPoke::Node(node));
         }
@@ -80,18 +80,18 @@ impl Supervisor {
             self.place(PlacementPoke::Evacuation);
         }
         if c.new_version {
-            self.poke::<ClaimActor>(&c.key, ctx);
+            self.decide_again::<ClaimRole>(&c.key, ctx);
             self.claim_to_placement(&c.key, c.old.as_deref(), c.now.as_deref());
             self.place(PlacementPoke::Claim(c.key.clone()));
         }
         if !c.usage_changed.is_empty() {
             // Q2: the namespace's quotas show what its claims hold.
             for q in self.env.world.quota_keys_in(split_key(&c.key).0) {
-                self.poke::<QuotaActor>(&q, ctx);
+                self.decide_again::<QuotaRole>(&q, ctx);
             }
         }
         for class in c.usage_changed {
-            self.poke::<ClassActor>(&class, ctx);
+            self.decide_again::<ClassRole>(&class, ctx);
         }
     }
 
@@ -125,7 +125,7 @@ impl Supervisor {
         if self.env.world.set_unreadable(Kind::Quota, &q.key, None) {
             self.place(PlacementPoke::Namespace(split_key(&q.key).0.to_string()));
         }
-        self.poke::<QuotaActor>(&q.key, ctx);
+        self.decide_again::<QuotaRole>(&q.key, ctx);
         // Q1: a quota made, removed or given other limits: the namespace's
         // waiting sets look again (its own status writes are no such change).
         if q.spec_changed {
@@ -148,11 +148,11 @@ impl Supervisor {
     }
 
     fn class_changed(&mut self, c: ClassChange, ctx: &mut Context<Self>) {
-        self.poke::<ClassActor>(&c.name, ctx);
+        self.decide_again::<ClassRole>(&c.name, ctx);
         // Q2: quotas naming a class say whether it exists.
         if c.spec_changed {
             for q in self.env.world.quotas_naming(&c.name) {
-                self.poke::<QuotaActor>(&q, ctx);
+                self.decide_again::<QuotaRole>(&q, ctx);
             }
         }
         // A class made, removed, or given more budget or other nodes:
@@ -174,14 +174,14 @@ impl Supervisor {
         // L4 asks whether the class's resource is covered by a node's lost set.
         if c.resource_changed {
             for k in self.env.world.claims_of_class(&c.name) {
-                self.poke::<ClaimActor>(&k, ctx);
+                self.decide_again::<ClaimRole>(&k, ctx);
             }
         }
     }
 
     fn allocation_changed(&mut self, a: AllocationChange, ctx: &mut Context<Self>) {
         // Its claim first: whether it holds GPUs without an allocation.
-        self.poke::<ClaimActor>(&a.key, ctx);
+        self.decide_again::<ClaimRole>(&a.key, ctx);
         // An orphan to delete, or (deleted) one placement deleted itself.
         self.place(PlacementPoke::Allocation(a.key.clone()));
         if let Some(f) = a.freed {
@@ -208,7 +208,7 @@ impl Supervisor {
         self.devices_changed(a.devices, ctx);
         for node in a.lost_changed {
             for c in self.env.world.claims_on_node(&node) {
-                self.poke::<ClaimActor>(&c, ctx);
+                self.decide_again::<ClaimRole>(&c, ctx);
             }
             // The node lost (or got back) devices: the sets waiting on it
             // count it under another filter (G3's DevicesLost).
@@ -222,7 +222,7 @@ impl Supervisor {
         // told, on one thread.
         if v.life_changed {
             for c in self.env.world.claims_of_vmi(&v.key) {
-                self.poke::<ClaimActor>(&c, ctx);
+                self.decide_again::<ClaimRole>(&c, ctx);
             }
         }
         if v.life_changed || v.request_changed {
@@ -240,7 +240,7 @@ impl Supervisor {
         // read launcher pods), then placement's looks.
         for v in &p.vmis {
             for c in self.env.world.claims_of_vmi(v) {
-                self.poke::<ClaimActor>(&c, ctx);
+                self.decide_again::<ClaimRole>(&c, ctx);
             }
         }
         // A pod's use of a node changed: the sets waiting on nodes for
@@ -272,12 +272,12 @@ impl Supervisor {
         // The node's claims first: G6 and L4 are the writes this change
         // owes, and they should not queue behind placement's look.
         for c in self.env.world.claims_on_node(&n.name) {
-            self.poke::<ClaimActor>(&c, ctx);
+            self.decide_again::<ClaimRole>(&c, ctx);
         }
         // Only the classes whose capacity this node moved (the world keeps
         // each class's capacity as nodes change).
         for c in n.moved {
-            self.poke::<ClassActor>(&c, ctx);
+            self.decide_again::<ClassRole>(&c, ctx);
         }
         // Sets waiting on nodes look again: a node may take them now, and
         // their Waiting message counts the nodes each filter removed. Which

@@ -13,27 +13,27 @@ pub use questions::{
 };
 
 use super::Env;
-use super::claim::{ClaimActor, ClaimTrace, GetTrace};
-use super::class::{ClassActor, Released};
+use super::claim::{ClaimRole, ClaimTrace, GetTrace};
+use super::class::{ClassRole, Released};
 use super::messages::{ActorStopped, ClaimReleased, Ping};
 use super::placement::{ConfigReloaded, Placement, PlacementPoke, PlacementWork};
-use super::quota::QuotaActor;
+use super::quota::QuotaRole;
 use crate::config::Config;
 use crate::ports::Kind;
 use actix::prelude::*;
 use readiness::Readiness;
 use std::sync::Arc;
-use table::{Table, ping_all};
+use table::{ActorTable, ping_all};
 
 pub struct Supervisor {
     env: Arc<Env>,
-    claims: Table<ClaimActor>,
-    classes: Table<ClassActor>,
-    quotas: Table<QuotaActor>,
+    claims: ActorTable<ClaimRole>,
+    classes: ActorTable<ClassRole>,
+    quotas: ActorTable<QuotaRole>,
     generation: u64,
     readiness: Readiness,
     placement: Option<Addr<Placement>>,
-    /// When the change being handled entered: pokes carry it, so that the
+    /// When the change being handled entered: a decision asked for carries it, so that the
     /// write it causes can say how long it took.
     change_at: tokio::time::Instant,
 }
@@ -43,9 +43,9 @@ impl Supervisor {
         let readiness = Readiness::new(&Self::watched_kinds(&env.world.config()), true);
         Self {
             env,
-            claims: Table::default(),
-            classes: Table::default(),
-            quotas: Table::default(),
+            claims: ActorTable::default(),
+            classes: ActorTable::default(),
+            quotas: ActorTable::default(),
             generation: 0,
             readiness,
             placement: None,
@@ -70,7 +70,7 @@ impl Supervisor {
                 "caches synced and leading; deciding"
             );
             self.change_at = self.env.clock.now();
-            self.poke_all(ctx);
+            self.all_decide_again(ctx);
         }
     }
 
@@ -110,7 +110,7 @@ impl Supervisor {
 
     /// Every object's actor decides, in the order of their keys: the same
     /// order on every run, so `plan` is deterministic.
-    fn poke_all(&mut self, ctx: &mut Context<Self>) {
+    fn all_decide_again(&mut self, ctx: &mut Context<Self>) {
         let w = self.env.world.clone();
         for v in w.keys(Kind::Vmi) {
             self.place(PlacementPoke::Vmi(v));
@@ -123,13 +123,13 @@ impl Supervisor {
             self.place(PlacementPoke::Evacuation);
         }
         for k in w.keys(Kind::Claim) {
-            self.poke::<ClaimActor>(&k, ctx);
+            self.decide_again::<ClaimRole>(&k, ctx);
         }
         for c in w.keys(Kind::Class) {
-            self.poke::<ClassActor>(&c, ctx);
+            self.decide_again::<ClassRole>(&c, ctx);
         }
         for q in w.keys(Kind::Quota) {
-            self.poke::<QuotaActor>(&q, ctx);
+            self.decide_again::<QuotaRole>(&q, ctx);
         }
     }
 }
@@ -211,7 +211,7 @@ impl Handler<ClaimReleased> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: ClaimReleased, ctx: &mut Context<Self>) {
         self.env.activity.tick();
-        if let Some(a) = self.actor_of::<ClassActor>(&msg.class, ctx) {
+        if let Some(a) = self.actor_of::<ClassRole>(&msg.class, ctx) {
             a.do_send(Released {
                 key: msg.key,
                 uid: msg.uid,
@@ -230,9 +230,9 @@ impl Handler<ActorStopped> for Supervisor {
             generation,
         } = msg;
         match kind {
-            Kind::Claim => self.ended::<ClaimActor>(&key, generation, ctx),
-            Kind::Class => self.ended::<ClassActor>(&key, generation, ctx),
-            Kind::Quota => self.ended::<QuotaActor>(&key, generation, ctx),
+            Kind::Claim => self.ended::<ClaimRole>(&key, generation, ctx),
+            Kind::Class => self.ended::<ClassRole>(&key, generation, ctx),
+            Kind::Quota => self.ended::<QuotaRole>(&key, generation, ctx),
             _ => {}
         }
     }

@@ -13,7 +13,7 @@ use crate::api::{
 };
 use crate::controller::Env;
 use crate::controller::journal::Intent;
-use crate::controller::scaffold::{IoError, Outcome, OwnWrite, write_own};
+use crate::controller::pacer::{IoError, ObjectWrite, Outcome, write_object};
 use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions};
 use crate::rules::{Plan, RuleId};
 use crate::world::key;
@@ -151,17 +151,17 @@ fn claim_key(c: &GPUClaim) -> String {
     )
 }
 
-/// One of placement's writes through the scaffold's write path: the
+/// One of placement's writes through the pacer's write path: the
 /// object as written (None: gone), or why not; a newer object is
 /// `IoError::Newer`, and the work is looked at again.
 async fn write(
     env: &Env,
     what: ObjRef,
     known: u64,
-    w: OwnWrite<Obj>,
+    w: ObjectWrite<Obj>,
     rule: RuleId,
 ) -> Result<Option<Obj>, IoError> {
-    match write_own(env, what.clone(), known, w, rule).await? {
+    match write_object(env, what.clone(), known, w, rule).await? {
         Outcome::Written { object, .. } => Ok(Some(Arc::unwrap_or_clone(object))),
         Outcome::Gone { .. } => Ok(None),
         Outcome::Conflict(_) => Err(IoError::Newer { what }),
@@ -185,7 +185,7 @@ async fn write_status(
         env,
         what,
         known,
-        OwnWrite::UpdateStatus(Obj::Claim(new)),
+        ObjectWrite::UpdateStatus(Obj::Claim(new)),
         rule,
     )
     .await?
@@ -211,10 +211,11 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
             let what = obj.obj_ref();
             // AlreadyExists: someone made it, and the cache does not show
             // it yet; it does once the watch reaches its version.
-            let made = match write_own(env, what, 0, OwnWrite::Create(*obj), RuleId::G2).await? {
-                Outcome::Written { object, .. } | Outcome::Conflict(object) => Some(object),
-                Outcome::Gone { .. } => None,
-            };
+            let made =
+                match write_object(env, what, 0, ObjectWrite::Create(*obj), RuleId::G2).await? {
+                    Outcome::Written { object, .. } | Outcome::Conflict(object) => Some(object),
+                    Outcome::Gone { .. } => None,
+                };
             if let Some(o) = made {
                 done.created = Some((key, vmi_uid, rv_number(o.meta())));
             }
@@ -278,7 +279,7 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
             };
             let known = resource_version.parse().unwrap_or(0);
             let marked = restart.is_some();
-            match write(env, what, known, OwnWrite::Delete(pre), rule).await {
+            match write(env, what, known, ObjectWrite::Delete(pre), rule).await {
                 Ok(_) => crate::controller::events::publish(env, event),
                 // E2: not the VMI the evacuation decided on (its status
                 // changed, or it was made again): no restart began, and
@@ -356,7 +357,15 @@ async fn delete_allocation(
             resource_version: None,
         };
         let known = live.as_ref().map_or(0, |l| rv_number(l.meta()));
-        match write(env, what, known, OwnWrite::Delete(pre), RuleId::Allocations).await {
+        match write(
+            env,
+            what,
+            known,
+            ObjectWrite::Delete(pre),
+            RuleId::Allocations,
+        )
+        .await
+        {
             Ok(_) | Err(IoError::Newer { .. }) => {}
             Err(e) => return Err(e),
         }

@@ -5,7 +5,7 @@
 use super::*;
 use crate::api::{GPUAllocation, HOSTNAME_LABEL, PodUse, SCHEDULING_GATE, rv_number};
 use crate::controller::Env;
-use crate::controller::scaffold::{IoError, OwnWrite};
+use crate::controller::pacer::{IoError, ObjectWrite};
 use crate::ports::{Kind, Obj, ObjRef};
 use crate::rules::{AllocationWrite, DeviceClaimWrite, Plan, RuleId, allocated_devices};
 use k8s_openapi::api::resource::v1::ResourceClaim;
@@ -66,7 +66,7 @@ pub(super) async fn write_allocation(
     let spec = rec.spec.clone();
     let what = Obj::Allocation(rec.clone()).obj_ref();
     let w = if create {
-        OwnWrite::Create(Obj::Allocation(rec))
+        ObjectWrite::Create(Obj::Allocation(rec))
     } else {
         // The allocation of a claim that moves (Lost, G6; or off a node
         // that cannot take the set, E1): its cached version, on the new node.
@@ -74,7 +74,7 @@ pub(super) async fn write_allocation(
             return Err(IoError::Newer { what });
         };
         cur.spec = spec.clone();
-        OwnWrite::Update(Obj::Allocation(cur))
+        ObjectWrite::Update(Obj::Allocation(cur))
     };
     let written = write(env, what.clone(), 0, w, rule).await?;
     let Some(written) = written else {
@@ -128,7 +128,7 @@ pub(super) async fn write_claim_status(
     rc: ResourceClaim,
 ) -> Result<ResourceClaim, IoError> {
     let known = rv_number(&rc.metadata);
-    let w = OwnWrite::UpdateStatus(Obj::ResourceClaim(rc));
+    let w = ObjectWrite::UpdateStatus(Obj::ResourceClaim(rc));
     match write(env, what.clone(), known, w, RuleId::D4).await? {
         Some(Obj::ResourceClaim(written)) => Ok(written),
         _ => Err(IoError::Newer { what: what.clone() }),
@@ -168,7 +168,7 @@ pub(super) async fn pin_and_ungate(
         env,
         what,
         known,
-        OwnWrite::Update(Obj::Pod(pod)),
+        ObjectWrite::Update(Obj::Pod(pod)),
         RuleId::G4,
     )
     .await?

@@ -4,7 +4,7 @@
 use super::*;
 use crate::api::{RestartMark, rv_number};
 use crate::controller::Env;
-use crate::controller::scaffold::{IoError, OwnWrite};
+use crate::controller::pacer::{IoError, ObjectWrite};
 use crate::ports::{Kind, Obj, ObjRef};
 use crate::rules::RuleId;
 
@@ -47,7 +47,7 @@ pub(super) async fn write_node(
     rule: RuleId,
 ) -> Result<u64, IoError> {
     let what = ObjRef::new(Kind::Node, None, node);
-    match write(env, what.clone(), 0, OwnWrite::MergePatch(patch), rule).await? {
+    match write(env, what.clone(), 0, ObjectWrite::MergePatch(patch), rule).await? {
         Some(o) => Ok(rv_number(o.meta())),
         None => Err(IoError::Newer { what }),
     }

@@ -7,23 +7,23 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
 /// An object that carries metadata (claims, classes).
-pub trait Meta {
+pub trait WithMeta {
     fn meta(&self) -> &ObjectMeta;
 }
 
-impl Meta for crate::api::GPUClaim {
+impl WithMeta for crate::api::GPUClaim {
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
 }
 
-impl Meta for crate::api::GPUQuota {
+impl WithMeta for crate::api::GPUQuota {
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
 }
 
-impl Meta for crate::api::GPUClass {
+impl WithMeta for crate::api::GPUClass {
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -43,7 +43,7 @@ impl<T> Default for Freshness<T> {
     }
 }
 
-impl<T: Meta> Freshness<T> {
+impl<T: WithMeta> Freshness<T> {
     pub fn current(&mut self, cached: Option<Arc<T>>) -> Option<Arc<T>> {
         let Some((own, fresh_from)) = &self.last else {
             return cached;

@@ -14,10 +14,9 @@ mod finish;
 mod fresh;
 mod write;
 
-pub use finish::finish_own;
-pub(crate) use finish::scaffolded_actor;
-pub use fresh::{Freshness, KeyedFreshness, Meta};
-pub use write::{Own, OwnWrite, track_io, write_own};
+pub use finish::finish_write;
+pub use fresh::{Freshness, KeyedFreshness, WithMeta};
+pub use write::{ObjectWrite, Writable, track_io, write_object};
 
 use super::Env;
 use super::journal::{Decision, DecisionLog, DecisionResult, Intent};
@@ -108,7 +107,7 @@ impl Backoff {
 }
 
 /// The shared state; each actor holds one.
-pub struct Scaffold {
+pub struct Pacer {
     env: Arc<Env>,
     /// I/O under way, and how much may be at once: one for the claim,
     /// class and quota actors (their object's next step follows from the
@@ -124,19 +123,15 @@ pub struct Scaffold {
     pending_since: Option<Instant>,
 }
 
-/// An actor built on the scaffold.
-pub trait Scaffolded: Actor<Context = Context<Self>> + Standing {
+/// An actor whose I/O a `Pacer` paces: the object actors and placement.
+pub trait Decides: Actor<Context = Context<Self>> {
+    /// Where the actor keeps its pacer.
+    fn pacer(&mut self) -> &mut Pacer;
     /// Decides, and starts the I/O of the step due, if any.
     fn decide(&mut self, ctx: &mut Context<Self>);
 }
 
-/// Where an actor keeps its scaffold (`scaffolded_actor!` says it: the
-/// field `scaffold`).
-pub trait Standing {
-    fn scaffold(&mut self) -> &mut Scaffold;
-}
-
-impl Scaffold {
+impl Pacer {
     pub fn new(env: Arc<Env>) -> Self {
         Self {
             env,
@@ -206,8 +201,8 @@ impl Scaffold {
 }
 
 /// Decides now, or, while I/O is under way, once it ends.
-pub fn reconcile<A: Scaffolded>(act: &mut A, ctx: &mut Context<A>) {
-    let s = act.scaffold();
+pub fn reconcile<A: Decides>(act: &mut A, ctx: &mut Context<A>) {
+    let s = act.pacer();
     s.env.activity.tick();
     if s.busy() {
         s.owed = true;
@@ -222,16 +217,16 @@ pub fn reconcile<A: Scaffolded>(act: &mut A, ctx: &mut Context<A>) {
 /// actor may have (`busy`), changes are owed, not decided on.
 pub fn run_io<A, O, F, D>(act: &mut A, ctx: &mut Context<A>, fut: F, done: D)
 where
-    A: Scaffolded,
+    A: Decides,
     O: Send + 'static,
     F: Future<Output = O> + Send + 'static,
     D: FnOnce(&mut A, O, &mut Context<A>) + 'static,
 {
-    let s = act.scaffold();
+    let s = act.pacer();
     s.in_flight += 1;
     s.env.activity.begin_io();
     ctx.spawn(offloaded(fut).into_actor(act).map(move |out, act, ctx| {
-        let s = act.scaffold();
+        let s = act.pacer();
         s.env.activity.end_io();
         s.in_flight -= 1;
         done(act, out, ctx);
@@ -270,22 +265,18 @@ where
 }
 
 /// Whether a change came while the I/O was under way.
-pub fn owed<A: Scaffolded>(act: &mut A) -> bool {
-    act.scaffold().owed
+pub fn owed<A: Decides>(act: &mut A) -> bool {
+    act.pacer().owed
 }
 
 /// Tries again after the backoff's next wait; a retry already pending is
 /// replaced, so failures never pile up timers. A fenced write is not
 /// retried (None): the actor decides afresh when this process leads again.
-pub fn retry_later<A: Scaffolded>(
-    act: &mut A,
-    ctx: &mut Context<A>,
-    e: &IoError,
-) -> Option<Duration> {
+pub fn retry_later<A: Decides>(act: &mut A, ctx: &mut Context<A>, e: &IoError) -> Option<Duration> {
     if e.is_fenced() {
         return None;
     }
-    let mut wait = act.scaffold().backoff.next_wait();
+    let mut wait = act.pacer().backoff.next_wait();
     // The API server's Retry-After (a 429), when it asks for longer.
     if let IoError::Write(w) = e
         && let Some(after) = w.retry_after()
@@ -297,13 +288,13 @@ pub fn retry_later<A: Scaffolded>(
 }
 
 /// Decides again after `wait` (one such timer at a time).
-pub fn retry_in<A: Scaffolded>(act: &mut A, ctx: &mut Context<A>, wait: Duration) {
-    if let Some(h) = act.scaffold().retry.take() {
+pub fn retry_in<A: Decides>(act: &mut A, ctx: &mut Context<A>, wait: Duration) {
+    if let Some(h) = act.pacer().retry.take() {
         ctx.cancel_future(h);
     }
     let h = ctx.run_later(wait, |act, ctx| {
-        act.scaffold().retry = None;
+        act.pacer().retry = None;
         reconcile(act, ctx);
     });
-    act.scaffold().retry = Some(h);
+    act.pacer().retry = Some(h);
 }

@@ -4,7 +4,7 @@
 //! retried later). Claims, classes and placement's writes all pass here,
 //! so "gone" and "conflict" mean one thing everywhere.
 
-use super::{IoError, Meta, Outcome};
+use super::{IoError, Outcome, WithMeta};
 use crate::api::{GPUClaim, GPUClass, GPUQuota, Kind, Obj, ObjRef, is_deleting, rv_number};
 use crate::controller::Env;
 use crate::ports::{Deleted, Preconditions, WriteError, WriteOp};
@@ -13,7 +13,7 @@ use actix::prelude::*;
 use std::sync::Arc;
 
 /// A write of one object.
-pub enum OwnWrite<T> {
+pub enum ObjectWrite<T> {
     Create(T),
     Update(T),
     UpdateStatus(T),
@@ -23,22 +23,22 @@ pub enum OwnWrite<T> {
     MergePatch(serde_json::Value),
 }
 
-impl<T> OwnWrite<T> {
+impl<T> ObjectWrite<T> {
     /// Which write this is, in the ports' vocabulary.
     pub fn op(&self) -> WriteOp {
         match self {
-            OwnWrite::Create(_) => WriteOp::Create,
-            OwnWrite::Update(_) => WriteOp::Update,
-            OwnWrite::UpdateStatus(_) => WriteOp::UpdateStatus,
-            OwnWrite::Delete(_) => WriteOp::Delete,
-            OwnWrite::MergePatch(_) => WriteOp::Patch,
+            ObjectWrite::Create(_) => WriteOp::Create,
+            ObjectWrite::Update(_) => WriteOp::Update,
+            ObjectWrite::UpdateStatus(_) => WriteOp::UpdateStatus,
+            ObjectWrite::Delete(_) => WriteOp::Delete,
+            ObjectWrite::MergePatch(_) => WriteOp::Patch,
         }
     }
 }
 
 /// An object an actor writes: its claim, its class, or any object
 /// (placement's), typed through `Obj`.
-pub trait Own: Meta + Sized + 'static {
+pub trait Writable: WithMeta + Sized + 'static {
     fn into_obj(self) -> Obj;
     fn from_obj(o: Obj) -> Result<Self, IoError>;
     fn obj_ref(&self) -> ObjRef;
@@ -51,10 +51,10 @@ fn unexpected(asked: Kind, got: &Obj) -> IoError {
     }
 }
 
-/// `Own` for a kind whose `Obj` variant and `Kind` share its name.
+/// `Writable` for a kind whose `Obj` variant and `Kind` share its name.
 macro_rules! own_kind {
     ($($t:ty => $kind:ident),* $(,)?) => {$(
-        impl Own for $t {
+        impl Writable for $t {
             fn into_obj(self) -> Obj {
                 Obj::$kind(self)
             }
@@ -75,13 +75,13 @@ macro_rules! own_kind {
 
 own_kind!(GPUClaim => Claim, GPUClass => Class, GPUQuota => Quota);
 
-impl Meta for Obj {
+impl WithMeta for Obj {
     fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
         Obj::meta(self)
     }
 }
 
-impl Own for Obj {
+impl Writable for Obj {
     fn into_obj(self) -> Obj {
         self
     }
@@ -100,21 +100,21 @@ fn removed(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
 
 /// Writes `write` of the object the actor decided on (`what`, at the
 /// version `known`), and says what came of it.
-pub async fn write_own<T: Own>(
+pub async fn write_object<T: Writable>(
     env: &Env,
     what: ObjRef,
     known: u64,
-    write: OwnWrite<T>,
+    write: ObjectWrite<T>,
     rule: RuleId,
 ) -> Result<Outcome<T>, IoError> {
     let w = &env.writer;
     tracing::debug!(object = %what, op = write.op().as_str(), rule = %rule, "write");
     let answer = match write {
-        OwnWrite::Create(new) => w.create(new.into_obj(), rule).await.map(Some),
-        OwnWrite::Update(new) => w.replace(new.into_obj(), rule).await.map(Some),
-        OwnWrite::UpdateStatus(new) => w.replace_status(new.into_obj(), rule).await.map(Some),
-        OwnWrite::MergePatch(p) => w.merge_patch(what.clone(), p, rule).await.map(Some),
-        OwnWrite::Delete(pre) => match w.delete(what.clone(), pre, rule).await {
+        ObjectWrite::Create(new) => w.create(new.into_obj(), rule).await.map(Some),
+        ObjectWrite::Update(new) => w.replace(new.into_obj(), rule).await.map(Some),
+        ObjectWrite::UpdateStatus(new) => w.replace_status(new.into_obj(), rule).await.map(Some),
+        ObjectWrite::MergePatch(p) => w.merge_patch(what.clone(), p, rule).await.map(Some),
+        ObjectWrite::Delete(pre) => match w.delete(what.clone(), pre, rule).await {
             Ok(Deleted::Gone) => Ok(None),
             Ok(Deleted::Deleting(o)) => Ok(Some(o)),
             Err(e) => Err(e),
@@ -146,7 +146,7 @@ pub async fn write_own<T: Own>(
 
 /// I/O an actor runs beside its writes, outside their limit (placement's
 /// live reads after a relist): off the actors' thread and counted in the
-/// activity, as the scaffold's own.
+/// activity, as the pacer's own.
 pub fn track_io<A, O, F, D>(env: &Arc<Env>, act: &A, ctx: &mut Context<A>, fut: F, done: D)
 where
     A: Actor<Context = Context<A>>,
