@@ -5,7 +5,7 @@
 
 use crate::resources::custom_of;
 use crate::store::Store;
-use crate::{ApiServer, WriteJournal, namespaces};
+use crate::{ApiServer, WriteJournal, controllers::namespaces};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde_json::Value;

@@ -1,52 +1,34 @@
 #![doc = include_str!("../README.md")]
 
 mod admission;
-mod aggregation;
 mod answers;
-mod audit;
-mod bootstrap;
+mod auth;
 mod builder;
-mod crds;
-mod created;
-mod defaults;
+mod controllers;
 mod discovery;
-mod discovery_v2;
-mod disruption;
-mod dra_rules;
 mod events;
 pub mod faults;
-mod gc;
 mod handlers;
-mod identity;
-mod kind_rules;
-mod managed;
-pub mod namespaces;
-mod openapi;
-mod openapi_v2;
 mod partial;
 pub mod patch;
-pub mod pods;
 mod protobuf;
 mod quantity;
-mod rbac;
-mod resource_values;
+mod registry;
 mod resources;
-mod reviews;
 mod schema;
 mod select;
 pub mod store;
-mod strategic;
 mod table;
-mod typed;
-mod validate;
 mod watch;
 mod yaml;
 
 pub use admission::conditions_hold;
-pub use audit::Access;
+pub use auth::audit::Access;
+pub use auth::identity::{ANONYMOUS, WriteRecord};
 pub use builder::{Builder, CrdError, Handle, StartError, install_crd};
+pub use controllers::namespaces;
 pub use faults::Faults;
-pub use identity::{ANONYMOUS, WriteRecord};
+pub use registry::pods;
 pub use resources::Served;
 pub(crate) use resources::{
     Custom, Registry, Resource, Sub, Target, kinds_without_generation, status_kinds,
@@ -109,9 +91,9 @@ pub struct ApiServer {
     stopped: std::sync::atomic::AtomicBool,
     started: tokio::time::Instant,
     /// Every kind of request served, as RBAC would judge it.
-    audit: audit::Audit,
+    audit: auth::audit::Audit,
     /// Callers by token, their writes, and who is cut off.
-    identities: identity::Identities,
+    identities: auth::identity::Identities,
     /// Held while a write is applied and logged.
     write_order: Mutex<()>,
     /// Where the Services that webhooks name are served.
@@ -153,24 +135,24 @@ impl ApiServer {
             controllers: Mutex::default(),
             stopped: std::sync::atomic::AtomicBool::new(false),
             started: tokio::time::Instant::now(),
-            audit: audit::Audit::default(),
-            identities: identity::Identities::default(),
+            audit: auth::audit::Audit::default(),
+            identities: auth::identity::Identities::default(),
             write_order: Mutex::default(),
             services: admission::Services::default(),
             registry: Registry::with_versions(versions.clone()),
         });
-        namespaces::adopt(&store);
-        bootstrap::kubernetes_service(&store, server.addr);
-        bootstrap::api_services(&store, &versions);
-        bootstrap::component_statuses(&store);
+        controllers::namespaces::adopt(&store);
+        controllers::bootstrap::kubernetes_service(&store, server.addr);
+        controllers::bootstrap::api_services(&store, &versions);
+        controllers::bootstrap::component_statuses(&store);
         let (changes, _) = store.watch();
-        bootstrap::default_accounts(&store);
-        aggregation::builtin_roles(&store);
-        crds::accept_stored(&store);
+        controllers::bootstrap::default_accounts(&store);
+        controllers::aggregation::builtin_roles(&store);
+        controllers::crds::accept_stored(&store);
         *server.controllers.lock().unwrap_or_else(|e| e.into_inner()) = vec![
-            tokio::spawn(gc::collect(store.clone())),
-            tokio::spawn(crds::control(store.clone())),
-            tokio::spawn(namespaces::control(store, changes)),
+            tokio::spawn(controllers::gc::collect(store.clone())),
+            tokio::spawn(controllers::crds::control(store.clone())),
+            tokio::spawn(controllers::namespaces::control(store, changes)),
         ];
         server.serve_on(listener);
         Ok(server)

@@ -50,7 +50,7 @@ fn terms(s: &str) -> Result<Vec<&str>, String> {
 
 /// A label value: empty, or a name part.
 fn label_value(v: &str) -> bool {
-    v.is_empty() || super::validate::name_part(v)
+    v.is_empty() || crate::registry::validate::name_part(v)
 }
 
 /// Refuses a requirement whose key or values are not labels can be, as
@@ -61,7 +61,7 @@ fn valid(r: Req, t: &str) -> Result<Req, String> {
         Req::In(k, vs) | Req::NotIn(k, vs) => (k, vs.iter().map(String::as_str).collect()),
         Req::Exists(k) | Req::Absent(k) => (k, Vec::new()),
     };
-    if !super::validate::label_key(key) {
+    if !crate::registry::validate::label_key(key) {
         return Err(format!(
             "unable to parse requirement: {t:?}: invalid label key {key:?}"
         ));

@@ -220,7 +220,7 @@ fn request(a: &Attributes<'_>, obj: &Value) -> Value {
         "name": obj["metadata"]["name"].as_str().unwrap_or_default(),
         "namespace": a.namespace.unwrap_or_default(),
         "operation": "CREATE",
-        "userInfo": {"username": a.user, "groups": super::reviews::groups_of(a.user)},
+        "userInfo": {"username": a.user, "groups": crate::auth::reviews::groups_of(a.user)},
         "object": obj, "oldObject": null, "dryRun": a.dry_run,
         "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
     })

@@ -4,7 +4,7 @@
 
 use super::{Req, meta_str, ok, store_error};
 use crate::store::{Apply, StoreError, Written};
-use crate::{Target, gc, namespaces, pods, status};
+use crate::{Target, controllers::gc, controllers::namespaces, registry::pods, status};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};

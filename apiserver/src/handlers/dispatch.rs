@@ -36,19 +36,19 @@ pub(super) async fn resource(
         .to_owned();
     let accept = accept.as_str();
     if method == Method::GET
-        && crate::discovery_v2::asked(accept)
-        && let Some(v) = crate::discovery_v2::answer(&caller.served, path)
+        && crate::discovery::v2::asked(accept)
+        && let Some(v) = crate::discovery::v2::answer(&caller.served, path)
     {
         let mut r = ok(StatusCode::OK, v);
         r.headers_mut().insert(
             header::CONTENT_TYPE,
-            header::HeaderValue::from_static(crate::discovery_v2::MEDIA_TYPE),
+            header::HeaderValue::from_static(crate::discovery::v2::MEDIA_TYPE),
         );
         return r;
     }
     if method == Method::GET
         && let Some(v) = crate::discovery::answer(&caller.served, path)
-            .or_else(|| crate::openapi::answer(&caller.served, path))
+            .or_else(|| crate::discovery::openapi_v3::answer(&caller.served, path))
     {
         return ok(StatusCode::OK, v);
     }
@@ -145,7 +145,7 @@ async fn serve(
     };
     if t.resource.review {
         return Ok(match (method, &t.name) {
-            (&Method::POST, None) => crate::reviews::answer(s, t, body),
+            (&Method::POST, None) => crate::auth::reviews::answer(s, t, body),
             (m, name) => not_allowed(m, path, name.as_deref(), t),
         });
     }
@@ -155,7 +155,7 @@ async fn serve(
         .unwrap_or_default();
     let table = accept.contains("as=Table");
     let metadata = crate::partial::asked(accept);
-    let manager = crate::managed::manager_of(
+    let manager = crate::patch::managed::manager_of(
         q.get("fieldManager").map(String::as_str),
         &caller.user_agent,
     );

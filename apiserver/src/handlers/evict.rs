@@ -5,7 +5,7 @@
 
 use super::{Req, not_found, ok, store_error};
 use crate::store::{Apply, StoreError, Subresource};
-use crate::{disruption, status};
+use crate::{controllers::disruption, status};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! keeps one, the journal a test's checker reads. Both are told here, in
 //! the order the writes took effect (the caller holds the write order).
 
-use crate::identity::WriteRecord;
+use crate::auth::identity::WriteRecord;
 use crate::{ApiServer, JournaledWrite, Target};
 
 /// One write, applied or refused.

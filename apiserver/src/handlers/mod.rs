@@ -67,10 +67,17 @@ async fn openapi_v2(
         .and_then(|a| a.to_str().ok())
         .unwrap_or_default();
     if accept.contains("protobuf") {
-        let body = crate::openapi_v2::protobuf(&caller.served);
-        ([(header::CONTENT_TYPE, crate::openapi_v2::PROTOBUF)], body).into_response()
+        let body = crate::discovery::openapi_v2::protobuf(&caller.served);
+        (
+            [(header::CONTENT_TYPE, crate::discovery::openapi_v2::PROTOBUF)],
+            body,
+        )
+            .into_response()
     } else {
-        ok(StatusCode::OK, crate::openapi_v2::json(&caller.served))
+        ok(
+            StatusCode::OK,
+            crate::discovery::openapi_v2::json(&caller.served),
+        )
     }
 }
 

@@ -10,7 +10,8 @@
 use super::{LoggedWrite, Req};
 use crate::store::Apply;
 use crate::{
-    created, defaults, kind_rules, managed, resource_values, schema, status, typed, validate,
+    patch::managed, registry::created, registry::defaults, registry::kind_rules,
+    registry::resource_values, registry::typed, registry::validate, schema, status,
 };
 use axum::response::Response;
 use serde_json::Value;
@@ -43,7 +44,7 @@ impl Req<'_> {
             .iter()
             .any(|f| part(old, f) != part(Some(new), f));
         if changed {
-            self.s.audit_request(crate::audit::Access {
+            self.s.audit_request(crate::auth::audit::Access {
                 user: self.user.to_string(),
                 user_agent: self.user_agent.to_string(),
                 verb: self.verb.to_string(),

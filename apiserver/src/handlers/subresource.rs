@@ -219,7 +219,7 @@ fn built_in_selector(selector: &Value) -> Option<String> {
         .into_iter()
         .flatten()
     {
-        let (key, values) = crate::kind_rules::expression(e);
+        let (key, values) = crate::registry::kind_rules::expression(e);
         terms.push(match e["operator"].as_str().unwrap_or_default() {
             "In" => format!("{key} in ({})", values.join(",")),
             "NotIn" => format!("{key} notin ({})", values.join(",")),

@@ -4,7 +4,7 @@
 //! serviceaccount registry's token subresource does.
 
 use super::{Req, ok};
-use crate::identity::API_AUDIENCE;
+use crate::auth::identity::API_AUDIENCE;
 use crate::status;
 use axum::http::StatusCode;
 use axum::response::Response;

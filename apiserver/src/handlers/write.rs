@@ -5,7 +5,7 @@ use super::{Req, meta_str, ok, store_error};
 use crate::patch::{self, PatchKind};
 use crate::status;
 use crate::store::{Apply, StoreError, Subresource};
-use crate::{admission, events, managed, namespaces, validate};
+use crate::{admission, controllers::namespaces, events, patch::managed, registry::validate};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@
 
 mod cel_rules;
 
-use super::validate::{Cause, CauseKind};
+use crate::registry::validate::{Cause, CauseKind};
 use cel_rules::rules;
 use serde_json::{Map, Value};
 

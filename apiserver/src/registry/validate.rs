@@ -2,7 +2,7 @@
 //! names, label keys and values that are not qualified names, answered
 //! `422 Invalid` with a cause per field, in apimachinery's words.
 
-use super::Resource;
+use crate::Resource;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 

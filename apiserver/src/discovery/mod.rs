@@ -1,7 +1,13 @@
 //! Discovery: what kubectl and client libraries read before anything else
-//! (`/version`, `/api`, `/apis`, and each group version's resource list).
+//! (`/version`, `/api`, `/apis`, and each group version's resource list);
+//! aggregated discovery (`v2`), and OpenAPI v2 and v3 (`openapi_v2`,
+//! `openapi_v3`).
 
-use super::resources::{Resource, Served, Sub};
+pub(crate) mod openapi_v2;
+pub(crate) mod openapi_v3;
+pub(crate) mod v2;
+
+use crate::resources::{Resource, Served, Sub};
 use serde_json::{Value, json};
 
 /// The Kubernetes version the server says it is: the API it models.

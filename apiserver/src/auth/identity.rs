@@ -4,7 +4,7 @@
 //! in the Lease's history), and the network between a caller and the
 //! server, which a test can cut (a partition).
 
-use super::{ApiServer, status};
+use crate::{ApiServer, status};
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use std::collections::{BTreeSet, HashMap};
@@ -99,7 +99,7 @@ impl ApiServer {
     /// A kubeconfig for a new user `name`, who authenticates with its own token.
     pub fn kubeconfig_for(&self, name: &str) -> String {
         let token = self.add_user(name);
-        super::kubeconfig(&self.url())
+        crate::kubeconfig(&self.url())
             .replace("  user: {}\n", &format!("  user:\n    token: {token}\n"))
     }
 

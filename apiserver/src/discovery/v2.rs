@@ -6,7 +6,7 @@
 //! per group version. The answer says its media type, by which client-go
 //! tells it from the legacy lists.
 
-use super::resources::{Resource, Served, Sub};
+use crate::resources::{Resource, Served, Sub};
 use serde_json::{Value, json};
 
 /// The media type of an aggregated answer.

@@ -7,7 +7,7 @@
 //! resources' schemas are their stored CRDs'; the built-in kinds' are
 //! k8s-openapi's (schemars), so `kubectl explain pods.spec` answers too.
 
-use super::{Custom, Resource, Served};
+use crate::{Custom, Resource, Served};
 use serde_json::{Value, json};
 use std::hash::{Hash, Hasher};
 
@@ -184,7 +184,7 @@ fn make_document(served: &Served, group: &str, version: &str) -> Option<Value> {
             )
         } else if r.group != "events.k8s.io" {
             // (events.k8s.io Events are stored as core ones: not described.)
-            let name = super::typed::schema(r.store_kind, &mut generator);
+            let name = crate::registry::typed::schema(r.store_kind, &mut generator);
             if let Some(n) = &name {
                 typed_kinds.push((n.clone(), *r));
             }
@@ -212,7 +212,7 @@ fn make_document(served: &Served, group: &str, version: &str) -> Option<Value> {
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": super::discovery::version()["gitVersion"]},
+        "info": {"title": "Kubernetes", "version": crate::discovery::version()["gitVersion"]},
         "paths": paths,
         "components": {"schemas": schemas},
     }))

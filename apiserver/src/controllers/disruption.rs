@@ -28,7 +28,7 @@ pub(crate) fn budgets_for(store: &Store, pod: &Value) -> Vec<Value> {
 
 fn selects(budget: &Value, labels: &Map<String, Value>) -> bool {
     let selector = &budget["spec"]["selector"];
-    selector.is_object() && crate::kind_rules::selects(selector, labels)
+    selector.is_object() && crate::registry::kind_rules::selects(selector, labels)
 }
 
 fn in_namespace(store: &Store, kind: &str, ns: &str) -> Vec<Value> {

@@ -4,9 +4,9 @@
 //! its status, and never stored. Tokens are the ones this server gave
 //! (`add_user`); access is judged by the stored RBAC (`rbac.rs`).
 
-use super::rbac::{self, Request, User};
-use super::validate::{self, Cause};
-use super::{ApiServer, Target, status};
+use crate::auth::rbac::{self, Request, User};
+use crate::registry::validate::{self, Cause};
+use crate::{ApiServer, Target, status};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -62,7 +62,7 @@ fn token_review(s: &ApiServer, spec: &Value) -> Result<Value, Vec<Cause>> {
     // As the token authenticator: the audiences asked for (the API
     // server's when none are) that the token has; none is a refusal.
     let wanted = match wanted.is_empty() {
-        true => vec![crate::identity::API_AUDIENCE.to_string()],
+        true => vec![crate::auth::identity::API_AUDIENCE.to_string()],
         false => wanted,
     };
     let granted: Vec<String> = wanted.iter().filter(|a| has.contains(a)).cloned().collect();

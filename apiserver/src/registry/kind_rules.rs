@@ -6,7 +6,7 @@
 //! removed, and while gated its node selector and affinity: what a
 //! scheduler gate's controller writes, gpu-claims' G4 among them).
 
-use crate::validate::Cause;
+use crate::registry::validate::Cause;
 use serde_json::{Map, Value};
 
 /// The causes to refuse a write of `kind` (`old`: the stored object, for
@@ -15,10 +15,10 @@ pub fn check(kind: &str, old: Option<&Value>, new: &Value) -> Vec<Cause> {
     match (kind, old) {
         ("Deployment", _) => deployment(new),
         ("Pod", Some(old)) => pod_update(old, new),
-        ("Pod", None) | ("Node", _) => crate::resource_values::check(kind, new),
+        ("Pod", None) | ("Node", _) => crate::registry::resource_values::check(kind, new),
         ("ConfigMap", _) => data_size(new, &["data", "binaryData"], ""),
         ("Secret", _) => data_size(new, &["data"], "data"),
-        _ => crate::dra_rules::check(kind, old, new),
+        _ => crate::registry::dra_rules::check(kind, old, new),
     }
 }
 
@@ -128,7 +128,7 @@ const POD_UPDATE: &str = "pod updates may not change fields other than `spec.con
 /// stored it.
 fn pod_update(old: &Value, new: &Value) -> Vec<Cause> {
     let mut old = old.clone();
-    crate::defaults::apply("Pod", &mut old);
+    crate::registry::defaults::apply("Pod", &mut old);
     let (was, now) = (&old["spec"], &new["spec"]);
     let mut out = Vec::new();
     let gates =
@@ -242,7 +242,7 @@ mod tests {
         let with = |f: &dyn Fn(&mut Value)| {
             let mut p = pod.clone();
             f(&mut p);
-            crate::defaults::apply("Pod", &mut p);
+            crate::registry::defaults::apply("Pod", &mut p);
             check("Pod", Some(&pod), &p)
         };
         assert!(with(&|_| {}).is_empty());
@@ -288,7 +288,7 @@ mod tests {
             .remove("schedulingGates");
         let mut moved = ungated.clone();
         moved["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "n2"});
-        crate::defaults::apply("Pod", &mut moved);
+        crate::registry::defaults::apply("Pod", &mut moved);
         assert_eq!(fields(&check("Pod", Some(&ungated), &moved)), ["spec"]);
     }
 }

@@ -4,8 +4,8 @@
 //! deleted namespace is Terminating until everything in it is gone, and
 //! then goes itself.
 
-use super::{Resource, status};
 use crate::store::{Apply, EventType, Store, StoreError, Written};
+use crate::{Resource, status};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -156,9 +156,9 @@ pub(crate) async fn control(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<crate::store::StoreEvent>,
 ) {
     while let Some(ev) = rx.recv().await {
-        crate::bootstrap::keep_default_account(&store, &ev);
-        crate::aggregation::keep_aggregated(&store, &ev);
-        crate::disruption::keep_budgets(&store, &ev);
+        crate::controllers::bootstrap::keep_default_account(&store, &ev);
+        crate::controllers::aggregation::keep_aggregated(&store, &ev);
+        crate::controllers::disruption::keep_budgets(&store, &ev);
         let ns = if ev.kind == "Namespace" {
             if ev.type_ == EventType::Deleted || !terminating(&ev.object) {
                 continue;

@@ -1,6 +1,9 @@
 //! PATCH: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and
-//! strategic merge patch (`strategic.rs`). Server-side apply is
-//! `managed.rs`'s.
+//! strategic merge patch (`strategic`). Server-side apply and field
+//! ownership are `managed`'s.
+
+pub(crate) mod managed;
+pub(crate) mod strategic;
 
 use serde_json::Value;
 
@@ -45,7 +48,7 @@ pub fn apply(kind: PatchKind, doc: &mut Value, patch: &Value) -> Result<(), Stri
                 serde_json::from_value(patch.clone()).map_err(|e| e.to_string())?;
             json_patch::patch(doc, &ops).map_err(|e| e.to_string())
         }
-        PatchKind::StrategicMerge => super::strategic::apply(doc, patch),
+        PatchKind::StrategicMerge => crate::patch::strategic::apply(doc, patch),
         PatchKind::Merge | PatchKind::Apply => {
             json_patch::merge(doc, patch);
             Ok(())

@@ -77,7 +77,7 @@ fn orphans_of_any(store: &Store, uid: &str) -> Vec<(String, String, String)> {
 /// node gracefully (Terminating until its kubelet confirms).
 fn delete(store: &Store, kind: &str, ns: &str, name: &str) {
     let _ = if kind == "Pod" {
-        super::pods::delete(store, ns, name, None, None, None, Apply::Commit)
+        crate::registry::pods::delete(store, ns, name, None, None, None, Apply::Commit)
     } else {
         store.delete(kind, ns, name)
     };

@@ -9,7 +9,7 @@
 //! reach it from this server either.
 
 use crate::quantity::{self, Quantity};
-use crate::validate::{Cause, CauseKind, qualified_name_errors};
+use crate::registry::validate::{Cause, CauseKind, qualified_name_errors};
 use serde_json::{Map, Value};
 
 /// Every quantity field of `obj` (a `kind`), with its path as upstream's

@@ -11,7 +11,7 @@ mod slices;
 
 use slices::slice;
 
-use crate::validate::{Cause, LABEL, SUBDOMAIN, dns_label, dns_subdomain};
+use crate::registry::validate::{Cause, LABEL, SUBDOMAIN, dns_label, dns_subdomain};
 use serde_json::Value;
 
 /// `DeviceRequestsMaxSize`, `AllocationResultsMaxSize`,

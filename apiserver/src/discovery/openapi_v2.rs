@@ -10,7 +10,7 @@
 //! Definitions (schemas) are not published: a client validating on its
 //! own finds no schema and skips the kind, as kubectl does.
 
-use super::{Resource, Served};
+use crate::{Resource, Served};
 use serde_json::{Value, json};
 
 /// The media type of the answer: what client-go asks for
@@ -101,7 +101,7 @@ pub fn json(served: &Served) -> Value {
     }
     json!({
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": super::discovery::version()["gitVersion"]},
+        "info": {"title": "Kubernetes", "version": crate::discovery::version()["gitVersion"]},
         "paths": paths_json,
         "definitions": {},
     })
@@ -151,7 +151,7 @@ impl Pb {
 
 /// The document as gnostic's `openapi.v2.Document`.
 pub fn protobuf(served: &Served) -> Vec<u8> {
-    let version = super::discovery::version()["gitVersion"]
+    let version = crate::discovery::version()["gitVersion"]
         .as_str()
         .unwrap_or_default()
         .to_string();

@@ -2,7 +2,7 @@
 //! its devices within their limits, and each attribute's one value.
 
 use super::*;
-use crate::validate::{Cause, SUBDOMAIN, dns_subdomain};
+use crate::registry::validate::{Cause, SUBDOMAIN, dns_subdomain};
 use serde_json::Value;
 
 /// `ValidateResourceSlice`: one node field, driver and pool named and

@@ -64,7 +64,7 @@ pub(super) fn leaves(v: &Value, at: Path, out: &mut FieldSet) {
 /// The merge key of the list at `at`, when every item carries it.
 pub(super) fn key_of(at: &Path, items: &[Value]) -> Option<&'static str> {
     let field = at.last()?;
-    let key = crate::strategic::merge_key(field, items)?;
+    let key = crate::patch::strategic::merge_key(field, items)?;
     items.iter().all(|i| i.get(key).is_some()).then_some(key)
 }
 

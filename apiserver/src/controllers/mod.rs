@@ -1,0 +1,13 @@
+//! What kube-controller-manager and the API server's own controllers
+//! keep in a cluster, run here beside the server: garbage collection by
+//! ownerReferences (`gc`), namespace lifecycle (`namespaces`), CRDs
+//! accepted and served (`crds`), aggregated ClusterRoles
+//! (`aggregation`), PodDisruptionBudget status (`disruption`) and the
+//! objects a cluster has before anyone writes (`bootstrap`).
+
+pub(crate) mod aggregation;
+pub(crate) mod bootstrap;
+pub(crate) mod crds;
+pub(crate) mod disruption;
+pub(crate) mod gc;
+pub mod namespaces;

@@ -1,0 +1,15 @@
+//! The write pipeline, as upstream's registries and their strategies
+//! run it for an object before it is stored: decoded into its type
+//! (`typed`, `resource_values`), defaulted (`defaults`), given what a
+//! create sets (`created`), validated (`validate`; the built-in kinds'
+//! own rules in `kind_rules` and `dra_rules`), and a pod's graceful
+//! deletion (`pods`).
+
+pub(crate) mod created;
+pub(crate) mod defaults;
+pub(crate) mod dra_rules;
+pub(crate) mod kind_rules;
+pub mod pods;
+pub(crate) mod resource_values;
+pub(crate) mod typed;
+pub(crate) mod validate;
