@@ -256,10 +256,10 @@ fn device_rows(w: &World, class: &str, dc: &str) -> Vec<DeviceRow> {
     let mut rows = Vec::new();
     for (node, ids) in w.class_devices(class).by_node {
         let facts: Vec<_> = ids.iter().filter_map(|id| w.device(id)).collect();
-        let recorded = facts.iter().filter(|d| d.recorded_by.is_some()).count() as u64;
+        let recorded = facts.iter().filter(|d| d.allocated_by.is_some()).count() as u64;
         let outside = facts
             .iter()
-            .filter(|d| d.recorded_by.is_none() && d.held_by.is_some())
+            .filter(|d| d.allocated_by.is_none() && d.held_by.is_some())
             .count() as u64;
         let free: Vec<String> = w
             .free_devices(class, &node)

@@ -659,7 +659,7 @@ fn constrained_claim_made(t: &TestCluster, constraint: Value) {
     t.user_create(typed(Kind::ResourceClaim, rc));
 }
 
-fn recorded_devices(t: &TestCluster) -> Vec<String> {
+fn allocation_devices(t: &TestCluster) -> Vec<String> {
     let r = record(t).unwrap_or_else(|| panic!("the record: {:?}", t.waiting("t/vm1-gpu")));
     let mut names: Vec<String> = r.spec.devices.iter().map(|d| d.device.clone()).collect();
     names.sort();
@@ -682,7 +682,7 @@ fn d3_a_claims_match_attribute_constraint_keeps_its_devices_on_one_numa_node() {
             t.settle().await;
             constrained_claim_made(&t, numa);
             t.settle().await;
-            assert_eq!(recorded_devices(&t), ["gpu-vfio-2", "gpu-vfio-3"]);
+            assert_eq!(allocation_devices(&t), ["gpu-vfio-2", "gpu-vfio-3"]);
             assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
         },
     );
@@ -700,7 +700,7 @@ fn d3_a_claims_distinct_attribute_constraint_spreads_its_devices_over_numa_nodes
             constrained_claim_made(&t, numa);
             t.settle().await;
             // gpu-vfio-0 and -1 share NUMA 0: the second is from NUMA 1.
-            assert_eq!(recorded_devices(&t), ["gpu-vfio-0", "gpu-vfio-2"]);
+            assert_eq!(allocation_devices(&t), ["gpu-vfio-0", "gpu-vfio-2"]);
         },
     );
 }

@@ -15,7 +15,6 @@ mod protobuf;
 mod quantity;
 mod registry;
 mod resources;
-mod schema;
 mod select;
 pub mod store;
 mod table;
@@ -29,11 +28,11 @@ pub use builder::{Builder, CrdError, Handle, StartError, install_crd};
 pub use controllers::namespaces;
 pub use faults::Faults;
 pub use registry::pods;
+pub use registry::schema::{SchemaVerdict, verdict as schema_verdict};
 pub use resources::Served;
 pub(crate) use resources::{
     Custom, Registry, Resource, Sub, Target, kinds_without_generation, status_kinds,
 };
-pub use schema::{SchemaVerdict, verdict as schema_verdict};
 
 use crate::store::Store;
 pub(crate) use answers::{object_status, status, status_with};

@@ -96,6 +96,15 @@ pub struct GPUClaimStatus {
 }
 
 impl GPUClaim {
+    /// Being deleted with its finalizer gone: released by L8 (the seed's
+    /// `released`). It holds no GPUs, whatever its status still says. A
+    /// fact of the object, as its phase is: the world's indexes count it
+    /// and the rules decide on it.
+    pub fn is_released(&self) -> bool {
+        super::is_deleting(&self.metadata)
+            && !super::has_finalizer(&self.metadata, super::CLAIM_FINALIZER)
+    }
+
     pub fn phase(&self) -> ClaimPhase {
         self.status
             .as_ref()

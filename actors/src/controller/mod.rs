@@ -22,7 +22,7 @@ pub use class::{ClassActor, ClassRole};
 pub use journal::{Decision, DecisionLog, DecisionResult, Intent};
 pub use object::{ObjectActor, Role};
 pub use pacer::{Backoff, IoError};
-pub use placement::{Placement, PlacementPoke, PlacementWork, Relisted};
+pub use placement::{LookAt, Placement, PlacementWork, Relisted};
 pub use quota::{QuotaActor, QuotaRole};
 pub use supervisor::{
     ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, WorldEvent,

@@ -69,13 +69,13 @@ impl World {
     /// not complete stands as it stood: a Lost claim stays Lost until the
     /// pool is complete again with the device in it.
     fn devices_stand(&self, c: &GPUClaim) -> bool {
-        self.recorded_devices(c).iter().all(|d| {
+        self.allocation_devices(c).iter().all(|d| {
             self.device_state(d) == super::devices::DeviceState::Published { no_execute: false }
         })
     }
 
     /// The devices a claim's record names (its own record: same uid).
-    pub fn recorded_devices(&self, c: &GPUClaim) -> Vec<super::devices::DeviceId> {
+    pub fn allocation_devices(&self, c: &GPUClaim) -> Vec<super::devices::DeviceId> {
         let (Some(ns), Some(name)) = (c.metadata.namespace.as_deref(), c.metadata.name.as_deref())
         else {
             return Vec::new();
@@ -96,7 +96,7 @@ impl World {
     /// their complete pool, or tainted NoExecute. A pool that is not
     /// complete loses nothing (its devices stand as they were).
     pub fn lost_devices(&self, c: &GPUClaim) -> Vec<super::devices::DeviceId> {
-        self.recorded_devices(c)
+        self.allocation_devices(c)
             .into_iter()
             .filter(|d| {
                 matches!(

@@ -57,17 +57,6 @@ pub fn group(served: &Served, name: &str) -> Option<Value> {
         "versions": [gv.clone()], "preferredVersion": gv}))
 }
 
-pub(crate) const VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
-
 fn entry(r: &Resource) -> Vec<Value> {
     let verbs = r.verbs();
     let mut out = vec![json!({

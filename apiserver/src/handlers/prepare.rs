@@ -11,7 +11,7 @@ use super::{LoggedWrite, Req};
 use crate::store::Apply;
 use crate::{
     patch::managed, registry::created, registry::defaults, registry::kind_rules,
-    registry::resource_values, registry::typed, registry::validate, schema, status,
+    registry::resource_values, registry::schema, registry::typed, registry::validate, status,
 };
 use axum::response::Response;
 use serde_json::Value;

@@ -2,7 +2,8 @@
 //! run it for an object before it is stored: decoded into its type
 //! (`typed`, `resource_values`), defaulted (`defaults`), given what a
 //! create sets (`created`), validated (`validate`; the built-in kinds'
-//! own rules in `kind_rules` and `dra_rules`), and a pod's graceful
+//! own rules in `kind_rules` and `dra_rules`; custom resources by their
+//! CRD's structural schema and CEL rules in `schema`), and a pod's graceful
 //! deletion (`pods`).
 
 pub(crate) mod created;
@@ -11,5 +12,6 @@ pub(crate) mod dra_rules;
 pub(crate) mod kind_rules;
 pub mod pods;
 pub(crate) mod resource_values;
+pub(crate) mod schema;
 pub(crate) mod typed;
 pub(crate) mod validate;

@@ -22,7 +22,7 @@ fn decode<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> Dec
         Ok(t) => {
             let back = serde_json::to_value(&t).unwrap_or(Value::Null);
             let mut unknown = Vec::new();
-            crate::schema::dropped(obj, &back, "", &mut unknown);
+            crate::registry::schema::dropped(obj, &back, "", &mut unknown);
             Decoded::Unknown(unknown)
         }
     }

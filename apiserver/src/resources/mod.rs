@@ -51,6 +51,18 @@ pub struct ScalePaths {
     pub label_selector: Option<&'static str>,
 }
 
+/// The verbs of a resource that can be written.
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
 impl Resource {
     /// The verbs discovery lists.
     pub fn verbs(&self) -> &'static [&'static str] {
@@ -59,7 +71,7 @@ impl Resource {
         } else if self.read_only {
             &["get", "list"]
         } else {
-            crate::discovery::VERBS
+            VERBS
         }
     }
 

@@ -5,7 +5,7 @@
 //! time, the timer, the end) is `ObjectActor`'s.
 
 mod io;
-mod tell;
+mod notify;
 mod trace;
 
 pub use trace::{ClaimTrace, GetTrace};
@@ -138,7 +138,7 @@ impl ClaimActor {
                 let result = self.wrote(rule, intent, before.as_deref(), &outcome, released);
                 self.fresh.settle(&outcome);
                 if released {
-                    self.tell_released();
+                    self.notify_class_of_release();
                 }
                 (result, true)
             }

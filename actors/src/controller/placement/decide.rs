@@ -4,7 +4,7 @@
 //! and keeps the index from claims to the VMIs whose sets name them.
 
 use super::write::Write;
-use super::{Placement, PlacementPoke, Waits};
+use super::{LookAt, Placement, Waits};
 use crate::api::{
     CONDITION_WAITING, GPUClaim, GPUClaimStatus, Kind, Obj, ObjRef, RequestError, Vmi, is_deleting,
     rv_number, set_condition,
@@ -19,30 +19,26 @@ use actix::prelude::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 impl Placement {
-    pub(super) fn decide_work(
-        &mut self,
-        work: &PlacementPoke,
-        ctx: &mut Context<Self>,
-    ) -> Option<Write> {
+    pub(super) fn decide_work(&mut self, work: &LookAt, ctx: &mut Context<Self>) -> Option<Write> {
         match work {
-            PlacementPoke::Vmi(k) => self.decide_vmi(k, ctx),
-            PlacementPoke::Allocation(k) => self.decide_allocation(k),
-            PlacementPoke::Evacuation => self.decide_evacuation(ctx),
-            PlacementPoke::Claim(_)
-            | PlacementPoke::Capacity
-            | PlacementPoke::Freed { .. }
-            | PlacementPoke::NodesChanged
-            | PlacementPoke::Node(_)
-            | PlacementPoke::BudgetUsed(_)
-            | PlacementPoke::Namespace(_) => None,
+            LookAt::Vmi(k) => self.decide_vmi(k, ctx),
+            LookAt::Allocation(k) => self.decide_allocation(k),
+            LookAt::Evacuation => self.decide_evacuation(ctx),
+            LookAt::Claim(_)
+            | LookAt::Capacity
+            | LookAt::Freed { .. }
+            | LookAt::NodesChanged
+            | LookAt::Node(_)
+            | LookAt::BudgetUsed(_)
+            | LookAt::Namespace(_) => None,
         }
     }
 
     /// An allocation whose claim is gone (or is another claim) is deleted,
     /// unless we deleted it already and the cache lags.
     fn decide_allocation(&mut self, k: &str) -> Option<Write> {
-        if self.flight.blocks_claim(k) {
-            self.flight.park(PlacementPoke::Allocation(k.to_string()));
+        if self.under_way.blocks_claim(k) {
+            self.under_way.park(LookAt::Allocation(k.to_string()));
             return None;
         }
         let w = &self.env.world;
@@ -70,8 +66,8 @@ impl Placement {
         // A write about this set, or about a claim it names, is under way:
         // decided once it lands, against what it wrote.
         let names = self.claims_of.get(k).map_or(&[][..], Vec::as_slice);
-        if self.flight.blocks_vmi(k, names) {
-            self.flight.park(PlacementPoke::Vmi(k.to_string()));
+        if self.under_way.blocks_vmi(k, names) {
+            self.under_way.park(LookAt::Vmi(k.to_string()));
             return None;
         }
         self.own.prune(&w);

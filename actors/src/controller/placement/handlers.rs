@@ -21,11 +21,11 @@ impl Handler<Recheck> for Placement {
     fn handle(&mut self, _: Recheck, ctx: &mut Context<Self>) {
         self.env.activity.tick();
         let asked = std::mem::take(&mut self.recheck);
-        let works: Vec<PlacementPoke> = self
+        let works: Vec<LookAt> = self
             .waiting
             .concerned(&asked)
             .into_iter()
-            .map(PlacementPoke::Vmi)
+            .map(LookAt::Vmi)
             .collect();
         self.push(works);
         pacer::reconcile(self, ctx);
@@ -40,9 +40,9 @@ impl Handler<PlacementWork> for Placement {
     }
 }
 
-impl Handler<PlacementPoke> for Placement {
+impl Handler<LookAt> for Placement {
     type Result = ();
-    fn handle(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
+    fn handle(&mut self, work: LookAt, ctx: &mut Context<Self>) {
         self.env.activity.tick();
         self.enqueue(work, ctx);
     }

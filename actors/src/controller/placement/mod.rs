@@ -2,7 +2,7 @@
 //! Placements compete for node capacity shared across classes, so they are
 //! decided here, one at a time, rather than per class; their writes run
 //! many at once, each set's in G4's order, against a view that assumes
-//! what the writes under way will hold (`flight`). It creates
+//! what the writes under way will hold (`under_way`). It creates
 //! template claims (G2), places claim sets at the gate (G3-G5) and deletes
 //! allocations whose claim is gone. A queue of work, deduplicated and fair
 //! between namespaces (`queue`), and the
@@ -11,12 +11,12 @@
 
 mod decide;
 mod evacuation;
-mod flight;
 mod handlers;
 mod own_writes;
 mod pinned;
 mod queue;
 mod recheck;
+mod under_way;
 mod write;
 
 use super::Env;
@@ -33,7 +33,7 @@ use write::{Write, WritesDone, execute};
 /// What the placement actor looks at next.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Message)]
 #[rtype(result = "()")]
-pub enum PlacementPoke {
+pub enum LookAt {
     /// A VMI (namespace/name) whose request, life or pods changed.
     Vmi(String),
     /// An allocation (namespace/name) whose claim may be gone.
@@ -70,11 +70,11 @@ pub enum PlacementPoke {
     Evacuation,
 }
 
-/// A poke with the time its change entered the supervisor.
+/// What to look at, with the time its change entered the supervisor.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct PlacementWork {
-    pub work: PlacementPoke,
+    pub work: LookAt,
     pub since: tokio::time::Instant,
 }
 
@@ -116,7 +116,7 @@ pub struct Placement {
     /// E2: the restarts under way.
     evac: evacuation::Evacuation,
     /// Writes under way, and the work parked behind them.
-    flight: flight::InFlight,
+    under_way: under_way::UnderWay,
     /// The failures of writes under way together share one backoff wait:
     /// until when, and the wait.
     burst: Option<(tokio::time::Instant, std::time::Duration)>,
@@ -139,22 +139,22 @@ impl Placement {
             recheck: RecheckAsked::default(),
             pinned: pinned::Pinned::default(),
             evac: evacuation::Evacuation::default(),
-            flight: flight::InFlight::default(),
+            under_way: under_way::UnderWay::default(),
             burst: None,
         }
     }
 
     /// Queues work not already queued, fairly between namespaces.
-    fn push(&mut self, works: Vec<PlacementPoke>) {
+    fn push(&mut self, works: Vec<LookAt>) {
         for w in works {
             self.queue.push(w);
         }
     }
 
-    fn write(&mut self, work: PlacementPoke, write: Write, ctx: &mut Context<Self>) {
+    fn write(&mut self, work: LookAt, write: Write, ctx: &mut Context<Self>) {
         let (rule, intent) = write.rule_and_intent();
         self.pacer.writing(rule);
-        let flight = self.take_off(&work, &write);
+        let write_under_way = self.assume_write(&work, &write);
         let fut = execute(self.env.clone(), write);
         pacer::run_io(self, ctx, fut, move |act, done: WritesDone, ctx| {
             act.remember(&done);
@@ -172,14 +172,14 @@ impl Placement {
             // looked at again after its wait, below; marks whose removal
             // met a newer node, after a conflict's).
             if !done.marks.is_empty() && done.restarted.is_none() && done.error.is_none() {
-                act.enqueue(PlacementPoke::Evacuation, ctx);
+                act.enqueue(LookAt::Evacuation, ctx);
             }
             if !done.marks_failed.is_empty() && done.error.is_none() {
                 ctx.run_later(CONFLICT_RETRY, |act, ctx| {
-                    act.enqueue(PlacementPoke::Evacuation, ctx)
+                    act.enqueue(LookAt::Evacuation, ctx)
                 });
             }
-            act.land(flight, ctx);
+            act.write_ended(write_under_way, ctx);
             let result = match done.error {
                 None => {
                     act.pacer.succeeded();
@@ -218,12 +218,7 @@ impl Placement {
     /// A write that failed: its work is looked at again, after 1 s for a
     /// 409 (a newer object's event brings it back too, should it not have
     /// come already), else after the backoff.
-    fn failed(
-        &mut self,
-        work: PlacementPoke,
-        error: IoError,
-        ctx: &mut Context<Self>,
-    ) -> DecisionResult {
+    fn failed(&mut self, work: LookAt, error: IoError, ctx: &mut Context<Self>) -> DecisionResult {
         if error.is_fenced() {
             // When this process leads again, every set is looked at afresh.
             return DecisionResult::Error(error.to_string());
@@ -262,21 +257,21 @@ impl Placement {
         }
     }
 
-    fn enqueue(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
-        let works: Vec<PlacementPoke> = match &work {
-            PlacementPoke::Claim(c) => self
+    fn enqueue(&mut self, work: LookAt, ctx: &mut Context<Self>) {
+        let works: Vec<LookAt> = match &work {
+            LookAt::Claim(c) => self
                 .by_claim
                 .get(c)
                 .into_iter()
                 .flatten()
-                .map(|v| PlacementPoke::Vmi(v.clone()))
+                .map(|v| LookAt::Vmi(v.clone()))
                 .collect(),
-            PlacementPoke::Capacity
-            | PlacementPoke::Freed { .. }
-            | PlacementPoke::NodesChanged
-            | PlacementPoke::Node(_)
-            | PlacementPoke::BudgetUsed(_)
-            | PlacementPoke::Namespace(_) => {
+            LookAt::Capacity
+            | LookAt::Freed { .. }
+            | LookAt::NodesChanged
+            | LookAt::Node(_)
+            | LookAt::BudgetUsed(_)
+            | LookAt::Namespace(_) => {
                 self.ask_recheck(work, ctx);
                 Vec::new()
             }
@@ -288,7 +283,7 @@ impl Placement {
 
     /// Waiting sets that `work` concerns look again, in one pass with the
     /// rest of the burst.
-    fn ask_recheck(&mut self, work: PlacementPoke, ctx: &mut Context<Self>) {
+    fn ask_recheck(&mut self, work: LookAt, ctx: &mut Context<Self>) {
         if self.recheck.is_empty() {
             // Behind whatever the mailbox holds: a burst is one pass.
             ctx.notify(Recheck);
@@ -313,8 +308,8 @@ impl Placement {
                         act.own.allocations.forget(&k);
                         // Room, budgets and a set held through it (rare:
                         // after a relist) all look again.
-                        act.enqueue(PlacementPoke::Capacity, ctx);
-                        act.enqueue(PlacementPoke::NodesChanged, ctx);
+                        act.enqueue(LookAt::Capacity, ctx);
+                        act.enqueue(LookAt::NodesChanged, ctx);
                     }
                     Err(error) => {
                         tracing::warn!(allocation = %k, %error, "cannot tell whether an allocation we wrote still exists; asking again");

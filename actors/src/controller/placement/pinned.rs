@@ -5,7 +5,7 @@
 //! would change nothing). An entry goes when its VMI leaves that state.
 
 use super::write::{VmiDelete, Write};
-use super::{Placement, PlacementPoke};
+use super::{LookAt, Placement};
 use crate::api::{Kind, ObjRef, Vmi};
 use crate::ports::Event;
 use crate::rules::{RuleId, unplaceable_pod};
@@ -115,7 +115,7 @@ impl Placement {
         let key = k.to_string();
         let h = ctx.run_later(wait, move |act, ctx| {
             act.pinned.timers.remove(&key);
-            act.enqueue(PlacementPoke::Vmi(key), ctx);
+            act.enqueue(LookAt::Vmi(key), ctx);
         });
         self.pinned.timers.insert(k.to_string(), (at, h));
     }
@@ -125,7 +125,7 @@ impl Placement {
     pub(super) fn recount_unplaceable(&mut self, ctx: &mut Context<Self>) {
         let keys: Vec<String> = self.pinned.since.keys().cloned().collect();
         for k in keys {
-            self.enqueue(PlacementPoke::Vmi(k), ctx);
+            self.enqueue(LookAt::Vmi(k), ctx);
         }
     }
 

@@ -5,36 +5,34 @@
 //! namespace with work does, so another tenant's VMI waits for at most one
 //! decision per busy namespace, not for the flood.
 
-use super::PlacementPoke;
+use super::LookAt;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 #[derive(Default)]
 pub struct FairQueue {
-    by_namespace: HashMap<String, VecDeque<PlacementPoke>>,
+    by_namespace: HashMap<String, VecDeque<LookAt>>,
     /// Namespaces with work, in the order they are served.
     turns: VecDeque<String>,
-    queued: HashSet<PlacementPoke>,
+    queued: HashSet<LookAt>,
 }
 
 /// The namespace a work item belongs to ("" for cluster-wide work).
-fn namespace(w: &PlacementPoke) -> &str {
+fn namespace(w: &LookAt) -> &str {
     match w {
-        PlacementPoke::Vmi(k) | PlacementPoke::Allocation(k) | PlacementPoke::Claim(k) => {
-            crate::world::split_key(k).0
-        }
-        PlacementPoke::Capacity
-        | PlacementPoke::Freed { .. }
-        | PlacementPoke::NodesChanged
-        | PlacementPoke::Node(_)
-        | PlacementPoke::BudgetUsed(_)
-        | PlacementPoke::Namespace(_)
-        | PlacementPoke::Evacuation => "",
+        LookAt::Vmi(k) | LookAt::Allocation(k) | LookAt::Claim(k) => crate::world::split_key(k).0,
+        LookAt::Capacity
+        | LookAt::Freed { .. }
+        | LookAt::NodesChanged
+        | LookAt::Node(_)
+        | LookAt::BudgetUsed(_)
+        | LookAt::Namespace(_)
+        | LookAt::Evacuation => "",
     }
 }
 
 impl FairQueue {
     /// Queues `w` behind its namespace's work, unless it is queued already.
-    pub fn push(&mut self, w: PlacementPoke) {
+    pub fn push(&mut self, w: LookAt) {
         if !self.queued.insert(w.clone()) {
             return;
         }
@@ -47,7 +45,7 @@ impl FairQueue {
     }
 
     /// The next work: the oldest of the namespace whose turn it is.
-    pub fn pop(&mut self) -> Option<PlacementPoke> {
+    pub fn pop(&mut self) -> Option<LookAt> {
         let ns = self.turns.pop_front()?;
         let q = self.by_namespace.get_mut(&ns)?;
         let w = q.pop_front()?;
@@ -75,8 +73,8 @@ impl FairQueue {
 mod tests {
     use super::*;
 
-    fn vmi(k: &str) -> PlacementPoke {
-        PlacementPoke::Vmi(k.into())
+    fn vmi(k: &str) -> LookAt {
+        LookAt::Vmi(k.into())
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! class's at its sets, a quota's at its namespace's. One pass for the
 //! whole burst, however many changes it holds.
 
-use super::PlacementPoke;
+use super::LookAt;
 use crate::rules::{NodesThatMatter, WaitReason};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -122,15 +122,15 @@ impl RecheckAsked {
             && self.namespaces.is_empty()
     }
 
-    /// Adds a poke that asks for a recheck (the others are work of their own).
-    pub fn ask(&mut self, poke: PlacementPoke) {
-        match poke {
-            PlacementPoke::Capacity => self.capacity = true,
-            PlacementPoke::NodesChanged => self.nodes = true,
-            PlacementPoke::Node(n) => {
+    /// Adds what to look at when it asks for a recheck (the others are work of their own).
+    pub fn ask(&mut self, look_at: LookAt) {
+        match look_at {
+            LookAt::Capacity => self.capacity = true,
+            LookAt::NodesChanged => self.nodes = true,
+            LookAt::Node(n) => {
                 self.changed_nodes.insert(n);
             }
-            PlacementPoke::Freed {
+            LookAt::Freed {
                 node,
                 class,
                 namespace,
@@ -139,16 +139,13 @@ impl RecheckAsked {
                 self.budgets_freed.insert(class);
                 self.quotas_freed.insert(namespace);
             }
-            PlacementPoke::BudgetUsed(class) => {
+            LookAt::BudgetUsed(class) => {
                 self.budgets.insert(class);
             }
-            PlacementPoke::Namespace(ns) => {
+            LookAt::Namespace(ns) => {
                 self.namespaces.insert(ns);
             }
-            PlacementPoke::Vmi(_)
-            | PlacementPoke::Allocation(_)
-            | PlacementPoke::Claim(_)
-            | PlacementPoke::Evacuation => {}
+            LookAt::Vmi(_) | LookAt::Allocation(_) | LookAt::Claim(_) | LookAt::Evacuation => {}
         }
     }
 
@@ -177,9 +174,9 @@ mod tests {
         }
     }
 
-    fn asked(pokes: impl IntoIterator<Item = PlacementPoke>) -> RecheckAsked {
+    fn asked(looks: impl IntoIterator<Item = LookAt>) -> RecheckAsked {
         let mut a = RecheckAsked::default();
-        for p in pokes {
+        for p in looks {
             a.ask(p);
         }
         a
@@ -209,26 +206,23 @@ mod tests {
         sets.insert("u/d", over);
         // Decided again: b now waits on n3, not n2.
         sets.insert("t/b", pinned_to("n3"));
-        for pokes in [
-            vec![PlacementPoke::Node("n1".into())],
-            vec![PlacementPoke::Node("n2".into())],
-            vec![
-                PlacementPoke::Node("n3".into()),
-                PlacementPoke::Node("n9".into()),
-            ],
-            vec![PlacementPoke::NodesChanged],
-            vec![PlacementPoke::Capacity],
-            vec![PlacementPoke::Namespace("u".into())],
+        for looks in [
+            vec![LookAt::Node("n1".into())],
+            vec![LookAt::Node("n2".into())],
+            vec![LookAt::Node("n3".into()), LookAt::Node("n9".into())],
+            vec![LookAt::NodesChanged],
+            vec![LookAt::Capacity],
+            vec![LookAt::Namespace("u".into())],
         ] {
-            let a = asked(pokes.clone());
-            assert_eq!(sets.concerned(&a), by_scan(&sets, &a), "{pokes:?}");
+            let a = asked(looks.clone());
+            assert_eq!(sets.concerned(&a), by_scan(&sets, &a), "{looks:?}");
         }
-        let a = asked([PlacementPoke::Node("n2".into())]);
+        let a = asked([LookAt::Node("n2".into())]);
         assert_eq!(sets.concerned(&a), vec!["t/c".to_string()]);
         sets.remove("t/c");
         sets.remove("t/b");
         assert!(
-            sets.concerned(&asked([PlacementPoke::Node("n3".into())]))
+            sets.concerned(&asked([LookAt::Node("n3".into())]))
                 .is_empty()
         );
         assert_eq!(sets.sets.len(), 2);
@@ -237,7 +231,7 @@ mod tests {
 
     #[test]
     fn g3_a_change_of_another_node_leaves_a_set_pinned_elsewhere_alone() {
-        let a = asked([PlacementPoke::Node("n2".into())]);
+        let a = asked([LookAt::Node("n2".into())]);
         assert!(!a.is_empty());
         assert!(!a.concerns("t/vm", &pinned_to("n1")));
         assert!(a.concerns("t/vm", &pinned_to("n2")));
@@ -245,7 +239,7 @@ mod tests {
 
     #[test]
     fn g3_a_node_made_deleted_or_relabelled_concerns_every_set_waiting_on_nodes() {
-        let a = asked([PlacementPoke::NodesChanged]);
+        let a = asked([LookAt::NodesChanged]);
         assert!(a.concerns("t/vm", &pinned_to("n1")));
         let over_budget = Waits {
             reason: WaitReason::OverBudget,
@@ -260,13 +254,13 @@ mod tests {
             nodes: NodesThatMatter::All,
             ..pinned_to("n1")
         };
-        assert!(asked([PlacementPoke::Node("n9".into())]).concerns("t/vm", &anywhere));
+        assert!(asked([LookAt::Node("n9".into())]).concerns("t/vm", &anywhere));
         assert!(!asked([]).concerns("t/vm", &anywhere));
     }
 
     #[test]
     fn g3_gpus_freed_on_a_node_reach_its_sets_and_those_over_its_class_budget_or_quota() {
-        let freed = asked([PlacementPoke::Freed {
+        let freed = asked([LookAt::Freed {
             node: "n2".into(),
             class: "h100".into(),
             namespace: "t".into(),
@@ -291,17 +285,13 @@ mod tests {
 
     #[test]
     fn g5_budget_and_namespace_pokes_reach_their_sets_whatever_their_nodes() {
-        assert!(
-            asked([PlacementPoke::BudgetUsed("h100".into())]).concerns("t/vm", &pinned_to("n1"))
-        );
-        assert!(
-            !asked([PlacementPoke::BudgetUsed("a100".into())]).concerns("t/vm", &pinned_to("n1"))
-        );
+        assert!(asked([LookAt::BudgetUsed("h100".into())]).concerns("t/vm", &pinned_to("n1")));
+        assert!(!asked([LookAt::BudgetUsed("a100".into())]).concerns("t/vm", &pinned_to("n1")));
         let quota = Waits {
             reason: WaitReason::OverQuota,
             ..pinned_to("n1")
         };
-        assert!(asked([PlacementPoke::Namespace("t".into())]).concerns("t/vm", &quota));
-        assert!(!asked([PlacementPoke::Namespace("u".into())]).concerns("t/vm", &quota));
+        assert!(asked([LookAt::Namespace("t".into())]).concerns("t/vm", &quota));
+        assert!(!asked([LookAt::Namespace("u".into())]).concerns("t/vm", &quota));
     }
 }

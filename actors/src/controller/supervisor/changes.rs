@@ -4,7 +4,7 @@
 
 use super::Supervisor;
 use crate::api::{DecodeError, GPUClaim, NodeFacts, vmi_owner};
-use crate::controller::placement::{PlacementPoke, Relisted};
+use crate::controller::placement::{LookAt, Relisted};
 use crate::controller::{ClaimRole, ClassRole, QuotaRole};
 use crate::ports::{Kind, Obj};
 use crate::world::devices::DevicesChange;
@@ -43,18 +43,18 @@ impl Supervisor {
             self.decide_again::<ClassRole>(c, ctx);
         }
         if !d.classes.is_empty() {
-            self.place(PlacementPoke::Capacity);
+            self.place(LookAt::Capacity);
         }
         for node in d.nodes {
             // D6: the claims there whose devices came or went first.
             for c in self.env.world.claims_on_node(&node) {
                 self.decide_again::<ClaimRole>(&c, ctx);
             }
-            self.place(PlacementPoke::Node(node));
+            self.place(LookAt::Node(node));
         }
         // D5: a template or a launcher pod's ResourceClaim came or changed.
         for v in d.vmis {
-            self.place(PlacementPoke::Vmi(v));
+            self.place(LookAt::Vmi(v));
         }
     }
 
@@ -77,12 +77,12 @@ impl Supervisor {
     fn claim_changed(&mut self, c: ClaimChange, ctx: &mut Context<Self>) {
         // E2: a claim moved or waiting may end or block an evacuation.
         if c.new_version && self.env.world.evacuation_has_work() {
-            self.place(PlacementPoke::Evacuation);
+            self.place(LookAt::Evacuation);
         }
         if c.new_version {
             self.decide_again::<ClaimRole>(&c.key, ctx);
             self.claim_to_placement(&c.key, c.old.as_deref(), c.now.as_deref());
-            self.place(PlacementPoke::Claim(c.key.clone()));
+            self.place(LookAt::Claim(c.key.clone()));
         }
         if !c.usage_changed.is_empty() {
             // Q2: the namespace's quotas show what its claims hold.
@@ -116,20 +116,20 @@ impl Supervisor {
         }
         let why = (!gone).then(|| error.to_string());
         if self.env.world.set_unreadable(kind, name, why) {
-            self.place(PlacementPoke::Namespace(split_key(name).0.to_string()));
+            self.place(LookAt::Namespace(split_key(name).0.to_string()));
         }
     }
 
     fn quota_changed(&mut self, q: QuotaChange, ctx: &mut Context<Self>) {
         // A quota that can be read again is no longer unreadable.
         if self.env.world.set_unreadable(Kind::Quota, &q.key, None) {
-            self.place(PlacementPoke::Namespace(split_key(&q.key).0.to_string()));
+            self.place(LookAt::Namespace(split_key(&q.key).0.to_string()));
         }
         self.decide_again::<QuotaRole>(&q.key, ctx);
         // Q1: a quota made, removed or given other limits: the namespace's
         // waiting sets look again (its own status writes are no such change).
         if q.spec_changed {
-            self.place(PlacementPoke::Namespace(split_key(&q.key).0.to_string()));
+            self.place(LookAt::Namespace(split_key(&q.key).0.to_string()));
         }
     }
 
@@ -139,11 +139,11 @@ impl Supervisor {
         let (ns, _) = split_key(k);
         for c in old.into_iter().chain(now) {
             if let (true, Some((owner, _))) = (c.is_template(), vmi_owner(&c.metadata)) {
-                self.place(PlacementPoke::Vmi(key(ns, owner)));
+                self.place(LookAt::Vmi(key(ns, owner)));
             }
         }
         if now.map(|c| &c.metadata.uid) != old.map(|c| &c.metadata.uid) {
-            self.place(PlacementPoke::Allocation(k.to_string()));
+            self.place(LookAt::Allocation(k.to_string()));
         }
     }
 
@@ -158,18 +158,18 @@ impl Supervisor {
         // A class made, removed, or given more budget or other nodes:
         // waiting sets look again (its own status writes are no such change).
         if c.spec_changed {
-            self.place(PlacementPoke::Capacity);
+            self.place(LookAt::Capacity);
         }
         // G2: a VMI that asks for GPUs in its spec alone asks for a class
         // that serves them; a class made, deleted or changed may change
         // which (or whether any).
         for r in &c.serving_changed {
             for v in self.env.world.vmis_requesting(r) {
-                self.place(PlacementPoke::Vmi(v));
+                self.place(LookAt::Vmi(v));
             }
         }
         for v in c.dra_vmis.iter().cloned() {
-            self.place(PlacementPoke::Vmi(v));
+            self.place(LookAt::Vmi(v));
         }
         // L4 asks whether the class's resource is covered by a node's lost set.
         if c.resource_changed {
@@ -183,25 +183,25 @@ impl Supervisor {
         // Its claim first: whether it holds GPUs without an allocation.
         self.decide_again::<ClaimRole>(&a.key, ctx);
         // An orphan to delete, or (deleted) one placement deleted itself.
-        self.place(PlacementPoke::Allocation(a.key.clone()));
+        self.place(LookAt::Allocation(a.key.clone()));
         if let Some(f) = a.freed {
             let namespace = split_key(&a.key).0.to_string();
-            self.place(PlacementPoke::Freed {
+            self.place(LookAt::Freed {
                 node: f.node,
                 class: f.class,
                 namespace,
             });
         }
         if let Some(node) = a.taken {
-            self.place(PlacementPoke::Node(node));
+            self.place(LookAt::Node(node));
         }
         if let Some(class) = a.budget_used {
-            self.place(PlacementPoke::BudgetUsed(class));
+            self.place(LookAt::BudgetUsed(class));
         }
         // Q1 is checked before the nodes: the namespace's sets waiting on
         // nodes may now wait OverQuota (a fresh controller would say so).
         if let Some(ns) = a.quota_used {
-            self.place(PlacementPoke::Namespace(ns));
+            self.place(LookAt::Namespace(ns));
         }
         // D2: a DRA record's devices held or let go: the classes count
         // again, the sets waiting on those nodes look again.
@@ -212,7 +212,7 @@ impl Supervisor {
             }
             // The node lost (or got back) devices: the sets waiting on it
             // count it under another filter (G3's DevicesLost).
-            self.place(PlacementPoke::Node(node));
+            self.place(LookAt::Node(node));
         }
     }
 
@@ -226,12 +226,12 @@ impl Supervisor {
             }
         }
         if v.life_changed || v.request_changed {
-            self.place(PlacementPoke::Vmi(v.key.clone()));
+            self.place(LookAt::Vmi(v.key.clone()));
         }
         // E2: a VM restarted off an evacuating node runs again (a phase
         // change: any new version), or a VMI holding GPUs there came or went.
         if self.env.world.evacuation_has_work() {
-            self.place(PlacementPoke::Evacuation);
+            self.place(LookAt::Evacuation);
         }
     }
 
@@ -249,10 +249,10 @@ impl Supervisor {
         // Waiting message counts (a fresh controller would say it, and a
         // converged cluster gets no writes on restart, I5).
         for node in p.use_changed {
-            self.place(PlacementPoke::Node(node.to_string()));
+            self.place(LookAt::Node(node.to_string()));
         }
         for v in p.vmis {
-            self.place(PlacementPoke::Vmi(v));
+            self.place(LookAt::Vmi(v));
         }
     }
 
@@ -267,7 +267,7 @@ impl Supervisor {
         let restarts_changed =
             n.old.as_ref().map(|f| &f.restarts) != n.now.as_ref().map(|f| &f.restarts);
         if evacuating(&n.old) || evacuating(&n.now) || restarts_changed {
-            self.place(PlacementPoke::Evacuation);
+            self.place(LookAt::Evacuation);
         }
         // The node's claims first: G6 and L4 are the writes this change
         // owes, and they should not queue behind placement's look.
@@ -284,9 +284,9 @@ impl Supervisor {
         // nodes pass a set's affinity changes only with nodes made, deleted
         // or relabelled; any other change matters to the sets it may take.
         if n.old.as_ref().map(|f| &f.labels) != n.now.as_ref().map(|f| &f.labels) {
-            self.place(PlacementPoke::NodesChanged);
+            self.place(LookAt::NodesChanged);
         } else {
-            self.place(PlacementPoke::Node(n.name));
+            self.place(LookAt::Node(n.name));
         }
     }
 

@@ -16,7 +16,7 @@ use super::Env;
 use super::claim::{ClaimRole, ClaimTrace, GetTrace};
 use super::class::{ClassRole, Released};
 use super::messages::{ActorStopped, ClaimReleased, Ping};
-use super::placement::{ConfigReloaded, Placement, PlacementPoke, PlacementWork};
+use super::placement::{ConfigReloaded, LookAt, Placement, PlacementWork};
 use super::quota::QuotaRole;
 use crate::config::Config;
 use crate::ports::Kind;
@@ -99,7 +99,7 @@ impl Supervisor {
         }
     }
 
-    fn place(&self, work: PlacementPoke) {
+    fn place(&self, work: LookAt) {
         if let (true, Some(p)) = (self.readiness.deciding(), &self.placement) {
             p.do_send(PlacementWork {
                 work,
@@ -113,14 +113,14 @@ impl Supervisor {
     fn all_decide_again(&mut self, ctx: &mut Context<Self>) {
         let w = self.env.world.clone();
         for v in w.keys(Kind::Vmi) {
-            self.place(PlacementPoke::Vmi(v));
+            self.place(LookAt::Vmi(v));
         }
         for r in w.keys(Kind::Allocation) {
-            self.place(PlacementPoke::Allocation(r));
+            self.place(LookAt::Allocation(r));
         }
         // E2: after the sets, so that a restart's new VMI is decided first.
         if w.evacuation_has_work() {
-            self.place(PlacementPoke::Evacuation);
+            self.place(LookAt::Evacuation);
         }
         for k in w.keys(Kind::Claim) {
             self.decide_again::<ClaimRole>(&k, ctx);
@@ -167,7 +167,7 @@ impl Handler<WorldEvent> for Supervisor {
                     })
                     .collect();
                 for ns in self.env.world.relisted_unreadable(kind, &found) {
-                    self.place(PlacementPoke::Namespace(ns));
+                    self.place(LookAt::Namespace(ns));
                 }
                 self.served(kind, true, ctx);
                 self.relisted(kind, objects, list_rv, &found, ctx)

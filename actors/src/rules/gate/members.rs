@@ -18,7 +18,7 @@ pub(super) struct Member {
     pub claim: Arc<GPUClaim>,
     pub resource: String,
     /// The node of its allocation (the cache's, or one we wrote), if any.
-    pub recorded_on: Option<String>,
+    pub allocation_node: Option<String>,
     /// Lost, or placed on a node that failed (G6 is about to say Lost),
     /// or whose allocation a move cut short already names another node
     /// than its status: it holds no node and moves.
@@ -34,7 +34,7 @@ pub(super) struct Member {
 impl Member {
     /// Where it holds its GPUs, if anywhere.
     pub fn held_on(&self) -> Option<&str> {
-        held_on(&self.claim, self.recorded_on.as_deref())
+        held_on(&self.claim, self.allocation_node.as_deref())
     }
 
     /// Whether it holds its GPUs on `node` (and does not move already).
@@ -45,10 +45,10 @@ impl Member {
 
 /// Where a claim holds GPUs: its status for a placed claim, its
 /// allocation for a Pending one whose placement was cut short.
-fn held_on<'a>(c: &'a GPUClaim, recorded_on: Option<&'a str>) -> Option<&'a str> {
+fn held_on<'a>(c: &'a GPUClaim, allocation_node: Option<&'a str>) -> Option<&'a str> {
     match c.phase() {
         ClaimPhase::Bound | ClaimPhase::Attached => c.node_name(),
-        ClaimPhase::Pending => recorded_on,
+        ClaimPhase::Pending => allocation_node,
         ClaimPhase::Lost => None,
     }
 }
@@ -211,7 +211,7 @@ fn member(
     );
     // What placement wrote that the cache does not show yet is the newer
     // of the two (a move's allocation while the watch lags behind it).
-    let recorded = written
+    let allocated = written
         .get(w, &k)
         .filter(|s| s.claim_uid == uid)
         .map(|s| (s.node_name.clone(), s.devices.clone()))
@@ -220,14 +220,15 @@ fn member(
                 .filter(|r| r.spec.claim_uid == uid)
                 .map(|r| (r.spec.node_name.clone(), r.spec.devices.clone()))
         });
-    let (recorded_on, devices) = match recorded {
+    let (allocation_node, devices) = match allocated {
         Some((node, devices)) => (Some(node), devices.iter().map(DeviceId::from).collect()),
         None => (None, Vec::new()),
     };
-    let node = held_on(c, recorded_on.as_deref());
+    let node = held_on(c, allocation_node.as_deref());
     // A move cut short (E1, G6): the allocation names the new node, the
     // status still the old one; the set is placed afresh, as a move.
-    let cut_short = node.is_some() && recorded_on.is_some() && node != recorded_on.as_deref();
+    let cut_short =
+        node.is_some() && allocation_node.is_some() && node != allocation_node.as_deref();
     let moves = c.phase() == ClaimPhase::Lost
         || cut_short
         || node.is_some_and(|n| crate::rules::lost::node_failed(w, n, &resource).is_some())
@@ -244,7 +245,7 @@ fn member(
     Member {
         claim: c.clone(),
         resource,
-        recorded_on,
+        allocation_node,
         moves,
         moved_from: None,
         dra,

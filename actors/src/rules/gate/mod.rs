@@ -252,7 +252,7 @@ fn place_on(
     // a member moves (its node failed) decides which node holds the set.
     let member_nodes = members.iter().flat_map(|m| {
         let on = m.claim.node_name().map(str::to_string);
-        on.into_iter().chain(m.recorded_on.clone())
+        on.into_iter().chain(m.allocation_node.clone())
     });
     let node = ask
         .choose(held.as_deref())
@@ -278,7 +278,9 @@ fn place_on(
 fn unplaced(members: &[Member]) -> Vec<&Member> {
     members
         .iter()
-        .filter(|m| m.moves || (m.claim.phase() == ClaimPhase::Pending && m.recorded_on.is_none()))
+        .filter(|m| {
+            m.moves || (m.claim.phase() == ClaimPhase::Pending && m.allocation_node.is_none())
+        })
         .collect()
 }
 
@@ -312,8 +314,8 @@ impl<'a> Ask<'a> {
                     let mut ask = devices::DeviceAsk::of(m.dra.as_ref()?).ok()?;
                     // A claim placed again may keep its own devices.
                     ask.own.splice(0..0, m.devices.iter().cloned());
-                    ask.recorded = m.devices.clone();
-                    ask.record = key(
+                    ask.allocated = m.devices.clone();
+                    ask.allocation = key(
                         m.claim.metadata.namespace.as_deref().unwrap_or_default(),
                         m.claim.metadata.name.as_deref().unwrap_or_default(),
                     );
@@ -325,7 +327,7 @@ impl<'a> Ask<'a> {
                 .iter()
                 .filter(|m| m.dra.is_none())
                 .filter_map(|m| {
-                    let node = m.recorded_on.clone()?;
+                    let node = m.allocation_node.clone()?;
                     Some((node, m.resource.clone(), u64::from(m.claim.spec.count)))
                 })
                 .collect(),
@@ -357,7 +359,7 @@ fn check_budgets(
     unplaced: &[&Member],
 ) -> Result<(), Waiting> {
     let mut new_by_class: BTreeMap<&str, u64> = BTreeMap::new();
-    for m in unplaced.iter().filter(|m| m.recorded_on.is_none()) {
+    for m in unplaced.iter().filter(|m| m.allocation_node.is_none()) {
         add_to(
             &mut new_by_class,
             &m.claim.spec.class_name,

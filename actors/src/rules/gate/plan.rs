@@ -24,7 +24,7 @@ pub enum AllocationWrite {
 
 impl AllocationWrite {
     /// The allocation as it is to be written.
-    pub fn record(&self) -> &GPUAllocation {
+    pub fn allocation(&self) -> &GPUAllocation {
         match self {
             AllocationWrite::Create(r) | AllocationWrite::Move(r) => r,
         }
@@ -93,7 +93,7 @@ pub(super) fn plan(
     let allocations = unplaced
         .iter()
         .zip(&taking)
-        .filter(|(m, _)| m.recorded_on.as_deref() != Some(node) || m.dra.is_some())
+        .filter(|(m, _)| m.allocation_node.as_deref() != Some(node) || m.dra.is_some())
         .map(|(m, devices)| {
             let c = &m.claim;
             let r = GPUAllocation {
@@ -115,7 +115,7 @@ pub(super) fn plan(
                     devices: devices.iter().flatten().map(Into::into).collect(),
                 },
             };
-            if m.recorded_on.is_some() {
+            if m.allocation_node.is_some() {
                 AllocationWrite::Move(r)
             } else {
                 AllocationWrite::Create(r)

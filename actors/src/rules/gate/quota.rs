@@ -37,7 +37,7 @@ pub(super) fn check_quotas(
         return Ok(());
     }
     let mut add: BTreeMap<&str, u64> = BTreeMap::new();
-    for m in unplaced.iter().filter(|m| m.recorded_on.is_none()) {
+    for m in unplaced.iter().filter(|m| m.allocation_node.is_none()) {
         add_to(
             &mut add,
             &m.claim.spec.class_name,
@@ -49,7 +49,7 @@ pub(super) fn check_quotas(
         return Ok(());
     }
     let held = |class: Option<&str>| {
-        w.recorded_in_namespace(ns, class)
+        w.allocated_in_namespace(ns, class)
             .saturating_add(written.in_namespace(w, ns, class))
     };
     for q in &quotas {

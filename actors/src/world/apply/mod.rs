@@ -209,7 +209,7 @@ impl World {
         .then(|| r.spec.node_name.clone());
         let quota_used = (!deleted && old.is_none() && self.has_quotas(ns)).then(|| ns.to_string());
         // D2: its devices are held while it records them.
-        let devices = self.record_changed(&k, (!deleted).then_some(&r));
+        let devices = self.allocation_devices_changed(&k, (!deleted).then_some(&r));
         self.put_allocation(&k, (!deleted).then(|| Arc::new(r)));
         let lost_changed = places
             .iter()

@@ -19,7 +19,7 @@ pub struct DeviceFacts {
     /// The ResourceClaim whose allocation names it.
     pub held_by: Option<String>,
     /// The GPUAllocation that records it.
-    pub recorded_by: Option<String>,
+    pub allocated_by: Option<String>,
 }
 
 /// Taints that keep a device from new allocations (as the scheduler's
@@ -167,7 +167,7 @@ impl DeviceIndex {
 
     /// D2: a ResourceClaim's allocation or a GPUAllocation names it.
     fn is_held(&self, id: &DeviceId) -> bool {
-        self.holders.contains_key(id) || self.recorded.contains_key(id)
+        self.holders.contains_key(id) || self.allocated.contains_key(id)
     }
 
     /// D2's capacity of `class` on `node`: the devices that serve it
@@ -177,7 +177,7 @@ impl DeviceIndex {
         let n = self
             .serving(class, node)
             .filter(|id| {
-                self.recorded.get(id).is_some_and(|(_, c)| c == class)
+                self.allocated.get(id).is_some_and(|(_, c)| c == class)
                     || self.is_free(id, node, &mut left)
             })
             .count();
@@ -207,7 +207,7 @@ impl DeviceIndex {
                 .cloned()
                 .collect(),
             held_by: self.holders.get(id).cloned(),
-            recorded_by: self.recorded.get(id).map(|(r, _)| r.clone()),
+            allocated_by: self.allocated.get(id).map(|(r, _)| r.clone()),
         })
     }
 }

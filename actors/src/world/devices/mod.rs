@@ -159,14 +159,21 @@ impl World {
     }
 
     /// D2: a GPUAllocation's devices are held while it records them.
-    pub(super) fn record_changed(&self, k: &str, now: Option<&GPUAllocation>) -> DevicesChange {
+    pub(super) fn allocation_devices_changed(
+        &self,
+        k: &str,
+        now: Option<&GPUAllocation>,
+    ) -> DevicesChange {
         let (class, devices) = now.map_or((String::new(), Vec::new()), |r| {
             (
                 r.spec.class_name.clone(),
                 r.spec.devices.iter().map(DeviceId::from).collect(),
             )
         });
-        let change = self.devices.write().put_record(k, &class, devices);
+        let change = self
+            .devices
+            .write()
+            .put_allocation_devices(k, &class, devices);
         self.dra_free_moved(&change);
         change
     }
@@ -180,7 +187,7 @@ impl World {
         id: &DeviceId,
         class: &str,
         node: &str,
-        record: &str,
+        allocation: &str,
         claim: &str,
     ) -> bool {
         let d = self.devices.read();
@@ -192,7 +199,10 @@ impl World {
         };
         !facts.taints.iter().any(free::keeps_off)
             && facts.held_by.as_deref().is_none_or(|h| h == claim)
-            && facts.recorded_by.as_deref().is_none_or(|r| r == record)
+            && facts
+                .allocated_by
+                .as_deref()
+                .is_none_or(|r| r == allocation)
     }
 
     /// D3: whether every selector of a request takes the device (an
@@ -241,8 +251,8 @@ impl World {
     }
 
     /// The GPUAllocation (`ns/name`) that records the device, if any.
-    pub fn device_recorded_by(&self, id: &DeviceId) -> Option<String> {
-        self.devices.read().recorded_by(id).map(str::to_string)
+    pub fn device_allocated_by(&self, id: &DeviceId) -> Option<String> {
+        self.devices.read().allocated_by(id).map(str::to_string)
     }
 
     /// A GPUClass made, changed or removed: its devices, if it is a DRA

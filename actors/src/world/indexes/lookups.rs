@@ -119,11 +119,11 @@ impl World {
 
     /// GPUs recorded in namespace `ns` for `class`, or for every class
     /// when `class` is None: what Q1 counts (as budgets, from records).
-    pub fn recorded_in_namespace(&self, ns: &str, class: Option<&str>) -> u64 {
+    pub fn allocated_in_namespace(&self, ns: &str, class: Option<&str>) -> u64 {
         let idx = &self.idx;
         per_namespace(
-            &idx.recorded_by_namespace,
-            &idx.recorded_by_namespace_total,
+            &idx.allocated_by_namespace,
+            &idx.allocated_by_namespace_total,
             ns,
             class,
         )

@@ -51,8 +51,8 @@ pub(crate) struct Indexes {
     pub namespace_usage: DashMap<(String, String), u64>,
     pub namespace_usage_total: DashMap<String, u64>,
     /// Per (namespace, class), and per namespace: GPUs recorded (Q1).
-    pub recorded_by_namespace: DashMap<(String, String), u64>,
-    pub recorded_by_namespace_total: DashMap<String, u64>,
+    pub allocated_by_namespace: DashMap<(String, String), u64>,
+    pub allocated_by_namespace_total: DashMap<String, u64>,
     /// The nodes tainted for evacuation (E2).
     pub evacuating: DashMap<String, ()>,
     /// The nodes that keep restarts under way (E2's `RestartMark`s),
@@ -115,7 +115,7 @@ fn claim_terms(c: &GPUClaim) -> ClaimTerms {
     let counts = c.phase().counts_against_budget();
     let usage = ClassUsage {
         allocated: if counts { u64::from(c.spec.count) } else { 0 },
-        holders: u64::from(counts && !crate::rules::released(c)),
+        holders: u64::from(counts && !c.is_released()),
     };
     ClaimTerms {
         vmis,
@@ -264,8 +264,8 @@ impl World {
         shift(&idx.allocated, place, gpus, by);
         let ns = r.metadata.namespace.clone().unwrap_or_default();
         let by_class = (ns.clone(), s.class_name.clone());
-        shift(&idx.recorded_by_namespace, by_class, gpus, by);
-        shift(&idx.recorded_by_namespace_total, ns, gpus, by);
+        shift(&idx.allocated_by_namespace, by_class, gpus, by);
+        shift(&idx.allocated_by_namespace_total, ns, gpus, by);
     }
 
     /// Stores a quota (None removes it); returns the old one.

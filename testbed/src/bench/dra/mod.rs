@@ -149,10 +149,10 @@ pub fn measure(
             let (mut slice, mut by_node) = (Vec::new(), Vec::new());
             let (mut writes, mut writes_min) = (0, 0);
             let slices = slice_names(&s);
-            let mut records_on: std::collections::HashMap<String, usize> = Default::default();
+            let mut allocations_on: std::collections::HashMap<String, usize> = Default::default();
             for r in s.list("GPUAllocation").0 {
                 let n = r["spec"]["nodeName"].as_str().unwrap_or_default();
-                *records_on.entry(n.to_string()).or_default() += 1;
+                *allocations_on.entry(n.to_string()).or_default() += 1;
             }
             for j in 0..changes {
                 // Slice changes on even nodes, node changes on odd ones.
@@ -169,7 +169,7 @@ pub fn measure(
                     let moved = if is_slice {
                         1
                     } else {
-                        records_on.get(&node).copied().unwrap_or_default() + 1
+                        allocations_on.get(&node).copied().unwrap_or_default() + 1
                     };
                     let (kind, obj, sub) = if is_slice {
                         (

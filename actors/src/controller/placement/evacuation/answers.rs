@@ -3,7 +3,7 @@
 //! first restart times out.
 
 use super::*;
-use crate::controller::placement::{Placement, PlacementPoke};
+use crate::controller::placement::{LookAt, Placement};
 use actix::prelude::*;
 use k8s_openapi::jiff::Timestamp;
 
@@ -16,7 +16,7 @@ impl Placement {
         ctx: &mut Context<Self>,
     ) {
         tracing::debug!(vm, rule = "E2", "restart under way");
-        self.enqueue(PlacementPoke::Evacuation, ctx);
+        self.enqueue(LookAt::Evacuation, ctx);
     }
 
     /// A restart's delete did not land (the VMI changed, or a write
@@ -34,7 +34,7 @@ impl Placement {
             self.evac.pending.remove(uid);
         }
         ctx.run_later(crate::controller::placement::CONFLICT_RETRY, |act, ctx| {
-            act.enqueue(PlacementPoke::Evacuation, ctx)
+            act.enqueue(LookAt::Evacuation, ctx)
         });
     }
 
@@ -59,9 +59,9 @@ impl Placement {
         self.evac
             .kept
             .insert(uid.to_string(), (why.to_string(), now));
-        self.enqueue(PlacementPoke::Evacuation, ctx);
+        self.enqueue(LookAt::Evacuation, ctx);
         ctx.run_later(REREAD_KEPT, |act, ctx| {
-            act.enqueue(PlacementPoke::Evacuation, ctx);
+            act.enqueue(LookAt::Evacuation, ctx);
         });
     }
 
@@ -104,7 +104,7 @@ impl Placement {
         let wait = at.saturating_duration_since(self.env.clock.now());
         let h = ctx.run_later(wait, |act, ctx| {
             act.evac.timer = None;
-            act.enqueue(PlacementPoke::Evacuation, ctx);
+            act.enqueue(LookAt::Evacuation, ctx);
         });
         self.evac.timer = Some((at, h));
     }

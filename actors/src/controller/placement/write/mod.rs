@@ -95,7 +95,11 @@ impl Write {
                 .statuses
                 .iter()
                 .map(|(c, _)| claim_key(c))
-                .chain(plan.allocations.iter().map(|a| record_key(a.record())))
+                .chain(
+                    plan.allocations
+                        .iter()
+                        .map(|a| allocation_key(a.allocation())),
+                )
                 .collect(),
             Write::Wait(changes) => changes.iter().map(|(c, _)| claim_key(c)).collect(),
             Write::DeleteVmi(_) | Write::EndRestarts(_) => Vec::new(),
@@ -137,7 +141,7 @@ pub(super) struct WritesDone {
     pub error: Option<IoError>,
 }
 
-pub(super) fn record_key(r: &GPUAllocation) -> String {
+pub(super) fn allocation_key(r: &GPUAllocation) -> String {
     key(
         r.metadata.namespace.as_deref().unwrap_or_default(),
         r.metadata.name.as_deref().unwrap_or_default(),

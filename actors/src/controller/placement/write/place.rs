@@ -26,7 +26,7 @@ pub(super) async fn place(env: &Env, plan: Plan, done: &mut WritesDone) -> Resul
     let moved = |k: &str| moved.iter().find(|(m, _)| m == k).map(|(_, from)| from);
     let rule_of = |k: &str| moved(k).map_or(RuleId::G4, |_| RuleId::E1);
     for r in allocations {
-        let rule = rule_of(&record_key(r.record()));
+        let rule = rule_of(&allocation_key(r.allocation()));
         write_allocation(env, &node, r, rule, done).await?;
     }
     for d in device_claims {
@@ -61,7 +61,7 @@ pub(super) async fn write_allocation(
         AllocationWrite::Create(rec) => (true, rec),
         AllocationWrite::Move(rec) => (false, rec),
     };
-    let k = record_key(&rec);
+    let k = allocation_key(&rec);
     tracing::info!(claim = %k, rule = %rule, node = %node, intent = "allocate", "writing");
     let spec = rec.spec.clone();
     let what = Obj::Allocation(rec.clone()).obj_ref();

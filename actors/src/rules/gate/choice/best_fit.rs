@@ -145,7 +145,7 @@ impl Ask<'_> {
             .chain(
                 self.devices
                     .iter()
-                    .flat_map(|a| a.own.iter().chain(&a.recorded)),
+                    .flat_map(|a| a.own.iter().chain(&a.allocated)),
             )
             .filter_map(|d| self.w.device(d).map(|f| f.node))
             .collect();

@@ -23,12 +23,12 @@ pub struct DeviceAsk {
     pub class: String,
     /// `ns/name` of its ResourceClaim, and of its record.
     pub claim: String,
-    pub record: String,
+    pub allocation: String,
     /// The devices it holds already (its record's, its ResourceClaim's):
     /// open to it again where they still serve and are untainted.
     pub own: Vec<DeviceId>,
     /// Of them, its record's (ours, maybe not seen yet).
-    pub recorded: Vec<DeviceId>,
+    pub allocated: Vec<DeviceId>,
     pub match_attribute: Option<String>,
     /// The requests of its ResourceClaim that name the class's
     /// DeviceClass, in order.
@@ -113,9 +113,9 @@ impl DeviceAsk {
             .unwrap_or_default();
         Ok(Self {
             claim: m.claim_key.clone(),
-            record: String::new(),
+            allocation: String::new(),
             own,
-            recorded: Vec::new(),
+            allocated: Vec::new(),
             class: m.class.metadata.name.clone().unwrap_or_default(),
             match_attribute: m.class.spec.match_attribute.clone(),
             requests: asks,
@@ -176,8 +176,9 @@ pub(super) fn candidates(
     let mut out: Vec<DeviceId> = Vec::new();
     for d in &a.own {
         // One our unseen writes gave another claim is not open to it.
-        let ours = !held.contains(d) || a.recorded.contains(d);
-        if ours && !out.contains(d) && w.device_open_to(d, &a.class, node, &a.record, &a.claim) {
+        let ours = !held.contains(d) || a.allocated.contains(d);
+        if ours && !out.contains(d) && w.device_open_to(d, &a.class, node, &a.allocation, &a.claim)
+        {
             out.push(d.clone());
         }
     }

@@ -77,33 +77,38 @@ impl DeviceIndex {
 
     /// D2: a GPUAllocation records these devices (none: it records none
     /// any more). The nodes whose devices' holds moved.
-    pub fn put_record(&mut self, k: &str, class: &str, devices: Vec<DeviceId>) -> DevicesChange {
-        let before = self.records.remove(k).unwrap_or_default();
+    pub fn put_allocation_devices(
+        &mut self,
+        k: &str,
+        class: &str,
+        devices: Vec<DeviceId>,
+    ) -> DevicesChange {
+        let before = self.by_allocation.remove(k).unwrap_or_default();
         if before == devices {
             if !devices.is_empty() {
-                self.records.insert(k.to_string(), devices);
+                self.by_allocation.insert(k.to_string(), devices);
             }
             return DevicesChange::default();
         }
         for id in &before {
-            if self.recorded.get(id).is_some_and(|(r, _)| r == k) {
-                self.recorded.remove(id);
+            if self.allocated.get(id).is_some_and(|(r, _)| r == k) {
+                self.allocated.remove(id);
             }
         }
         for id in &devices {
-            self.recorded
+            self.allocated
                 .insert(id.clone(), (k.to_string(), class.to_string()));
         }
         let change = self.touched(before.iter().chain(&devices));
         if !devices.is_empty() {
-            self.records.insert(k.to_string(), devices);
+            self.by_allocation.insert(k.to_string(), devices);
         }
         change
     }
 
     /// The GPUAllocation (`ns/name`) that records the device, if any.
-    pub fn recorded_by(&self, id: &DeviceId) -> Option<&str> {
-        self.recorded.get(id).map(|(r, _)| r.as_str())
+    pub fn allocated_by(&self, id: &DeviceId) -> Option<&str> {
+        self.allocated.get(id).map(|(r, _)| r.as_str())
     }
 
     /// D2: a DeviceTaintRule made, changed or removed. Rules are few and

@@ -108,9 +108,9 @@ pub(super) struct DeviceIndex {
     /// D2, D3: per device, the GPUAllocation (`ns/name`) that records it
     /// and that record's class: held, whether or not its ResourceClaim
     /// is allocated yet.
-    pub(super) recorded: HashMap<DeviceId, (String, String)>,
+    pub(super) allocated: HashMap<DeviceId, (String, String)>,
     /// Per GPUAllocation, the devices it records.
-    records: HashMap<String, Vec<DeviceId>>,
+    by_allocation: HashMap<String, Vec<DeviceId>>,
     /// D5: ResourceClaimTemplates, by `ns/name`.
     templates: HashMap<String, Arc<ResourceClaimTemplate>>,
     /// D2: DeviceTaintRules, by name (few: a platform's).

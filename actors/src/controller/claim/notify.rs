@@ -60,7 +60,7 @@ impl ClaimActor {
         }
     }
 
-    pub(super) fn tell_released(&self) {
+    pub(super) fn notify_class_of_release(&self) {
         let Some(claim) = self.env.world.claim(&self.key) else {
             return;
         };

@@ -7,29 +7,29 @@
 //! it, and let go of when the write ends if it did not land. How many
 //! may be under way is `placement.writesInFlight` in the config.
 
-use super::write::{Write, record_key};
-use super::{Placement, PlacementPoke};
+use super::write::{Write, allocation_key};
+use super::{LookAt, Placement};
 use crate::api::PodUse;
 use crate::rules::Assumed;
 use crate::world::key;
 use std::collections::HashSet;
 
 #[derive(Default)]
-pub struct InFlight {
+pub struct UnderWay {
     vmis: HashSet<String>,
     claims: HashSet<String>,
     /// Work that came for a VMI or an allocation under way (each once).
-    parked: Vec<PlacementPoke>,
+    parked: Vec<LookAt>,
 }
 
 /// What one write is about, and what it assumed.
-pub struct Flight {
+pub struct WriteUnderWay {
     vmi: Option<String>,
     claims: Vec<String>,
     assumed: Assumed,
 }
 
-impl InFlight {
+impl UnderWay {
     /// Whether a write about this VMI, or about one of the claims its set
     /// names, is under way.
     pub fn blocks_vmi(&self, k: &str, claims: &[String]) -> bool {
@@ -41,7 +41,7 @@ impl InFlight {
     }
 
     /// Looked at again once the writes in its way land.
-    pub fn park(&mut self, work: PlacementPoke) {
+    pub fn park(&mut self, work: LookAt) {
         if !self.parked.contains(&work) {
             self.parked.push(work);
         }
@@ -51,21 +51,21 @@ impl InFlight {
 impl Placement {
     /// A write starts: its VMI and claims are taken, and a placement's
     /// allocations and pins are assumed.
-    pub(super) fn take_off(&mut self, work: &PlacementPoke, write: &Write) -> Flight {
+    pub(super) fn assume_write(&mut self, work: &LookAt, write: &Write) -> WriteUnderWay {
         let vmi = match work {
-            PlacementPoke::Vmi(k) => Some(k.clone()),
+            LookAt::Vmi(k) => Some(k.clone()),
             _ => None,
         };
         let claims = write.claim_keys();
-        let flight = &mut self.flight;
-        flight.vmis.extend(vmi.clone());
-        flight.claims.extend(claims.iter().cloned());
+        let under_way = &mut self.under_way;
+        under_way.vmis.extend(vmi.clone());
+        under_way.claims.extend(claims.iter().cloned());
         let mut assumed = Assumed::default();
         if let (Write::Place(plan), Some(v)) = (write, &vmi) {
             let allocations: Vec<_> = plan
                 .allocations
                 .iter()
-                .map(|a| (record_key(a.record()), a.record().spec.clone()))
+                .map(|a| (allocation_key(a.allocation()), a.allocation().spec.clone()))
                 .collect();
             let launchers = self.env.world.launchers(v);
             let pins: Vec<_> = plan
@@ -84,7 +84,7 @@ impl Placement {
                 .collect();
             assumed = self.own.allocations.assume(allocations, pins);
         }
-        Flight {
+        WriteUnderWay {
             vmi,
             claims,
             assumed,
@@ -95,12 +95,12 @@ impl Placement {
     /// and did not write is let go, and the sets it held back look again
     /// (no watch event will tell them: nothing was written); its VMI and
     /// claims are free, and the work parked behind it is looked at again.
-    pub(super) fn land(&mut self, f: Flight, ctx: &mut actix::Context<Self>) {
+    pub(super) fn write_ended(&mut self, f: WriteUnderWay, ctx: &mut actix::Context<Self>) {
         let released = self.own.allocations.settle_assumed(f.assumed);
         for (k, spec) in released.allocations {
             let namespace = crate::world::split_key(&k).0.to_string();
             self.ask_recheck(
-                PlacementPoke::Freed {
+                LookAt::Freed {
                     node: spec.node_name,
                     class: spec.class_name,
                     namespace,
@@ -109,15 +109,15 @@ impl Placement {
             );
         }
         for node in released.nodes {
-            self.ask_recheck(PlacementPoke::Node(node), ctx);
+            self.ask_recheck(LookAt::Node(node), ctx);
         }
         if let Some(v) = &f.vmi {
-            self.flight.vmis.remove(v);
+            self.under_way.vmis.remove(v);
         }
         for c in &f.claims {
-            self.flight.claims.remove(c);
+            self.under_way.claims.remove(c);
         }
-        let parked = std::mem::take(&mut self.flight.parked);
+        let parked = std::mem::take(&mut self.under_way.parked);
         self.push(parked);
     }
 }
