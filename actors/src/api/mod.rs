@@ -4,6 +4,36 @@
 //! They live in the actors crate because the rules decide on them and the
 //! operator crate serializes them: both reach them here without a cycle.
 
+/// `kube::Resource` for a namespaced `kubevirt.io/v1` kind we read as
+/// our own partial type (only the fields the rules need).
+macro_rules! kubevirt_resource {
+    ($t:ty, $kind:literal, $plural:literal) => {
+        impl kube::Resource for $t {
+            type DynamicType = ();
+            type Scope = kube::core::NamespaceResourceScope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                "kubevirt.io".into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                "v1".into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 mod allocation;
 pub mod amount;
 mod claim;

@@ -7,7 +7,6 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct VirtualMachine {
@@ -50,29 +49,7 @@ impl VirtualMachine {
     }
 }
 
-impl kube::Resource for VirtualMachine {
-    type DynamicType = ();
-    type Scope = kube::core::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "VirtualMachine".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "kubevirt.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "virtualmachines".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+kubevirt_resource!(VirtualMachine, "VirtualMachine", "virtualmachines");
 
 #[cfg(test)]
 mod tests {

@@ -274,29 +274,7 @@ impl GpuRequest {
     }
 }
 
-impl kube::Resource for Vmi {
-    type DynamicType = ();
-    type Scope = kube::core::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "VirtualMachineInstance".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "kubevirt.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "virtualmachineinstances".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+kubevirt_resource!(Vmi, "VirtualMachineInstance", "virtualmachineinstances");
 
 #[cfg(test)]
 mod tests {

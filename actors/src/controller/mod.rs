@@ -25,7 +25,8 @@ pub use pacer::{Backoff, IoError};
 pub use placement::{LookAt, Placement, PlacementWork, Relisted};
 pub use quota::{QuotaActor, QuotaRole};
 pub use supervisor::{
-    ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, WorldEvent,
+    ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, Tell,
+    WorldEvent, whom,
 };
 
 use crate::ports::{Clock, Reader, Recorder, Telemetry, Writer};

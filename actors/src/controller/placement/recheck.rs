@@ -284,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn g5_budget_and_namespace_pokes_reach_their_sets_whatever_their_nodes() {
+    fn g5_budget_and_namespace_looks_reach_their_sets_whatever_their_nodes() {
         assert!(asked([LookAt::BudgetUsed("h100".into())]).concerns("t/vm", &pinned_to("n1")));
         assert!(!asked([LookAt::BudgetUsed("a100".into())]).concerns("t/vm", &pinned_to("n1")));
         let quota = Waits {

@@ -1,5 +1,6 @@
 //! The supervisor: applies world changes to the cache and fans each out,
-//! through the indexes, to exactly the claim and class actors it concerns.
+//! through the indexes, to exactly the actors it concerns (claims,
+//! classes, quotas, placement: `triggers::whom`).
 //! No actor decides anything until every watched kind has synced once, so
 //! no rule ever acts on a half-listed world.
 
@@ -7,10 +8,12 @@ mod changes;
 mod questions;
 mod readiness;
 mod table;
+mod triggers;
 
 pub use questions::{
     ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, WorldEvent,
 };
+pub use triggers::{Tell, whom};
 
 use super::Env;
 use super::claim::{ClaimRole, ClaimTrace, GetTrace};

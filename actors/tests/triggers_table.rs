@@ -1,0 +1,118 @@
+//! When a rule runs again, as data: for each change to the world, who
+//! the supervisor tells (`whom`), in the order it tells them. A table of
+//! one change per row, against one world.
+
+use gpu_claims_actors::api::Obj;
+use gpu_claims_actors::config::Config;
+use gpu_claims_actors::controller::{LookAt, Tell, whom};
+use gpu_claims_actors::world::World;
+use gpu_claims_testbed::fixtures::*;
+
+/// A class of resource `r`, node n1 with 8 of them, claim t/a Attached
+/// there to the running VMI t/vm1 (with its allocation and gated
+/// launcher), and a quota of t naming the class.
+fn world() -> World {
+    let w = World::new(Config::default());
+    let mut objs = vec![
+        class("h200", "r").obj(),
+        node("n1").gpus("r", 8).label("zone", "a").obj(),
+        vmi("t", "vm1").uid("u1").phase("Running").obj(),
+        launcher("t", "virt-launcher-vm1-x", "vm1", "u1")
+            .pinned("n1")
+            .obj(),
+        quota("t", "q").hard("h200", 4).obj(),
+    ];
+    objs.extend(a().with_allocation("r"));
+    for o in objs {
+        w.load(versioned(o, "1"));
+    }
+    w
+}
+
+fn a() -> ClaimBuilder {
+    claim("t", "a").attached_phase("n1").attached("vm1")
+}
+
+/// The object at resourceVersion `rv`: a version the cache has not seen.
+fn versioned(mut o: Obj, rv: &str) -> Obj {
+    o.meta_mut().resource_version = Some(rv.into());
+    o
+}
+
+fn nameless(mut o: Obj) -> Obj {
+    o.meta_mut().name = None;
+    o
+}
+
+fn claim_of(k: &str) -> Tell {
+    Tell::Claim(k.into())
+}
+
+fn look(l: LookAt) -> Tell {
+    Tell::Placement(l)
+}
+
+#[test]
+fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas_and_placement() {
+    let allocation = || {
+        let c = a().build();
+        Obj::Allocation(allocation_of(&c, "r"))
+    };
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Obj, bool, Vec<Tell>)> = vec![
+        ("a claim's new version: its actor, then placement looks at its set",
+            a().obj(), false,
+            vec![claim_of("t/a"), look(LookAt::Claim("t/a".into()))]),
+        ("a claim that asks for more: its class and its namespace's quotas count again",
+            a().count(2).obj(), false,
+            vec![claim_of("t/a"), Tell::Class("h200".into()), Tell::Quota("t/q".into()),
+                 look(LookAt::Claim("t/a".into()))]),
+        ("a claim gone: placement looks at its allocation, an orphan now",
+            a().obj(), true,
+            vec![claim_of("t/a"), Tell::Class("h200".into()), Tell::Quota("t/q".into()),
+                 look(LookAt::Allocation("t/a".into())), look(LookAt::Claim("t/a".into()))]),
+        ("a VMI going final: its claims first (L5 owes their detach), then placement",
+            vmi("t", "vm1").uid("u1").phase("Failed").obj(), false,
+            vec![claim_of("t/a"), look(LookAt::Vmi("t/vm1".into()))]),
+        ("a VMI whose status alone changed: no one",
+            vmi("t", "vm1").uid("u1").phase("Running").annotate("x", "y").obj(), false,
+            vec![]),
+        ("a node not Ready: its claims first (G6), the classes whose capacity it moved, then placement",
+            node("n1").gpus("r", 8).label("zone", "a").ready(false).obj(), false,
+            vec![claim_of("t/a"), Tell::Class("h200".into()), look(LookAt::Node("n1".into()))]),
+        ("a node relabelled: every waiting set's nodes are looked at again",
+            node("n1").gpus("r", 8).label("zone", "b").obj(), false,
+            vec![claim_of("t/a"), look(LookAt::NodesChanged)]),
+        ("an allocation deleted: its claim first, then the orphan look and the GPUs freed",
+            allocation(), true,
+            vec![claim_of("t/a"), look(LookAt::Allocation("t/a".into())),
+                 look(LookAt::Freed { node: "n1".into(), class: "h200".into(), namespace: "t".into() })]),
+        ("a quota given other limits: its actor, then the namespace's waiting sets",
+            quota("t", "q").hard("h200", 8).obj(), false,
+            vec![Tell::Quota("t/q".into()), look(LookAt::Namespace("t".into()))]),
+        ("a class given another budget: its actor, the quotas naming it, then capacity",
+            class("h200", "r").budget(4).obj(), false,
+            vec![Tell::Class("h200".into()), Tell::Quota("t/q".into()), look(LookAt::Capacity)]),
+        ("a launcher pod that left the gate: its VMI's claims, then placement looks at the VMI",
+            launcher("t", "virt-launcher-vm1-x", "vm1", "u1").pinned("n1").scheduled("n1").obj(), false,
+            vec![claim_of("t/a"), look(LookAt::Vmi("t/vm1".into()))]),
+        ("a launcher pod that asks for more of its node: the sets waiting on the node look again too",
+            launcher("t", "virt-launcher-vm1-x", "vm1", "u1").pinned("n1").requests(&[("cpu", "2")]).obj(), false,
+            vec![claim_of("t/a"), look(LookAt::Node("n1".into())), look(LookAt::Vmi("t/vm1".into()))]),
+        ("an object without a name: no one",
+            nameless(a().obj()), false, vec![]),
+    ];
+    for (what, obj, deleted, want) in cases {
+        let w = world();
+        let change = w.apply(versioned(obj, "2"), deleted);
+        let told = whom(change, &w);
+        assert_eq!(told, want, "{what}");
+        let rank = |t: &Tell| match t {
+            Tell::Claim(_) => 0,
+            Tell::Class(_) => 1,
+            Tell::Quota(_) => 2,
+            Tell::Placement(_) => 3,
+        };
+        assert!(told.is_sorted_by_key(rank), "{what}: told in Tell's order");
+    }
+}
