@@ -223,8 +223,8 @@ pub fn table(r: &Report) -> String {
             format!("{}{ready}", n.node),
             n.resource.clone(),
             n.allocatable.to_string(),
-            n.recorded.to_string(),
-            n.used_outside_records.to_string(),
+            n.allocated.to_string(),
+            n.used_outside_allocations.to_string(),
             n.free.to_string(),
         ]
     });
@@ -235,7 +235,7 @@ pub fn table(r: &Report) -> String {
             "NODE",
             "RESOURCE",
             "ALLOCATABLE",
-            "RECORDED",
+            "ALLOCATED",
             "OTHER PODS",
             "FREE",
         ],
@@ -247,8 +247,8 @@ pub fn table(r: &Report) -> String {
             format!("{}{ready}", d.node),
             d.class.clone(),
             d.devices.to_string(),
-            d.recorded.to_string(),
-            d.held_outside_records.to_string(),
+            d.allocated.to_string(),
+            d.held_outside_allocations.to_string(),
             d.free.to_string(),
             if d.free_devices.is_empty() {
                 "-".into()
@@ -266,7 +266,7 @@ pub fn table(r: &Report) -> String {
                 "NODE",
                 "CLASS",
                 "DEVICES",
-                "RECORDED",
+                "ALLOCATED",
                 "OTHER CLAIMS",
                 "FREE",
                 "FREE DEVICES",

@@ -80,8 +80,8 @@ fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
     assert_eq!(
         (
             &node1["allocatable"],
-            &node1["recorded"],
-            &node1["usedOutsideRecords"],
+            &node1["allocated"],
+            &node1["usedOutsideAllocations"],
             &node1["free"]
         ),
         (&4.into(), &0.into(), &1.into(), &3.into()),
@@ -163,7 +163,7 @@ fn status_with_a_kubeconfig_it_cannot_read_says_so_and_fails() {
 }
 
 /// D1, D2 in `status`: a DRA class by its DeviceClass, its devices per
-/// node (recorded, held by other claims, free, by name: a GPU the driver
+/// node (allocated, held by other claims, free, by name: a GPU the driver
 /// tainted is neither), and a template VM waiting for room.
 #[test]
 fn d2_status_shows_a_dra_classs_devices_per_node_and_its_waiting_sets() {
@@ -257,8 +257,8 @@ fn d2_status_shows_a_dra_classs_devices_per_node_and_its_waiting_sets() {
     let figures = |d: &Value| {
         (
             d["devices"].as_u64(),
-            d["recorded"].as_u64(),
-            d["heldOutsideRecords"].as_u64(),
+            d["allocated"].as_u64(),
+            d["heldOutsideAllocations"].as_u64(),
             d["free"].as_u64(),
         )
     };

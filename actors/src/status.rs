@@ -54,8 +54,8 @@ pub struct DeviceRow {
     pub device_class: String,
     pub ready: bool,
     pub devices: u64,
-    pub recorded: u64,
-    pub held_outside_records: u64,
+    pub allocated: u64,
+    pub held_outside_allocations: u64,
     pub free: u64,
     /// The free devices, by name (`pool/device`).
     pub free_devices: Vec<String>,
@@ -69,10 +69,10 @@ pub struct NodeRow {
     pub resource: String,
     pub ready: bool,
     pub allocatable: u64,
-    /// GPUs recorded in allocations on the node.
-    pub recorded: u64,
+    /// GPUs GPUAllocations hold on the node.
+    pub allocated: u64,
     /// GPUs pods use beyond the allocations (pods outside gpu-claims).
-    pub used_outside_records: u64,
+    pub used_outside_allocations: u64,
     pub free: u64,
 }
 
@@ -232,9 +232,9 @@ fn node_rows(w: &World, resources: &BTreeSet<String>) -> Vec<NodeRow> {
         let Some(n) = w.node(&name) else { continue };
         for r in resources {
             let allocatable = n.allocatable(r);
-            let recorded = w.allocated_on(&name, r);
+            let allocated = w.allocated_on(&name, r);
             let outside = w.used_beyond_allocations(&name, r);
-            if allocatable == 0 && recorded == 0 && outside == 0 {
+            if allocatable == 0 && allocated == 0 && outside == 0 {
                 continue;
             }
             rows.push(NodeRow {
@@ -242,9 +242,9 @@ fn node_rows(w: &World, resources: &BTreeSet<String>) -> Vec<NodeRow> {
                 resource: r.clone(),
                 ready: n.ready,
                 allocatable,
-                recorded,
-                used_outside_records: outside,
-                free: allocatable.saturating_sub(recorded.saturating_add(outside)),
+                allocated,
+                used_outside_allocations: outside,
+                free: allocatable.saturating_sub(allocated.saturating_add(outside)),
             });
         }
     }
@@ -256,7 +256,7 @@ fn device_rows(w: &World, class: &str, dc: &str) -> Vec<DeviceRow> {
     let mut rows = Vec::new();
     for (node, ids) in w.class_devices(class).by_node {
         let facts: Vec<_> = ids.iter().filter_map(|id| w.device(id)).collect();
-        let recorded = facts.iter().filter(|d| d.allocated_by.is_some()).count() as u64;
+        let allocated = facts.iter().filter(|d| d.allocated_by.is_some()).count() as u64;
         let outside = facts
             .iter()
             .filter(|d| d.allocated_by.is_none() && d.held_by.is_some())
@@ -271,8 +271,8 @@ fn device_rows(w: &World, class: &str, dc: &str) -> Vec<DeviceRow> {
             class: class.to_string(),
             device_class: dc.to_string(),
             devices: ids.len() as u64,
-            recorded,
-            held_outside_records: outside,
+            allocated,
+            held_outside_allocations: outside,
             free: free.len() as u64,
             free_devices: free,
             node,

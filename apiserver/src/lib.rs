@@ -30,6 +30,19 @@ pub use faults::Faults;
 pub use registry::pods;
 pub use registry::schema::{SchemaVerdict, verdict as schema_verdict};
 pub use resources::Served;
+
+/// Why the API server would refuse this write of a DRA kind (`old`: the
+/// stored object), in the words of its causes; None when it takes it.
+/// For stand-ins that write the store directly as the components they
+/// play (kube-scheduler's PreBind) write through the API server.
+pub fn dra_refusal(kind: &str, old: Option<&Value>, new: &Value) -> Option<String> {
+    let causes = registry::dra_rules::check(kind, old, new);
+    let said: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.detail))
+        .collect();
+    (!said.is_empty()).then(|| said.join("; "))
+}
 pub(crate) use resources::{
     Custom, Registry, Resource, Sub, Target, kinds_without_generation, status_kinds,
 };

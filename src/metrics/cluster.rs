@@ -49,7 +49,7 @@ struct Figures {
     class_free: Gauges,
     class_waiting: Gauges,
     node_allocatable: Gauges,
-    node_recorded: Gauges,
+    node_allocated: Gauges,
     node_used_outside: Gauges,
     node_free: Gauges,
     namespace_gpus: Gauges,
@@ -163,8 +163,8 @@ impl Figures {
                     l,
                     n.ready,
                     n.allocatable,
-                    n.recorded,
-                    n.used_outside_records,
+                    n.allocated,
+                    n.used_outside_allocations,
                     n.free,
                 )
             })
@@ -174,15 +174,15 @@ impl Figures {
                     l,
                     d.ready,
                     d.devices,
-                    d.recorded,
-                    d.held_outside_records,
+                    d.allocated,
+                    d.held_outside_allocations,
                     d.free,
                 )
             }));
-        for ((node, resource, class), ready, allocatable, recorded, outside, free) in rows {
+        for ((node, resource, class), ready, allocatable, allocated, outside, free) in rows {
             let labels = vec![("node", node), ("resource", resource), ("class", class)];
             set(&self.node_allocatable, labels.clone(), allocatable);
-            set(&self.node_recorded, labels.clone(), recorded);
+            set(&self.node_allocated, labels.clone(), allocated);
             set(&self.node_used_outside, labels.clone(), outside);
             set(&self.node_free, labels, if ready { free } else { 0 });
         }
@@ -246,7 +246,7 @@ impl Collector for ClusterGauges {
             ("gpu_claims_class_gpus_free", "Per class, the GPUs a new claim of it could get now: free on Ready nodes it serves, within its budget", None, &f.class_free),
             ("gpu_claims_class_waiting_sets", "Per class, VMIs whose launcher pods wait at the gate with a claim of it", None, &f.class_waiting),
             ("gpu_claims_node_gpus_allocatable", "Per node and resource (a DRA class's: its DeviceClass, with the class), the GPUs the node publishes", None, &f.node_allocatable),
-            ("gpu_claims_node_gpus_recorded", "Per node and resource, the GPUs GPUAllocations record there", None, &f.node_recorded),
+            ("gpu_claims_node_gpus_allocated", "Per node and resource, the GPUs GPUAllocations hold there", None, &f.node_allocated),
             ("gpu_claims_node_gpus_used_outside", "Per node and resource, the GPUs pods or ResourceClaims outside gpu-claims use there", None, &f.node_used_outside),
             ("gpu_claims_node_gpus_free", "Per node and resource, the GPUs no one holds (0 on a node not Ready)", None, &f.node_free),
             ("gpu_claims_namespace_gpus", "Per namespace, class and phase, the GPUs its claims hold: Bound (an idle reservation: no VM uses them), Attached, Lost", None, &f.namespace_gpus),

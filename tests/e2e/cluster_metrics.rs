@@ -43,7 +43,7 @@ struct Expected {
     quota_limit: Figures,
     quota_used: Figures,
     node_allocatable: Figures,
-    node_recorded: Figures,
+    node_allocated: Figures,
     waiting_by_namespace: Figures,
     /// Per namespace, the reasons its claims' Waiting conditions give.
     waiting_reasons: BTreeMap<String, BTreeSet<String>>,
@@ -64,7 +64,7 @@ fn expected(c: &common::Cluster, s: &Snapshot) -> Expected {
         quota_limit: BTreeMap::new(),
         quota_used: BTreeMap::new(),
         node_allocatable: BTreeMap::new(),
-        node_recorded: BTreeMap::new(),
+        node_allocated: BTreeMap::new(),
         waiting_by_namespace: BTreeMap::new(),
         waiting_reasons: BTreeMap::new(),
         node_used_outside: BTreeMap::new(),
@@ -153,7 +153,7 @@ fn expected(c: &common::Cluster, s: &Snapshot) -> Expected {
             Some(dc) => key(&[&sp.node_name, dc, &sp.class_name]),
             None => key(&[&sp.node_name, &sp.resource_name, ""]),
         };
-        *e.node_recorded.entry(k).or_default() += u64::from(sp.count);
+        *e.node_allocated.entry(k).or_default() += u64::from(sp.count);
     }
     // A DRA class's devices per node: those of its DeviceClass's driver
     // in the node's slices (the demo's class selects them all).
@@ -291,9 +291,9 @@ fn mismatch(text: &str, e: &Expected) -> Option<String> {
         ),
         (
             "node recorded",
-            "gpu_claims_node_gpus_recorded",
+            "gpu_claims_node_gpus_allocated",
             &["node", "resource", "class"],
-            &e.node_recorded,
+            &e.node_allocated,
         ),
         (
             "waiting sets",
@@ -360,7 +360,7 @@ fn mismatch(text: &str, e: &Expected) -> Option<String> {
     );
     let recorded = by(
         text,
-        "gpu_claims_node_gpus_recorded",
+        "gpu_claims_node_gpus_allocated",
         &["node", "resource", "class"],
     );
     let free = by(

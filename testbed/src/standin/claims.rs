@@ -95,7 +95,12 @@ pub fn reserved_for(claim: &Value, uid: &str) -> bool {
         .is_some_and(|r| r.iter().any(|c| c["uid"] == uid))
 }
 
-/// Adds the pod to the claim's `reservedFor` (the scheduler's PreBind).
+/// Adds the pod to the claim's `reservedFor` (the scheduler's PreBind,
+/// `bindClaim`), stamping an allocation that has no timestamp as it does
+/// from Kubernetes 1.36 (DRADeviceBindingConditions and
+/// DRAResourceClaimDeviceStatus, both on by default): the API server
+/// refuses that write as a change to the allocation when another
+/// allocator wrote it unstamped, and the pod is not bound.
 pub fn reserve(store: &Store, claim: &Value, pod: &Value) -> bool {
     let uid = s(pod, &["metadata", "uid"]);
     if reserved_for(claim, uid) {
@@ -107,7 +112,27 @@ pub fn reserve(store: &Store, claim: &Value, pod: &Value) -> bool {
         Some(r) => r.push(entry),
         None => c["status"]["reservedFor"] = json!([entry]),
     }
-    store.update(CLAIM, c, Subresource::Status).is_ok()
+    stamp(&mut c);
+    write_status(store, claim, c)
+}
+
+/// A status write as the API server takes it: refused, as
+/// `validateResourceClaimStatusUpdate` refuses it, when it changes an
+/// allocation once set (the caller's write fails; nothing is stored).
+fn write_status(store: &Store, old: &Value, new: Value) -> bool {
+    if gpu_claims_apiserver::dra_refusal(CLAIM, Some(old), &new).is_some() {
+        return false;
+    }
+    store.update(CLAIM, new, Subresource::Status).is_ok()
+}
+
+/// `bindClaim`'s `AllocationTimestamp`: now, where the allocation has none.
+fn stamp(claim: &mut Value) {
+    let allocation = &mut claim["status"]["allocation"];
+    if allocation.is_object() && allocation["allocationTimestamp"].is_null() {
+        let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
+        allocation["allocationTimestamp"] = now.to_string().into();
+    }
 }
 
 /// Writes the allocation the scheduler made for `claim` and reserves it
@@ -128,10 +153,12 @@ pub fn allocate(store: &Store, claim: &Value, allocation: Value, pod: &Value) ->
             Err(_) => return false,
         }
     }
+    let old = c.clone();
     c["status"]["allocation"] = allocation;
     c["status"]["reservedFor"] = json!([{"resource": "pods", "name": pod["metadata"]["name"],
         "uid": pod["metadata"]["uid"]}]);
-    store.update(CLAIM, c, Subresource::Status).is_ok()
+    stamp(&mut c);
+    write_status(store, &old, c)
 }
 
 fn done(pod: &Value) -> bool {

@@ -408,10 +408,7 @@ fn the_scheduler_keeps_an_allocation_made_by_another_and_never_hands_a_device_ou
         "held: not allocated"
     );
     let mut c = claim.clone();
-    c["status"] = json!({"allocation": {"devices": {"results": [{"request": "vfio",
-        "driver": "gpu.nvidia.com", "pool": "d1", "device": "gpu-vfio-1"}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["d1"]}]}]}}});
+    c["status"] = json!({"allocation": allocation_of_vfio_1(Some("2026-01-01T00:00:00Z"))});
     store.update(claims::CLAIM, c, Subresource::Status).unwrap();
     s.hold_scheduling(false);
     for (vm, _) in [("b", ()), ("c", ())] {
@@ -433,6 +430,62 @@ fn the_scheduler_keeps_an_allocation_made_by_another_and_never_hands_a_device_ou
         why.starts_with("0/1 nodes are available: 1 cannot allocate all claims."),
         "{why}"
     );
+}
+
+/// An allocation of d1's gpu-vfio-1 for request `vfio`, as another
+/// allocator writes it, stamped or not.
+fn allocation_of_vfio_1(stamped: Option<&str>) -> Value {
+    let mut a = json!({"devices": {"results": [{"request": "vfio",
+        "driver": "gpu.nvidia.com", "pool": "d1", "device": "gpu-vfio-1"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["d1"]}]}]}});
+    if let Some(t) = stamped {
+        a["allocationTimestamp"] = t.into();
+    }
+    a
+}
+
+/// Kubernetes 1.36: the scheduler's PreBind stamps an allocation made
+/// without a timestamp as it reserves the claim, and the API server
+/// refuses that as a change to the allocation: the pod is never bound
+/// (why gpu-claims stamps the allocations it writes, D4). Its own
+/// allocations are stamped.
+#[test]
+fn d4_the_scheduler_cannot_reserve_an_unstamped_allocation_made_by_another_and_stamps_its_own() {
+    let (store, s) = dra_cluster(2, &[("one-h200", 1, false)]);
+    s.hold_scheduling(true);
+    s.create_vmi(
+        "t",
+        "a",
+        &VmSpec::default().gpus_through_template("one-h200", "vfio"),
+    );
+    s.reconcile();
+    s.reconcile();
+    let mut c = pod_claim(&store, "a");
+    c["status"] = json!({"allocation": allocation_of_vfio_1(None)});
+    store.update(claims::CLAIM, c, Subresource::Status).unwrap();
+    s.hold_scheduling(false);
+    s.create_vmi(
+        "t",
+        "b",
+        &VmSpec::default().gpus_through_template("one-h200", "vfio"),
+    );
+    for _ in 0..4 {
+        s.reconcile();
+    }
+    let a = pod_claim(&store, "a");
+    assert!(
+        a["status"]["reservedFor"].is_null(),
+        "the reservation was refused: {a}"
+    );
+    assert!(a["status"]["allocation"]["allocationTimestamp"].is_null());
+    assert_ne!(phase(&launcher(&store, "a")), "Running");
+    let b = pod_claim(&store, "b");
+    assert!(
+        b["status"]["allocation"]["allocationTimestamp"].is_string(),
+        "the scheduler's own allocation is stamped: {b}"
+    );
+    assert_eq!(phase(&launcher(&store, "b")), "Running");
 }
 
 /// `matchAttribute`: the devices of one request share the attribute's

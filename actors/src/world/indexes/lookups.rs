@@ -138,7 +138,6 @@ impl World {
             .unwrap_or_default()
     }
 
-    /// Claim keys whose status.nodeName is `node`.
     /// The nodes tainted for evacuation (E2), by name.
     pub fn evacuating_nodes(&self) -> Vec<String> {
         let mut v: Vec<String> = self
@@ -177,6 +176,7 @@ impl World {
         out
     }
 
+    /// Claim keys whose status.nodeName is `node`.
     pub fn claims_on_node(&self, node: &str) -> Vec<String> {
         self.idx
             .claims_by_node

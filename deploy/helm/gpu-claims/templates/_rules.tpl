@@ -25,8 +25,8 @@ level:metric:operation.
     # DeviceClass count the same devices, so the max by node and resource.
     - record: node_resource:gpu_claims_gpus_allocatable:max
       expr: max by (node, resource) (gpu_claims_node_gpus_allocatable)
-    - record: node_resource:gpu_claims_gpus_recorded:max
-      expr: max by (node, resource) (gpu_claims_node_gpus_recorded)
+    - record: node_resource:gpu_claims_gpus_allocated:max
+      expr: max by (node, resource) (gpu_claims_node_gpus_allocated)
     - record: node_resource:gpu_claims_gpus_used_outside:max
       expr: max by (node, resource) (gpu_claims_node_gpus_used_outside)
     - record: node_resource:gpu_claims_gpus_free:max
@@ -56,7 +56,7 @@ level:metric:operation.
       labels:
         source: gpu-claims
     - record: cluster:gpu_count:allocated
-      expr: sum(node_resource:gpu_claims_gpus_recorded:max) + sum(node_resource:gpu_claims_gpus_used_outside:max)
+      expr: sum(node_resource:gpu_claims_gpus_allocated:max) + sum(node_resource:gpu_claims_gpus_used_outside:max)
       labels:
         source: gpu-claims
     - record: namespace:gpu_count:allocated

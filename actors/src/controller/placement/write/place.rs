@@ -9,6 +9,7 @@ use crate::controller::pacer::{IoError, ObjectWrite};
 use crate::ports::{Kind, Obj, ObjRef};
 use crate::rules::{AllocationWrite, DeviceClaimWrite, Plan, RuleId, allocated_devices};
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// G4: allocations, then claim statuses, then each pod pinned and ungated.
 /// A claim that moves off a node that cannot take the set (E1) has its
@@ -116,7 +117,14 @@ pub(super) async fn allocate_device_claim(env: &Env, d: DeviceClaimWrite) -> Res
         rc = write_claim_status(env, &what, rc).await?;
     }
     tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "allocate-devices", "writing");
-    rc.status.get_or_insert_default().allocation = Some(d.allocation);
+    let mut allocation = d.allocation;
+    // Stamped as kube-scheduler stamps its own: from Kubernetes 1.36
+    // (DRADeviceBindingConditions) its PreBind stamps an allocation that
+    // has no timestamp when it reserves the claim for the pod, and the API
+    // server refuses that as a change to the allocation, so the pod would
+    // never be bound.
+    allocation.allocation_timestamp = Some(Time(env.clock.wall()));
+    rc.status.get_or_insert_default().allocation = Some(allocation);
     write_claim_status(env, &what, rc).await.map(|_| ())
 }
 
