@@ -24,6 +24,26 @@ fn status(kubeconfig: &std::path::Path, output: &str) -> std::process::Output {
         .expect("the binary runs")
 }
 
+/// `gpu-claims status -o json`, which must succeed.
+fn status_json(kubeconfig: &std::path::Path) -> Value {
+    let out = status(kubeconfig, "json");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Whether claim `ns/name` waits for `reason`.
+fn waits(s: &gpu_claims_testbed::demo::Snapshot, ns: &str, name: &str, reason: &str) -> bool {
+    s.claim(ns, name).is_some_and(|x| {
+        x.conditions()
+            .iter()
+            .any(|k| k.type_ == "Waiting" && k.reason == reason)
+    })
+}
+
 #[test]
 fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
     let mut c = Cluster::new(demo::seed, CONFIG);
@@ -32,23 +52,11 @@ fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
     c.standin.start_vm(B, "vm-big", "h200", 7);
     c.settle(
         "G5 OverBudget on vm-big's claim",
-        |s| {
-            s.claim(B, "vm-big-gpu").is_some_and(|x| {
-                x.conditions()
-                    .iter()
-                    .any(|k| k.type_ == "Waiting" && k.reason == "OverBudget")
-            })
-        },
+        |s| waits(s, B, "vm-big-gpu", "OverBudget"),
         Duration::ZERO,
     );
     let kubeconfig = c.dir.path().join("kubeconfig");
-    let out = status(&kubeconfig, "json");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = status_json(&kubeconfig);
     let class = |name: &str| {
         r["classes"]
             .as_array()
@@ -210,23 +218,11 @@ fn d2_status_shows_a_dra_classs_devices_per_node_and_its_waiting_sets() {
     c.standin.create_vmi(A, "vm-four", &vm("four"));
     c.settle(
         "vm-four waits: no node has four free",
-        |s| {
-            s.claim(A, "vm-four-gpu").is_some_and(|x| {
-                x.conditions()
-                    .iter()
-                    .any(|k| k.type_ == "Waiting" && k.reason == "NoCapacity")
-            })
-        },
+        |s| waits(s, A, "vm-four-gpu", "NoCapacity"),
         Duration::ZERO,
     );
     let kubeconfig = c.dir.path().join("kubeconfig");
-    let out = status(&kubeconfig, "json");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = status_json(&kubeconfig);
     let class = r["classes"]
         .as_array()
         .unwrap()

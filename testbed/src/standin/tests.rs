@@ -392,26 +392,8 @@ fn a_vmi_asking_through_a_template_gets_a_claim_allocated_reserved_and_runs() {
 /// node without room says so in upstream's words.
 #[test]
 fn the_scheduler_keeps_an_allocation_made_by_another_and_never_hands_a_device_out_twice() {
-    let (store, s) = dra_cluster(2, &[("one-h200", 1, false)]);
-    s.hold_scheduling(true);
-    s.create_vmi(
-        "t",
-        "a",
-        &VmSpec::default().gpus_through_template("one-h200", "vfio"),
-    );
-    // Its pod, then the pod's claim.
-    s.reconcile();
-    s.reconcile();
-    let claim = pod_claim(&store, "a");
-    assert!(
-        !claim["status"]["allocation"].is_object(),
-        "held: not allocated"
-    );
-    let mut c = claim.clone();
-    c["status"] = json!({"allocation": allocation_of_vfio_1(Some("2026-01-01T00:00:00Z"))});
-    store.update(claims::CLAIM, c, Subresource::Status).unwrap();
-    s.hold_scheduling(false);
-    for (vm, _) in [("b", ()), ("c", ())] {
+    let (store, s) = allocated_by_another(Some("2026-01-01T00:00:00Z"));
+    for vm in ["b", "c"] {
         s.create_vmi(
             "t",
             vm,
@@ -432,9 +414,25 @@ fn the_scheduler_keeps_an_allocation_made_by_another_and_never_hands_a_device_ou
     );
 }
 
-/// An allocation of d1's gpu-vfio-1 for request `vfio`, as another
-/// allocator writes it, stamped or not.
-fn allocation_of_vfio_1(stamped: Option<&str>) -> Value {
+/// VM `a`'s pod's claim, made from its template while the scheduler was
+/// held, allocated to d1's gpu-vfio-1 by another allocator (stamped at
+/// `stamped`, or not); the scheduler runs again.
+fn allocated_by_another(stamped: Option<&str>) -> (Arc<Store>, Arc<StandIn>) {
+    let (store, s) = dra_cluster(2, &[("one-h200", 1, false)]);
+    s.hold_scheduling(true);
+    s.create_vmi(
+        "t",
+        "a",
+        &VmSpec::default().gpus_through_template("one-h200", "vfio"),
+    );
+    // Its pod, then the pod's claim.
+    s.reconcile();
+    s.reconcile();
+    let mut c = pod_claim(&store, "a");
+    assert!(
+        !c["status"]["allocation"].is_object(),
+        "held: not allocated"
+    );
     let mut a = json!({"devices": {"results": [{"request": "vfio",
         "driver": "gpu.nvidia.com", "pool": "d1", "device": "gpu-vfio-1"}]},
         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
@@ -442,7 +440,10 @@ fn allocation_of_vfio_1(stamped: Option<&str>) -> Value {
     if let Some(t) = stamped {
         a["allocationTimestamp"] = t.into();
     }
-    a
+    c["status"] = json!({ "allocation": a });
+    store.update(claims::CLAIM, c, Subresource::Status).unwrap();
+    s.hold_scheduling(false);
+    (store, s)
 }
 
 /// Kubernetes 1.36: the scheduler's PreBind stamps an allocation made
@@ -452,19 +453,7 @@ fn allocation_of_vfio_1(stamped: Option<&str>) -> Value {
 /// allocations are stamped.
 #[test]
 fn d4_the_scheduler_cannot_reserve_an_unstamped_allocation_made_by_another_and_stamps_its_own() {
-    let (store, s) = dra_cluster(2, &[("one-h200", 1, false)]);
-    s.hold_scheduling(true);
-    s.create_vmi(
-        "t",
-        "a",
-        &VmSpec::default().gpus_through_template("one-h200", "vfio"),
-    );
-    s.reconcile();
-    s.reconcile();
-    let mut c = pod_claim(&store, "a");
-    c["status"] = json!({"allocation": allocation_of_vfio_1(None)});
-    store.update(claims::CLAIM, c, Subresource::Status).unwrap();
-    s.hold_scheduling(false);
+    let (store, s) = allocated_by_another(None);
     s.create_vmi(
         "t",
         "b",
