@@ -468,6 +468,47 @@ fn d4_a_pods_claim_allocated_to_other_devices_and_reserved_makes_the_set_wait_de
     });
 }
 
+/// D4: a pod's claim allocated to the devices the set takes but without
+/// an `allocationTimestamp` (written by a gpu-claims from before 1.36's
+/// scheduler stamped its PreBind), and not reserved, is written again
+/// stamped, to the same devices: unstamped, the scheduler could never
+/// reserve it for the pod.
+#[test]
+fn d4_an_unstamped_allocation_not_reserved_is_written_again_stamped_to_the_same_devices() {
+    let mut objs = dra_world_claim_made();
+    let rc = objs
+        .iter_mut()
+        .find(|o| o.kind() == Kind::ResourceClaim)
+        .unwrap();
+    let mut v = gpu_claims_actors::api::to_json(rc);
+    v["status"] = json!({"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-vfio-2"},
+            {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-vfio-3"}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}});
+    *rc = typed(Kind::ResourceClaim, v);
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let rc = resource_claim(&t);
+        let a = &rc["status"]["allocation"];
+        assert!(a["allocationTimestamp"].is_string(), "stamped: {rc}");
+        let devices: Vec<&str> = a["devices"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["device"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            devices,
+            ["gpu-vfio-2", "gpu-vfio-3"],
+            "its own devices kept"
+        );
+        let pod = t.sim.store.get("Pod", "t", "virt-launcher-vm1").unwrap();
+        assert!(pod["spec"]["schedulingGates"].is_null(), "ungated: {pod}");
+    });
+}
+
 #[test]
 fn d6_a_lost_claim_stays_lost_while_its_pool_is_incomplete_even_with_its_device_back() {
     with_world(

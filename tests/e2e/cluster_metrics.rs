@@ -290,7 +290,7 @@ fn mismatch(text: &str, e: &Expected) -> Option<String> {
             &e.node_allocatable,
         ),
         (
-            "node recorded",
+            "node allocated",
             "gpu_claims_node_gpus_allocated",
             &["node", "resource", "class"],
             &e.node_allocated,

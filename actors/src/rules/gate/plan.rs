@@ -134,13 +134,20 @@ pub(super) fn plan(
             .unwrap_or_else(|| m.devices.clone());
         let status = dra.resource_claim.status.as_ref();
         let now = status.and_then(|s| s.allocation.as_ref());
-        if now.is_some_and(|a| allocated_devices(a) == devices) {
+        let reserved = status
+            .and_then(|s| s.reserved_for.as_ref())
+            .is_some_and(|r| !r.is_empty());
+        // Done when allocated to them, stamped (an unstamped one, written
+        // before 1.36's scheduler stamped them, would never be reserved),
+        // or reserved already.
+        if now.is_some_and(|a| {
+            allocated_devices(a) == devices && (a.allocation_timestamp.is_some() || reserved)
+        }) {
             continue;
         }
         // Allocated to other devices and in use by a pod: not ours to
         // undo; the set waits until the claim (or its pod) changes.
-        let reserved = status.and_then(|s| s.reserved_for.as_ref());
-        if now.is_some() && reserved.is_some_and(|r| !r.is_empty()) {
+        if now.is_some() && reserved {
             return Err(wait(
                 WaitReason::DeviceClaimConflict,
                 format!(

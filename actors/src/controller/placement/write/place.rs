@@ -106,10 +106,13 @@ pub(super) async fn allocate_device_claim(env: &Env, d: DeviceClaimWrite) -> Res
     let wanted = allocated_devices(&d.allocation);
     let status = rc.status.get_or_insert_default();
     if let Some(now) = &status.allocation {
-        if allocated_devices(now) == wanted {
+        let reserved = status.reserved_for.as_ref().is_some_and(|r| !r.is_empty());
+        // An unstamped allocation (from before 1.36's scheduler stamped
+        // them) is written again, stamped, unless a pod holds it already.
+        if allocated_devices(now) == wanted && (now.allocation_timestamp.is_some() || reserved) {
             return Ok(());
         }
-        if status.reserved_for.as_ref().is_some_and(|r| !r.is_empty()) {
+        if reserved {
             return Err(IoError::Newer { what });
         }
         tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "clear-allocation", "writing");
@@ -119,10 +122,11 @@ pub(super) async fn allocate_device_claim(env: &Env, d: DeviceClaimWrite) -> Res
     tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "allocate-devices", "writing");
     let mut allocation = d.allocation;
     // Stamped as kube-scheduler stamps its own: from Kubernetes 1.36
-    // (DRADeviceBindingConditions) its PreBind stamps an allocation that
-    // has no timestamp when it reserves the claim for the pod, and the API
-    // server refuses that as a change to the allocation, so the pod would
-    // never be bound.
+    // (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus, both
+    // on by default) its PreBind stamps an allocation that has no
+    // timestamp when it reserves the claim for the pod, and the API server
+    // refuses that as a change to the allocation, so the pod would never
+    // be bound.
     allocation.allocation_timestamp = Some(Time(env.clock.wall()));
     rc.status.get_or_insert_default().allocation = Some(allocation);
     write_claim_status(env, &what, rc).await.map(|_| ())
