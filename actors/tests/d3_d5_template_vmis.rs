@@ -436,12 +436,11 @@ fn d4_a_recorded_device_another_claim_took_before_the_allocation_was_written_is_
     });
 }
 
-#[test]
-fn d4_a_pods_claim_allocated_to_other_devices_and_reserved_makes_the_set_wait_device_claim_conflict()
- {
+/// `dra_world_claim_made`, vm1's pod's claim allocated (unstamped) to
+/// n1's gpu-vfio-2 and gpu-vfio-3 by someone else, reserved for
+/// `reserved_for` (null: for no one).
+fn dra_world_claim_allocated_to_vfio_2_and_3(reserved_for: Value) -> Vec<Obj> {
     let mut objs = dra_world_claim_made();
-    // Someone allocated vm1's pod's claim to a device that is tainted now,
-    // and reserved it: not ours to undo.
     let rc = objs
         .iter_mut()
         .find(|o| o.kind() == Kind::ResourceClaim)
@@ -451,9 +450,22 @@ fn d4_a_pods_claim_allocated_to_other_devices_and_reserved_makes_the_set_wait_de
             {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-vfio-2"},
             {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-vfio-3"}]},
         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}},
-        "reservedFor": [{"resource": "pods", "name": "virt-launcher-vm1", "uid": "p1"}]});
+            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}});
+    if !reserved_for.is_null() {
+        v["status"]["reservedFor"] = reserved_for;
+    }
     *rc = typed(Kind::ResourceClaim, v);
+    objs
+}
+
+#[test]
+fn d4_a_pods_claim_allocated_to_other_devices_and_reserved_makes_the_set_wait_device_claim_conflict()
+ {
+    // Someone allocated vm1's pod's claim to a device that is tainted now,
+    // and reserved it: not ours to undo.
+    let mut objs = dra_world_claim_allocated_to_vfio_2_and_3(
+        json!([{"resource": "pods", "name": "virt-launcher-vm1", "uid": "p1"}]),
+    );
     objs[0] = node("n1")
         .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
         .failed_gpus("gpu-vfio-3")
@@ -475,18 +487,7 @@ fn d4_a_pods_claim_allocated_to_other_devices_and_reserved_makes_the_set_wait_de
 /// reserve it for the pod.
 #[test]
 fn d4_an_unstamped_allocation_not_reserved_is_written_again_stamped_to_the_same_devices() {
-    let mut objs = dra_world_claim_made();
-    let rc = objs
-        .iter_mut()
-        .find(|o| o.kind() == Kind::ResourceClaim)
-        .unwrap();
-    let mut v = gpu_claims_actors::api::to_json(rc);
-    v["status"] = json!({"allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-vfio-2"},
-            {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-vfio-3"}]},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}});
-    *rc = typed(Kind::ResourceClaim, v);
+    let objs = dra_world_claim_allocated_to_vfio_2_and_3(Value::Null);
     with_world(Config::default(), objs, |mut t| async move {
         nvidia::publish(&t.sim.store);
         t.settle().await;
