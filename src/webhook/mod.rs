@@ -149,6 +149,11 @@ pub fn admit(request: &Value, vmi: Option<&Vmi>, world: &World) -> Admission {
             "ResourceClaimTemplate {ns}/{t} is not seen yet, so whether it asks for a GPUClass's devices cannot be told; retry once it exists"
         ));
     }
+    if let Some(n) = gpu_claims_actors::rules::unseen_claim(vmi, world) {
+        return Admission::Deny(format!(
+            "neither a GPUClaim nor a ResourceClaim {ns}/{n} is seen yet, so whether it holds a GPUClass's devices cannot be told; retry once it exists"
+        ));
+    }
     // An unusable request still asks for GPUs: gated, placement says why it waits.
     if !asks_for_gpus(vmi, world) {
         return Admission::Allow;

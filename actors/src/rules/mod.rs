@@ -29,14 +29,18 @@ pub use evacuation::{
 };
 pub use finalizer::{needs_finalizer, released};
 pub use gate::{
-    AllocationWrite, Assumed, DeviceClaimWrite, Forgotten, GateStep, Moved, NodesThatMatter, Plan,
-    Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate, decide_gate, pod_unfit,
-    request_mismatch, requested_claims,
+    AllocationWrite, Assumed, BACKING_REQUEST, DeviceClaimWrite, Forgotten, GateStep, Moved,
+    NodesThatMatter, Plan, Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate,
+    backing_claim, controlled_by, decide_gate, owned_by, pod_unfit, request_mismatch,
+    requested_claims,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use quota::{decide_quota, quota_status};
 pub use release::{LiveVmi, Used, pods_left_gate, used_by_vmi, vmi_holds};
-pub use request::{TemplateAsk, asks_for_gpus, template_asks, unseen_template, vmi_request};
+pub use request::{
+    TemplateAsk, asks_for_gpus, named_claims, template_asks, unseen_claim, unseen_template,
+    vmi_request,
+};
 pub use template::{TemplateStep, allocation_is_orphan, decide_template, template_name};
 pub use unschedulable::{Unplaceable, unplaceable_pod, unschedulable_vmi};
 

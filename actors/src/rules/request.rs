@@ -161,7 +161,71 @@ pub fn unseen_template(v: &Vmi, w: &World) -> Option<String> {
 /// template, a template claim of that class for the template's count.
 /// Several resources, several classes or only classes being deleted are
 /// bad input.
+///
+/// D5: the GPUClaims of DRA classes its spec names by `resourceClaimName`
+/// join the set, as the claims annotation's do.
 pub fn vmi_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestError> {
+    let mut r = annotated_or_spec_request(v, w)?;
+    for n in named_claims(v, w) {
+        if !r.claims.contains(&n) {
+            r.claims.push(n);
+        }
+    }
+    Ok(r)
+}
+
+/// D5: the `resourceClaimName`s of the VMI's referenced entries that are
+/// GPUClaims of DRA classes (or of a class gone, which G5 says waits) in
+/// its namespace: their backing claims hold the VM's devices. A name that
+/// is no GPUClaim, or one of a device-plugin class, is not gpu-claims'
+/// business.
+pub fn named_claims(v: &Vmi, w: &World) -> Vec<String> {
+    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
+    let mut out: Vec<String> = Vec::new();
+    for n in v
+        .referenced_resource_claims()
+        .into_iter()
+        .filter_map(|e| e.resource_claim_name.as_deref())
+    {
+        let ours = w.claim(&key(ns, n)).is_some_and(|c| {
+            w.class(&c.spec.class_name)
+                .is_none_or(|k| k.spec.device_class_name.is_some())
+        });
+        if ours && !out.iter().any(|o| o == n) {
+            out.push(n.to_string());
+        }
+    }
+    out
+}
+
+/// G1, D5: a `resourceClaimName` the VMI's spec references that is
+/// neither a GPUClaim nor a ResourceClaim the world has seen, where DRA
+/// classes exist: it may be a GPUClaim made just before its VM, the
+/// watch behind, and a pod that slipped past the gate with it would wait
+/// for a backing claim no one makes. The webhook refuses the launcher pod
+/// until it is seen (a pod naming a ResourceClaim that does not exist
+/// cannot run anyway).
+pub fn unseen_claim(v: &Vmi, w: &World) -> Option<String> {
+    let mut dra = false;
+    w.for_each_class(|c| dra |= c.spec.device_class_name.is_some());
+    if !dra {
+        return None;
+    }
+    let ns = v.metadata.namespace.as_deref().unwrap_or_default();
+    v.referenced_resource_claims()
+        .into_iter()
+        .filter_map(|e| e.resource_claim_name.as_deref())
+        .find(|n| {
+            let k = key(ns, n);
+            !w.listed(crate::api::Kind::Claim)
+                || !w.listed(crate::api::Kind::ResourceClaim)
+                || (w.claim(&k).is_none() && w.resource_claim(&k).is_none())
+        })
+        .map(str::to_string)
+}
+
+/// G2, D5: the request its annotations make or, without them, its spec.
+fn annotated_or_spec_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestError> {
     let annotated = v.gpu_request()?;
     if !annotated.is_empty() {
         return Ok(annotated);
@@ -225,7 +289,8 @@ pub fn vmi_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestError> {
 
 /// Whether the VMI asks for GPUs (SPEC §1): its annotations do, its
 /// device request names a resource a GPUClass serves, or a
-/// `resourceClaims` entry asks a DRA class through a template (D5). An
+/// `resourceClaims` entry asks a DRA class through a template or names a
+/// GPUClaim of one (D5). An
 /// unusable request still asks: its pods wait at the gate and the VMI is
 /// told why.
 pub fn asks_for_gpus(v: &Vmi, w: &World) -> bool {
@@ -233,4 +298,5 @@ pub fn asks_for_gpus(v: &Vmi, w: &World) -> bool {
     named
         || v.device_request().keys().any(|r| w.serves(r))
         || !matches!(template_asks(v, w), Ok(a) if a.is_empty())
+        || !named_claims(v, w).is_empty()
 }

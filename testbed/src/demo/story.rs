@@ -2,7 +2,8 @@
 //! returns, VMs stop, a claim and a class are deleted while still held,
 //! a node is drained for maintenance and comes back, and a VM takes GPUs
 //! that a DRA driver publishes through a ResourceClaimTemplate, one of
-//! which fails and comes back.
+//! which fails and comes back; another VM names a claim of the DRA class,
+//! whose backing ResourceClaim holds its GPUs while the VM is stopped.
 //! Each step acts on the cluster as a tenant, KubeVirt or the kubelet
 //! would, then names what the controller must have done for it to end.
 
@@ -27,8 +28,11 @@ pub const OPS: &str = "ml-ops";
 pub const CUDA_JOB: &str = "cuda-smoke-test";
 /// Nodes whose GPUs NVIDIA's DRA driver publishes (4 and 2 H200s).
 pub const DRA_NODES: [&str; 2] = ["dra-node-1", "dra-node-2"];
-/// KubeVirt's passthrough DeviceClass, as NVIDIA's DRA driver installs it.
-const VFIO: &str = "vfio.gpu.nvidia.com";
+/// The named claim of the DRA class that vm-rag names.
+pub const RAG_CLAIM: &str = "rag-h200-pair";
+
+mod dra;
+use dra::{backing_allocated, dra_class_and_template, dra_pair_claim, fail_llm_gpu};
 
 pub struct Ctx<'a> {
     pub standin: &'a StandIn,
@@ -91,44 +95,6 @@ fn set_evacuating(store: &Store, node: &str, evacuate: bool) {
         spec.remove("unschedulable");
     }
     n["spec"]["taints"] = taints.into();
-    let _ = store.update("Node", n, crate::memory::store::Subresource::Main);
-}
-
-/// The platform's DRA class of H200s, and tenant A's template asking two
-/// of its DeviceClass's devices, as KubeVirt's DRA guide writes one.
-fn dra_class_and_template(store: &Store) {
-    let _ = store.create(
-        "GPUClass",
-        serde_json::json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
-            "metadata": {"name": "h200-dra"},
-            "spec": {"deviceClassName": VFIO, "selectors": [{"cel": {"expression":
-                "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'"}}]}}),
-    );
-    let _ = store.create(
-        "ResourceClaimTemplate",
-        serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "two-h200", "namespace": A},
-            "spec": {"spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": VFIO, "count": 2}}]}}}}),
-    );
-}
-
-/// NVIDIA's driver finds vm-llm's first GPU failed (`failed`), or well.
-fn fail_llm_gpu(store: &Store, failed: bool) {
-    let Some(r) = store.get("GPUAllocation", A, "vm-llm-gpu") else {
-        return;
-    };
-    let (node, device) = (
-        r["spec"]["nodeName"].as_str().unwrap_or_default(),
-        r["spec"]["devices"][0]["device"]
-            .as_str()
-            .unwrap_or_default(),
-    );
-    let Some(mut n) = store.get("Node", "", node) else {
-        return;
-    };
-    let value = if failed { device } else { "" };
-    n["metadata"]["annotations"][crate::standin::nvidia::FAILED_GPUS] = value.into();
     let _ = store.update("Node", n, crate::memory::store::Subresource::Main);
 }
 
@@ -357,6 +323,46 @@ pub fn steps() -> Vec<Step> {
             rules: "D6 L4",
             act: |c| fail_llm_gpu(c.store, false),
             until: |s| s.phase(A, "vm-llm-gpu") == "Attached",
+            hold: now,
+        },
+        Step {
+            title: "Tenant A makes claim rag-h200-pair (2 x h200-dra) and starts vm-rag naming it by \
+                    resourceClaimName: its backing ResourceClaim is made, owned by the claim and allocated to \
+                    the 2 devices recorded on dra-node-1; the scheduler reserves it and the VM runs",
+            rules: "D4 D5 G1 G4",
+            act: |c| {
+                dra_pair_claim(c.store);
+                let rag = VmSpec::sized(8, "64Gi").gpus_through_claim(RAG_CLAIM);
+                c.standin.create_vmi(A, "vm-rag", &rag);
+            },
+            until: |s| {
+                s.phase(A, RAG_CLAIM) == "Attached"
+                    && node_of(s, A, RAG_CLAIM) == DRA_NODES[0]
+                    && backing_allocated(s, A, RAG_CLAIM)
+            },
+            hold: now,
+        },
+        Step {
+            title: "vm-rag stops: its claim is detached and stays Bound, and its backing ResourceClaim stays \
+                    allocated: no scheduler can give those GPUs to another pod until the tenant lets them go",
+            rules: "D4 L5 L7",
+            act: |c| c.standin.stop_vm(A, "vm-rag"),
+            until: |s| s.phase(A, RAG_CLAIM) == "Bound" && backing_allocated(s, A, RAG_CLAIM),
+            hold: now,
+        },
+        Step {
+            title: "The tenant deletes rag-h200-pair: its backing ResourceClaim is deleted, then its record, \
+                    then its finalizer",
+            rules: "L8 D4",
+            act: |c| {
+                let _ = c.store.delete("GPUClaim", A, RAG_CLAIM);
+            },
+            until: |s| {
+                s.phase(A, RAG_CLAIM) == "gone"
+                    && s.resource_claims
+                        .iter()
+                        .all(|rc| rc.metadata.name.as_deref() != Some(RAG_CLAIM))
+            },
             hold: now,
         },
     ]

@@ -194,6 +194,14 @@ fn devices_line(s: &Snapshot, r: &GPUAllocation) -> String {
         r.spec.node_name,
         names.join(", ")
     );
+    // A device is its driver, pool and name: two nodes' pools may name
+    // their devices alike.
+    let recorded: Vec<(&str, &str, &str)> = r
+        .spec
+        .devices
+        .iter()
+        .map(|d| (d.driver.as_str(), d.pool.as_str(), d.device.as_str()))
+        .collect();
     let holder = s.resource_claims.iter().find(|c| {
         let results = c
             .status
@@ -202,7 +210,11 @@ fn devices_line(s: &Snapshot, r: &GPUAllocation) -> String {
             .and_then(|a| a.devices.as_ref())
             .and_then(|d| d.results.as_deref())
             .unwrap_or_default();
-        !results.is_empty() && results.iter().all(|x| names.contains(&x.device.as_str()))
+        c.metadata.namespace.as_deref() == Some(ns)
+            && !results.is_empty()
+            && results.iter().all(|x| {
+                recorded.contains(&(x.driver.as_str(), x.pool.as_str(), x.device.as_str()))
+            })
     });
     match holder {
         Some(c) => {

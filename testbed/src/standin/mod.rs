@@ -324,7 +324,18 @@ impl StandIn {
             .iter()
             .filter_map(|c| c["spec"]["resourceName"].as_str().map(str::to_string))
             .collect();
-        named || render::devices(vmi).keys().any(|d| served.contains(d))
+        // DRA VMIs, as the webhook's matchConditions gate their pods:
+        // any `spec.resourceClaims` while a class of DeviceClass exists.
+        let dra = vmi["spec"]["resourceClaims"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+            && self
+                .store
+                .list("GPUClass")
+                .0
+                .iter()
+                .any(|c| c["spec"]["deviceClassName"].is_string());
+        named || dra || render::devices(vmi).keys().any(|d| served.contains(d))
     }
 
     fn create_launcher(&self, vmi: &Value, seen: u64) {

@@ -25,11 +25,17 @@ pub struct VmSpec {
     pub cpus: u32,
     pub memory: String,
     pub gpus: Vec<(String, u32)>,
-    /// GPUs asked through DRA, as KubeVirt's DRA guide writes it: a
-    /// ResourceClaimTemplate's name and the request of it a `gpus[]`
-    /// entry names.
-    pub template: Option<(String, String)>,
+    /// GPUs asked through DRA, as KubeVirt's DRA guide writes it.
+    pub dra: Option<DraGpus>,
     pub annotations: BTreeMap<String, String>,
+}
+
+/// Where a VM's DRA GPUs come from: a ResourceClaimTemplate's name and
+/// the request of it a `gpus[]` entry names, or a ResourceClaim's name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DraGpus {
+    Template { template: String, request: String },
+    Claim(String),
 }
 
 impl Default for VmSpec {
@@ -44,7 +50,7 @@ impl VmSpec {
             cpus,
             memory: memory.into(),
             gpus: Vec::new(),
-            template: None,
+            dra: None,
             annotations: BTreeMap::new(),
         }
     }
@@ -60,7 +66,17 @@ impl VmSpec {
     /// GPUs through the ResourceClaimTemplate `template`, whose request
     /// `request` its `gpus[]` entry names (`GPUsWithDRA`).
     pub fn gpus_through_template(mut self, template: &str, request: &str) -> Self {
-        self.template = Some((template.into(), request.into()));
+        self.dra = Some(DraGpus::Template {
+            template: template.into(),
+            request: request.into(),
+        });
+        self
+    }
+
+    /// GPUs through the ResourceClaim `claim` made beforehand (a named
+    /// GPUClaim's backing claim), its request `gpu` (D5).
+    pub fn gpus_through_claim(mut self, claim: &str) -> Self {
+        self.dra = Some(DraGpus::Claim(claim.into()));
         self
     }
 
@@ -82,14 +98,22 @@ impl VmSpec {
             "resources": {"requests": {"memory": self.memory}},
             "devices": {"gpus": gpus},
         }});
-        if let Some((template, request)) = &self.template {
-            spec["resourceClaims"] =
-                json!([{"name": "gpu", "resourceClaimTemplateName": template}]);
-            if let Some(g) = spec["domain"]["devices"]["gpus"].as_array_mut() {
-                g.push(json!({"name": format!("gpu{}", g.len() + 1),
-                    "claimName": "gpu", "requestName": request}));
-            }
+        let (entry, request) = match &self.dra {
+            None => return spec,
+            Some(DraGpus::Template { template, request }) => (
+                json!({"name": "gpu", "resourceClaimTemplateName": template}),
+                request.as_str(),
+            ),
+            Some(DraGpus::Claim(claim)) => (
+                json!({"name": claim, "resourceClaimName": claim}),
+                gpu_claims_actors::rules::BACKING_REQUEST,
+            ),
+        };
+        if let Some(g) = spec["domain"]["devices"]["gpus"].as_array_mut() {
+            g.push(json!({"name": format!("gpu{}", g.len() + 1),
+                "claimName": entry["name"], "requestName": request}));
         }
+        spec["resourceClaims"] = json!([entry]);
         spec
     }
 

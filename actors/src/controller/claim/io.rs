@@ -152,9 +152,13 @@ async fn allocation_uid(
     }
 }
 
-/// L8: delete the allocation, then remove the finalizer. If removing the
-/// finalizer fails (NotFound aside) the claim still holds its GPUs.
+/// L8: delete the backing claim (D4), then the allocation, then remove the
+/// finalizer. If removing the finalizer fails (NotFound aside) the claim
+/// still holds its GPUs.
 async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) -> IntentDone {
+    if let Err(e) = super::backing::delete_backing_claim(env, c, rule).await {
+        return Err(e).into();
+    }
     let what = ObjRef::new(
         Kind::Allocation,
         c.metadata.namespace.as_deref(),

@@ -171,10 +171,23 @@ impl Placement {
     /// Remembers which claims the VMI's set names; O(claims it names).
     fn index(&mut self, k: &str, v: &Vmi) {
         let (ns, _) = split_key(k);
-        let names: Vec<String> = requested_claims(v, &self.env.world)
+        // D5: every name its spec gives a ResourceClaim too, whether or
+        // not a GPUClaim of that name is seen yet: the claim's coming
+        // must reach this VMI.
+        let mut names: Vec<String> = requested_claims(v, &self.env.world)
             .iter()
             .map(|n| key(ns, n))
             .collect();
+        for n in v
+            .referenced_resource_claims()
+            .into_iter()
+            .filter_map(|e| e.resource_claim_name.as_deref())
+        {
+            let k = key(ns, n);
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
         if self.claims_of.get(k) == Some(&names) {
             return;
         }

@@ -9,7 +9,7 @@ mod quota;
 mod written;
 
 pub use choice::{NodesThatMatter, Unfit, pod_unfit};
-pub use devices::allocated_devices;
+pub use devices::{BACKING_REQUEST, allocated_devices, backing_claim, controlled_by, owned_by};
 pub use members::request_mismatch;
 pub use plan::{AllocationWrite, DeviceClaimWrite, Moved, Plan};
 pub use written::{Assumed, Forgotten, WrittenAllocations};

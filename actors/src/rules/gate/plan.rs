@@ -10,7 +10,7 @@ use crate::api::{
 use crate::world::World;
 use crate::world::devices::DeviceId;
 use crate::world::key;
-use k8s_openapi::api::resource::v1::AllocationResult;
+use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::sync::Arc;
 
@@ -46,9 +46,15 @@ pub struct DeviceClaimWrite {
     /// `ns/name` of the ResourceClaim.
     pub key: String,
     /// Its uid as the cache showed it: a claim made anew is another's.
+    /// Empty for a backing claim still to be made.
     pub uid: String,
     /// `ns/name` of the GPUClaim whose record names the devices.
     pub claim: String,
+    /// A named claim's backing claim the cache does not show: made first
+    /// (one the GPUClaim owns found there already will do).
+    pub create: Option<Box<ResourceClaim>>,
+    /// The uid of the GPUClaim that owns a backing claim.
+    pub owner_uid: Option<String>,
     pub allocation: AllocationResult,
 }
 
@@ -169,9 +175,13 @@ pub(super) fn plan(
             ));
         };
         let c = &m.claim.metadata;
+        let uid = dra.resource_claim.metadata.uid.clone();
         device_claims.push(DeviceClaimWrite {
             key: dra.claim_key.clone(),
-            uid: dra.resource_claim.metadata.uid.clone().unwrap_or_default(),
+            create: (dra.backing && uid.is_none())
+                .then(|| Box::new(ResourceClaim::clone(&dra.resource_claim))),
+            uid: uid.unwrap_or_default(),
+            owner_uid: dra.backing.then(|| c.uid.clone()).flatten(),
             claim: key(
                 c.namespace.as_deref().unwrap_or_default(),
                 c.name.as_deref().unwrap_or_default(),

@@ -50,6 +50,9 @@ pub struct DevicesChange {
     pub nodes: BTreeSet<String>,
     pub classes: BTreeSet<String>,
     pub vmis: BTreeSet<String>,
+    /// D4: GPUClaims of the name of a ResourceClaim that came, changed or
+    /// went: their backing claim, or one in its way.
+    pub claims: BTreeSet<String>,
 }
 
 impl From<&AllocatedDevice> for DeviceId {
@@ -117,6 +120,9 @@ impl World {
             .put_claim(&k, (!deleted).then(|| Arc::new(c)));
         self.dra_free_moved(&change);
         change.vmis = vmis;
+        if self.claim(&k).is_some() {
+            change.claims.insert(k);
+        }
         change
     }
 

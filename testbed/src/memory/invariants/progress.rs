@@ -33,8 +33,23 @@ pub(super) fn world_of(c: &MemCluster) -> World {
 /// was about.
 pub fn progress(c: &MemCluster) -> Vec<String> {
     let fresh = world_of(c);
-    let none = gpu_claims_actors::rules::WrittenAllocations::default();
     let mut v = Vec::new();
+    super::records::backing_claims_hold(
+        &all(c, Kind::Claim, |o| match o {
+            Obj::Claim(x) => Some(x),
+            _ => None,
+        }),
+        &all(c, Kind::Allocation, |o| match o {
+            Obj::Allocation(x) => Some(x),
+            _ => None,
+        }),
+        &all(c, Kind::ResourceClaim, |o| match o {
+            Obj::ResourceClaim(x) => Some(x),
+            _ => None,
+        }),
+        &mut v,
+    );
+    let none = gpu_claims_actors::rules::WrittenAllocations::default();
     fresh.for_each_vmi(|vmi_key, vmi| {
         if let gpu_claims_actors::rules::GateStep::Place(plan) =
             gpu_claims_actors::rules::decide_gate(vmi, &fresh, &none)

@@ -135,3 +135,39 @@ pub(crate) fn devices_held_once(
         }
     }
 }
+
+/// I9 once settled: every Bound or Attached named claim of a DRA class
+/// has its backing claim (D4), controller-owned by it, allocated to
+/// exactly its record's devices.
+pub(super) fn backing_claims_hold(
+    claims: &[GPUClaim],
+    records: &[GPUAllocation],
+    resource_claims: &[ResourceClaim],
+    v: &mut Vec<String>,
+) {
+    use gpu_claims_actors::api::ClaimPhase;
+    for c in claims.iter().filter(|c| {
+        !c.is_template() && matches!(c.phase(), ClaimPhase::Bound | ClaimPhase::Attached)
+    }) {
+        let k = ns_key(&c.metadata);
+        let Some(r) = records
+            .iter()
+            .find(|r| ns_key(&r.metadata) == k && r.spec.is_dra())
+        else {
+            continue;
+        };
+        let recorded: BTreeSet<AllocatedDevice> = r.spec.devices.iter().cloned().collect();
+        let backing = resource_claims
+            .iter()
+            .find(|rc| ns_key(&rc.metadata) == k && gpu_claims_actors::rules::owned_by(rc, c));
+        match backing {
+            None => v.push(format!("I9: claim {k} is placed without its backing ResourceClaim")),
+            Some(rc) if allocated(rc) != recorded => v.push(format!(
+                "I9: the backing ResourceClaim of claim {k} is allocated to {:?}, its record names {:?}",
+                allocated(rc).iter().map(|d| &d.device).collect::<Vec<_>>(),
+                recorded.iter().map(|d| &d.device).collect::<Vec<_>>()
+            )),
+            Some(_) => {}
+        }
+    }
+}

@@ -5,11 +5,12 @@
 use super::*;
 use crate::api::{GPUAllocation, HOSTNAME_LABEL, PodUse, SCHEDULING_GATE, rv_number};
 use crate::controller::Env;
-use crate::controller::pacer::{IoError, ObjectWrite};
+use crate::controller::pacer::{IoError, ObjectWrite, Outcome, write_object};
 use crate::ports::{Kind, Obj, ObjRef};
 use crate::rules::{AllocationWrite, DeviceClaimWrite, Plan, RuleId, allocated_devices};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::sync::Arc;
 
 /// G4: allocations, then claim statuses, then each pod pinned and ungated.
 /// A claim that moves off a node that cannot take the set (E1) has its
@@ -93,15 +94,23 @@ pub(super) async fn write_allocation(
 /// otherwise and not reserved: cleared, then written anew, as Kubernetes
 /// lets an allocation change. A claim made anew (another uid) or gone is
 /// `IoError::Newer`: the set is decided again.
-pub(super) async fn allocate_device_claim(env: &Env, d: DeviceClaimWrite) -> Result<(), IoError> {
+pub(super) async fn allocate_device_claim(
+    env: &Env,
+    mut d: DeviceClaimWrite,
+) -> Result<(), IoError> {
     let (ns, name) = crate::world::split_key(&d.key);
     let what = ObjRef::new(Kind::ResourceClaim, Some(ns), name);
-    let mut rc = match env.reader.get(what.clone()).await {
-        Ok(Some(Obj::ResourceClaim(rc))) if rc.metadata.uid.as_deref() == Some(d.uid.as_str()) => {
-            rc
-        }
-        Ok(_) => return Err(IoError::Newer { what }),
-        Err(source) => return Err(IoError::read(what, source)),
+    let mut rc = match d.create.take() {
+        Some(new) => create_backing_claim(env, &what, *new, &d).await?,
+        None => match env.reader.get(what.clone()).await {
+            Ok(Some(Obj::ResourceClaim(rc)))
+                if rc.metadata.uid.as_deref() == Some(d.uid.as_str()) =>
+            {
+                rc
+            }
+            Ok(_) => return Err(IoError::Newer { what }),
+            Err(source) => return Err(IoError::read(what, source)),
+        },
     };
     let wanted = allocated_devices(&d.allocation);
     let status = rc.status.get_or_insert_default();
@@ -130,6 +139,38 @@ pub(super) async fn allocate_device_claim(env: &Env, d: DeviceClaimWrite) -> Res
     allocation.allocation_timestamp = Some(Time(env.clock.wall()));
     rc.status.get_or_insert_default().allocation = Some(allocation);
     write_claim_status(env, &what, rc).await.map(|_| ())
+}
+
+/// D4: a named claim's backing claim made, as the plan has it; one its
+/// GPUClaim owns there already (made by a write the cache does not show
+/// yet, or before a crash) will do, as read live. One of another owner,
+/// or one gone at once, is `IoError::Newer`: the set is decided again
+/// (and waits `DeviceClaimConflict`).
+async fn create_backing_claim(
+    env: &Env,
+    what: &ObjRef,
+    new: ResourceClaim,
+    d: &DeviceClaimWrite,
+) -> Result<ResourceClaim, IoError> {
+    tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "create-backing-claim", "writing");
+    let newer = || IoError::Newer { what: what.clone() };
+    let w = ObjectWrite::Create(Obj::ResourceClaim(new));
+    let rc = match write_object(env, what.clone(), 0, w, RuleId::D4).await? {
+        Outcome::Written { object, .. } => Arc::unwrap_or_clone(object),
+        Outcome::Conflict(o) => Arc::unwrap_or_clone(o),
+        Outcome::Gone { .. } => return Err(newer()),
+    };
+    let Obj::ResourceClaim(rc) = rc else {
+        return Err(newer());
+    };
+    let ours = d
+        .owner_uid
+        .as_deref()
+        .is_some_and(|uid| crate::rules::controlled_by(&rc, uid));
+    if !ours || rc.metadata.deletion_timestamp.is_some() {
+        return Err(newer());
+    }
+    Ok(rc)
 }
 
 /// D4: a ResourceClaim's status replaced on the version read; the claim

@@ -15,8 +15,8 @@ use k8s_openapi::api::resource::v1::{
 /// D4: the allocation that names `devices` (in request order: each
 /// request takes as many as it counts) on `node`, as kube-scheduler
 /// writes one: the results, the DeviceClass's config and the GPUClass's
-/// (`FromClass`, for the requests of its DeviceClass), the claim's own
-/// (`FromClaim`), and a node selector for the node by `metadata.name`.
+/// (`FromClass`, for the requests of its DeviceClass; a backing claim has
+/// the GPUClass's as its own), the claim's own (`FromClaim`), and a node selector for the node by `metadata.name`.
 /// None when the devices do not fill the claim's requests.
 pub fn allocation(
     w: &World,
@@ -56,7 +56,14 @@ pub fn allocation(
         .unwrap_or_default()
         .into_iter()
         .map(|c| c.opaque);
-    let own_config = m.class.spec.config.iter().map(|c| {
+    // A backing claim carries the GPUClass's config as its own (copied
+    // `FromClaim` below); a template's claim does not, so it goes in here.
+    let class_own = if m.backing {
+        &[][..]
+    } else {
+        &m.class.spec.config[..]
+    };
+    let own_config = class_own.iter().map(|c| {
         Some(k8s_openapi::api::resource::v1::OpaqueDeviceConfiguration {
             driver: c.opaque.driver.clone(),
             parameters: k8s_openapi::apimachinery::pkg::runtime::RawExtension(

@@ -4,13 +4,15 @@
 //! gpu-claims writes for them, as kube-scheduler writes one.
 
 mod allocation;
+mod backing;
 mod choose;
 
 pub use allocation::allocation;
+pub use backing::{BACKING_REQUEST, backing_claim, controlled_by, owned_by};
 pub use choose::{Chosen, DeviceAsk, choose};
 
 use super::{WaitReason, Waiting, wait};
-use crate::api::{GPUClaim, GPUClass, LauncherPod, TEMPLATE_LABEL, Vmi};
+use crate::api::{GPUClaim, GPUClass, LauncherPod, Vmi};
 use crate::dra::template::{device_class, requests};
 use crate::rules::request::{TemplateAsk, template_asks};
 pub use crate::world::devices::allocated_devices;
@@ -27,6 +29,9 @@ pub struct DraMember {
     /// `ns/name` of the ResourceClaim.
     pub claim_key: String,
     pub resource_claim: Arc<ResourceClaim>,
+    /// A named claim's backing claim (D4), which gpu-claims makes and
+    /// deletes; else the one Kubernetes made for the launcher pod.
+    pub backing: bool,
 }
 
 impl DraMember {
@@ -40,20 +45,12 @@ impl DraMember {
     }
 }
 
-/// Whether a claim is a template claim (made by G2 for its VMI).
-fn is_template_claim(c: &GPUClaim) -> bool {
-    c.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(TEMPLATE_LABEL))
-        .is_some_and(|v| v == "true")
-}
-
 /// D5: a set holding claims of DRA classes must be what the VMI's spec
 /// asks of them: per DRA class, the template claim's GPUs equal what its
-/// template asks for; a claim of a DRA class the spec does not ask for
-/// cannot reach the VM (KubeVirt attaches only what `gpus[].claimName`
-/// names). The message says what to add.
+/// template asks for; a named claim of a DRA class reaches the VM only
+/// where the spec references its backing claim by name (KubeVirt
+/// attaches only what `gpus[].claimName` names). The message says what
+/// to add.
 pub(super) fn dra_mismatch(
     v: &Vmi,
     w: &World,
@@ -61,6 +58,11 @@ pub(super) fn dra_mismatch(
     classes: &[Arc<GPUClass>],
 ) -> Option<String> {
     let asks = template_asks(v, w).unwrap_or_default();
+    let named: BTreeSet<&str> = v
+        .referenced_resource_claims()
+        .into_iter()
+        .filter_map(|e| e.resource_claim_name.as_deref())
+        .collect();
     let mut differs = String::new();
     let mut say = |m: String| {
         let sep = if differs.is_empty() { "" } else { "; " };
@@ -73,10 +75,12 @@ pub(super) fn dra_mismatch(
         };
         let class = c.spec.class_name.as_str();
         let cname = c.metadata.name.as_deref().unwrap_or_default();
-        if !is_template_claim(c) {
-            say(format!(
-                "claim {cname} is of DRA class {class}, whose GPUs reach a VM only through spec.resourceClaims: ask for them with a ResourceClaimTemplate of DeviceClass {dc} (resourceClaims: [{{name: gpu, resourceClaimTemplateName: <template>}}], gpus: [{{name: gpu, claimName: gpu}}]); backing claims for named claims come with issue 36"
-            ));
+        if !c.is_template() {
+            if !named.contains(cname) {
+                say(format!(
+                    "claim {cname} is of DRA class {class} (DeviceClass {dc}), whose GPUs reach a VM only through spec.resourceClaims: add resourceClaims: [{{name: {cname}, resourceClaimName: {cname}}}] and gpus: [{{name: {cname}, claimName: {cname}, requestName: {BACKING_REQUEST}}}]"
+                ));
+            }
             continue;
         }
         let n = held.entry(class).or_default();
@@ -116,9 +120,14 @@ pub(super) fn resource_claims(
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();
     let asks = template_asks(v, w).unwrap_or_default();
     let mut out = Vec::with_capacity(claims.len());
-    for k in classes {
+    for (c, k) in claims.iter().zip(classes) {
         if k.spec.device_class_name.is_none() {
             out.push(None);
+            continue;
+        }
+        // D4: a named claim's devices are held by its backing claim.
+        if !c.is_template() {
+            out.push(Some(backing::backing_member(w, c, k)?));
             continue;
         }
         let class = k.metadata.name.as_deref().unwrap_or_default();
@@ -160,13 +169,14 @@ pub(super) fn resource_claims(
             class: k.clone(),
             claim_key,
             resource_claim: rc,
+            backing: false,
         };
         let ask = DeviceAsk::of(&m).map_err(|e| wait(WaitReason::DeviceClaimPending, e))?;
         let asked = ask
             .requests
             .iter()
             .fold(0u64, |n, r| n.saturating_add(u64::from(r.count)));
-        let claim = &claims[out.len()];
+        let claim = c;
         if asked != u64::from(claim.spec.count) {
             return Err(wait(
                 WaitReason::RequestMismatch,

@@ -1,0 +1,151 @@
+//! D4: the backing claim of a named claim of a DRA class. A ResourceClaim
+//! of the GPUClaim's namespace and name, controller-owned by it, that asks
+//! for what the class serves and holds the record's devices against every
+//! scheduler, kubelet and other claim while the GPUClaim holds its GPUs,
+//! whether or not a VM runs.
+
+use super::super::{WaitReason, Waiting, wait};
+use super::DraMember;
+use crate::api::{GPUClaim, GPUClass};
+use crate::world::{World, key};
+use k8s_openapi::api::resource::v1::{
+    CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceConstraint, DeviceRequest,
+    DeviceSelector, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim,
+    ResourceClaimSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use std::sync::Arc;
+
+/// The one request of a backing claim.
+pub const BACKING_REQUEST: &str = "gpu";
+
+/// Whether `rc` is `c`'s: controller-owned by this GPUClaim (its uid; an
+/// earlier GPUClaim of the name owned another, which the garbage
+/// collector takes away).
+pub fn owned_by(rc: &ResourceClaim, c: &GPUClaim) -> bool {
+    c.metadata
+        .uid
+        .as_deref()
+        .is_some_and(|uid| controlled_by(rc, uid))
+}
+
+/// Whether `rc` is controller-owned by the GPUClaim of `uid`.
+pub fn controlled_by(rc: &ResourceClaim, uid: &str) -> bool {
+    rc.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "GPUClaim" && o.uid == uid)
+}
+
+/// D4: the backing claim `c` of DRA class `k` has, as it is created: one
+/// request `gpu` of the class's DeviceClass with its selectors and
+/// `count` devices, the class's `matchAttribute` as a constraint, and
+/// the class's config as the claim's own (which the allocation copies
+/// `FromClaim`, as the scheduler would).
+pub fn backing_claim(c: &GPUClaim, k: &GPUClass) -> ResourceClaim {
+    let selectors: Vec<DeviceSelector> = k
+        .spec
+        .selectors
+        .iter()
+        .map(|s| DeviceSelector {
+            cel: Some(CELDeviceSelector {
+                expression: s.cel.expression.clone(),
+            }),
+        })
+        .collect();
+    let request = DeviceRequest {
+        name: BACKING_REQUEST.into(),
+        exactly: Some(ExactDeviceRequest {
+            device_class_name: k.spec.device_class_name.clone().unwrap_or_default(),
+            allocation_mode: Some("ExactCount".into()),
+            count: Some(i64::from(c.spec.count)),
+            selectors: (!selectors.is_empty()).then_some(selectors),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let constraints = k.spec.match_attribute.as_ref().map(|a| {
+        vec![DeviceConstraint {
+            requests: Some(vec![BACKING_REQUEST.into()]),
+            match_attribute: Some(a.clone()),
+            ..Default::default()
+        }]
+    });
+    let config: Vec<DeviceClaimConfiguration> = k
+        .spec
+        .config
+        .iter()
+        .map(|cfg| DeviceClaimConfiguration {
+            requests: Some(vec![BACKING_REQUEST.into()]),
+            opaque: Some(OpaqueDeviceConfiguration {
+                driver: cfg.opaque.driver.clone(),
+                parameters: RawExtension(cfg.opaque.parameters.clone()),
+            }),
+        })
+        .collect();
+    ResourceClaim {
+        metadata: ObjectMeta {
+            namespace: c.metadata.namespace.clone(),
+            name: c.metadata.name.clone(),
+            // No blockOwnerDeletion: the GPUClaim's own finalizer keeps
+            // it until L8 has deleted this claim, and blocking would ask
+            // for update on gpuclaims/finalizers besides.
+            owner_references: Some(vec![OwnerReference {
+                api_version: "gpu.cozystack.io/v1alpha1".into(),
+                kind: "GPUClaim".into(),
+                name: c.metadata.name.clone().unwrap_or_default(),
+                uid: c.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..Default::default()
+        },
+        spec: Some(ResourceClaimSpec {
+            devices: Some(DeviceClaim {
+                requests: Some(vec![request]),
+                constraints,
+                config: (!config.is_empty()).then_some(config),
+            }),
+        }),
+        status: None,
+    }
+}
+
+/// D4, for a named claim `c` of DRA class `k`: its backing claim as the
+/// cache shows it, or as it is to be made where there is none. One of its
+/// name that `c` does not own, or one being deleted, makes the set wait.
+pub(in crate::rules::gate) fn backing_member(
+    w: &World,
+    c: &GPUClaim,
+    k: &Arc<GPUClass>,
+) -> Result<DraMember, Waiting> {
+    let ns = c.metadata.namespace.as_deref().unwrap_or_default();
+    let name = c.metadata.name.as_deref().unwrap_or_default();
+    let claim_key = key(ns, name);
+    let resource_claim = match w.resource_claim(&claim_key) {
+        None => Arc::new(backing_claim(c, k)),
+        Some(rc) if !owned_by(&rc, c) => {
+            return Err(wait(
+                WaitReason::DeviceClaimConflict,
+                format!(
+                    "ResourceClaim {name} is not GPUClaim {name}'s (it is not controller-owned by this GPUClaim), so it cannot hold the claim's devices: delete or rename it"
+                ),
+            ));
+        }
+        Some(rc) if rc.metadata.deletion_timestamp.is_some() => {
+            return Err(wait(
+                WaitReason::DeviceClaimPending,
+                format!("backing ResourceClaim {name} is being deleted; it is made anew once gone"),
+            ));
+        }
+        Some(rc) => rc,
+    };
+    Ok(DraMember {
+        class: k.clone(),
+        claim_key,
+        resource_claim,
+        backing: true,
+    })
+}
