@@ -187,6 +187,15 @@ pub(crate) fn section(out: &mut String, title: &str, header: &[&str], rows: Vec<
     out.push('\n');
 }
 
+/// Names joined by commas, or `-` for none.
+fn names_or_dash(names: &[String]) -> String {
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join(",")
+    }
+}
+
 pub fn table(r: &Report) -> String {
     let mut out = String::new();
     let classes = r.classes.iter().map(|c| {
@@ -250,11 +259,8 @@ pub fn table(r: &Report) -> String {
             d.allocated.to_string(),
             d.held_outside_allocations.to_string(),
             d.free.to_string(),
-            if d.free_devices.is_empty() {
-                "-".into()
-            } else {
-                d.free_devices.join(",")
-            },
+            names_or_dash(&d.free_devices),
+            names_or_dash(&d.kept_for_stopped_vms),
         ]
     });
     // A cluster without DRA classes is shown as before.
@@ -270,8 +276,27 @@ pub fn table(r: &Report) -> String {
                 "OTHER CLAIMS",
                 "FREE",
                 "FREE DEVICES",
+                "KEPT FOR STOPPED VMS",
             ],
             devices.collect(),
+        );
+        // Each claim's devices: which GPUs (by PCI address) a VM has, or
+        // keeps while it is stopped.
+        let claims = r.claim_devices.iter().map(|c| {
+            vec![
+                format!("{}/{}", c.namespace, c.name),
+                c.class.clone(),
+                c.phase.as_str().to_string(),
+                c.node.clone(),
+                c.vmi.clone().unwrap_or_else(|| "- (stopped)".into()),
+                c.devices.join(", "),
+            ]
+        });
+        section(
+            &mut out,
+            "DRA CLAIMS",
+            &["CLAIM", "CLASS", "PHASE", "NODE", "VMI", "DEVICES"],
+            claims.collect(),
         );
     }
     let quotas = r.quotas.iter().map(|q| {
@@ -346,10 +371,6 @@ mod tests {
         // store it under a CRD without a pattern, in the ClassMissing message.
         let forged = "h200\u{1b}[2J\u{1b}]0;pwned\u{7}\r\nWAITING AT THE GATE\n  (none)";
         let report = Report {
-            classes: Vec::new(),
-            nodes: Vec::new(),
-            devices: Vec::new(),
-            quotas: Vec::new(),
             waiting: vec![WaitingSet {
                 namespace: "t".into(),
                 vmi: "vm\u{1b}[31m".into(),
@@ -358,8 +379,7 @@ mod tests {
                 message: format!("GPUClass {forged} does not exist"),
                 since: None,
             }],
-            evacuating: Vec::new(),
-            not_read: Vec::new(),
+            ..Report::default()
         };
         let out = table(&report);
         assert!(!out.contains(['\u{1b}', '\r', '\u{7}']), "{out:?}");

@@ -278,3 +278,80 @@ fn d2_status_shows_a_dra_classs_devices_per_node_and_its_waiting_sets() {
         assert!(table.contains(says), "{says} in\n{table}");
     }
 }
+
+/// D4 in `status`: each DRA claim's devices by PCI address, the VMI that
+/// uses them or none, and per node the devices kept for a stopped VM (its
+/// backing ResourceClaim holds them; no other pod may take them).
+#[test]
+fn d4_status_shows_each_dra_claims_devices_and_those_kept_for_a_stopped_vm() {
+    use gpu_claims_testbed::demo::story::{self, RAG_CLAIM};
+    use gpu_claims_testbed::demo::{A, DRA_NODES};
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    let _ctl = c.start_controller();
+    c.settle("L1", |s| s.classes.len() == 2, Duration::ZERO);
+    // The story until vm-rag has stopped, its claim Bound.
+    for step in story::steps() {
+        c.act(&step);
+        let s = c.settle(step.title, step.until, step.hold);
+        if s.phase(A, RAG_CLAIM) == "Bound" {
+            break;
+        }
+    }
+    let kubeconfig = c.dir.path().join("kubeconfig");
+    let r = status_json(&kubeconfig);
+    let claim = |name: &str| {
+        r["claimDevices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {r}"))
+    };
+    let rag = claim(RAG_CLAIM);
+    assert_eq!(
+        (&rag["phase"], &rag["node"], &rag["vmi"]),
+        (&"Bound".into(), &DRA_NODES[0].into(), &Value::Null),
+        "{rag}"
+    );
+    assert_eq!(
+        rag["devices"],
+        serde_json::json!([
+            "dra-node-1/gpu-vfio-0 (0000:18:00.0)",
+            "dra-node-1/gpu-vfio-1 (0000:2a:00.0)"
+        ])
+    );
+    let llm = claim("vm-llm-gpu");
+    assert_eq!(
+        (&llm["phase"], &llm["vmi"]),
+        (&"Attached".into(), &"vm-llm".into())
+    );
+    let node = |n: &str| {
+        r["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["node"] == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        node(DRA_NODES[0])["keptForStoppedVms"],
+        serde_json::json!(["dra-node-1/gpu-vfio-0", "dra-node-1/gpu-vfio-1"])
+    );
+    // vm-llm runs on dra-node-2's: nothing kept there.
+    assert_eq!(
+        node(DRA_NODES[1])["keptForStoppedVms"],
+        serde_json::json!([])
+    );
+    let table = String::from_utf8(status(&kubeconfig, "table").stdout).unwrap();
+    for says in [
+        "DRA CLAIMS",
+        "KEPT FOR STOPPED VMS",
+        "tenant-a/rag-h200-pair",
+        "- (stopped)",
+        "0000:18:00.0",
+    ] {
+        assert!(table.contains(says), "{says} in\n{table}");
+    }
+}

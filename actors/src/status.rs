@@ -8,6 +8,9 @@ use crate::world::{World, key};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
+mod dra;
+pub use dra::{ClaimDevicesRow, DeviceRow};
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
@@ -16,6 +19,9 @@ pub struct Report {
     /// DRA classes' devices per node.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceRow>,
+    /// DRA claims' devices (D3, D4), those of stopped VMs too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claim_devices: Vec<ClaimDevicesRow>,
     pub quotas: Vec<QuotaRow>,
     pub waiting: Vec<WaitingSet>,
     /// Nodes tainted for evacuation (E2, E3), and how far each has come.
@@ -41,24 +47,6 @@ pub struct ClassRow {
     pub allocated: u64,
     pub budget: Option<u32>,
     pub waiting_sets: usize,
-}
-
-/// One node and one DRA class's devices there (D1, D2): those serving
-/// it, those allocation records name, those other ResourceClaims hold,
-/// and the free ones (the rest are tainted or their counters are spent).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceRow {
-    pub node: String,
-    pub class: String,
-    pub device_class: String,
-    pub ready: bool,
-    pub devices: u64,
-    pub allocated: u64,
-    pub held_outside_allocations: u64,
-    pub free: u64,
-    /// The free devices, by name (`pool/device`).
-    pub free_devices: Vec<String>,
 }
 
 /// One node and one GPU resource a class serves.
@@ -193,10 +181,14 @@ pub fn report(w: &World) -> Report {
     let mut classes = Vec::new();
     let mut resources = BTreeSet::new();
     let mut devices = Vec::new();
+    let mut claim_devices = Vec::new();
     for name in w.keys(crate::api::Kind::Class) {
         let Some(c) = w.class(&name) else { continue };
         match &c.spec.device_class_name {
-            Some(dc) => devices.extend(device_rows(w, &name, dc)),
+            Some(dc) => {
+                devices.extend(dra::device_rows(w, &name, dc));
+                claim_devices.extend(dra::claim_device_rows(w, &name));
+            }
             None => {
                 resources.insert(c.spec.resource_name.clone());
             }
@@ -215,6 +207,7 @@ pub fn report(w: &World) -> Report {
         classes,
         nodes: node_rows(w, &resources),
         devices,
+        claim_devices,
         quotas: quota_rows(w),
         waiting,
         evacuating: w
@@ -247,36 +240,6 @@ fn node_rows(w: &World, resources: &BTreeSet<String>) -> Vec<NodeRow> {
                 free: allocatable.saturating_sub(allocated.saturating_add(outside)),
             });
         }
-    }
-    rows
-}
-
-/// D1, D2: a DRA class's devices on each node that has some.
-fn device_rows(w: &World, class: &str, dc: &str) -> Vec<DeviceRow> {
-    let mut rows = Vec::new();
-    for (node, ids) in w.class_devices(class).by_node {
-        let facts: Vec<_> = ids.iter().filter_map(|id| w.device(id)).collect();
-        let allocated = facts.iter().filter(|d| d.allocated_by.is_some()).count() as u64;
-        let outside = facts
-            .iter()
-            .filter(|d| d.allocated_by.is_none() && d.held_by.is_some())
-            .count() as u64;
-        let free: Vec<String> = w
-            .free_devices(class, &node)
-            .iter()
-            .map(|d| format!("{}/{}", d.pool, d.device))
-            .collect();
-        rows.push(DeviceRow {
-            ready: w.node(&node).is_some_and(|n| n.ready),
-            class: class.to_string(),
-            device_class: dc.to_string(),
-            devices: ids.len() as u64,
-            allocated,
-            held_outside_allocations: outside,
-            free: free.len() as u64,
-            free_devices: free,
-            node,
-        });
     }
     rows
 }

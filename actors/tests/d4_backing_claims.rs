@@ -18,31 +18,6 @@ fn typed(kind: Kind, v: Value) -> Obj {
     gpu_claims_actors::api::from_json(kind, v).unwrap()
 }
 
-/// VMI vm1 (u1) naming GPUClaim `c1` as KubeVirt's DRA guide writes a
-/// claim by name: a `resourceClaims` entry with `resourceClaimName: c1`
-/// that `gpus[]` references; its launcher pod at the gate.
-fn vm1_naming_c1(uid: &str) -> Vec<Obj> {
-    let entries = json!([{"name": "c1", "resourceClaimName": "c1"}]);
-    let vmi = typed(
-        Kind::Vmi,
-        json!({"metadata": {"name": "vm1", "namespace": "t", "uid": uid},
-            "spec": {"domain": {"devices": {"gpus": [{"name": "gpu1", "claimName": "c1", "requestName": "gpu"}]}},
-                "resourceClaims": entries},
-            "status": {"phase": "Scheduling"}}),
-    );
-    let pod = typed(
-        Kind::Pod,
-        json!({"metadata": {"name": format!("virt-launcher-vm1-{uid}"), "namespace": "t", "uid": format!("p-{uid}"),
-                "labels": {"kubevirt.io": "virt-launcher"},
-                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                    "name": "vm1", "uid": uid, "controller": true}]},
-            "spec": {"containers": [{"name": "compute", "resources": {"claims": [{"name": "c1"}]}}],
-                "resourceClaims": entries,
-                "schedulingGates": [{"name": "gpu.cozystack.io/claims"}]}}),
-    );
-    vec![vmi, pod]
-}
-
 /// Four H200s on n1 as NVIDIA's driver publishes them, a DRA class of
 /// them, claim c1 of two, and vm1 naming it.
 fn named_world() -> Vec<Obj> {
@@ -53,7 +28,7 @@ fn named_world() -> Vec<Obj> {
         dra_class("h200", VFIO).obj(),
         claim("t", "c1").count(2).obj(),
     ];
-    v.extend(vm1_naming_c1("u1"));
+    v.extend(vm1_naming_resource_claim("c1", "u1"));
     v
 }
 
@@ -162,7 +137,7 @@ fn d4_a_stopped_vm_s_claim_keeps_its_backing_claim_allocated_and_its_next_vmi_ge
         assert!(t.writes().iter().all(|w| !w.contains("ResourceClaim")));
         // Started again: its new VMI is placed on the same devices, and
         // the backing claim is left as it is (I5).
-        for o in vm1_naming_c1("u2") {
+        for o in vm1_naming_resource_claim("c1", "u2") {
             t.user_create(o);
         }
         t.settle().await;
@@ -259,7 +234,7 @@ fn d4_a_backing_claim_someone_deleted_is_made_again_when_its_vm_starts() {
         vm1_stopped(&mut t, "u1").await;
         t.user_delete(Kind::ResourceClaim, Some("t"), "c1");
         t.settle().await;
-        for o in vm1_naming_c1("u2") {
+        for o in vm1_naming_resource_claim("c1", "u2") {
             t.user_create(o);
         }
         t.settle().await;

@@ -12,6 +12,12 @@
 //! The DeviceClasses are the driver's chart's (`gpu.nvidia.com`,
 //! `vfio.gpu.nvidia.com`).
 //!
+//! With the driver's `FabricManagerPartitioning` gate (alpha) on an HGX
+//! board, each GPU also publishes `gpuModuleID` and `partition1/2/4/8`
+//! (`addFabricManagerAttributes`): what a class's `matchAttribute:
+//! gpu.nvidia.com/partition4` groups by, and what the driver's Prepare
+//! requires (a claim's GPUs exactly one partition).
+//!
 //! The node's hardware is the stand-in's to know: an annotation
 //! (`PASSTHROUGH_GPUS`) says how many GPUs of which product it has, and
 //! another (`FAILED_GPUS`) which have failed: those get a `NoExecute`
@@ -40,6 +46,33 @@ pub struct PassthroughGpus {
     pub memory: String,
     /// The PCI device ID (`0x2335` for an H200).
     pub device_id: String,
+    /// An HGX board whose NVSwitches Fabric Manager runs in shared
+    /// virtualization mode, with the driver's `FabricManagerPartitioning`
+    /// gate on: each GPU publishes its module and the partitions of 1, 2,
+    /// 4 and 8 GPUs it belongs to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fabric_manager: bool,
+}
+
+/// The GPUs of one HGX board, which Fabric Manager partitions.
+pub const HGX_GPUS: u32 = 8;
+
+/// `addFabricManagerAttributes`: `gpuModuleID` and `partition<size>`, the
+/// ID of the partition of that size holding the GPU, as Fabric Manager's
+/// HGX partition table numbers them (0: all 8 modules; 1-2: modules 1-4
+/// and 5-8; 3-6: pairs; 7-14: each alone). Only on a full HGX board.
+fn fabric_manager_attributes(i: u32, count: u32) -> Vec<(String, Value)> {
+    if count != HGX_GPUS {
+        return Vec::new();
+    }
+    let i = i64::from(i);
+    vec![
+        ("gpuModuleID".into(), json!({"int": i + 1})),
+        ("partition1".into(), json!({"int": 7 + i})),
+        ("partition2".into(), json!({"int": 3 + i / 2})),
+        ("partition4".into(), json!({"int": 1 + i / 4})),
+        ("partition8".into(), json!({"int": 0})),
+    ]
 }
 
 /// The most GPUs the stand-in puts in one node.
@@ -114,6 +147,11 @@ pub fn devices(node: &Value) -> Option<Vec<Value>> {
                     "resource.kubernetes.io/numaNode": {"int": numa},
                 },
                 "capacity": {"addressableMemory": {"value": gpus.memory}}});
+            if gpus.fabric_manager {
+                for (name, value) in fabric_manager_attributes(i, gpus.count) {
+                    d["attributes"][name] = value;
+                }
+            }
             if failed.contains(&d["name"].as_str().unwrap_or_default()) {
                 d["taints"] = json!([{"key": UNHEALTHY_TAINT, "value": "Xid79",
                     "effect": "NoExecute"}]);
@@ -204,6 +242,59 @@ pub fn install_classes(store: &Store) {
             .to_string();
         if store.get("DeviceClass", "", &name).is_none() {
             store.seed("DeviceClass", c);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::fixtures::node;
+    use serde_json::Value;
+
+    fn published(n: crate::fixtures::NodeBuilder) -> Vec<Value> {
+        let v = gpu_claims_actors::api::to_json(&n.obj());
+        super::devices(&v).unwrap()
+    }
+
+    fn attr(d: &Value, name: &str) -> Option<i64> {
+        d["attributes"][name]["int"].as_i64()
+    }
+
+    #[test]
+    fn d1_an_hgx_board_under_fabric_manager_publishes_each_gpus_module_and_partitions() {
+        let hgx = node("n1")
+            .passthrough_gpus("NVIDIA H200", 8, "141Gi", "0x2335")
+            .fabric_manager();
+        let table: Vec<[Option<i64>; 5]> = published(hgx)
+            .iter()
+            .map(|d| {
+                [
+                    "gpuModuleID",
+                    "partition1",
+                    "partition2",
+                    "partition4",
+                    "partition8",
+                ]
+                .map(|a| attr(d, a))
+            })
+            .collect();
+        // Fabric Manager's HGX table: 0 all eight, 1-2 halves, 3-6 pairs,
+        // 7-14 each GPU alone.
+        let want: Vec<[Option<i64>; 5]> = (0..8)
+            .map(|i| [i + 1, 7 + i, 3 + i / 2, 1 + i / 4, 0].map(Some))
+            .collect();
+        assert_eq!(table, want);
+    }
+
+    #[test]
+    fn d1_without_fabric_manager_or_a_full_board_no_partition_is_published() {
+        let plain = node("n1").passthrough_gpus("NVIDIA H200", 8, "141Gi", "0x2335");
+        let four = node("n2")
+            .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
+            .fabric_manager();
+        for d in published(plain).iter().chain(published(four).iter()) {
+            assert_eq!(attr(d, "partition4"), None, "{d}");
+            assert_eq!(attr(d, "gpuModuleID"), None, "{d}");
         }
     }
 }

@@ -73,6 +73,15 @@ pub struct Plan {
     pub moved: Vec<(String, Moved)>,
 }
 
+/// Whether the devices taken are those recorded, in any order.
+fn same_devices(taking: Option<&[DeviceId]>, recorded: &[DeviceId]) -> bool {
+    let mut a: Vec<&DeviceId> = taking.unwrap_or_default().iter().collect();
+    let mut b: Vec<&DeviceId> = recorded.iter().collect();
+    a.sort();
+    b.sort();
+    a == b
+}
+
 pub(super) fn plan(
     w: &World,
     vmi: &str,
@@ -95,11 +104,16 @@ pub(super) fn plan(
         })
         .collect();
     // A Lost claim whose node came back and is chosen again keeps its
-    // allocation as it is: rewriting it would change nothing (I5).
+    // allocation as it is, and so does one of a DRA class that takes the
+    // devices it records (a move cut short after its record's write):
+    // rewriting either would change nothing (I5).
     let allocations = unplaced
         .iter()
         .zip(&taking)
-        .filter(|(m, _)| m.allocation_node.as_deref() != Some(node) || m.dra.is_some())
+        .filter(|(m, devices)| {
+            m.allocation_node.as_deref() != Some(node)
+                || (m.dra.is_some() && !same_devices(devices.as_deref(), &m.devices))
+        })
         .map(|(m, devices)| {
             let c = &m.claim;
             let r = GPUAllocation {
