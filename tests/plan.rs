@@ -175,6 +175,7 @@ fn a_second_plan_over_the_converged_cluster_writes_nothing() {
     for (snapshot, config) in [
         ("config/examples/lifecycle.yaml", None),
         ("config/examples/dra.yaml", None),
+        ("config/examples/dra-named.yaml", None),
         (
             "config/examples/no-kubevirt.yaml",
             Some("config/examples/no-kubevirt.config.yaml"),

@@ -1,6 +1,8 @@
 //! DRA worlds under random kills (section 9): VMs that ask for GPUs
 //! through ResourceClaimTemplates, as KubeVirt's DRA guide writes them,
-//! start, stop and go on two nodes whose GPUs NVIDIA's DRA driver
+//! or name a GPUClaim of the DRA class by `resourceClaimName` (D5, whose
+//! backing ResourceClaim holds its GPUs while the VM is stopped, D4),
+//! start, stop and go; tenants delete named claims and make them again on two nodes whose GPUs NVIDIA's DRA driver
 //! publishes (three each, fewer than the VMs ask for together); GPUs fail (the driver taints them NoExecute) and recover;
 //! nodes go NotReady and come back; the controller is killed between
 //! writes and restarted; in half the seeds the ResourceClaims watch trails
@@ -36,6 +38,36 @@ fn template_of(i: u64) -> &'static str {
     if i.is_multiple_of(2) { "two" } else { "one" }
 }
 
+/// VMs from this one on name a GPUClaim (`c<i>`) instead of a template.
+const FIRST_NAMED: u64 = 3;
+
+/// The GPUClaim VM `i` names, if it names one.
+fn named_claim(i: u64) -> Option<String> {
+    (i >= FIRST_NAMED).then(|| format!("c{i}"))
+}
+
+/// The tenant's claim of VM `i`, made where it is missing (not while
+/// one of its name is still being deleted).
+fn make_claim(sim: &Sim, i: u64) {
+    let Some(name) = named_claim(i) else { return };
+    if sim.store.get("GPUClaim", "t", &name).is_none() {
+        let count = if i.is_multiple_of(2) { 2 } else { 1 };
+        sim.store.seed(
+            "GPUClaim",
+            json!({"apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
+                "metadata": {"name": name, "namespace": "t", "uid": format!("c{i}-{}", sim.cluster.journal().entries.len())},
+                "spec": {"className": "h200", "count": count}}),
+        );
+    }
+}
+
+/// The record of VM `vmi`'s GPUs: its named claim's, or its template
+/// claim's.
+fn record_name(vmi: &str) -> String {
+    let i: u64 = vmi.trim_start_matches("vm").parse().unwrap_or(0);
+    named_claim(i).unwrap_or_else(|| format!("{vmi}-gpu"))
+}
+
 fn template(name: &str, count: u64) -> Value {
     json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": "t"},
@@ -48,7 +80,13 @@ fn template(name: &str, count: u64) -> Value {
 fn start_vm(sim: &Sim, i: u64, generation: u64) {
     let name = format!("vm{i}");
     let uid = format!("u{i}-{generation}");
-    let t = template_of(i);
+    let entry = match named_claim(i) {
+        Some(c) => {
+            make_claim(sim, i);
+            json!({"name": "gpu", "resourceClaimName": c})
+        }
+        None => json!({"name": "gpu", "resourceClaimTemplateName": template_of(i)}),
+    };
     sim.store.seed(
         "VirtualMachineInstance",
         json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
@@ -56,7 +94,7 @@ fn start_vm(sim: &Sim, i: u64, generation: u64) {
                 "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
                     "name": name, "uid": format!("vm-uid-{name}"), "controller": true}]},
             "spec": {"domain": {"devices": {"gpus": [{"name": "gpu1", "claimName": "gpu", "requestName": "gpu"}]}},
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": t}]},
+                "resourceClaims": [entry.clone()]},
             "status": {"phase": "Scheduling"}}),
     );
     sim.store.seed(
@@ -69,7 +107,7 @@ fn start_vm(sim: &Sim, i: u64, generation: u64) {
                     "name": name, "uid": uid, "controller": true}]},
             "spec": {"containers": [{"name": "compute", "resources": {"claims": [{"name": "gpu"}],
                     "requests": {"cpu": "2", "memory": "8Gi"}}}],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": t}],
+                "resourceClaims": [entry],
                 "schedulingGates": [{"name": "gpu.cozystack.io/claims"}]}}),
     );
 }
@@ -219,7 +257,7 @@ fn allocations_follow_records(sim: &Sim) -> Vec<String> {
         let vmi = p["metadata"]["ownerReferences"][0]["name"]
             .as_str()
             .unwrap_or_default();
-        let Some(record) = sim.store.get("GPUAllocation", "t", &format!("{vmi}-gpu")) else {
+        let Some(record) = sim.store.get("GPUAllocation", "t", &record_name(vmi)) else {
             continue;
         };
         let Ok(cs) = claims::of_pod(&sim.store, &p) else {
@@ -245,6 +283,8 @@ struct Seen {
     pending: usize,
     no_room: usize,
     released: usize,
+    backing_made: usize,
+    backing_deleted: usize,
 }
 
 fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
@@ -304,6 +344,16 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                         set_failed(&sim, node, failed);
                     }
                     6 => set_ready(&sim, NODES[rng.below(2) as usize], rng.below(3) > 0),
+                    7 if rng.below(3) == 0 => {
+                        // The tenant lets a named claim go (L8: its backing
+                        // claim first), or makes it again.
+                        match named_claim(i) {
+                            Some(c) if sim.store.get("GPUClaim", "t", &c).is_some() => {
+                                let _ = sim.store.delete("GPUClaim", "t", &c);
+                            }
+                            _ => make_claim(&sim, i),
+                        }
+                    }
                     _ => sim.die_after(rng.below(4) as i64),
                 }
             }
@@ -363,6 +413,8 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         }
         for e in sim.cluster.journal().effective() {
             match (e.kind, e.rule) {
+                ("ResourceClaim", _) if e.op == "create" => seen.backing_made += 1,
+                ("ResourceClaim", _) if e.op == "delete" => seen.backing_deleted += 1,
                 ("ResourceClaim", "D4") => seen.allocated += 1,
                 (_, "D6") => seen.lost += 1,
                 ("GPUClaim", "L8") => seen.released += 1,
@@ -384,7 +436,8 @@ fn waits(sim: &Sim, reason: &str) -> bool {
 }
 
 #[test]
-fn d1_d6_template_vms_under_random_kills_and_failing_gpus_never_share_a_device_and_converge() {
+fn d1_d6_template_and_named_claim_vms_under_random_kills_and_failing_gpus_never_share_a_device_and_converge()
+ {
     let seeds: u64 = std::env::var("GPU_CLAIMS_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -404,7 +457,12 @@ fn d1_d6_template_vms_under_random_kills_and_failing_gpus_never_share_a_device_a
     assert!(failures.is_empty(), "{failures:#?}");
     eprintln!("{seeds} seeds exercised {seen:?}");
     assert!(
-        seen.allocated > 0 && seen.lost > 0 && seen.released > 0 && seen.no_room > 0,
+        seen.allocated > 0
+            && seen.lost > 0
+            && seen.released > 0
+            && seen.no_room > 0
+            && seen.backing_made > 0
+            && seen.backing_deleted > 0,
         "{seen:?}"
     );
 }
