@@ -100,3 +100,49 @@ fn with_many_writes_in_flight_a_flood_still_lets_another_tenant_be_placed_and_is
         assert_eq!(waits, 300, "the flood is still decided, all of it");
     });
 }
+
+/// D5: the claims a VMI names by `resourceClaimName` count against the
+/// same bound as the annotation's: 300 GPUClaims of a DRA class named in
+/// one spec are refused with a Warning, and nothing of them is placed.
+#[test]
+fn d5_a_vmi_naming_more_dra_claims_than_any_node_holds_is_refused_with_a_warning() {
+    let mut objs = vec![
+        node("n1")
+            .passthrough_gpus("NVIDIA H200", 8, "141Gi", "0x2335")
+            .obj(),
+        dra_class("h200", "vfio.gpu.nvidia.com").obj(),
+    ];
+    let names: Vec<String> = (0..300).map(|i| format!("c{i}")).collect();
+    objs.extend(names.iter().map(|n| claim("hostile", n).obj()));
+    let entries: Vec<serde_json::Value> = names
+        .iter()
+        .map(|n| serde_json::json!({"name": n, "resourceClaimName": n}))
+        .collect();
+    let gpus: Vec<serde_json::Value> = names
+        .iter()
+        .map(|n| serde_json::json!({"name": n, "claimName": n, "requestName": "gpu"}))
+        .collect();
+    let vmi = serde_json::json!({"metadata": {"name": "vm", "namespace": "hostile", "uid": "u1"},
+        "spec": {"domain": {"devices": {"gpus": gpus}}, "resourceClaims": entries},
+        "status": {"phase": "Scheduling"}});
+    objs.push(gpu_claims_actors::api::from_json(Kind::Vmi, vmi).unwrap());
+    settled(Config::default(), objs, |t| {
+        let told: Vec<String> = t
+            .sim
+            .cluster
+            .events()
+            .into_iter()
+            .filter(|e| e.regarding.kind == Kind::Vmi)
+            .map(|e| e.message)
+            .collect();
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert!(
+            told[0].contains(&format!("more than {MAX_CLAIMS} GPUClaims")),
+            "{told:?}"
+        );
+        assert!(
+            t.sim.store.list("GPUAllocation").0.is_empty(),
+            "nothing placed"
+        );
+    });
+}

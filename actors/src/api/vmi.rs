@@ -172,6 +172,10 @@ pub enum RequestError {
     #[error("{CLAIMS_ANNOTATION} names more than {max} claims, more than any node holds GPUs")]
     TooManyClaims { max: usize },
     #[error(
+        "{CLAIMS_ANNOTATION} and spec.resourceClaims together name more than {max} GPUClaims, more than any node holds GPUs"
+    )]
+    TooManyNamedClaims { max: usize },
+    #[error(
         "ResourceClaimTemplate {template} asks for all devices of DeviceClass {device_class} (allocationMode: All); a GPUClass allocates a number of GPUs: use allocationMode ExactCount with a count"
     )]
     AllocationModeAll {

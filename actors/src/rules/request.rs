@@ -164,10 +164,18 @@ pub fn unseen_template(v: &Vmi, w: &World) -> Option<String> {
 ///
 /// D5: the GPUClaims of DRA classes its spec names by `resourceClaimName`
 /// join the set, as the claims annotation's do.
+/// The annotation and `spec.resourceClaims` together name at most
+/// `MAX_CLAIMS` claims, as the annotation alone does.
 pub fn vmi_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestError> {
     let mut r = annotated_or_spec_request(v, w)?;
+    let mut seen: std::collections::HashSet<String> = r.claims.iter().cloned().collect();
     for n in named_claims(v, w) {
-        if !r.claims.contains(&n) {
+        if seen.insert(n.clone()) {
+            if r.claims.len() == crate::api::MAX_CLAIMS {
+                return Err(RequestError::TooManyNamedClaims {
+                    max: crate::api::MAX_CLAIMS,
+                });
+            }
             r.claims.push(n);
         }
     }
@@ -182,6 +190,7 @@ pub fn vmi_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestError> {
 pub fn named_claims(v: &Vmi, w: &World) -> Vec<String> {
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();
     let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for n in v
         .referenced_resource_claims()
         .into_iter()
@@ -191,7 +200,7 @@ pub fn named_claims(v: &Vmi, w: &World) -> Vec<String> {
             w.class(&c.spec.class_name)
                 .is_none_or(|k| k.spec.device_class_name.is_some())
         });
-        if ours && !out.iter().any(|o| o == n) {
+        if ours && seen.insert(n) {
             out.push(n.to_string());
         }
     }

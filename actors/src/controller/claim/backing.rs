@@ -3,7 +3,7 @@
 //! ResourceClaim that holds them must not outlive it by a crash.
 
 use super::super::Env;
-use super::super::pacer::{IoError, ObjectWrite, write_object};
+use super::super::pacer::{IoError, ObjectWrite, Outcome, write_object};
 use crate::api::{GPUClaim, Kind, Obj, ObjRef};
 use crate::ports::Preconditions;
 use crate::rules::{RuleId, owned_by};
@@ -62,10 +62,18 @@ pub(super) async fn delete_backing_claim(
         uid: Some(uid),
         resource_version: None,
     };
-    // Deleted, gone already, or another of that name (not this claim's):
-    // this claim's is gone either way. One that a finalizer keeps (the
+    // Deleted, gone already, or another of that name that is not this
+    // claim's: this claim's is gone either way. Another that is this
+    // claim's (made again by a placement the cache had not shown) is
+    // released again, as read then. One that a finalizer keeps (the
     // scheduler's, had it allocated it) goes once unreserved.
-    write_object::<Obj>(env, what, 0, ObjectWrite::Delete(pre), rule)
-        .await
-        .map(|_| ())
+    match write_object::<Obj>(env, what.clone(), 0, ObjectWrite::Delete(pre), rule).await? {
+        Outcome::Conflict(o)
+            if matches!(&*o, Obj::ResourceClaim(rc)
+                if owned_by(rc, c) && rc.metadata.deletion_timestamp.is_none()) =>
+        {
+            Err(IoError::Newer { what })
+        }
+        _ => Ok(()),
+    }
 }

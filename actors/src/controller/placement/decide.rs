@@ -178,13 +178,15 @@ impl Placement {
             .iter()
             .map(|n| key(ns, n))
             .collect();
+        // A set, not a scan per name: a tenant's spec may list many.
+        let mut seen: std::collections::HashSet<String> = names.iter().cloned().collect();
         for n in v
             .referenced_resource_claims()
             .into_iter()
             .filter_map(|e| e.resource_claim_name.as_deref())
         {
             let k = key(ns, n);
-            if !names.contains(&k) {
+            if seen.insert(k.clone()) {
                 names.push(k);
             }
         }
