@@ -59,9 +59,11 @@ fn attached_on(c: &mut Cluster, why: &str, claim: &str) -> String {
 }
 
 /// The node `vm`'s launcher pod runs on once the kubelet has started it
-/// (None after 10 s).
+/// (None after a minute: polled every 50 ms, as a loaded machine, CI
+/// beside stress-ng with the randomized tests in parallel, may take
+/// seconds to bind and run a pod).
 fn comes_to_run(c: &Cluster, vm: &str) -> Option<String> {
-    (0..200).find_map(|_| {
+    (0..1200).find_map(|_| {
         running_on(c, A, vm).or_else(|| {
             std::thread::sleep(Duration::from_millis(50));
             None

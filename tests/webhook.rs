@@ -116,6 +116,19 @@ fn g1_before_the_classes_are_listed_a_pod_that_may_ask_for_devices_is_refused() 
         panic!("a refusal")
     };
     assert!(m.contains("not listed the GPUClasses"), "{m}");
+    // D5: so is one whose claims come through DRA, by template or by a
+    // name that may be a GPUClaim's.
+    for entry in [
+        json!({"name": "gpu", "resourceClaimTemplateName": "two-h200"}),
+        json!({"name": "train", "resourceClaimName": "train"}),
+    ] {
+        let mut r = review(None);
+        r["request"]["object"]["spec"]["resourceClaims"] = json!([entry]);
+        assert!(
+            matches!(admit(&r["request"], None, &unlisted), Admission::Deny(_)),
+            "{entry}"
+        );
+    }
     // One that asks by annotation only is gated as before.
     assert!(matches!(
         admit(&review(None)["request"], Some(&asking()), &unlisted),

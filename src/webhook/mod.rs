@@ -102,8 +102,9 @@ fn requests_a_class_resource(pod: &Value, world: &World) -> bool {
 }
 
 /// Whether a pod or its VMI asks for any device (an extended resource in
-/// a container, a device entry in the VMI's spec): what the classes
-/// decide is ours.
+/// a container, a device entry in the VMI's spec, a DRA claim in the
+/// pod's `spec.resourceClaims`, by template or by a name that may be a
+/// GPUClaim's): what the classes decide is ours.
 fn may_ask_for_devices(pod: &Value, vmi: Option<&Vmi>) -> bool {
     let containers = pod["spec"]["containers"].as_array().into_iter().flatten();
     let extended = containers.into_iter().any(|c| {
@@ -114,7 +115,10 @@ fn may_ask_for_devices(pod: &Value, vmi: Option<&Vmi>) -> bool {
             })
         })
     });
-    extended || vmi.is_some_and(|v| !v.device_request().is_empty())
+    let dra = pod["spec"]["resourceClaims"]
+        .as_array()
+        .is_some_and(|r| !r.is_empty());
+    extended || dra || vmi.is_some_and(|v| !v.device_request().is_empty())
 }
 
 /// G1 for one AdmissionReview request, given its VMI (None: not found)
