@@ -10,7 +10,7 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{ClaimPhase, GPUAllocation, Kind, Obj, ObjRef};
 use gpu_claims_actors::config::Config;
-use gpu_claims_testbed::memory::sim::{Sim, run_sim};
+use gpu_claims_testbed::memory::sim::Sim;
 use gpu_claims_testbed::standin::nvidia;
 use serde_json::{Value, json};
 
@@ -331,24 +331,11 @@ fn ended(sim: &Sim) -> Vec<String> {
 
 #[test]
 fn d4_a_placement_cut_after_any_write_resumes_to_the_same_devices_allocated() {
-    let total = run_sim(|| async {
-        let sim = started();
-        sim.settle().await;
-        assert!(ended(&sim).is_empty(), "{:?}", ended(&sim));
-        sim.cluster.journal().effective().count()
-    });
+    let total = every_cut_resumes(started, ended);
     assert!(
         total >= 4,
         "record, allocation, status, pod: {total} writes"
     );
-    for cut in 0..total as i64 {
-        let v = run_sim(|| async {
-            let (sim, mut v) = killed_after(cut, started, async |sim| sim.settle().await).await;
-            v.extend(ended(&sim).into_iter().map(|e| format!("cut {cut}: {e}")));
-            v
-        });
-        assert!(v.is_empty(), "{v:#?}");
-    }
 }
 
 #[test]

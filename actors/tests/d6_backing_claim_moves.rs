@@ -10,7 +10,7 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{ClaimPhase, GPUAllocation, Kind, Obj, ObjRef};
 use gpu_claims_actors::config::Config;
-use gpu_claims_testbed::memory::sim::{Sim, run_sim};
+use gpu_claims_testbed::memory::sim::Sim;
 use gpu_claims_testbed::standin::nvidia::{self, DRIVER};
 use serde_json::{Value, json};
 
@@ -168,22 +168,9 @@ fn d6_a_stopped_vm_s_claim_on_a_failed_node_moves_with_new_devices_and_its_backi
 /// cleared, allocated, claim status, pod) resumes to the same end.
 #[test]
 fn d6_a_crash_between_any_two_writes_of_a_backing_claims_move_resumes_to_the_same_end() {
-    let total = run_sim(|| async {
-        let sim = started();
-        sim.settle().await;
-        assert!(ended(&sim).is_empty(), "{:?}", ended(&sim));
-        sim.cluster.journal().effective().count()
-    });
+    let total = every_cut_resumes(started, ended);
     assert!(
         total >= 5,
         "record, clear, allocate, status, pod: {total} writes"
     );
-    for cut in 0..total as i64 {
-        let v = run_sim(|| async {
-            let (sim, mut v) = killed_after(cut, started, async |sim| sim.settle().await).await;
-            v.extend(ended(&sim).into_iter().map(|e| format!("cut {cut}: {e}")));
-            v
-        });
-        assert!(v.is_empty(), "{v:#?}");
-    }
 }

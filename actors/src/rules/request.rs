@@ -131,15 +131,21 @@ fn made_claim(
         .find_map(|c| w.resource_claim(&key(ns, c)))
 }
 
+/// Whether any class allocates DRA devices: only then can a name in
+/// `spec.resourceClaims` be gpu-claims' business.
+fn dra_classes_exist(w: &World) -> bool {
+    let mut dra = false;
+    w.for_each_class(|c| dra |= c.spec.device_class_name.is_some());
+    dra
+}
+
 /// G1, D5: a template the VMI's spec references that the world has not
 /// seen, where DRA classes exist: whether it asks for their devices cannot
 /// be told yet (a template made just before its VM, the watch behind).
 /// The webhook refuses the launcher pod until it is seen, rather than let
 /// a pod that may ask for GPUs slip past the gate.
 pub fn unseen_template(v: &Vmi, w: &World) -> Option<String> {
-    let mut dra = false;
-    w.for_each_class(|c| dra |= c.spec.device_class_name.is_some());
-    if !dra {
+    if !dra_classes_exist(w) {
         return None;
     }
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();
@@ -215,9 +221,7 @@ pub fn named_claims(v: &Vmi, w: &World) -> Vec<String> {
 /// until it is seen (a pod naming a ResourceClaim that does not exist
 /// cannot run anyway).
 pub fn unseen_claim(v: &Vmi, w: &World) -> Option<String> {
-    let mut dra = false;
-    w.for_each_class(|c| dra |= c.spec.device_class_name.is_some());
-    if !dra {
+    if !dra_classes_exist(w) {
         return None;
     }
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();

@@ -148,6 +148,27 @@ pub fn after_every_cut(world: impl Fn() -> Vec<Obj>, end: impl Fn(i64, &Sim) -> 
     }
 }
 
+/// For every write of the settled run `start` makes, a run killed after
+/// it, restarted and settled, each judged by `ended` (the cut named) and by
+/// I1-I5; the run without a cut must end well too. Its number of writes.
+pub fn every_cut_resumes(start: fn() -> Sim, ended: fn(&Sim) -> Vec<String>) -> usize {
+    let total = run_sim(|| async {
+        let sim = start();
+        sim.settle().await;
+        assert!(ended(&sim).is_empty(), "{:?}", ended(&sim));
+        sim.cluster.journal().effective().count()
+    });
+    for cut in 0..total as i64 {
+        let v = run_sim(|| async {
+            let (sim, mut v) = killed_after(cut, start, async |sim| sim.settle().await).await;
+            v.extend(ended(&sim).into_iter().map(|e| format!("cut {cut}: {e}")));
+            v
+        });
+        assert!(v.is_empty(), "{v:#?}");
+    }
+    total
+}
+
 /// Runs a test against a cluster holding `objects`, settled first (I1-I5
 /// checked).
 pub fn after_settling<F, Fut>(config: Config, objects: Vec<Obj>, f: F)
