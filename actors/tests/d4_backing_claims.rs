@@ -9,7 +9,8 @@ use common::*;
 use gpu_claims_actors::api::{ClaimPhase, GPUAllocation, Kind, Obj, ObjRef};
 use gpu_claims_actors::config::Config;
 use gpu_claims_testbed::memory::sim::Sim;
-use gpu_claims_testbed::standin::nvidia;
+use gpu_claims_testbed::memory::store::Subresource;
+use gpu_claims_testbed::standin::{claims, nvidia};
 use serde_json::{Value, json};
 
 const VFIO: &str = "vfio.gpu.nvidia.com";
@@ -220,8 +221,152 @@ fn l8_a_released_named_claim_deletes_its_backing_claim_before_its_record_and_fin
                 .position(|x| x == s)
                 .unwrap_or_else(|| panic!("{s}: {w:#?}"))
         };
-        assert!(at("delete ResourceClaim c1 L8") < at("delete GPUAllocation c1 L8"));
+        assert!(at("delete ResourceClaim c1 L8") < at("remove_finalizer ResourceClaim c1 L8"));
+        assert!(at("remove_finalizer ResourceClaim c1 L8") < at("delete GPUAllocation c1 L8"));
         assert!(at("delete GPUAllocation c1 L8") < at("remove_finalizer GPUClaim c1 L8"));
+    });
+}
+
+fn reserved(rc: &Value) -> bool {
+    rc["status"]["reservedFor"]
+        .as_array()
+        .is_some_and(|r| !r.is_empty())
+}
+
+/// The scheduler's PreBind reserves the backing claim for vm1's launcher
+/// pod (the in-memory world has no scheduler).
+fn scheduler_reserves(t: &TestCluster, uid: &str) {
+    let pod = t
+        .sim
+        .store
+        .get("Pod", "t", &format!("virt-launcher-vm1-{uid}"))
+        .unwrap();
+    assert!(claims::reserve(&t.sim.store, &backing(t).unwrap(), &pod));
+}
+
+/// vm1 stopped, and the resourceclaim controller takes its gone launcher
+/// pod out of the backing claim's `reservedFor`.
+async fn vm1_stopped_and_unreserved(t: &mut TestCluster, uid: &str) {
+    t.user_delete(Kind::Pod, Some("t"), &format!("virt-launcher-vm1-{uid}"));
+    t.user_delete(Kind::Vmi, Some("t"), "vm1");
+    claims::reconcile(&t.sim.store);
+    t.settle().await;
+}
+
+/// `kubectl delete gpuclaim c1 --cascade=foreground`: the GPUClaim
+/// deleted (its finalizer keeps it) and the garbage collector deleting
+/// its dependents at once.
+fn foreground_delete(t: &TestCluster) {
+    t.user_delete(Kind::Claim, Some("t"), "c1");
+    t.user_delete(Kind::ResourceClaim, Some("t"), "c1");
+}
+
+/// `kubectl delete gpuclaim c1 --cascade=orphan`: the garbage collector
+/// takes the owner reference off the backing claim, and the GPUClaim is
+/// deleted.
+fn orphaning_delete(t: &TestCluster) {
+    let mut rc = backing(t).expect("a backing claim");
+    rc["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ownerReferences");
+    t.sim
+        .store
+        .update("ResourceClaim", rc, Subresource::Main)
+        .unwrap();
+    t.user_delete(Kind::Claim, Some("t"), "c1");
+}
+
+#[test]
+fn d4_l8_a_foreground_delete_of_a_running_vm_s_claim_keeps_its_backing_claim_allocated_until_the_vm_stops()
+ {
+    with_world(Config::default(), named_world(), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let devices = recorded(&t);
+        scheduler_reserves(&t, "u1");
+        foreground_delete(&t);
+        t.settle().await;
+        // The VM runs: our finalizer keeps the backing claim, allocated
+        // to its devices and reserved for the launcher pod, and L8 waits.
+        let rc = backing(&t).expect("kept by our finalizer");
+        assert!(rc["metadata"]["deletionTimestamp"].is_string());
+        assert_eq!(allocated(&rc), devices);
+        assert!(reserved(&rc), "{rc:#}");
+        assert!(record(&t).is_some() && t.claim("t/c1").is_some());
+        t.writes();
+        vm1_stopped_and_unreserved(&mut t, "u1").await;
+        assert!(backing(&t).is_none() && record(&t).is_none());
+        assert!(t.claim("t/c1").is_none());
+        let w = t.writes();
+        let at = |s: &str| {
+            w.iter()
+                .position(|x| x == s)
+                .unwrap_or_else(|| panic!("{s}: {w:#?}"))
+        };
+        assert!(at("remove_finalizer ResourceClaim c1 L8") < at("delete GPUAllocation c1 L8"));
+        assert!(
+            !w.contains(&"delete ResourceClaim c1 L8".to_string()),
+            "{w:#?}"
+        );
+    });
+}
+
+#[test]
+fn d4_l8_a_backing_claim_orphaned_by_an_orphaning_delete_of_its_gpuclaim_is_still_deleted_on_release()
+ {
+    with_world(Config::default(), named_world(), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        vm1_stopped(&mut t, "u1").await;
+        orphaning_delete(&t);
+        t.settle().await;
+        assert!(backing(&t).is_none(), "{:#?}", backing(&t));
+        assert!(record(&t).is_none() && t.claim("t/c1").is_none());
+        // A GPUClaim of that name made again owns what it is given.
+        t.user_create(claim("t", "c1").class("h200").count(2).obj());
+        for o in vm1_naming_resource_claim("c1", "u2") {
+            t.user_create(o);
+        }
+        t.settle().await;
+        assert_eq!(
+            t.phase("t/c1"),
+            ClaimPhase::Attached,
+            "{:?}",
+            t.waiting("t/c1")
+        );
+        assert_eq!(allocated(&backing(&t).unwrap()), recorded(&t));
+    });
+}
+
+#[test]
+fn d4_a_backing_claim_someone_deleted_while_its_vm_runs_holds_its_devices_until_the_vm_stops() {
+    with_world(Config::default(), named_world(), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let devices = recorded(&t);
+        scheduler_reserves(&t, "u1");
+        t.user_delete(Kind::ResourceClaim, Some("t"), "c1");
+        t.settle().await;
+        let rc = backing(&t).expect("kept while the VM runs");
+        assert_eq!(allocated(&rc), devices);
+        assert_eq!(t.phase("t/c1"), ClaimPhase::Attached);
+        t.writes();
+        // Stopped: no pod holds it, our finalizer comes off, it goes.
+        vm1_stopped_and_unreserved(&mut t, "u1").await;
+        assert!(backing(&t).is_none());
+        let w = t.writes();
+        assert!(
+            w.contains(&"remove_finalizer ResourceClaim c1 D4".to_string()),
+            "{w:#?}"
+        );
+        // Started again: made anew, on the same devices.
+        for o in vm1_naming_resource_claim("c1", "u2") {
+            t.user_create(o);
+        }
+        t.settle().await;
+        assert_eq!(allocated(&backing(&t).expect("made again")), devices);
+        assert_eq!(t.phase("t/c1"), ClaimPhase::Attached);
     });
 }
 
@@ -234,6 +379,8 @@ fn d4_a_backing_claim_someone_deleted_is_made_again_when_its_vm_starts() {
         vm1_stopped(&mut t, "u1").await;
         t.user_delete(Kind::ResourceClaim, Some("t"), "c1");
         t.settle().await;
+        // No pod holds it: our finalizer came off (D4) and it went.
+        assert!(backing(&t).is_none());
         for o in vm1_naming_resource_claim("c1", "u2") {
             t.user_create(o);
         }

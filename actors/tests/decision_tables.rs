@@ -44,6 +44,8 @@ enum Did {
     /// L10: read this VMI live, then release unless it holds the claim.
     ReadVmi(RuleId, String),
     DeleteVmi(RuleId, String),
+    /// D4: our finalizer off the claim's backing claim.
+    LetGoBackingClaim(RuleId),
 }
 
 fn did(step: Step<ClaimIntent>, now: Instant) -> Did {
@@ -66,6 +68,7 @@ fn did(step: Step<ClaimIntent>, now: Instant) -> Did {
         Step::Do(rule, ClaimIntent::ReleaseUnlessPodsLeft { names }) => Did::ReadPods(rule, names),
         Step::Do(rule, ClaimIntent::ReleaseUnlessVmiHolds { name }) => Did::ReadVmi(rule, name),
         Step::Do(rule, ClaimIntent::DeleteVmi { name, .. }) => Did::DeleteVmi(rule, name),
+        Step::Do(rule, ClaimIntent::LetGoBackingClaim) => Did::LetGoBackingClaim(rule),
     }
 }
 
@@ -496,5 +499,104 @@ fn decide_claim_order_and_memory_table() {
             mem.allocation_missing_since, since,
             "{what}: since when missing"
         );
+    }
+}
+
+/// How the table's backing claim stands.
+#[derive(Clone, Copy)]
+enum Backing {
+    Deleting,
+    DeletingReserved,
+    Standing,
+    DeletingWithoutOurFinalizer,
+    DeletingOfAnotherGPUClaim,
+    DeletingOrphaned,
+}
+
+/// D4: `decide_claim` takes our finalizer off a backing claim someone
+/// deleted once no pod holds it, and only then; L8 does it for a claim
+/// being deleted.
+#[test]
+fn d4_decide_claim_lets_go_of_a_backing_claim_being_deleted_that_no_pod_holds_table() {
+    use k8s_openapi::api::resource::v1::ResourceClaimConsumerReference;
+    let now = Instant::now();
+    let Obj::Class(k) = dra_class("h200", "vfio.gpu.nvidia.com").obj() else {
+        unreachable!("a class")
+    };
+    let backing_of = |c: &GPUClaim, how: Backing| {
+        let mut rc = backing_claim(c, &k);
+        rc.metadata.uid = Some("rc-uid".into());
+        if !matches!(how, Backing::Standing) {
+            rc.metadata.deletion_timestamp = Some(wall());
+        }
+        match how {
+            Backing::DeletingReserved => {
+                rc.status.get_or_insert_default().reserved_for =
+                    Some(vec![ResourceClaimConsumerReference {
+                        resource: "pods".into(),
+                        name: "virt-launcher-vm-x".into(),
+                        uid: "pod-uid".into(),
+                        api_group: None,
+                    }]);
+            }
+            Backing::DeletingWithoutOurFinalizer => {
+                rc.metadata.finalizers =
+                    Some(vec!["resource.kubernetes.io/delete-protection".into()]);
+            }
+            Backing::DeletingOfAnotherGPUClaim => {
+                rc.metadata
+                    .owner_references
+                    .iter_mut()
+                    .flatten()
+                    .for_each(|o| {
+                        o.uid = "an-earlier-gpuclaim".into();
+                    });
+                rc.metadata.annotations = None;
+            }
+            Backing::DeletingOrphaned => rc.metadata.owner_references = None,
+            _ => {}
+        }
+        Obj::ResourceClaim(rc)
+    };
+    let bound = || claim("t", "c").class("h200").bound("n");
+    #[rustfmt::skip]
+    let cases: Vec<(&str, ClaimBuilder, Backing, Did)> = vec![
+        ("D4: deleted by someone, held by no pod: our finalizer comes off",
+            bound(), Backing::Deleting, Did::LetGoBackingClaim(RuleId::D4)),
+        ("D4: deleted, orphaned by an orphaning delete yet made for this claim: ours still",
+            bound(), Backing::DeletingOrphaned, Did::LetGoBackingClaim(RuleId::D4)),
+        ("D4: deleted while a pod holds it: the finalizer stays",
+            bound(), Backing::DeletingReserved, Did::Idle),
+        ("D4: not being deleted: left alone",
+            bound(), Backing::Standing, Did::Idle),
+        ("D4: deleted without our finalizer: nothing of ours to take off",
+            bound(), Backing::DeletingWithoutOurFinalizer, Did::Idle),
+        ("D4: another GPUClaim's (an earlier one of the name): not ours to let go",
+            bound(), Backing::DeletingOfAnotherGPUClaim, Did::Idle),
+        ("L8 comes first for a claim being deleted: its release lets go",
+            bound().deleting(), Backing::Deleting, Did::Release(RuleId::L8)),
+    ];
+    for (what, c, how, want) in cases {
+        let built = c.clone().build();
+        let mut objs = vec![
+            dra_class("h200", "vfio.gpu.nvidia.com").obj(),
+            node("n")
+                .passthrough_gpus("NVIDIA H200", 2, "141Gi", "0x2335")
+                .obj(),
+            backing_of(&built, how),
+        ];
+        objs.extend(c.with_allocation("r"));
+        let w = world_of(objs);
+        let c = w.claim("t/c").expect("the table's claim");
+        let wall = gpu_claims_actors::ports::sim_epoch();
+        let (step, _) = decide_claim(
+            &c,
+            &w,
+            &Config::default(),
+            now,
+            wall,
+            &ClaimMemory::default(),
+        );
+        assert_eq!(did(step, now), want, "{what}");
     }
 }

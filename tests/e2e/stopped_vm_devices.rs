@@ -174,3 +174,64 @@ fn d4_a_stopped_vm_s_devices_go_to_no_other_pod_and_the_vm_started_again_runs_on
     // The 4-device pod still waits: nothing it could take was freed.
     assert!(!running(&c.store, OPS, "train-4"));
 }
+
+/// `kubectl delete gpuclaim --cascade=foreground` while the VM runs: the
+/// API server's garbage collector deletes the backing claim at once, and
+/// our finalizer keeps it, allocated and reserved for the running launcher
+/// pod, until the VM stops; then L8 lets it go, then the record, then the
+/// GPUClaim's finalizer.
+#[test]
+fn d4_l8_a_foreground_delete_of_a_running_vm_s_claim_keeps_its_devices_held_until_the_vm_stops() {
+    use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
+    let mut c = common::Cluster::new(demo::seed, CONFIG);
+    let _ctl = c.start_controller();
+    c.settle("L1", |s| s.classes.len() == 2, NOW);
+    for step in story::steps() {
+        c.act(&step);
+        let s = c.settle(step.title, step.until, step.hold);
+        if s.phase(A, RAG_CLAIM) == "Attached" {
+            break;
+        }
+    }
+    let held = recorded(&c.store);
+    let kubeconfig = c.server.kubeconfig();
+    c.rt.block_on(async {
+        let client = demo::client_for(&kubeconfig).await.unwrap();
+        let gpuclaims = ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("gpu.cozystack.io", "v1alpha1", "GPUClaim"),
+            "gpuclaims",
+        );
+        let api: Api<DynamicObject> = Api::namespaced_with(client, A, &gpuclaims);
+        api.delete(RAG_CLAIM, &DeleteParams::foreground())
+            .await
+            .unwrap();
+    });
+    let store = c.store.clone();
+    c.settle(
+        "D4: the garbage collector deleted the backing claim; our finalizer keeps it",
+        move |_| {
+            store
+                .get("ResourceClaim", A, RAG_CLAIM)
+                .is_some_and(|rc| rc["metadata"]["deletionTimestamp"].is_string())
+        },
+        NOW,
+    );
+    let backing = c.store.get("ResourceClaim", A, RAG_CLAIM).unwrap();
+    assert_eq!(allocated(&backing), held);
+    let reserved = &backing["status"]["reservedFor"];
+    assert_eq!(reserved.as_array().map(Vec::len), Some(1), "{reserved}");
+    assert!(c.store.get("GPUAllocation", A, RAG_CLAIM).is_some());
+    assert!(c.store.get("GPUClaim", A, RAG_CLAIM).is_some());
+
+    c.standin.stop_vm(A, "vm-rag");
+    let store = c.store.clone();
+    c.settle(
+        "L8: the VM stopped, the backing claim, the record and the GPUClaim go",
+        move |s| {
+            s.phase(A, RAG_CLAIM) == "gone"
+                && store.get("ResourceClaim", A, RAG_CLAIM).is_none()
+                && store.get("GPUAllocation", A, RAG_CLAIM).is_none()
+        },
+        NOW,
+    );
+}

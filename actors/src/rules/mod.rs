@@ -29,10 +29,10 @@ pub use evacuation::{
 };
 pub use finalizer::{needs_finalizer, released};
 pub use gate::{
-    AllocationWrite, Assumed, BACKING_REQUEST, DeviceClaimWrite, Forgotten, GateStep, Moved,
-    NodesThatMatter, Plan, Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate,
-    backing_claim, controlled_by, decide_gate, owned_by, pod_unfit, request_mismatch,
-    requested_claims,
+    AllocationWrite, Assumed, BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST,
+    DeviceClaimWrite, Forgotten, GateStep, Moved, NodesThatMatter, Plan, Unfit, WaitReason,
+    WrittenAllocations, allocated_devices, at_the_gate, backing_claim, backing_claim_to_let_go,
+    controlled_by, decide_gate, owned_by, pod_unfit, request_mismatch, requested_claims, reserved,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use quota::{decide_quota, quota_status};
@@ -146,6 +146,10 @@ pub enum ClaimIntent {
     /// L8: delete the record (if one of this claim is cached and not yet
     /// deleted: the actor knows), then remove the finalizer.
     Release,
+    /// D4: take our finalizer off the claim's backing claim, which someone
+    /// deleted and no pod holds any more (so that it goes, and the VM's
+    /// next start makes it anew).
+    LetGoBackingClaim,
     /// L12: delete the unscheduled VMI, preconditioned on what the cache showed.
     DeleteVmi {
         name: String,
@@ -221,6 +225,9 @@ pub fn decide_claim(
             }
         };
         return (step, next);
+    }
+    if backing_claim_to_let_go(c, w) {
+        return (Step::Do(RuleId::D4, ClaimIntent::LetGoBackingClaim), next);
     }
     let (step, since) = decide_allocation_report(c, w, now, wall, mem.allocation_missing_since);
     next.allocation_missing_since = since;

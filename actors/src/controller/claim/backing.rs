@@ -4,9 +4,10 @@
 
 use super::super::Env;
 use super::super::pacer::{IoError, ObjectWrite, Outcome, write_object};
-use crate::api::{GPUClaim, Kind, Obj, ObjRef};
+use crate::api::{GPUClaim, Kind, Obj, ObjRef, has_finalizer, rv_number};
 use crate::ports::Preconditions;
-use crate::rules::{RuleId, owned_by};
+use crate::rules::{BACKING_FINALIZER, RuleId, owned_by, reserved};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 
 /// Whether `c` may have a backing claim: a named claim (not a template
 /// claim) whose class allocates DRA devices, or whose class is gone (it
@@ -19,17 +20,28 @@ fn may_have_backing(env: &Env, c: &GPUClaim) -> bool {
             .is_none_or(|k| k.spec.device_class_name.is_some())
 }
 
+/// What L8 found of the backing claim.
+pub(super) enum BackingClaim {
+    /// Gone, or going with nothing of ours keeping it: the release goes on.
+    Gone,
+    /// Deleted, and a pod still holds it (its `reservedFor`): the devices
+    /// are in use, so the record and the claim's finalizer stay until the
+    /// resourceclaim controller lets the pod go (that change wakes us).
+    Held,
+}
+
 /// L8, D4: deletes the ResourceClaim of the claim's name that the claim
-/// owns, if there is one: the cache's, else a live read's (placement may
-/// just have made it, the watch behind). Gone already, or of another
-/// owner, is not this claim's to delete.
+/// owns, if there is one (the cache's, else a live read's: placement may
+/// just have made it, the watch behind), then takes our finalizer off it
+/// once no pod holds it. Gone already, or of another owner, is not this
+/// claim's to delete.
 pub(super) async fn delete_backing_claim(
     env: &Env,
     c: &GPUClaim,
     rule: RuleId,
-) -> Result<(), IoError> {
+) -> Result<BackingClaim, IoError> {
     if !may_have_backing(env, c) {
-        return Ok(());
+        return Ok(BackingClaim::Gone);
     }
     let (ns, name) = (
         c.metadata.namespace.as_deref().unwrap_or_default(),
@@ -39,41 +51,125 @@ pub(super) async fn delete_backing_claim(
     let cached = env
         .world
         .resource_claim(&crate::world::key(ns, name))
-        .filter(|rc| owned_by(rc, c))
-        .and_then(|rc| rc.metadata.uid.clone());
-    let uid = match cached {
-        Some(uid) => uid,
+        .filter(|rc| owned_by(rc, c));
+    let rc = match cached {
+        Some(rc) => ResourceClaim::clone(&rc),
         None => match env.reader.get(what.clone()).await {
-            Ok(Some(Obj::ResourceClaim(rc))) if owned_by(&rc, c) => {
-                rc.metadata.uid.unwrap_or_default()
-            }
-            Ok(_) => return Ok(()),
+            Ok(Some(Obj::ResourceClaim(rc))) if owned_by(&rc, c) => rc,
+            Ok(_) => return Ok(BackingClaim::Gone),
             Err(source) => return Err(IoError::read(what, source)),
         },
     };
+    let rc = if rc.metadata.deletion_timestamp.is_some() {
+        rc
+    } else {
+        match delete(env, c, &what, &rc, rule).await? {
+            Some(deleting) => deleting,
+            None => return Ok(BackingClaim::Gone),
+        }
+    };
+    if reserved(&rc) {
+        return Ok(BackingClaim::Held);
+    }
+    let_go(env, c, &what, rc, rule).await?;
+    Ok(BackingClaim::Gone)
+}
+
+/// L8: the delete, preconditioned on the uid and the version read: the
+/// claim as it is left (our finalizer keeps it), or None if it is gone.
+/// The version too, so that a cache that has not yet shown an earlier
+/// delete (ours, before a restart) meets a 409 and the claim as it is,
+/// rather than deleting again to no effect.
+async fn delete(
+    env: &Env,
+    c: &GPUClaim,
+    what: &ObjRef,
+    rc: &ResourceClaim,
+    rule: RuleId,
+) -> Result<Option<ResourceClaim>, IoError> {
     tracing::info!(
-        claim = %crate::world::key(ns, name),
+        claim = %key_of(c),
         rule = %rule,
-        resource_claim = %name,
+        resource_claim = %what.name,
         intent = "delete-backing-claim",
         "writing"
     );
     let pre = Preconditions {
-        uid: Some(uid),
-        resource_version: None,
+        uid: rc.metadata.uid.clone(),
+        resource_version: rc.metadata.resource_version.clone(),
     };
     // Deleted, gone already, or another of that name that is not this
-    // claim's: this claim's is gone either way. Another that is this
-    // claim's (made again by a placement the cache had not shown) is
-    // released again, as read then. One that a finalizer keeps (the
-    // scheduler's, had it allocated it) goes once unreserved.
+    // claim's: this claim's is gone either way. This one changed since,
+    // or another that is this claim's (made again by a placement the
+    // cache had not shown): being deleted, it is let go as it is now;
+    // else deleted again, as read then.
     match write_object::<Obj>(env, what.clone(), 0, ObjectWrite::Delete(pre), rule).await? {
-        Outcome::Conflict(o)
-            if matches!(&*o, Obj::ResourceClaim(rc)
-                if owned_by(rc, c) && rc.metadata.deletion_timestamp.is_none()) =>
-        {
-            Err(IoError::Newer { what })
-        }
+        Outcome::Written { object, .. } => match &*object {
+            Obj::ResourceClaim(rc) if rc.metadata.deletion_timestamp.is_some() => {
+                Ok(Some(rc.clone()))
+            }
+            _ => Ok(None),
+        },
+        Outcome::Conflict(o) => match &*o {
+            Obj::ResourceClaim(rc) if owned_by(rc, c) => {
+                if rc.metadata.deletion_timestamp.is_some() {
+                    Ok(Some(rc.clone()))
+                } else {
+                    Err(IoError::Newer { what: what.clone() })
+                }
+            }
+            _ => Ok(None),
+        },
+        Outcome::Gone { .. } => Ok(None),
+    }
+}
+
+/// D4, L8: our finalizer off a backing claim being deleted that no pod
+/// holds, on the version read (a 409 decides again). Another's finalizer
+/// (the scheduler's, had it allocated the claim) is theirs to take off.
+async fn let_go(
+    env: &Env,
+    c: &GPUClaim,
+    what: &ObjRef,
+    mut rc: ResourceClaim,
+    rule: RuleId,
+) -> Result<(), IoError> {
+    if !has_finalizer(&rc.metadata, BACKING_FINALIZER) {
+        return Ok(());
+    }
+    tracing::info!(
+        claim = %key_of(c),
+        rule = %rule,
+        resource_claim = %what.name,
+        intent = "remove-backing-claim-finalizer",
+        "writing"
+    );
+    let known = rv_number(&rc.metadata);
+    if let Some(f) = rc.metadata.finalizers.as_mut() {
+        f.retain(|f| f != BACKING_FINALIZER);
+    }
+    let w = ObjectWrite::Update(Obj::ResourceClaim(rc));
+    match write_object::<Obj>(env, what.clone(), known, w, rule).await? {
+        Outcome::Conflict(_) => Err(IoError::Newer { what: what.clone() }),
         _ => Ok(()),
     }
+}
+
+/// D4: the claim actor's step for a backing claim someone deleted that no
+/// pod holds any more: our finalizer off the cache's copy.
+pub(super) async fn let_go_cached(env: &Env, c: &GPUClaim, rule: RuleId) -> Result<(), IoError> {
+    let k = key_of(c);
+    let Some(rc) = env.world.resource_claim(&k).filter(|rc| owned_by(rc, c)) else {
+        return Ok(());
+    };
+    let (ns, name) = crate::world::split_key(&k);
+    let what = ObjRef::new(Kind::ResourceClaim, Some(ns), name);
+    let_go(env, c, &what, ResourceClaim::clone(&rc), rule).await
+}
+
+fn key_of(c: &GPUClaim) -> String {
+    crate::world::key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    )
 }

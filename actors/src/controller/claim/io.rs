@@ -23,8 +23,11 @@ pub enum ClaimIo {
         resource_version: String,
     },
     /// L9/L10: a live read says a VMI still uses the claim; `poll`: read
-    /// again later (L10: nothing else would tell us it stopped).
+    /// again later (L10: nothing else would tell us it stopped). L8: a
+    /// pod still holds the backing claim (its change wakes the actor).
     InUse { poll: bool },
+    /// D4: our finalizer is off the backing claim (or it was gone).
+    BackingClaimLetGo,
 }
 
 /// The result of one intent, and the allocation deleted on the way (so that
@@ -95,6 +98,12 @@ pub async fn execute(
             write_claim(&env, c, ObjectWrite::Delete(pre), rule).await
         }
         ClaimIntent::Release => return release(&env, c, allocation_uid, rule).await,
+        ClaimIntent::LetGoBackingClaim => {
+            return super::backing::let_go_cached(&env, c, rule)
+                .await
+                .map(|_| ClaimIo::BackingClaimLetGo)
+                .into();
+        }
         ClaimIntent::ReleaseUnlessPodsLeft { names } => {
             return release_unless_pods_left(&env, c, names, allocation_uid).await;
         }
@@ -156,8 +165,10 @@ async fn allocation_uid(
 /// finalizer. If removing the finalizer fails (NotFound aside) the claim
 /// still holds its GPUs.
 async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) -> IntentDone {
-    if let Err(e) = super::backing::delete_backing_claim(env, c, rule).await {
-        return Err(e).into();
+    match super::backing::delete_backing_claim(env, c, rule).await {
+        Err(e) => return Err(e).into(),
+        Ok(super::backing::BackingClaim::Held) => return Ok(ClaimIo::InUse { poll: false }).into(),
+        Ok(super::backing::BackingClaim::Gone) => {}
     }
     let what = ObjRef::new(
         Kind::Allocation,

@@ -91,6 +91,7 @@ impl Role for ClaimRole {
             ClaimIntent::Delete => Intent::DeleteClaim,
             ClaimIntent::WriteStatus(_) => Intent::WriteStatus,
             ClaimIntent::Release => Intent::Release,
+            ClaimIntent::LetGoBackingClaim => Intent::RemoveFinalizer,
             ClaimIntent::DeleteVmi { .. } => Intent::DeleteVmi,
             ClaimIntent::ReleaseUnlessPodsLeft { .. }
             | ClaimIntent::ReleaseUnlessVmiHolds { .. } => Intent::ReadLive,
@@ -153,6 +154,8 @@ impl ClaimActor {
                 self.role.mem.issued = Some((uid, resource_version));
                 (DecisionResult::Ok, true)
             }
+            // The backing claim's change (it goes) wakes this actor.
+            Ok(ClaimIo::BackingClaimLetGo) => (DecisionResult::Ok, pacer::owed(self)),
             Ok(ClaimIo::InUse { poll }) => {
                 if poll {
                     pacer::retry_in(self, ctx, L10_POLL);

@@ -81,13 +81,13 @@ fn devices(d: DevicesChange, w: &World, out: &mut Vec<Tell>) {
     }
     // D5: a template or a launcher pod's ResourceClaim came or changed.
     out.extend(d.vmis.into_iter().map(|v| Tell::Placement(LookAt::Vmi(v))));
-    // D4: a backing claim (or one in its way) came, changed or went: the
-    // sets that hold its GPUClaim look again.
-    out.extend(
-        d.claims
-            .into_iter()
-            .map(|c| Tell::Placement(LookAt::Claim(c))),
-    );
+    // D4: a backing claim (or one in its way) came, changed or went: its
+    // GPUClaim (L8 waits for no pod to hold it; D4 lets one being deleted
+    // go), and the sets that hold the GPUClaim look again.
+    for c in d.claims {
+        out.push(Tell::Claim(c.clone()));
+        out.push(Tell::Placement(LookAt::Claim(c)));
+    }
 }
 
 fn claim(c: ClaimChange, w: &World, out: &mut Vec<Tell>) {

@@ -9,7 +9,10 @@ mod quota;
 mod written;
 
 pub use choice::{NodesThatMatter, Unfit, pod_unfit};
-pub use devices::{BACKING_REQUEST, allocated_devices, backing_claim, controlled_by, owned_by};
+pub use devices::{
+    BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST, allocated_devices, backing_claim,
+    backing_claim_to_let_go, controlled_by, owned_by, reserved,
+};
 pub use members::request_mismatch;
 pub use plan::{AllocationWrite, DeviceClaimWrite, Moved, Plan};
 pub use written::{Assumed, Forgotten, WrittenAllocations};

@@ -20,6 +20,20 @@ use std::sync::Arc;
 /// The one request of a backing claim.
 pub const BACKING_REQUEST: &str = "gpu";
 
+/// D4: our finalizer on a backing claim. Kubernetes' own
+/// (`resource.kubernetes.io/delete-protection`) is reserved to it, and the
+/// resourceclaim controller deallocates a claim that carries it once no
+/// pod reserves it, which a stopped VM's claim must not be. This one keeps
+/// a backing claim, and its devices, from going while a pod holds it,
+/// whoever deletes it (a foreground cascade from its GPUClaim, a user):
+/// it comes off once nothing reserves the claim.
+pub const BACKING_FINALIZER: &str = "gpu.cozystack.io/backing-claim-protection";
+
+/// D4: the uid of the GPUClaim a backing claim was made for. An orphaning
+/// delete of the GPUClaim (`--cascade=orphan`) strips the owner
+/// reference; this still says whose the claim is, so that L8 deletes it.
+pub const BACKING_OWNER_ANNOTATION: &str = "gpu.cozystack.io/claim-uid";
+
 /// Whether `rc` is `c`'s: controller-owned by this GPUClaim (its uid; an
 /// earlier GPUClaim of the name owned another, which the garbage
 /// collector takes away).
@@ -30,13 +44,48 @@ pub fn owned_by(rc: &ResourceClaim, c: &GPUClaim) -> bool {
         .is_some_and(|uid| controlled_by(rc, uid))
 }
 
-/// Whether `rc` is controller-owned by the GPUClaim of `uid`.
+/// Whether `rc` is the backing claim of the GPUClaim of `uid`:
+/// controller-owned by it, or made for it and orphaned since.
 pub fn controlled_by(rc: &ResourceClaim, uid: &str) -> bool {
-    rc.metadata
+    let m = &rc.metadata;
+    let owned = m
         .owner_references
         .iter()
         .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == "GPUClaim" && o.uid == uid)
+        .any(|o| o.controller == Some(true) && o.kind == "GPUClaim" && o.uid == uid);
+    let orphaned = || {
+        m.owner_references.as_ref().is_none_or(|o| o.is_empty())
+            && m.annotations
+                .as_ref()
+                .and_then(|a| a.get(BACKING_OWNER_ANNOTATION))
+                .is_some_and(|a| a == uid)
+    };
+    owned || orphaned()
+}
+
+/// Whether a pod holds `rc` (is in its `reservedFor`): while one does,
+/// its devices are in use and our finalizer stays.
+pub fn reserved(rc: &ResourceClaim) -> bool {
+    rc.status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .is_some_and(|r| !r.is_empty())
+}
+
+/// D4: whether `c`'s backing claim, as the cache shows it, is being
+/// deleted, still carries our finalizer, and no pod holds it: the
+/// finalizer comes off (L8's release does it for a claim being deleted).
+pub fn backing_claim_to_let_go(c: &GPUClaim, w: &World) -> bool {
+    let k = key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    );
+    w.resource_claim(&k).is_some_and(|rc| {
+        rc.metadata.deletion_timestamp.is_some()
+            && crate::api::has_finalizer(&rc.metadata, BACKING_FINALIZER)
+            && owned_by(&rc, c)
+            && !reserved(&rc)
+    })
 }
 
 /// D4: the backing claim `c` of DRA class `k` has, as it is created: one
@@ -92,6 +141,12 @@ pub fn backing_claim(c: &GPUClaim, k: &GPUClass) -> ResourceClaim {
             // No blockOwnerDeletion: the GPUClaim's own finalizer keeps
             // it until L8 has deleted this claim, and blocking would ask
             // for update on gpuclaims/finalizers besides.
+            finalizers: Some(vec![BACKING_FINALIZER.into()]),
+            annotations: c.metadata.uid.as_ref().map(|uid| {
+                [(BACKING_OWNER_ANNOTATION.to_string(), uid.clone())]
+                    .into_iter()
+                    .collect()
+            }),
             owner_references: Some(vec![OwnerReference {
                 api_version: "gpu.cozystack.io/v1alpha1".into(),
                 kind: "GPUClaim".into(),
@@ -137,7 +192,9 @@ pub(in crate::rules::gate) fn backing_member(
         Some(rc) if rc.metadata.deletion_timestamp.is_some() => {
             return Err(wait(
                 WaitReason::DeviceClaimPending,
-                format!("backing ResourceClaim {name} is being deleted; it is made anew once gone"),
+                format!(
+                    "backing ResourceClaim {name} is being deleted; it is made anew once gone (its finalizer comes off once no pod holds it)"
+                ),
             ));
         }
         Some(rc) => rc,

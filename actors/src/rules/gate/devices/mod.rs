@@ -8,7 +8,10 @@ mod backing;
 mod choose;
 
 pub use allocation::allocation;
-pub use backing::{BACKING_REQUEST, backing_claim, controlled_by, owned_by};
+pub use backing::{
+    BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST, backing_claim,
+    backing_claim_to_let_go, controlled_by, owned_by, reserved,
+};
 pub use choose::{Chosen, DeviceAsk, choose};
 
 use super::{WaitReason, Waiting, wait};
