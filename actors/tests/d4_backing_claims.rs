@@ -349,18 +349,22 @@ fn d4_a_backing_claim_someone_deleted_while_its_vm_runs_holds_its_devices_until_
         t.user_delete(Kind::ResourceClaim, Some("t"), "c1");
         t.settle().await;
         let rc = backing(&t).expect("kept while the VM runs");
+        let uid = rc["metadata"]["uid"].clone();
         assert_eq!(allocated(&rc), devices);
         assert_eq!(t.phase("t/c1"), ClaimPhase::Attached);
         t.writes();
-        // Stopped: no pod holds it, our finalizer comes off, it goes.
+        // Stopped: no pod holds it, our finalizer comes off, it goes, and
+        // the claim, which still holds its GPUs, has it made anew.
         vm1_stopped_and_unreserved(&mut t, "u1").await;
-        assert!(backing(&t).is_none());
+        let rc = backing(&t).expect("made anew");
+        assert_ne!(rc["metadata"]["uid"], uid);
+        assert_eq!(allocated(&rc), devices);
         let w = t.writes();
         assert!(
             w.contains(&"remove_finalizer ResourceClaim c1 D4".to_string()),
             "{w:#?}"
         );
-        // Started again: made anew, on the same devices.
+        // Started again: on the same devices.
         for o in vm1_naming_resource_claim("c1", "u2") {
             t.user_create(o);
         }
@@ -371,7 +375,7 @@ fn d4_a_backing_claim_someone_deleted_while_its_vm_runs_holds_its_devices_until_
 }
 
 #[test]
-fn d4_a_backing_claim_someone_deleted_is_made_again_when_its_vm_starts() {
+fn d4_a_backing_claim_someone_deleted_while_its_vm_is_stopped_is_there_when_its_vm_starts() {
     with_world(Config::default(), named_world(), |mut t| async move {
         nvidia::publish(&t.sim.store);
         t.settle().await;
@@ -379,8 +383,9 @@ fn d4_a_backing_claim_someone_deleted_is_made_again_when_its_vm_starts() {
         vm1_stopped(&mut t, "u1").await;
         t.user_delete(Kind::ResourceClaim, Some("t"), "c1");
         t.settle().await;
-        // No pod holds it: our finalizer came off (D4) and it went.
-        assert!(backing(&t).is_none());
+        // No pod holds it: our finalizer came off (D4), it went, and it
+        // was made again at once (d4_backing_claim_restore.rs).
+        assert!(backing(&t).is_some());
         for o in vm1_naming_resource_claim("c1", "u2") {
             t.user_create(o);
         }

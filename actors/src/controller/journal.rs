@@ -29,6 +29,10 @@ pub enum Intent {
     Wait,
     /// E2: remove the marks of restarts that are over.
     EndRestarts,
+    /// D4: a stopped VM's backing claim made or allocated again.
+    RestoreBackingClaim,
+    /// D4: the backing claim of a GPUClaim that is gone, let go.
+    ReleaseBackingClaim,
 }
 
 impl Intent {
@@ -46,6 +50,8 @@ impl Intent {
             Intent::Place => "place",
             Intent::Wait => "wait",
             Intent::EndRestarts => "end-restarts",
+            Intent::RestoreBackingClaim => "restore-backing-claim",
+            Intent::ReleaseBackingClaim => "release-backing-claim",
         }
     }
 }

@@ -32,7 +32,8 @@ pub use gate::{
     AllocationWrite, Assumed, BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST,
     DeviceClaimWrite, Forgotten, GateStep, Moved, NodesThatMatter, Plan, Unfit, WaitReason,
     WrittenAllocations, allocated_devices, at_the_gate, backing_claim, backing_claim_to_let_go,
-    controlled_by, decide_gate, owned_by, pod_unfit, request_mismatch, requested_claims, reserved,
+    backing_claim_to_restore, controlled_by, decide_gate, orphaned_backing_claim, owned_by,
+    pod_unfit, request_mismatch, requested_claims, reserved,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use quota::{decide_quota, quota_status};

@@ -1,12 +1,13 @@
 //! L8, D4: a named claim's backing claim deleted on release, before its
 //! record: while the record stands, the devices are the claim's, and the
-//! ResourceClaim that holds them must not outlive it by a crash.
+//! ResourceClaim that holds them must not outlive it by a crash. Also the
+//! backing claim of a GPUClaim that is gone (placement's cleanup).
 
 use super::super::Env;
 use super::super::pacer::{IoError, ObjectWrite, Outcome, write_object};
 use crate::api::{GPUClaim, Kind, Obj, ObjRef, has_finalizer, rv_number};
 use crate::ports::Preconditions;
-use crate::rules::{BACKING_FINALIZER, RuleId, owned_by, reserved};
+use crate::rules::{BACKING_FINALIZER, RuleId, controlled_by, owned_by, reserved};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 
 /// Whether `c` may have a backing claim: a named claim (not a template
@@ -21,13 +22,21 @@ fn may_have_backing(env: &Env, c: &GPUClaim) -> bool {
 }
 
 /// What L8 found of the backing claim.
-pub(super) enum BackingClaim {
+pub(crate) enum BackingClaim {
     /// Gone, or going with nothing of ours keeping it: the release goes on.
     Gone,
     /// Deleted, and a pod still holds it (its `reservedFor`): the devices
     /// are in use, so the record and the claim's finalizer stay until the
     /// resourceclaim controller lets the pod go (that change wakes us).
     Held,
+}
+
+/// Whose backing claim: the GPUClaim's key (for the logs) and its uid
+/// (the owner the backing claim must name).
+#[derive(Clone, Copy)]
+pub(crate) struct Owner<'a> {
+    pub claim: &'a str,
+    pub uid: &'a str,
 }
 
 /// L8, D4: deletes the ResourceClaim of the claim's name that the claim
@@ -43,19 +52,33 @@ pub(super) async fn delete_backing_claim(
     if !may_have_backing(env, c) {
         return Ok(BackingClaim::Gone);
     }
-    let (ns, name) = (
+    let k = crate::world::key(
         c.metadata.namespace.as_deref().unwrap_or_default(),
         c.metadata.name.as_deref().unwrap_or_default(),
     );
+    let uid = c.metadata.uid.as_deref().unwrap_or_default();
+    release(env, Owner { claim: &k, uid }, rule).await
+}
+
+/// D4, L8: the backing claim at `owner.claim` that `owner.uid` controls
+/// (the cache's, else a live read's) deleted if it is not yet, and let go
+/// once no pod holds it. Also for one whose GPUClaim is gone (its
+/// finalizer taken off by hand, say), which nothing else would let go.
+pub(crate) async fn release(
+    env: &Env,
+    owner: Owner<'_>,
+    rule: RuleId,
+) -> Result<BackingClaim, IoError> {
+    let (ns, name) = crate::world::split_key(owner.claim);
     let what = ObjRef::new(Kind::ResourceClaim, Some(ns), name);
     let cached = env
         .world
-        .resource_claim(&crate::world::key(ns, name))
-        .filter(|rc| owned_by(rc, c));
+        .resource_claim(owner.claim)
+        .filter(|rc| controlled_by(rc, owner.uid));
     let rc = match cached {
         Some(rc) => ResourceClaim::clone(&rc),
         None => match env.reader.get(what.clone()).await {
-            Ok(Some(Obj::ResourceClaim(rc))) if owned_by(&rc, c) => rc,
+            Ok(Some(Obj::ResourceClaim(rc))) if controlled_by(&rc, owner.uid) => rc,
             Ok(_) => return Ok(BackingClaim::Gone),
             Err(source) => return Err(IoError::read(what, source)),
         },
@@ -63,7 +86,7 @@ pub(super) async fn delete_backing_claim(
     let rc = if rc.metadata.deletion_timestamp.is_some() {
         rc
     } else {
-        match delete(env, c, &what, &rc, rule).await? {
+        match delete(env, owner, &what, &rc, rule).await? {
             Some(deleting) => deleting,
             None => return Ok(BackingClaim::Gone),
         }
@@ -71,7 +94,7 @@ pub(super) async fn delete_backing_claim(
     if reserved(&rc) {
         return Ok(BackingClaim::Held);
     }
-    let_go(env, c, &what, rc, rule).await?;
+    let_go(env, owner, &what, rc, rule).await?;
     Ok(BackingClaim::Gone)
 }
 
@@ -82,13 +105,13 @@ pub(super) async fn delete_backing_claim(
 /// rather than deleting again to no effect.
 async fn delete(
     env: &Env,
-    c: &GPUClaim,
+    owner: Owner<'_>,
     what: &ObjRef,
     rc: &ResourceClaim,
     rule: RuleId,
 ) -> Result<Option<ResourceClaim>, IoError> {
     tracing::info!(
-        claim = %key_of(c),
+        claim = %owner.claim,
         rule = %rule,
         resource_claim = %what.name,
         intent = "delete-backing-claim",
@@ -111,7 +134,7 @@ async fn delete(
             _ => Ok(None),
         },
         Outcome::Conflict(o) => match &*o {
-            Obj::ResourceClaim(rc) if owned_by(rc, c) => {
+            Obj::ResourceClaim(rc) if controlled_by(rc, owner.uid) => {
                 if rc.metadata.deletion_timestamp.is_some() {
                     Ok(Some(rc.clone()))
                 } else {
@@ -129,7 +152,7 @@ async fn delete(
 /// (the scheduler's, had it allocated the claim) is theirs to take off.
 async fn let_go(
     env: &Env,
-    c: &GPUClaim,
+    owner: Owner<'_>,
     what: &ObjRef,
     mut rc: ResourceClaim,
     rule: RuleId,
@@ -138,7 +161,7 @@ async fn let_go(
         return Ok(());
     }
     tracing::info!(
-        claim = %key_of(c),
+        claim = %owner.claim,
         rule = %rule,
         resource_claim = %what.name,
         intent = "remove-backing-claim-finalizer",
@@ -158,18 +181,16 @@ async fn let_go(
 /// D4: the claim actor's step for a backing claim someone deleted that no
 /// pod holds any more: our finalizer off the cache's copy.
 pub(super) async fn let_go_cached(env: &Env, c: &GPUClaim, rule: RuleId) -> Result<(), IoError> {
-    let k = key_of(c);
+    let k = crate::world::key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    );
     let Some(rc) = env.world.resource_claim(&k).filter(|rc| owned_by(rc, c)) else {
         return Ok(());
     };
     let (ns, name) = crate::world::split_key(&k);
     let what = ObjRef::new(Kind::ResourceClaim, Some(ns), name);
-    let_go(env, c, &what, ResourceClaim::clone(&rc), rule).await
-}
-
-fn key_of(c: &GPUClaim) -> String {
-    crate::world::key(
-        c.metadata.namespace.as_deref().unwrap_or_default(),
-        c.metadata.name.as_deref().unwrap_or_default(),
-    )
+    let uid = c.metadata.uid.as_deref().unwrap_or_default();
+    let owner = Owner { claim: &k, uid };
+    let_go(env, owner, &what, ResourceClaim::clone(&rc), rule).await
 }

@@ -24,6 +24,7 @@ impl Placement {
             LookAt::Vmi(k) => self.decide_vmi(k, ctx),
             LookAt::Allocation(k) => self.decide_allocation(k),
             LookAt::Evacuation => self.decide_evacuation(ctx),
+            LookAt::BackingClaim(k) => self.decide_backing_claim(k),
             LookAt::Claim(_)
             | LookAt::Capacity
             | LookAt::Freed { .. }
@@ -54,6 +55,34 @@ impl Placement {
                 uid,
             }
         })
+    }
+
+    /// D4 away from the gate: the backing claim of a GPUClaim that is gone
+    /// let go; a placed claim's backing claim, gone or unallocated,
+    /// brought back, unless a write of ours about the claim is under way or
+    /// not yet in the cache. A VMI at the gate that names it may be placing
+    /// its set meanwhile: both write the record's devices, a restore never
+    /// clears an allocation (a move's), and placement's writes of one claim
+    /// never run at once.
+    fn decide_backing_claim(&mut self, k: &str) -> Option<Write> {
+        if self.under_way.blocks_claim(k) {
+            self.under_way.park(LookAt::BackingClaim(k.to_string()));
+            return None;
+        }
+        let w = &self.env.world;
+        if let Some(owner_uid) = crate::rules::orphaned_backing_claim(k, w) {
+            return Some(Write::ReleaseOrphanBackingClaim {
+                key: k.to_string(),
+                owner_uid,
+            });
+        }
+        let c = w.claim(k)?;
+        let cached = Some(rv_number(&c.metadata));
+        if self.own.creating(k) || self.own.claims.behind(k, cached) {
+            return None;
+        }
+        crate::rules::backing_claim_to_restore(&c, w, &self.own.allocations)
+            .map(|d| Write::RestoreBackingClaim(Box::new(d)))
     }
 
     fn decide_vmi(&mut self, k: &str, ctx: &mut Context<Self>) -> Option<Write> {

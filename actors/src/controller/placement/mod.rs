@@ -38,8 +38,12 @@ pub enum LookAt {
     Vmi(String),
     /// An allocation (namespace/name) whose claim may be gone.
     Allocation(String),
-    /// A claim changed: the VMIs whose sets name it look again.
+    /// A claim changed: the VMIs whose sets name it look again, and its
+    /// backing claim.
     Claim(String),
+    /// D4: a claim's backing claim (`ns/name`, the claim's key), away from
+    /// the gate: brought back, or let go when its GPUClaim is gone.
+    BackingClaim(String),
     /// A class changed: sets waiting for capacity, budget or their class
     /// look again.
     Capacity,
@@ -259,12 +263,15 @@ impl Placement {
 
     fn enqueue(&mut self, work: LookAt, ctx: &mut Context<Self>) {
         let works: Vec<LookAt> = match &work {
+            // The sets that name the claim, and the claim itself (D4: its
+            // backing claim, away from the gate).
             LookAt::Claim(c) => self
                 .by_claim
                 .get(c)
                 .into_iter()
                 .flatten()
                 .map(|v| LookAt::Vmi(v.clone()))
+                .chain(std::iter::once(LookAt::BackingClaim(c.clone())))
                 .collect(),
             LookAt::Capacity
             | LookAt::Freed { .. }

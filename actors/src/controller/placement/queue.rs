@@ -19,7 +19,9 @@ pub struct FairQueue {
 /// The namespace a work item belongs to ("" for cluster-wide work).
 fn namespace(w: &LookAt) -> &str {
     match w {
-        LookAt::Vmi(k) | LookAt::Allocation(k) | LookAt::Claim(k) => crate::world::split_key(k).0,
+        LookAt::Vmi(k) | LookAt::Allocation(k) | LookAt::Claim(k) | LookAt::BackingClaim(k) => {
+            crate::world::split_key(k).0
+        }
         LookAt::Capacity
         | LookAt::Freed { .. }
         | LookAt::NodesChanged

@@ -145,7 +145,11 @@ impl RecheckAsked {
             LookAt::Namespace(ns) => {
                 self.namespaces.insert(ns);
             }
-            LookAt::Vmi(_) | LookAt::Allocation(_) | LookAt::Claim(_) | LookAt::Evacuation => {}
+            LookAt::Vmi(_)
+            | LookAt::Allocation(_)
+            | LookAt::Claim(_)
+            | LookAt::BackingClaim(_)
+            | LookAt::Evacuation => {}
         }
     }
 

@@ -121,6 +121,19 @@ impl Supervisor {
         for r in w.keys(Kind::Allocation) {
             self.place(LookAt::Allocation(r));
         }
+        // D4: the backing claims a crash left gone, unallocated, or with
+        // no GPUClaim (no change will tell of them).
+        for k in w.keys(Kind::Claim) {
+            self.place(LookAt::BackingClaim(k));
+        }
+        for k in w.keys(Kind::ResourceClaim) {
+            if w.resource_claim(&k).is_some_and(|rc| {
+                crate::api::has_finalizer(&rc.metadata, crate::rules::BACKING_FINALIZER)
+                    && w.claim(&k).is_none()
+            }) {
+                self.place(LookAt::BackingClaim(k));
+            }
+        }
         // E2: after the sets, so that a restart's new VMI is decided first.
         if w.evacuation_has_work() {
             self.place(LookAt::Evacuation);

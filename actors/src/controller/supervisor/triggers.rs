@@ -88,6 +88,11 @@ fn devices(d: DevicesChange, w: &World, out: &mut Vec<Tell>) {
         out.push(Tell::Claim(c.clone()));
         out.push(Tell::Placement(LookAt::Claim(c)));
     }
+    out.extend(
+        d.records
+            .into_iter()
+            .map(|r| Tell::Placement(LookAt::BackingClaim(r))),
+    );
 }
 
 fn claim(c: ClaimChange, w: &World, out: &mut Vec<Tell>) {

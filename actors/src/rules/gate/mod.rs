@@ -11,7 +11,8 @@ mod written;
 pub use choice::{NodesThatMatter, Unfit, pod_unfit};
 pub use devices::{
     BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST, allocated_devices, backing_claim,
-    backing_claim_to_let_go, controlled_by, owned_by, reserved,
+    backing_claim_to_let_go, backing_claim_to_restore, controlled_by, orphaned_backing_claim,
+    owned_by, reserved,
 };
 pub use members::request_mismatch;
 pub use plan::{AllocationWrite, DeviceClaimWrite, Moved, Plan};

@@ -56,6 +56,10 @@ pub struct DeviceClaimWrite {
     /// The uid of the GPUClaim that owns a backing claim.
     pub owner_uid: Option<String>,
     pub allocation: AllocationResult,
+    /// An allocation found there stands, whatever its devices (D4's
+    /// restore away from the gate, decided on a cache that may lag a move
+    /// placement just wrote): only the gate clears one.
+    pub keep_allocated: bool,
 }
 
 /// The writes that place a set (G4), in order: allocations, the
@@ -201,6 +205,7 @@ pub(super) fn plan(
                 c.name.as_deref().unwrap_or_default(),
             ),
             allocation,
+            keep_allocated: false,
         });
     }
     let statuses = members

@@ -53,6 +53,10 @@ pub struct DevicesChange {
     /// D4: GPUClaims of the name of a ResourceClaim that came, changed or
     /// went: their backing claim, or one in its way.
     pub claims: BTreeSet<String>,
+    /// D4: the records (`ns/name`, their claims' keys) naming devices
+    /// whose holds moved: a backing claim held back because another claim
+    /// held one of them is brought back once it lets go.
+    pub records: BTreeSet<String>,
 }
 
 impl From<&AllocatedDevice> for DeviceId {
@@ -103,6 +107,8 @@ impl World {
             return DevicesChange::default();
         };
         let k = super::key(&ns, &name);
+        let ours =
+            !deleted && crate::api::has_finalizer(&c.metadata, crate::rules::BACKING_FINALIZER);
         // D5: the claim Kubernetes made for a launcher pod: its VMI's set
         // may have waited for it (DeviceClaimPending).
         let vmis: BTreeSet<String> = c
@@ -120,7 +126,9 @@ impl World {
             .put_claim(&k, (!deleted).then(|| Arc::new(c)));
         self.dra_free_moved(&change);
         change.vmis = vmis;
-        if self.claim(&k).is_some() {
+        // Its GPUClaim; or, for a backing claim our finalizer keeps, the
+        // GPUClaim it was made for, which may be gone (placement lets it go).
+        if self.claim(&k).is_some() || ours {
             change.claims.insert(k);
         }
         change

@@ -15,7 +15,7 @@ use crate::controller::Env;
 use crate::controller::journal::Intent;
 use crate::controller::pacer::{IoError, ObjectWrite, Outcome, write_object};
 use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions};
-use crate::rules::{Plan, RuleId};
+use crate::rules::{DeviceClaimWrite, Plan, RuleId};
 use crate::world::key;
 use std::sync::Arc;
 
@@ -39,6 +39,15 @@ pub(super) enum Write {
     /// E2: remove the marks of restarts that are over from their nodes,
     /// then say so.
     EndRestarts(Vec<EndRestarts>),
+    /// D4: a placed claim's backing claim, away from the gate, made or
+    /// allocated again.
+    RestoreBackingClaim(Box<DeviceClaimWrite>),
+    /// D4: the backing claim (`ns/name`) of a GPUClaim that is gone (the
+    /// uid it was made for), deleted and let go.
+    ReleaseOrphanBackingClaim {
+        key: String,
+        owner_uid: String,
+    },
 }
 
 /// E2: a restart begun (its mark written on the node, then the VMI
@@ -82,15 +91,17 @@ impl Write {
             Write::Wait(_) => (RuleId::G5, Intent::Wait),
             Write::DeleteVmi(d) => (d.rule, Intent::DeleteVmi),
             Write::EndRestarts(_) => (RuleId::E2, Intent::EndRestarts),
+            Write::RestoreBackingClaim(_) => (RuleId::D4, Intent::RestoreBackingClaim),
+            Write::ReleaseOrphanBackingClaim { .. } => (RuleId::D4, Intent::ReleaseBackingClaim),
         }
     }
 
     /// The claims (and so allocations, keyed alike) this write is about.
     pub(super) fn claim_keys(&self) -> Vec<String> {
         match self {
-            Write::CreateClaim { key, .. } | Write::DeleteAllocation { key, .. } => {
-                vec![key.clone()]
-            }
+            Write::CreateClaim { key, .. }
+            | Write::DeleteAllocation { key, .. }
+            | Write::ReleaseOrphanBackingClaim { key, .. } => vec![key.clone()],
             Write::Place(plan) => plan
                 .statuses
                 .iter()
@@ -100,8 +111,10 @@ impl Write {
                         .iter()
                         .map(|a| allocation_key(a.allocation())),
                 )
+                .chain(plan.device_claims.iter().map(|d| d.claim.clone()))
                 .collect(),
             Write::Wait(changes) => changes.iter().map(|(c, _)| claim_key(c)).collect(),
+            Write::RestoreBackingClaim(d) => vec![d.claim.clone()],
             Write::DeleteVmi(_) | Write::EndRestarts(_) => Vec::new(),
         }
     }
@@ -232,6 +245,14 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
             }
         }
         Write::Place(plan) => place(env, *plan, done).await?,
+        Write::RestoreBackingClaim(d) => place::allocate_device_claim(env, *d).await?,
+        Write::ReleaseOrphanBackingClaim { key, owner_uid } => {
+            let owner = crate::controller::claim::backing::Owner {
+                claim: &key,
+                uid: &owner_uid,
+            };
+            crate::controller::claim::backing::release(env, owner, RuleId::D4).await?;
+        }
         Write::DeleteVmi(d) => {
             let VmiDelete {
                 key,

@@ -114,6 +114,9 @@ pub(super) async fn allocate_device_claim(
     };
     let wanted = allocated_devices(&d.allocation);
     let status = rc.status.get_or_insert_default();
+    if status.allocation.is_some() && d.keep_allocated {
+        return Ok(());
+    }
     if let Some(now) = &status.allocation {
         let reserved = status.reserved_for.as_ref().is_some_and(|r| !r.is_empty());
         // An unstamped allocation (from before 1.36's scheduler stamped

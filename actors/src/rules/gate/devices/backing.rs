@@ -88,6 +88,38 @@ pub fn backing_claim_to_let_go(c: &GPUClaim, w: &World) -> bool {
     })
 }
 
+/// D4: the uid of the GPUClaim the backing claim at `k` was made for,
+/// when that GPUClaim is gone (or another of the name stands) and our
+/// finalizer still keeps the backing claim: it is let go (deleted, and its
+/// finalizer off once no pod holds it). Without this, a GPUClaim whose
+/// finalizer an admin took off by hand would leave its backing claim, and
+/// its devices, held forever. None while a pod still holds one being
+/// deleted: the resourceclaim controller's change brings us back.
+pub fn orphaned_backing_claim(k: &str, w: &World) -> Option<String> {
+    let rc = w.resource_claim(k)?;
+    let m = &rc.metadata;
+    if !crate::api::has_finalizer(m, BACKING_FINALIZER)
+        || m.deletion_timestamp.is_some() && reserved(&rc)
+    {
+        return None;
+    }
+    let uid = m
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(BACKING_OWNER_ANNOTATION).cloned())
+        .or_else(|| {
+            m.owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && o.kind == "GPUClaim")
+                .map(|o| o.uid.clone())
+        })?;
+    let standing = w
+        .claim(k)
+        .is_some_and(|c| c.metadata.uid.as_deref() == Some(uid.as_str()));
+    (!standing).then_some(uid)
+}
+
 /// D4: the backing claim `c` of DRA class `k` has, as it is created: one
 /// request `gpu` of the class's DeviceClass with its selectors and
 /// `count` devices, the class's `matchAttribute` as a constraint, and

@@ -6,13 +6,15 @@
 mod allocation;
 mod backing;
 mod choose;
+mod restore;
 
 pub use allocation::allocation;
 pub use backing::{
     BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST, backing_claim,
-    backing_claim_to_let_go, controlled_by, owned_by, reserved,
+    backing_claim_to_let_go, controlled_by, orphaned_backing_claim, owned_by, reserved,
 };
 pub use choose::{Chosen, DeviceAsk, choose};
+pub use restore::backing_claim_to_restore;
 
 use super::{WaitReason, Waiting, wait};
 use crate::api::{GPUClaim, GPUClass, LauncherPod, Vmi};

@@ -136,12 +136,18 @@ impl DeviceIndex {
     /// What a change of these devices' holds or taints touched: the nodes
     /// they are published on, and the DRA classes with devices there.
     fn touched<'a>(&self, ids: impl Iterator<Item = &'a DeviceId>) -> DevicesChange {
+        let ids: Vec<&DeviceId> = ids.collect();
         let nodes: BTreeSet<String> = ids
+            .iter()
             .filter_map(|id| self.node_of(id).map(str::to_string))
             .collect();
         DevicesChange {
             classes: nodes.iter().flat_map(|n| self.classes_on(n)).collect(),
             nodes,
+            records: ids
+                .iter()
+                .filter_map(|id| self.allocated_by(id).map(str::to_string))
+                .collect(),
             ..Default::default()
         }
     }
