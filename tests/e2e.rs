@@ -6,6 +6,8 @@ mod cluster_metrics;
 mod common;
 #[path = "e2e/device_taint_rules.rs"]
 mod device_taint_rules;
+#[path = "e2e/hgx_partitions_and_moves.rs"]
+mod hgx_partitions_and_moves;
 #[path = "e2e/stopped_vm_devices.rs"]
 mod stopped_vm_devices;
 

@@ -315,21 +315,32 @@ impl Writer for MemCluster {
         let ns = what.namespace.as_deref().unwrap_or_default();
         let kind = what.kind.name();
         // As the API server's GuaranteedUpdate: the patch applied to the
-        // object as stored, again if another write came between.
+        // object as stored, again if another write came between, unless
+        // the patch names the resourceVersion it was made for (then that
+        // is a 409, as the API server answers).
+        let pinned = patch["metadata"]["resourceVersion"].is_string();
+        let finalizers = |v: &Value| v["metadata"]["finalizers"].as_array().map_or(0, Vec::len);
+        let mut label = WriteOp::Patch.as_str();
         let mut journal = self.journal();
         let r = loop {
             let Some(mut doc) = self.store.get(kind, ns, &what.name) else {
                 break Err(StoreError::NotFound(what.name.clone()));
             };
+            let before = finalizers(&doc);
             if let Err(e) = apply(PatchKind::Merge, &mut doc, &patch) {
                 break Err(StoreError::Invalid(e));
             }
+            // In the journal's words, as the API server's patch handler.
+            label = match finalizers(&doc) {
+                n if n < before => "remove_finalizer",
+                n if n > before => "add_finalizer",
+                _ => WriteOp::Patch.as_str(),
+            };
             match self.store.update(kind, doc, Subresource::Main) {
-                Err(StoreError::Conflict(_)) => continue,
+                Err(StoreError::Conflict(_)) if !pinned => continue,
                 r => break r,
             }
         };
-        let label = WriteOp::Patch.as_str();
         self.journal_write(&mut journal, WriteOp::Patch, label, &what, rule, &r);
         drop(journal);
         self.typed(what.kind, r.map_err(write_error)?)

@@ -149,12 +149,15 @@ async fn delete(
 
 /// D4, L8: our finalizer off a backing claim being deleted that no pod
 /// holds, on the version read (a 409 decides again). Another's finalizer
-/// (the scheduler's, had it allocated the claim) is theirs to take off.
+/// (the scheduler's, had it allocated the claim) is theirs to take off. A
+/// merge patch of the finalizers alone, pinned to that version: a whole
+/// object sent back would carry only the fields this client knows, and a
+/// newer API server would take that as a change to the immutable spec.
 async fn let_go(
     env: &Env,
     owner: Owner<'_>,
     what: &ObjRef,
-    mut rc: ResourceClaim,
+    rc: ResourceClaim,
     rule: RuleId,
 ) -> Result<(), IoError> {
     if !has_finalizer(&rc.metadata, BACKING_FINALIZER) {
@@ -168,10 +171,18 @@ async fn let_go(
         "writing"
     );
     let known = rv_number(&rc.metadata);
-    if let Some(f) = rc.metadata.finalizers.as_mut() {
-        f.retain(|f| f != BACKING_FINALIZER);
-    }
-    let w = ObjectWrite::Update(Obj::ResourceClaim(rc));
+    let rest: Vec<&String> = rc
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != BACKING_FINALIZER)
+        .collect();
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": rc.metadata.resource_version,
+        "finalizers": rest,
+    }});
+    let w = ObjectWrite::<Obj>::MergePatch(patch);
     match write_object::<Obj>(env, what.clone(), known, w, rule).await? {
         Outcome::Conflict(_) => Err(IoError::Newer { what: what.clone() }),
         _ => Ok(()),

@@ -168,6 +168,17 @@ fn claim_key(c: &GPUClaim) -> String {
     )
 }
 
+/// The GPUClaim at `key`, read live.
+async fn live_claim(env: &Env, key: &str) -> Result<Option<GPUClaim>, IoError> {
+    let (ns, name) = crate::world::split_key(key);
+    let what = ObjRef::new(Kind::Claim, Some(ns), name);
+    match env.reader.get(what.clone()).await {
+        Ok(Some(Obj::Claim(c))) => Ok(Some(c)),
+        Ok(_) => Ok(None),
+        Err(source) => Err(IoError::read(what, source)),
+    }
+}
+
 /// One of placement's writes through the pacer's write path: the
 /// object as written (None: gone), or why not; a newer object is
 /// `IoError::Newer`, and the work is looked at again.
@@ -245,13 +256,27 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
             }
         }
         Write::Place(plan) => place(env, *plan, done).await?,
-        Write::RestoreBackingClaim(d) => place::allocate_device_claim(env, *d).await?,
-        Write::ReleaseOrphanBackingClaim { key, owner_uid } => {
-            let owner = crate::controller::claim::backing::Owner {
-                claim: &key,
-                uid: &owner_uid,
+        // D4 away from the gate, decided on caches: the GPUClaim read
+        // live first. A restore only for one that stands and is not being
+        // released (else its ResourceClaim would hold devices L8 has just
+        // freed); a release only for one that is gone or is another.
+        Write::RestoreBackingClaim(d) => {
+            let stands = |c: &GPUClaim| {
+                c.metadata.uid == d.owner_uid && !crate::api::is_deleting(&c.metadata)
             };
-            crate::controller::claim::backing::release(env, owner, RuleId::D4).await?;
+            if live_claim(env, &d.claim).await?.is_some_and(|c| stands(&c)) {
+                place::allocate_device_claim(env, *d).await?;
+            }
+        }
+        Write::ReleaseOrphanBackingClaim { key, owner_uid } => {
+            let live = live_claim(env, &key).await?;
+            if live.is_none_or(|c| c.metadata.uid.as_deref() != Some(owner_uid.as_str())) {
+                let owner = crate::controller::claim::backing::Owner {
+                    claim: &key,
+                    uid: &owner_uid,
+                };
+                crate::controller::claim::backing::release(env, owner, RuleId::D4).await?;
+            }
         }
         Write::DeleteVmi(d) => {
             let VmiDelete {
