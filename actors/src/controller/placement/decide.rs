@@ -78,7 +78,11 @@ impl Placement {
         }
         let c = w.claim(k)?;
         let cached = Some(rv_number(&c.metadata));
-        if self.own.creating(k) || self.own.claims.behind(k, cached) {
+        let cached_rc = w.resource_claim(k).map(|rc| rv_number(&rc.metadata));
+        if self.own.creating(k)
+            || self.own.claims.behind(k, cached)
+            || self.own.resource_claims.behind(k, cached_rc)
+        {
             return None;
         }
         crate::rules::backing_claim_to_restore(&c, w, &self.own.allocations)

@@ -204,6 +204,9 @@ impl Placement {
         for (k, rv) in &done.claims {
             self.own.claims.wrote(k.clone(), *rv);
         }
+        for (k, rv) in &done.resource_claims {
+            self.own.resource_claims.wrote(k.clone(), *rv);
+        }
         for (k, rv, used) in &done.pods {
             self.own.pods.wrote(k.clone(), *rv);
             self.own.allocations.pinned(k.clone(), used.clone(), *rv);

@@ -21,6 +21,9 @@ pub struct OwnWrites {
     deleted: HashMap<String, String>,
     pub claims: KeyedFreshness,
     pub pods: KeyedFreshness,
+    /// D4: ResourceClaims made or allocated, until their watch shows it
+    /// (a restore decided meanwhile would make one again, to a 409).
+    pub resource_claims: KeyedFreshness,
 }
 
 impl OwnWrites {
@@ -30,6 +33,8 @@ impl OwnWrites {
         self.created.retain(|_, (_, rv)| *rv > claims);
         self.claims.prune(claims);
         self.pods.prune(pods);
+        self.resource_claims
+            .prune(w.observed_rv(Kind::ResourceClaim));
         self.allocations.prune(w);
     }
 

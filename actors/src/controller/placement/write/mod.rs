@@ -127,6 +127,9 @@ pub(super) struct WritesDone {
     pub allocations: Vec<(String, GPUAllocationSpec, u64)>,
     /// Claims written: key and the resourceVersion returned.
     pub claims: Vec<(String, u64)>,
+    /// D4: ResourceClaims made or allocated: key and the resourceVersion
+    /// returned.
+    pub resource_claims: Vec<(String, u64)>,
     /// Pods pinned: key, the resourceVersion returned, what the pod will use.
     pub pods: Vec<(String, u64, PodUse)>,
     /// A template claim created: key, VMI uid, resourceVersion (0 when it
@@ -265,7 +268,7 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
                 c.metadata.uid == d.owner_uid && !crate::api::is_deleting(&c.metadata)
             };
             if live_claim(env, &d.claim).await?.is_some_and(|c| stands(&c)) {
-                place::allocate_device_claim(env, *d).await?;
+                place::allocate_device_claim(env, *d, done).await?;
             }
         }
         Write::ReleaseOrphanBackingClaim { key, owner_uid } => {

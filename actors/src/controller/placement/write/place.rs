@@ -32,7 +32,7 @@ pub(super) async fn place(env: &Env, plan: Plan, done: &mut WritesDone) -> Resul
         write_allocation(env, &node, r, rule, done).await?;
     }
     for d in device_claims {
-        allocate_device_claim(env, d).await?;
+        allocate_device_claim(env, d, done).await?;
     }
     for (c, status) in statuses {
         let k = claim_key(&c);
@@ -97,11 +97,17 @@ pub(super) async fn write_allocation(
 pub(super) async fn allocate_device_claim(
     env: &Env,
     mut d: DeviceClaimWrite,
+    done: &mut WritesDone,
 ) -> Result<(), IoError> {
     let (ns, name) = crate::world::split_key(&d.key);
     let what = ObjRef::new(Kind::ResourceClaim, Some(ns), name);
     let mut rc = match d.create.take() {
-        Some(new) => create_backing_claim(env, &what, *new, &d).await?,
+        Some(new) => {
+            let made = create_backing_claim(env, &what, *new, &d).await?;
+            done.resource_claims
+                .push((d.key.clone(), rv_number(&made.metadata)));
+            made
+        }
         None => match env.reader.get(what.clone()).await {
             Ok(Some(Obj::ResourceClaim(rc)))
                 if rc.metadata.uid.as_deref() == Some(d.uid.as_str()) =>
@@ -130,6 +136,8 @@ pub(super) async fn allocate_device_claim(
         tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "clear-allocation", "writing");
         status.allocation = None;
         rc = write_claim_status(env, &what, rc).await?;
+        done.resource_claims
+            .push((d.key.clone(), rv_number(&rc.metadata)));
     }
     tracing::info!(claim = %d.claim, resource_claim = %d.key, rule = "D4", intent = "allocate-devices", "writing");
     let mut allocation = d.allocation;
@@ -141,7 +149,10 @@ pub(super) async fn allocate_device_claim(
     // be bound.
     allocation.allocation_timestamp = Some(Time(env.clock.wall()));
     rc.status.get_or_insert_default().allocation = Some(allocation);
-    write_claim_status(env, &what, rc).await.map(|_| ())
+    let written = write_claim_status(env, &what, rc).await?;
+    done.resource_claims
+        .push((d.key.clone(), rv_number(&written.metadata)));
+    Ok(())
 }
 
 /// D4: a named claim's backing claim made, as the plan has it; one its
