@@ -12,7 +12,6 @@ use gpu_claims_actors::world::World;
 use gpu_claims_testbed::standin::nvidia;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-const VFIO: &str = "vfio.gpu.nvidia.com";
 const H200_ONLY: &str = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'";
 
 /// Two passthrough nodes: four H200s and two L40Ss.

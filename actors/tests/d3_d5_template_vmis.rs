@@ -14,12 +14,7 @@ use gpu_claims_testbed::memory::sim::Sim;
 use gpu_claims_testbed::standin::nvidia;
 use serde_json::{Value, json};
 
-const VFIO: &str = "vfio.gpu.nvidia.com";
 const DRIVER: &str = "gpu.nvidia.com";
-
-fn typed(kind: Kind, v: Value) -> Obj {
-    gpu_claims_actors::api::from_json(kind, v).unwrap()
-}
 
 /// A template asking `count` GPUs of the passthrough DeviceClass.
 fn template(name: &str, request: Value) -> Obj {

@@ -11,7 +11,6 @@ use gpu_claims_actors::config::Config;
 use gpu_claims_testbed::standin::nvidia;
 use serde_json::json;
 
-const VFIO: &str = "vfio.gpu.nvidia.com";
 const PARTITION4: &str = "gpu.nvidia.com/partition4";
 
 /// An HGX H200 board whose first GPU has failed (partition 1 keeps 3

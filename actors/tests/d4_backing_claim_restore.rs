@@ -16,48 +16,6 @@ use gpu_claims_testbed::memory::store::Subresource;
 use gpu_claims_testbed::standin::nvidia::{self, DRIVER};
 use serde_json::{Value, json};
 
-const VFIO: &str = "vfio.gpu.nvidia.com";
-
-fn typed(kind: Kind, v: Value) -> Obj {
-    gpu_claims_actors::api::from_json(kind, v).unwrap()
-}
-
-/// Four H200s on n1, a DRA class of them, claim c1 of two, vm1 naming it.
-fn named_world() -> Vec<Obj> {
-    let mut v = vec![
-        node("n1")
-            .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
-            .obj(),
-        dra_class("h200", VFIO).obj(),
-        claim("t", "c1").count(2).obj(),
-    ];
-    v.extend(vm1_naming_resource_claim("c1", "u1"));
-    v
-}
-
-fn backing(t: &TestCluster) -> Option<Value> {
-    t.sim.store.get("ResourceClaim", "t", "c1")
-}
-
-fn allocated(rc: &Value) -> Vec<String> {
-    rc["status"]["allocation"]["devices"]["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| r["device"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-fn recorded(t: &TestCluster) -> Vec<String> {
-    let r = t.sim.store.get("GPUAllocation", "t", "c1").unwrap();
-    r["spec"]["devices"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|d| d["device"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// c1 placed and vm1 stopped (VMI and launcher pod gone): Bound, its
 /// backing claim allocated and held by no pod.
 async fn placed_and_stopped(t: &mut TestCluster) -> Vec<String> {

@@ -13,26 +13,6 @@ use gpu_claims_testbed::memory::store::Subresource;
 use gpu_claims_testbed::standin::{claims, nvidia};
 use serde_json::{Value, json};
 
-const VFIO: &str = "vfio.gpu.nvidia.com";
-
-fn typed(kind: Kind, v: Value) -> Obj {
-    gpu_claims_actors::api::from_json(kind, v).unwrap()
-}
-
-/// Four H200s on n1 as NVIDIA's driver publishes them, a DRA class of
-/// them, claim c1 of two, and vm1 naming it.
-fn named_world() -> Vec<Obj> {
-    let mut v = vec![
-        node("n1")
-            .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
-            .obj(),
-        dra_class("h200", VFIO).obj(),
-        claim("t", "c1").count(2).obj(),
-    ];
-    v.extend(vm1_naming_resource_claim("c1", "u1"));
-    v
-}
-
 fn record(t: &TestCluster) -> Option<GPUAllocation> {
     match t
         .sim
@@ -42,26 +22,6 @@ fn record(t: &TestCluster) -> Option<GPUAllocation> {
         Obj::Allocation(r) => Some(r),
         _ => None,
     }
-}
-
-fn backing(t: &TestCluster) -> Option<Value> {
-    t.sim.store.get("ResourceClaim", "t", "c1")
-}
-
-/// The devices an allocation's results name.
-fn allocated(rc: &Value) -> Vec<String> {
-    rc["status"]["allocation"]["devices"]["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| r["device"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-fn recorded(t: &TestCluster) -> Vec<String> {
-    record(t)
-        .map(|r| r.spec.devices.iter().map(|d| d.device.clone()).collect())
-        .unwrap_or_default()
 }
 
 /// vm1's VMI and launcher pod gone (the VM stopped): L5 detaches c1.
@@ -109,11 +69,7 @@ fn d4_a_named_claim_of_a_dra_class_gets_a_backing_claim_it_owns_allocated_to_its
         // G4's order: the record, the backing claim made and allocated,
         // the claim's status, then the pod.
         let w = t.writes();
-        let at = |s: &str| {
-            w.iter()
-                .position(|x| x == s)
-                .unwrap_or_else(|| panic!("{s}: {w:#?}"))
-        };
+        let at = |s: &str| position_of(&w, s);
         assert!(at("create GPUAllocation c1 G4") < at("create ResourceClaim c1 D4"));
         assert!(at("create ResourceClaim c1 D4") < at("update_status ResourceClaim c1 D4"));
         assert!(at("update_status ResourceClaim c1 D4") < at("update_status GPUClaim c1 G4"));
@@ -216,11 +172,7 @@ fn l8_a_released_named_claim_deletes_its_backing_claim_before_its_record_and_fin
         assert!(backing(&t).is_none() && record(&t).is_none());
         assert!(t.claim("t/c1").is_none());
         let w = t.writes();
-        let at = |s: &str| {
-            w.iter()
-                .position(|x| x == s)
-                .unwrap_or_else(|| panic!("{s}: {w:#?}"))
-        };
+        let at = |s: &str| position_of(&w, s);
         assert!(at("delete ResourceClaim c1 L8") < at("remove_finalizer ResourceClaim c1 L8"));
         assert!(at("remove_finalizer ResourceClaim c1 L8") < at("delete GPUAllocation c1 L8"));
         assert!(at("delete GPUAllocation c1 L8") < at("remove_finalizer GPUClaim c1 L8"));
@@ -299,11 +251,7 @@ fn d4_l8_a_foreground_delete_of_a_running_vm_s_claim_keeps_its_backing_claim_all
         assert!(backing(&t).is_none() && record(&t).is_none());
         assert!(t.claim("t/c1").is_none());
         let w = t.writes();
-        let at = |s: &str| {
-            w.iter()
-                .position(|x| x == s)
-                .unwrap_or_else(|| panic!("{s}: {w:#?}"))
-        };
+        let at = |s: &str| position_of(&w, s);
         assert!(at("remove_finalizer ResourceClaim c1 L8") < at("delete GPUAllocation c1 L8"));
         assert!(
             !w.contains(&"delete ResourceClaim c1 L8".to_string()),

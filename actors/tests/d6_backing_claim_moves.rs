@@ -12,13 +12,7 @@ use gpu_claims_actors::api::{ClaimPhase, GPUAllocation, Kind, Obj, ObjRef};
 use gpu_claims_actors::config::Config;
 use gpu_claims_testbed::memory::sim::Sim;
 use gpu_claims_testbed::standin::nvidia::{self, DRIVER};
-use serde_json::{Value, json};
-
-const VFIO: &str = "vfio.gpu.nvidia.com";
-
-fn typed(kind: Kind, v: Value) -> Obj {
-    gpu_claims_actors::api::from_json(kind, v).unwrap()
-}
+use serde_json::json;
 
 /// Claim c1 of 2 H200s Bound on n1, which is NotReady now, its record and
 /// backing claim naming n1's gpu-vfio-0 and -1 (its VM stopped); n2 has

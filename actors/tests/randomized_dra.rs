@@ -34,7 +34,6 @@ use gpu_claims_testbed::standin::{claims, nvidia};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-const VFIO: &str = "vfio.gpu.nvidia.com";
 const VMS: u64 = 5;
 const NODES: [&str; 2] = ["n1", "n2"];
 

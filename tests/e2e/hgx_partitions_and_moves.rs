@@ -6,7 +6,7 @@
 //! claim following. I1-I5 and I9 are checked every 50 ms throughout.
 
 use super::{CONFIG, NOW, common};
-use gpu_claims_testbed::demo::story::{self, RAG_CLAIM};
+use gpu_claims_testbed::demo::story::RAG_CLAIM;
 use gpu_claims_testbed::demo::{self, A, DRA_NODES, OPS};
 use gpu_claims_testbed::fixtures::{claim, dra_class, node};
 use gpu_claims_testbed::memory::store::Store;
@@ -122,18 +122,9 @@ fn d2_d3_a_partition4_claim_on_an_hgx_board_runs_on_four_devices_of_one_nvlink_p
 #[test]
 fn d6_e1_a_stopped_vm_s_claim_on_a_failed_node_moves_with_new_devices_and_its_backing_claim_follows()
  {
-    let mut c = common::Cluster::new(demo::seed, CONFIG);
-    let _ctl = c.start_controller();
-    c.settle("L1", |s| s.classes.len() == 2, NOW);
     // The story until vm-rag has stopped: its claim Bound on dra-node-1,
     // its backing claim allocated.
-    for step in story::steps() {
-        c.act(&step);
-        let s = c.settle(step.title, step.until, step.hold);
-        if s.phase(A, RAG_CLAIM) == "Bound" {
-            break;
-        }
-    }
+    let (mut c, _ctl) = super::stopped_vm_devices::story_until("Bound");
     let before = recorded(&c.store, A, RAG_CLAIM);
     assert!(
         before.iter().all(|d| d.starts_with(DRA_NODES[0])),

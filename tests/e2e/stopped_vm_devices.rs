@@ -81,6 +81,23 @@ fn condition(store: &Store, pod: &str, type_: &str) -> Option<(String, String)> 
         })
 }
 
+/// The demo's cluster and controller, its story run until vm-rag's claim
+/// (`rag-h200-pair`) is in `phase`: "Attached" once vm-rag runs, "Bound"
+/// once it has stopped (its backing claim allocated, reserved by no pod).
+pub(super) fn story_until(phase: &str) -> (common::Cluster, common::Controller) {
+    let mut c = common::Cluster::new(demo::seed, CONFIG);
+    let ctl = c.start_controller();
+    c.settle("L1", |s| s.classes.len() == 2, NOW);
+    for step in story::steps() {
+        c.act(&step);
+        let s = c.settle(step.title, step.until, step.hold);
+        if s.phase(A, RAG_CLAIM) == phase {
+            break;
+        }
+    }
+    (c, ctl)
+}
+
 fn running(store: &Store, ns: &str, pod: &str) -> bool {
     store
         .get("Pod", ns, pod)
@@ -89,18 +106,7 @@ fn running(store: &Store, ns: &str, pod: &str) -> bool {
 
 #[test]
 fn d4_a_stopped_vm_s_devices_go_to_no_other_pod_and_the_vm_started_again_runs_on_them() {
-    let mut c = common::Cluster::new(demo::seed, CONFIG);
-    let _ctl = c.start_controller();
-    c.settle("L1", |s| s.classes.len() == 2, NOW);
-    // The story until vm-rag has stopped: its claim Bound, its backing
-    // claim allocated.
-    for step in story::steps() {
-        c.act(&step);
-        let s = c.settle(step.title, step.until, step.hold);
-        if s.phase(A, RAG_CLAIM) == "Bound" {
-            break;
-        }
-    }
+    let (mut c, _ctl) = story_until("Bound");
     let held = recorded(&c.store);
     assert_eq!(held.len(), 2);
     let backing = c.store.get("ResourceClaim", A, RAG_CLAIM).unwrap();
@@ -183,16 +189,7 @@ fn d4_a_stopped_vm_s_devices_go_to_no_other_pod_and_the_vm_started_again_runs_on
 #[test]
 fn d4_l8_a_foreground_delete_of_a_running_vm_s_claim_keeps_its_devices_held_until_the_vm_stops() {
     use kube::api::{Api, ApiResource, DeleteParams, DynamicObject};
-    let mut c = common::Cluster::new(demo::seed, CONFIG);
-    let _ctl = c.start_controller();
-    c.settle("L1", |s| s.classes.len() == 2, NOW);
-    for step in story::steps() {
-        c.act(&step);
-        let s = c.settle(step.title, step.until, step.hold);
-        if s.phase(A, RAG_CLAIM) == "Attached" {
-            break;
-        }
-    }
+    let (mut c, _ctl) = story_until("Attached");
     let held = recorded(&c.store);
     let kubeconfig = c.server.kubeconfig();
     c.rt.block_on(async {

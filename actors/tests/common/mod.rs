@@ -14,7 +14,7 @@ use std::time::Duration;
 pub use gpu_claims_testbed::fixtures::*;
 mod dra;
 #[allow(unused_imports)]
-pub use dra::vm1_naming_resource_claim;
+pub use dra::*;
 
 pub const H200: &str = "nvidia.com/GH100_H200";
 

@@ -52,12 +52,17 @@ pub(super) async fn delete_backing_claim(
     if !may_have_backing(env, c) {
         return Ok(BackingClaim::Gone);
     }
-    let k = crate::world::key(
-        c.metadata.namespace.as_deref().unwrap_or_default(),
-        c.metadata.name.as_deref().unwrap_or_default(),
-    );
+    let k = key_of(c);
     let uid = c.metadata.uid.as_deref().unwrap_or_default();
     release(env, Owner { claim: &k, uid }, rule).await
+}
+
+/// The GPUClaim's `ns/name`, which its backing claim's is too.
+fn key_of(c: &GPUClaim) -> String {
+    crate::world::key(
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// D4, L8: the backing claim at `owner.claim` that `owner.uid` controls
@@ -192,10 +197,7 @@ async fn let_go(
 /// D4: the claim actor's step for a backing claim someone deleted that no
 /// pod holds any more: our finalizer off the cache's copy.
 pub(super) async fn let_go_cached(env: &Env, c: &GPUClaim, rule: RuleId) -> Result<(), IoError> {
-    let k = crate::world::key(
-        c.metadata.namespace.as_deref().unwrap_or_default(),
-        c.metadata.name.as_deref().unwrap_or_default(),
-    );
+    let k = key_of(c);
     let Some(rc) = env.world.resource_claim(&k).filter(|rc| owned_by(rc, c)) else {
         return Ok(());
     };
