@@ -88,8 +88,8 @@ fn a_tenant_flooding_placement_gets_one_decision_per_round_and_another_is_placed
 
 #[test]
 fn with_many_writes_in_flight_a_flood_still_lets_another_tenant_be_placed_and_is_decided_in_full() {
-    // The first sync pokes fill every write slot as they arrive, before
-    // the quiet tenant's poke does; from then on each slot that frees
+    // The first sync's wake-ups fill every write slot as they arrive, before
+    // the quiet tenant's wake does; from then on each slot that frees
     // takes the next namespace's turn.
     settled(Config::default(), flood_and_a_quiet_tenant(), |t| {
         let (before, waits) = flood_writes(t);

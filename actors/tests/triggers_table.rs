@@ -4,7 +4,7 @@
 
 use gpu_claims_actors::api::Obj;
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::controller::{LookAt, Tell, whom};
+use gpu_claims_actors::controller::{LookAt, Wake, whom};
 use gpu_claims_actors::world::World;
 use gpu_claims_testbed::fixtures::*;
 
@@ -44,12 +44,12 @@ fn nameless(mut o: Obj) -> Obj {
     o
 }
 
-fn claim_of(k: &str) -> Tell {
-    Tell::Claim(k.into())
+fn claim_of(k: &str) -> Wake {
+    Wake::Claim(k.into())
 }
 
-fn look(l: LookAt) -> Tell {
-    Tell::Placement(l)
+fn look(l: LookAt) -> Wake {
+    Wake::Placement(l)
 }
 
 #[test]
@@ -59,17 +59,17 @@ fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas
         Obj::Allocation(allocation_of(&c, "r"))
     };
     #[rustfmt::skip]
-    let cases: Vec<(&str, Obj, bool, Vec<Tell>)> = vec![
+    let cases: Vec<(&str, Obj, bool, Vec<Wake>)> = vec![
         ("a claim's new version: its actor, then placement looks at its set",
             a().obj(), false,
             vec![claim_of("t/a"), look(LookAt::Claim("t/a".into()))]),
         ("a claim that asks for more: its class and its namespace's quotas count again",
             a().count(2).obj(), false,
-            vec![claim_of("t/a"), Tell::Class("h200".into()), Tell::Quota("t/q".into()),
+            vec![claim_of("t/a"), Wake::Class("h200".into()), Wake::Quota("t/q".into()),
                  look(LookAt::Claim("t/a".into()))]),
         ("a claim gone: placement looks at its allocation, an orphan now",
             a().obj(), true,
-            vec![claim_of("t/a"), Tell::Class("h200".into()), Tell::Quota("t/q".into()),
+            vec![claim_of("t/a"), Wake::Class("h200".into()), Wake::Quota("t/q".into()),
                  look(LookAt::Allocation("t/a".into())), look(LookAt::Claim("t/a".into()))]),
         ("a VMI going final: its claims first (L5 owes their detach), then placement",
             vmi("t", "vm1").uid("u1").phase("Failed").obj(), false,
@@ -79,7 +79,7 @@ fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas
             vec![]),
         ("a node not Ready: its claims first (G6), the classes whose capacity it moved, then placement",
             node("n1").gpus("r", 8).label("zone", "a").ready(false).obj(), false,
-            vec![claim_of("t/a"), Tell::Class("h200".into()), look(LookAt::Node("n1".into()))]),
+            vec![claim_of("t/a"), Wake::Class("h200".into()), look(LookAt::Node("n1".into()))]),
         ("a node relabelled: every waiting set's nodes are looked at again",
             node("n1").gpus("r", 8).label("zone", "b").obj(), false,
             vec![claim_of("t/a"), look(LookAt::NodesChanged)]),
@@ -89,10 +89,10 @@ fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas
                  look(LookAt::Freed { node: "n1".into(), class: "h200".into(), namespace: "t".into() })]),
         ("a quota given other limits: its actor, then the namespace's waiting sets",
             quota("t", "q").hard("h200", 8).obj(), false,
-            vec![Tell::Quota("t/q".into()), look(LookAt::Namespace("t".into()))]),
+            vec![Wake::Quota("t/q".into()), look(LookAt::Namespace("t".into()))]),
         ("a class given another budget: its actor, the quotas naming it, then capacity",
             class("h200", "r").budget(4).obj(), false,
-            vec![Tell::Class("h200".into()), Tell::Quota("t/q".into()), look(LookAt::Capacity)]),
+            vec![Wake::Class("h200".into()), Wake::Quota("t/q".into()), look(LookAt::Capacity)]),
         ("a launcher pod that left the gate: its VMI's claims, then placement looks at the VMI",
             launcher("t", "virt-launcher-vm1-x", "vm1", "u1").pinned("n1").scheduled("n1").obj(), false,
             vec![claim_of("t/a"), look(LookAt::Vmi("t/vm1".into()))]),
@@ -107,12 +107,12 @@ fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas
         let change = w.apply(versioned(obj, "2"), deleted);
         let told = whom(change, &w);
         assert_eq!(told, want, "{what}");
-        let rank = |t: &Tell| match t {
-            Tell::Claim(_) => 0,
-            Tell::Class(_) => 1,
-            Tell::Quota(_) => 2,
-            Tell::Placement(_) => 3,
+        let rank = |t: &Wake| match t {
+            Wake::Claim(_) => 0,
+            Wake::Class(_) => 1,
+            Wake::Quota(_) => 2,
+            Wake::Placement(_) => 3,
         };
-        assert!(told.is_sorted_by_key(rank), "{what}: told in Tell's order");
+        assert!(told.is_sorted_by_key(rank), "{what}: told in Wake's order");
     }
 }

@@ -11,6 +11,7 @@ pub mod faults;
 mod handlers;
 mod partial;
 pub mod patch;
+#[cfg(feature = "conformance")]
 mod protobuf;
 mod quantity;
 mod registry;
@@ -156,6 +157,7 @@ impl ApiServer {
         controllers::namespaces::adopt(&store);
         controllers::bootstrap::kubernetes_service(&store, server.addr);
         controllers::bootstrap::api_services(&store, &versions);
+        #[cfg(feature = "conformance")]
         controllers::bootstrap::component_statuses(&store);
         let (changes, _) = store.watch();
         controllers::bootstrap::default_accounts(&store);

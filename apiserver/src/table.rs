@@ -55,6 +55,7 @@ fn columns(r: &Resource, custom: Option<&[Column]>) -> Vec<Column> {
         ],
         "Namespace" => vec![c("Status", "string", ".status.phase"), age],
         // kubectl get pdb: a bound not set is N/A.
+        #[cfg(feature = "conformance")]
         "PodDisruptionBudget" => vec![
             c("Min Available", "string", "@pdb-minAvailable"),
             c("Max Unavailable", "string", "@pdb-maxUnavailable"),
@@ -251,6 +252,7 @@ fn cell(obj: &Value, col: &Column) -> Value {
         "@claim-state" => return claim_state(obj).into(),
         // A slice of devices not local to one node prints an empty node.
         "@slice-node" => return obj["spec"]["nodeName"].as_str().unwrap_or_default().into(),
+        #[cfg(feature = "conformance")]
         p if p.starts_with("@pdb-") => {
             return match &obj["spec"][&p["@pdb-".len()..]] {
                 Value::Null => "N/A".into(),

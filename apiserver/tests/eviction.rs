@@ -1,7 +1,9 @@
 //! `pods/{name}/eviction` as the pod registry's eviction subresource
 //! answers it, and PodDisruptionBudgets' status as kube-controller-manager's
 //! disruption controller keeps it (issue 25, item 5): what `kubectl drain`
-//! does, and what evicts a GPU node's VMs before maintenance.
+//! does, and what evicts a GPU node's VMs before maintenance. Only with
+//! the `conformance` feature, which serves them.
+#![cfg(feature = "conformance")]
 
 mod common;
 

@@ -2,11 +2,13 @@
 //! it for built-in kinds (issue 25, item 7): what kubectl's typed commands
 //! (`kubectl create namespace|configmap|deployment`, `drain`) and
 //! client-go's clientsets send. The bodies here are built with kube-rs's
-//! own protobuf types (k8s-pb), not with this crate's decoder.
+//! own protobuf types (k8s-pb), not with this crate's decoder. Only with
+//! the `conformance` feature, which serves protobuf.
+#![cfg(feature = "conformance")]
 
 mod common;
 
-use common::server;
+use common::{send, server};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_pb::api::apps::v1 as apps;
@@ -16,7 +18,6 @@ use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
-use kube::client::Body;
 use prost::Message;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -37,23 +38,6 @@ fn envelope(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
     let mut out = b"k8s\0".to_vec();
     out.extend(unknown.encode_to_vec());
     out
-}
-
-/// The answer's status, content type and body.
-async fn send(c: &kube::Client, req: http::Request<Vec<u8>>) -> (u16, String, Vec<u8>) {
-    let (parts, body) = req.into_parts();
-    let res = c
-        .send(http::Request::from_parts(parts, Body::from(body)))
-        .await
-        .unwrap();
-    let code = res.status().as_u16();
-    let content_type = res
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let bytes = res.into_body().collect_bytes().await.unwrap();
-    (code, content_type, bytes.to_vec())
 }
 
 fn post(path: &str, accept: &str, body: Vec<u8>) -> http::Request<Vec<u8>> {

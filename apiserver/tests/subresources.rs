@@ -1,16 +1,16 @@
 //! The subresources kube-rs's own cluster tests and kubectl use beyond
 //! `status` (issue 25, item 5): a custom resource's `scale`, a service
-//! account's `token` (TokenRequest, checked by TokenReview), a pod's
-//! `ephemeralcontainers` and a CertificateSigningRequest's `approval`,
-//! each as upstream's registry serves it.
+//! account's `token` (TokenRequest, checked by TokenReview), a
+//! Deployment's `scale`, each as upstream's registry serves it; what a
+//! cluster has before anyone writes. The conformance-only ones are in
+//! `conformance_kinds.rs`.
 
 mod common;
 
 use common::{from, refusal};
 use gpu_claims_apiserver::ApiServer;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
-use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
@@ -187,59 +187,6 @@ async fn a_token_request_gives_a_token_token_review_accepts_for_its_audiences() 
 }
 
 #[tokio::test]
-async fn ephemeral_containers_are_added_through_their_subresource_and_never_removed() {
-    let (_s, c) = common::server().await;
-    let pods: Api<Pod> = Api::namespaced(c, "a");
-    let pod: Pod = from(json!({"metadata": {"name": "p"},
-        "spec": {"containers": [{"name": "c", "image": "x"}]}}));
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    let debugger = json!({"spec": {"ephemeralContainers": [
-        {"name": "debugger", "image": "busybox", "command": ["sh"], "targetContainerName": "c"}]}});
-    let patched = pods
-        .patch_ephemeral_containers("p", &PatchParams::default(), &Patch::Strategic(debugger))
-        .await
-        .unwrap();
-    let added = patched.spec.unwrap().ephemeral_containers.unwrap();
-    assert_eq!(added[0].name, "debugger");
-    let got = pods.get_ephemeral_containers("p").await.unwrap();
-    assert_eq!(got.spec.unwrap().ephemeral_containers.unwrap().len(), 1);
-    let removed = json!([{"op": "replace", "path": "/spec/ephemeralContainers", "value": []}]);
-    let e = refusal(
-        pods.patch_ephemeral_containers(
-            "p",
-            &PatchParams::default(),
-            &Patch::Json::<()>(serde_json::from_value(removed).unwrap()),
-        )
-        .await,
-    );
-    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-}
-
-#[tokio::test]
-async fn a_csrs_approval_changes_its_conditions_alone() {
-    let (_s, c) = common::server().await;
-    let csrs: Api<CertificateSigningRequest> = Api::all(c);
-    let csr: CertificateSigningRequest = from(json!({"metadata": {"name": "fake"},
-        "spec": {"request": "cmVxdWVzdA==", "signerName": "kubernetes.io/kube-apiserver-client",
-            "usages": ["client auth"]}}));
-    csrs.create(&PostParams::default(), &csr).await.unwrap();
-    let approval = json!({"spec": {"signerName": "changed"}, "status": {"conditions": [
-        {"type": "Approved", "status": "True", "reason": "kube-rsClient", "message": "approved"}]}});
-    csrs.patch_approval("fake", &PatchParams::default(), &Patch::Merge(approval))
-        .await
-        .unwrap();
-    let after = csrs.get_approval("fake").await.unwrap();
-    assert_eq!(
-        after.status.unwrap().conditions.unwrap()[0].type_,
-        "Approved"
-    );
-    assert_eq!(
-        after.spec.signer_name,
-        "kubernetes.io/kube-apiserver-client"
-    );
-}
-
-#[tokio::test]
 async fn a_deployments_scale_is_its_replicas_and_selector_as_kubectl_scale_reads_them() {
     use k8s_openapi::api::apps::v1::Deployment;
     let (_s, c) = common::server().await;
@@ -276,23 +223,17 @@ async fn a_deployments_scale_is_its_replicas_and_selector_as_kubectl_scale_reads
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
 }
 
-/// What a cluster has before anyone writes, which clients look up: the
-/// control plane's ComponentStatuses (read-only), an APIService per group
-/// version, and `cluster-admin`; and objects written as Go writes them,
-/// `kind` first (kube-rs's tests compare a decoder's error position).
+/// What a cluster has before anyone writes, which clients look up: an
+/// APIService per group version, and `cluster-admin`; and objects written
+/// as Go writes them, `kind` first (kube-rs's tests compare a decoder's
+/// error position).
 #[tokio::test]
-async fn component_statuses_api_services_and_cluster_admin_are_there_from_the_start() {
-    use k8s_openapi::api::core::v1::ComponentStatus;
+async fn api_services_and_cluster_admin_are_there_from_the_start() {
     use k8s_openapi::api::rbac::v1::ClusterRole;
     use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
     let (_s, c) = common::server().await;
-    let statuses: Api<ComponentStatus> = Api::all(c.clone());
-    let scheduler = statuses.get("scheduler").await.unwrap();
-    assert_eq!(scheduler.conditions.unwrap()[0].type_, "Healthy");
-    let e = refusal(statuses.delete("scheduler", &Default::default()).await);
-    assert_eq!((e.code, e.reason.as_str()), (405, "MethodNotAllowed"));
     let services: Api<APIService> = Api::all(c.clone());
-    for name in ["v1.", "v1.apps", "v1.policy"] {
+    for name in ["v1.", "v1.apps", "v1.rbac.authorization.k8s.io"] {
         let s = services.get(name).await.unwrap();
         assert_eq!(
             s.status.unwrap().conditions.unwrap()[0].status,
@@ -313,29 +254,4 @@ async fn component_statuses_api_services_and_cluster_admin_are_there_from_the_st
         text.starts_with(r#"{"kind":"Service","apiVersion":"v1","metadata":"#),
         "{text}"
     );
-}
-
-/// ReplicationControllers (item 8), the core group's oldest workload:
-/// stored, decoded by their type, scaled through `scale` with their plain
-/// map selector.
-#[tokio::test]
-async fn a_replication_controller_is_served_and_scaled_by_its_map_selector() {
-    use k8s_openapi::api::core::v1::ReplicationController;
-    let (_s, c) = common::server().await;
-    let rcs: Api<ReplicationController> = Api::namespaced(c, "a");
-    let rc: ReplicationController = from(json!({"metadata": {"name": "rc"}, "spec": {
-        "replicas": 2, "selector": {"app": "rc"},
-        "template": {"metadata": {"labels": {"app": "rc"}},
-            "spec": {"containers": [{"name": "c", "image": "x"}]}}}}));
-    rcs.create(&PostParams::default(), &rc).await.unwrap();
-    let scale = rcs.get_scale("rc").await.unwrap();
-    assert_eq!(scale.spec.unwrap().replicas, Some(2));
-    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=rc"));
-    // A Scale written with no replicas (Go's omitempty of 0) scales to zero.
-    let mut zero = rcs.get_scale("rc").await.unwrap();
-    zero.spec = Some(Default::default());
-    rcs.replace_scale("rc", &PostParams::default(), &zero)
-        .await
-        .unwrap();
-    assert_eq!(rcs.get("rc").await.unwrap().spec.unwrap().replicas, Some(0));
 }

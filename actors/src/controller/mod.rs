@@ -25,7 +25,7 @@ pub use pacer::{Backoff, IoError};
 pub use placement::{LookAt, Placement, PlacementWork, Relisted};
 pub use quota::{QuotaActor, QuotaRole};
 pub use supervisor::{
-    ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, Tell,
+    ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, Wake,
     WorldEvent, whom,
 };
 

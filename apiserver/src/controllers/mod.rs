@@ -2,12 +2,14 @@
 //! keep in a cluster, run here beside the server: garbage collection by
 //! ownerReferences (`gc`), namespace lifecycle (`namespaces`), CRDs
 //! accepted and served (`crds`), aggregated ClusterRoles
-//! (`aggregation`), PodDisruptionBudget status (`disruption`) and the
-//! objects a cluster has before anyone writes (`bootstrap`).
+//! (`aggregation`), PodDisruptionBudget status (`disruption`, with the
+//! `conformance` feature) and the objects a cluster has before anyone
+//! writes (`bootstrap`).
 
 pub(crate) mod aggregation;
 pub(crate) mod bootstrap;
 pub(crate) mod crds;
+#[cfg(feature = "conformance")]
 pub(crate) mod disruption;
 pub(crate) mod gc;
 pub mod namespaces;

@@ -158,6 +158,7 @@ pub(crate) async fn control(
     while let Some(ev) = rx.recv().await {
         crate::controllers::bootstrap::keep_default_account(&store, &ev);
         crate::controllers::aggregation::keep_aggregated(&store, &ev);
+        #[cfg(feature = "conformance")]
         crate::controllers::disruption::keep_budgets(&store, &ev);
         let ns = if ev.kind == "Namespace" {
             if ev.type_ == EventType::Deleted || !terminating(&ev.object) {

@@ -66,14 +66,16 @@ fn entry(r: &Resource) -> Vec<Value> {
     if !r.categories.is_empty() {
         out[0]["categories"] = json!(r.categories);
     }
-    for sub in Sub::ALL.into_iter().filter(|s| s.of(r)) {
+    for sub in Sub::ALL.iter().copied().filter(|s| s.of(r)) {
         let (group, version, kind, verbs) = sub.discovered(r);
         let mut entry = json!({
             "name": format!("{}/{}", r.plural, sub.name()), "singularName": "",
             "namespaced": r.namespaced, "kind": kind, "verbs": verbs,
         });
         if !group.is_empty() {
-            // What `kubectl drain` reads to find the Eviction's version.
+            // A subresource answering another group's kind (Scale,
+            // TokenRequest, Eviction): `kubectl drain` reads the
+            // Eviction's version here.
             entry["group"] = group.into();
             entry["version"] = version.into();
         }

@@ -86,7 +86,8 @@ fn resource(r: &Resource) -> Value {
         out["categories"] = json!(r.categories);
     }
     let subresources: Vec<Value> = Sub::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|s| s.of(r))
         .map(|sub| {
             let (group, version, kind, verbs) = sub.discovered(r);

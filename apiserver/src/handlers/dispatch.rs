@@ -5,7 +5,7 @@
 //! the write order, and the verb.
 
 use super::caller::Caller;
-use super::{LoggedWrite, Q, Req, is_watch, ok};
+use super::{LoggedWrite, Q, Refused, Req, is_watch, ok};
 use crate::faults::Injected;
 use crate::store::Apply;
 use crate::{ApiServer, Sub, Target, status, watch};
@@ -16,17 +16,14 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::Response;
 use std::sync::Arc;
 
-/// What a check answers instead of going on.
-type Refused = Box<Response>;
-
 pub(super) async fn resource(
     State(s): State<Arc<ApiServer>>,
     Extension(caller): Extension<Caller>,
     method: Method,
     uri: Uri,
-    mut headers: HeaderMap,
+    headers: HeaderMap,
     Query(q): Query<Q>,
-    mut body: Bytes,
+    body: Bytes,
 ) -> Response {
     let path = uri.path();
     let accept = headers
@@ -56,57 +53,19 @@ pub(super) async fn resource(
         let msg = "the server could not find the requested resource";
         return status(404, "NotFound", msg, None, "");
     };
-    if let Err(r) = protobuf_as_json(&method, &mut headers, &mut body, &t) {
-        return *r;
-    }
+    #[cfg(feature = "conformance")]
+    let (headers, body) = match super::protobuf::as_json(&method, headers, body, &t) {
+        Ok(read) => read,
+        Err(r) => return *r,
+    };
     let answer = match serve(&s, &caller, &t, &method, path, &headers, &q, &body).await {
         Ok(r) | Err(r) => r,
     };
-    // Custom resources have no protobuf form: JSON, which such clients
-    // accept too (upstream answers them so).
-    if crate::protobuf::preferred(accept) && !is_watch(&q) && !t.resource.custom {
-        return crate::protobuf::answer(answer).await;
+    #[cfg(feature = "conformance")]
+    if !is_watch(&q) {
+        return super::protobuf::answer_as_asked(accept, &t, answer).await;
     }
     answer
-}
-
-/// A protobuf body (not a patch's: patches are JSON) read as the JSON it
-/// stands for, so that what follows sees one format; one that does not
-/// decode is a 400, as kube-apiserver's decoder answers.
-fn protobuf_as_json(
-    method: &Method,
-    headers: &mut HeaderMap,
-    body: &mut Bytes,
-    t: &Target,
-) -> Result<(), Refused> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|c| c.to_str().ok())
-        .unwrap_or_default();
-    // Custom resources have no protobuf form: binary_body answers 415.
-    if *method == Method::PATCH
-        || t.resource.custom
-        || body.is_empty()
-        || !crate::protobuf::is_protobuf(content_type)
-    {
-        return Ok(());
-    }
-    let object = crate::protobuf::decode(body).map_err(|e| {
-        let msg = e.to_string();
-        Box::new(status(
-            400,
-            "BadRequest",
-            &msg,
-            t.name.as_deref(),
-            t.resource.plural,
-        ))
-    })?;
-    *body = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
-    headers.insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    Ok(())
 }
 
 fn is_write(method: &Method) -> bool {
@@ -322,8 +281,10 @@ fn inject(s: &ApiServer, user: &str, t: &Target, method: &Method) -> Result<(), 
 }
 
 /// A protobuf patch and CBOR bodies are refused with 415 (a protobuf
-/// object was read as JSON before), so that a client that can falls back
-/// to JSON, as it does with a server that lacks them.
+/// object was read as JSON before, with the `conformance` feature; every
+/// protobuf body without it), as a server that lacks them answers.
+/// client-go falls back to JSON from CBOR; its typed clients' protobuf
+/// does not fall back.
 fn binary_body(content_type: &str, t: &Target) -> Result<(), Refused> {
     if !(content_type.contains("protobuf") || content_type.contains("cbor")) {
         return Ok(());

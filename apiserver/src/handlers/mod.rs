@@ -9,9 +9,12 @@
 mod caller;
 mod delete;
 mod dispatch;
+#[cfg(feature = "conformance")]
 mod evict;
 mod log;
 mod prepare;
+#[cfg(feature = "conformance")]
+mod protobuf;
 mod read;
 mod req;
 mod subresource;
@@ -57,31 +60,32 @@ async fn health() -> Response {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()
 }
 
-/// OpenAPI v2, as JSON or as the protobuf client-go asks for.
+/// OpenAPI v2, as JSON or as the protobuf client-go asks for; 406 for an
+/// `Accept` that names neither.
 async fn openapi_v2(
     axum::Extension(caller): axum::Extension<caller::Caller>,
     headers: HeaderMap,
 ) -> Response {
+    use crate::discovery::openapi_v2::{Format, json, negotiate};
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok())
         .unwrap_or_default();
-    if accept.contains("protobuf") {
-        let body = crate::discovery::openapi_v2::protobuf(&caller.served);
-        (
-            [(header::CONTENT_TYPE, crate::discovery::openapi_v2::PROTOBUF)],
-            body,
-        )
-            .into_response()
-    } else {
-        ok(
-            StatusCode::OK,
-            crate::discovery::openapi_v2::json(&caller.served),
-        )
+    match negotiate(accept) {
+        Some(Format::Json) => ok(StatusCode::OK, json(&caller.served)),
+        Some(Format::Protobuf) => {
+            let body = crate::discovery::openapi_v2::protobuf(&caller.served);
+            let media = crate::discovery::openapi_v2::PROTOBUF;
+            ([(header::CONTENT_TYPE, media)], body).into_response()
+        }
+        None => StatusCode::NOT_ACCEPTABLE.into_response(),
     }
 }
 
 pub(super) type Q = HashMap<String, String>;
+
+/// What a check answers instead of going on (a refused request).
+type Refused = Box<Response>;
 
 pub(super) fn ok(code: StatusCode, v: Value) -> Response {
     let json = header::HeaderValue::from_static("application/json");

@@ -7,7 +7,7 @@
 //! by its type, unknown fields handled as `fieldValidation` says, and the
 //! field manager's managedFields recorded.
 
-use super::{LoggedWrite, Req};
+use super::{LoggedWrite, Refused, Req};
 use crate::store::Apply;
 use crate::{
     patch::managed, registry::created, registry::defaults, registry::kind_rules,
@@ -23,9 +23,6 @@ enum FieldValidation {
     Warn,
     Strict,
 }
-
-/// What a refused write answers.
-type Refused = Box<Response>;
 
 impl Req<'_> {
     /// Kubernetes 1.36 (`DRAResourceClaimGranularStatusAuthorization`,

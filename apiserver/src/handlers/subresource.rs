@@ -1,8 +1,9 @@
 //! The subresources that are another view of their object, as upstream's
 //! registries serve them: a custom resource's `scale` (an autoscaling/v1
-//! Scale over the paths its CRD names), a pod's `ephemeralcontainers`
-//! (the pod, where ephemeral containers may only be added) and a CSR's
-//! `approval` (the CSR, where only its conditions change). Read with GET,
+//! Scale over the paths its CRD names) and a built-in workload's; with
+//! the `conformance` feature, a pod's `ephemeralcontainers` (the pod,
+//! where ephemeral containers may only be added) and a CSR's `approval`
+//! (the CSR, where only its conditions change). Read with GET,
 //! written with PUT or any patch but apply; the object is written back
 //! through the store, its resourceVersion a precondition when given.
 
@@ -25,19 +26,20 @@ impl Req<'_> {
         body: &[u8],
     ) -> Option<Response> {
         let sub = self.t.sub?;
+        let a_view = sub.is_view();
         Some(match (m, sub) {
+            #[cfg(feature = "conformance")]
             (&Method::POST, Sub::Eviction) => self.evict(n, body),
             (&Method::POST, Sub::Token) => self.token(n, body),
-            (&Method::GET, Sub::Scale | Sub::EphemeralContainers | Sub::Approval) => {
+            (&Method::GET, _) if a_view => {
                 match self.s.store.get(self.store_kind(), self.ns(), n) {
                     Some(o) => ok(StatusCode::OK, self.view(sub, &o)),
                     None => self.not_found(n),
                 }
             }
-            (
-                &Method::PUT | &Method::PATCH,
-                Sub::Scale | Sub::EphemeralContainers | Sub::Approval,
-            ) => self.write_view(sub, m, n, content_type, body),
+            (&Method::PUT | &Method::PATCH, _) if a_view => {
+                self.write_view(sub, m, n, content_type, body)
+            }
             _ => return None,
         })
     }
@@ -111,6 +113,7 @@ impl Req<'_> {
                 set_at(&mut object, paths.spec_replicas, replicas);
                 Subresource::Main
             }
+            #[cfg(feature = "conformance")]
             Sub::EphemeralContainers => {
                 if let Err(msg) = only_added(&stored, &new_view) {
                     let msg =
@@ -174,6 +177,7 @@ impl Req<'_> {
 
 /// Upstream's `ValidatePodEphemeralContainersUpdate`: an ephemeral
 /// container, once added, is neither changed nor removed.
+#[cfg(feature = "conformance")]
 fn only_added(stored: &Value, new: &Value) -> Result<(), String> {
     let list = |v: &Value| {
         v["spec"]["ephemeralContainers"]

@@ -188,6 +188,9 @@ pub const BUILTIN: &[Resource] = &[
         "ReplicaSet",
         &["rs"],
     )),
+    // The conformance-only kinds and subresources: the `conformance`
+    // feature (Cargo.toml says why).
+    #[cfg(feature = "conformance")]
     scalable(workload(
         "",
         "replicationcontrollers",
@@ -197,6 +200,7 @@ pub const BUILTIN: &[Resource] = &[
     )),
     workload("batch", "jobs", "job", "Job", &[]),
     workload("batch", "cronjobs", "cronjob", "CronJob", &["cj"]),
+    #[cfg(feature = "conformance")]
     Resource {
         short_names: &["pdb"],
         status: true,
@@ -211,6 +215,7 @@ pub const BUILTIN: &[Resource] = &[
     },
     // The control plane's components, as the deprecated API still lists
     // them (bootstrap.rs keeps them; kube-runtime's tests read one).
+    #[cfg(feature = "conformance")]
     Resource {
         short_names: &["cs"],
         read_only: true,
@@ -236,6 +241,7 @@ pub const BUILTIN: &[Resource] = &[
     },
     // What kube-rs's tests and a kubelet's client certificates use: a
     // request, its approval (a subresource), its signed certificate.
+    #[cfg(feature = "conformance")]
     Resource {
         short_names: &["csr"],
         status: true,

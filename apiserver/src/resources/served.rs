@@ -142,15 +142,18 @@ pub enum Sub {
     /// `status`: the status alone is written.
     Status,
     /// `pods/eviction`: a POST evicts the pod (handlers/evict.rs).
+    #[cfg(feature = "conformance")]
     Eviction,
     /// `scale` of a custom resource that declares one: an autoscaling/v1
     /// Scale over its replicas paths (handlers/views.rs).
     Scale,
     /// `pods/ephemeralcontainers`: the pod, where only ephemeral
     /// containers may be added (handlers/views.rs).
+    #[cfg(feature = "conformance")]
     EphemeralContainers,
     /// `certificatesigningrequests/approval`: the CSR, where only its
     /// conditions change (handlers/views.rs).
+    #[cfg(feature = "conformance")]
     Approval,
     /// `serviceaccounts/token`: a POSTed TokenRequest answered with a
     /// token the server accepts (handlers/token.rs).
@@ -161,9 +164,12 @@ impl Sub {
     fn named(name: &str) -> Option<Self> {
         Some(match name {
             "status" => Self::Status,
+            #[cfg(feature = "conformance")]
             "eviction" => Self::Eviction,
             "scale" => Self::Scale,
+            #[cfg(feature = "conformance")]
             "ephemeralcontainers" => Self::EphemeralContainers,
+            #[cfg(feature = "conformance")]
             "approval" => Self::Approval,
             "token" => Self::Token,
             _ => return None,
@@ -173,20 +179,26 @@ impl Sub {
     pub fn name(self) -> &'static str {
         match self {
             Self::Status => "status",
+            #[cfg(feature = "conformance")]
             Self::Eviction => "eviction",
             Self::Scale => "scale",
+            #[cfg(feature = "conformance")]
             Self::EphemeralContainers => "ephemeralcontainers",
+            #[cfg(feature = "conformance")]
             Self::Approval => "approval",
             Self::Token => "token",
         }
     }
 
     /// Every subresource, in discovery's order.
-    pub const ALL: [Sub; 6] = [
+    pub const ALL: &[Sub] = &[
         Self::Status,
         Self::Scale,
+        #[cfg(feature = "conformance")]
         Self::Eviction,
+        #[cfg(feature = "conformance")]
         Self::EphemeralContainers,
+        #[cfg(feature = "conformance")]
         Self::Approval,
         Self::Token,
     ];
@@ -205,12 +217,24 @@ impl Sub {
     ) {
         const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
         match self {
-            Self::Status | Self::EphemeralContainers | Self::Approval => {
-                ("", "", r.kind, GET_PATCH_UPDATE)
-            }
+            Self::Status => ("", "", r.kind, GET_PATCH_UPDATE),
+            #[cfg(feature = "conformance")]
+            Self::EphemeralContainers | Self::Approval => ("", "", r.kind, GET_PATCH_UPDATE),
             Self::Scale => ("autoscaling", "v1", "Scale", GET_PATCH_UPDATE),
+            #[cfg(feature = "conformance")]
             Self::Eviction => ("policy", "v1", "Eviction", &["create"]),
             Self::Token => ("authentication.k8s.io", "v1", "TokenRequest", &["create"]),
+        }
+    }
+
+    /// Whether this subresource is another view of its object, read with
+    /// GET and written with PUT or a patch (handlers/subresource.rs).
+    pub fn is_view(self) -> bool {
+        match self {
+            Self::Scale => true,
+            #[cfg(feature = "conformance")]
+            Self::EphemeralContainers | Self::Approval => true,
+            _ => false,
         }
     }
 
@@ -219,8 +243,10 @@ impl Sub {
         let builtin = !r.custom;
         match self {
             Self::Status => r.status,
+            #[cfg(feature = "conformance")]
             Self::Eviction | Self::EphemeralContainers => builtin && r.kind == "Pod",
             Self::Scale => r.scale.is_some(),
+            #[cfg(feature = "conformance")]
             Self::Approval => builtin && r.kind == "CertificateSigningRequest",
             Self::Token => builtin && r.kind == "ServiceAccount",
         }

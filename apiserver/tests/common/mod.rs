@@ -213,3 +213,23 @@ async fn serve_tls(app: axum::Router, host: &str) -> (std::net::SocketAddr, Stri
     });
     (addr, made.cert.pem())
 }
+
+/// The answer's status, content type and body.
+pub async fn send(c: &kube::Client, req: http::Request<Vec<u8>>) -> (u16, String, Vec<u8>) {
+    let (parts, body) = req.into_parts();
+    let res = c
+        .send(http::Request::from_parts(
+            parts,
+            kube::client::Body::from(body),
+        ))
+        .await
+        .unwrap();
+    let code = res.status().as_u16();
+    let content_type = res
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let bytes = res.into_body().collect_bytes().await.unwrap();
+    (code, content_type, bytes.to_vec())
+}

@@ -172,7 +172,7 @@ impl Placement {
                 nodes,
             } => {
                 if reason == WaitReason::RequestMismatch {
-                    self.tell_vmi(
+                    self.warn_on_vmi(
                         k,
                         v,
                         "GPURequestMismatch",
@@ -258,12 +258,12 @@ impl Placement {
     /// the VMI gets a Warning Event saying what is wrong.
     fn report_bad_request(&mut self, k: &str, v: &Vmi, error: &RequestError) {
         let message = format!("{error}; its launcher pods stay at the gate until it is fixed");
-        self.tell_vmi(k, v, "InvalidGPURequest", RuleId::Annotations, message);
+        self.warn_on_vmi(k, v, "InvalidGPURequest", RuleId::Annotations, message);
     }
 
     /// A Warning Event on the VMI, once per version of the VMI and message:
     /// a decision made again on the same VMI tells nothing new.
-    fn tell_vmi(&mut self, k: &str, v: &Vmi, reason: &str, rule: RuleId, message: String) {
+    fn warn_on_vmi(&mut self, k: &str, v: &Vmi, reason: &str, rule: RuleId, message: String) {
         let rv = v.metadata.resource_version.clone().unwrap_or_default();
         let said = (rv, message);
         if self.reported.get(k) == Some(&said) {

@@ -4,7 +4,7 @@
 //! in what order; this tells them.
 
 use super::Supervisor;
-use super::triggers::{Tell, whom};
+use super::triggers::{Wake, whom};
 use crate::api::{DecodeError, NodeFacts};
 use crate::controller::placement::{LookAt, Relisted};
 use crate::controller::{ClaimRole, ClassRole, QuotaRole};
@@ -36,10 +36,10 @@ impl Supervisor {
         }
         for tell in whom(change, &self.env.world) {
             match tell {
-                Tell::Claim(k) => self.decide_again::<ClaimRole>(&k, ctx),
-                Tell::Class(k) => self.decide_again::<ClassRole>(&k, ctx),
-                Tell::Quota(k) => self.decide_again::<QuotaRole>(&k, ctx),
-                Tell::Placement(look) => self.place(look),
+                Wake::Claim(k) => self.decide_again::<ClaimRole>(&k, ctx),
+                Wake::Class(k) => self.decide_again::<ClassRole>(&k, ctx),
+                Wake::Quota(k) => self.decide_again::<QuotaRole>(&k, ctx),
+                Wake::Placement(look) => self.place(look),
             }
         }
     }

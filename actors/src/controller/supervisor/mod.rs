@@ -13,7 +13,7 @@ mod triggers;
 pub use questions::{
     ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, WorldEvent,
 };
-pub use triggers::{Tell, whom};
+pub use triggers::{Wake, whom};
 
 use super::Env;
 use super::claim::{ClaimRole, ClaimTrace, GetTrace};

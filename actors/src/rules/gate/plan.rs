@@ -175,7 +175,7 @@ pub(super) fn plan(
             return Err(wait(
                 WaitReason::DeviceClaimConflict,
                 format!(
-                    "ResourceClaim {} is allocated to other devices than the record names and reserved for a pod",
+                    "ResourceClaim {} is allocated to other devices than its GPUAllocation names and reserved for a pod",
                     dra.claim_key
                 ),
             ));

@@ -174,7 +174,7 @@ impl Placement {
                 would_not_restart: &kept,
             },
         );
-        self.tell_bare(&step);
+        self.warn_of_bare_vmis(&step);
         if step.blocked != self.evac.told_blocked {
             if let Some((vm, why)) = &step.blocked
                 && let Some(r) = found.restarted.get(vm)
@@ -183,7 +183,7 @@ impl Placement {
                     "E2: no further VM is stopped while VM {vm}, restarted, waits at the gate: {why}"
                 );
                 let about = Some((vm.as_str(), r.old_uid.as_str()));
-                self.tell_node(&r.node, about, true, "EvacuationBlocked", message);
+                self.event_on_node(&r.node, about, true, "EvacuationBlocked", message);
             }
             self.evac.told_blocked = step.blocked.clone();
         }
@@ -321,7 +321,7 @@ impl Placement {
                             "E2: VM {vm} has not run again within {took}; no longer counted as under way, and its set still waits at the gate"
                         );
                         let about = Some((vm.as_str(), uid.as_str()));
-                        self.tell_node(&node, about, true, "EvacuationTimedOut", message);
+                        self.event_on_node(&node, about, true, "EvacuationTimedOut", message);
                     }
                     found.restarted.insert(vm.clone(), restart);
                     None

@@ -101,7 +101,7 @@ pub(super) fn restart(
 impl Placement {
     /// A VMI without a VM owner is said once while it blocks, and again
     /// should it block anew.
-    pub(super) fn tell_bare(&mut self, step: &crate::rules::EvacuationStep) {
+    pub(super) fn warn_of_bare_vmis(&mut self, step: &crate::rules::EvacuationStep) {
         for (e, why) in &step.bare {
             if self.evac.told_bare.insert(e.uid.clone()) {
                 let message = format!(
@@ -109,7 +109,7 @@ impl Placement {
                     e.vmi, e.node
                 );
                 let about = Some((e.vmi.as_str(), e.uid.as_str()));
-                self.tell_node(&e.node, about, true, "EvacuationBlocked", message.clone());
+                self.event_on_node(&e.node, about, true, "EvacuationBlocked", message.clone());
                 let (ns, name) = split_key(&e.vmi);
                 crate::controller::events::publish(
                     &self.env,
@@ -152,7 +152,7 @@ impl Placement {
         self.env.telemetry.evacuation(&figures);
     }
 
-    pub(super) fn tell_node(
+    pub(super) fn event_on_node(
         &self,
         node: &str,
         about: Option<(&str, &str)>,

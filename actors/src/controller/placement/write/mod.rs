@@ -4,9 +4,9 @@
 
 mod place;
 mod restart;
+mod vmi;
 
 use place::place;
-use restart::{mark_patch, would_not_restart, write_node};
 
 use crate::api::{
     GPUAllocation, GPUAllocationSpec, GPUClaim, GPUClaimStatus, PodUse, RestartMark, rv_number,
@@ -281,105 +281,8 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
                 crate::controller::claim::backing::release(env, owner, RuleId::D4).await?;
             }
         }
-        Write::DeleteVmi(d) => {
-            let VmiDelete {
-                key,
-                uid,
-                resource_version,
-                event,
-                rule,
-                restart,
-            } = *d;
-            // E2: only a VM that starts a deleted VMI again is restarted
-            // by deleting it; any other is kept, and said so.
-            if let Some(r) = &restart {
-                match would_not_restart(env, &r.vm).await {
-                    Ok(None) => {}
-                    Ok(Some(why)) => {
-                        done.kept = Some((uid, why));
-                        return Ok(());
-                    }
-                    Err(e) => {
-                        done.restart_failed = Some((uid, r.mark.is_none()));
-                        return Err(e);
-                    }
-                }
-            }
-            // E2: the mark first, so that the restart is counted by any
-            // controller that comes after this one, whatever happens next.
-            if let Some(RestartWrite {
-                node,
-                mark: Some(mark),
-                ..
-            }) = &restart
-            {
-                tracing::info!(node, vmi = %key, rule = %rule, intent = "mark-restart", "writing");
-                let patch = mark_patch([(uid.as_str(), Some(mark))]);
-                match write_node(env, node, patch, rule).await {
-                    Ok(rv) => done.marks.push((uid.clone(), rv)),
-                    Err(e) => {
-                        done.restart_failed = Some((uid, false));
-                        return Err(e);
-                    }
-                }
-            }
-            tracing::warn!(vmi = %key, rule = %rule, intent = "delete-vmi", "{}", event.message);
-            let (ns, name) = crate::world::split_key(&key);
-            let what = ObjRef::new(Kind::Vmi, Some(ns), name);
-            let pre = Preconditions {
-                uid: Some(uid.clone()),
-                resource_version: Some(resource_version.clone()),
-            };
-            let known = resource_version.parse().unwrap_or(0);
-            let marked = restart.is_some();
-            match write(env, what, known, ObjectWrite::Delete(pre), rule).await {
-                Ok(_) => crate::controller::events::publish(env, event),
-                // E2: not the VMI the evacuation decided on (its status
-                // changed, or it was made again): no restart began, and
-                // the evacuation judges its mark again on the newer version.
-                Err(IoError::Newer { .. }) if marked => {
-                    done.restart_failed = Some((uid, true));
-                    return Ok(());
-                }
-                // G7: done too (the next version is decided on afresh).
-                Err(IoError::Newer { .. }) => {}
-                Err(e) => {
-                    if marked {
-                        done.restart_failed = Some((uid, true));
-                    }
-                    return Err(e);
-                }
-            }
-            match restart {
-                Some(r) => done.restarted = Some((r.vm, uid)),
-                None => done.deleted_vmi = Some((key, uid, resource_version)),
-            }
-        }
-        Write::EndRestarts(ends) => {
-            let mut ends = ends.into_iter();
-            while let Some(end) = ends.next() {
-                tracing::info!(node = %end.node, rule = "E2", intent = "end-restarts", "writing");
-                let patch = mark_patch(end.uids.iter().map(|u| (u.as_str(), None)));
-                match write_node(env, &end.node, patch, RuleId::E2).await {
-                    Ok(rv) => {
-                        done.marks.extend(end.uids.into_iter().map(|u| (u, rv)));
-                        for e in end.events {
-                            crate::controller::events::publish(env, e);
-                        }
-                    }
-                    // The node changed under the patch, or is gone (and its
-                    // marks with it): the next look judges them again.
-                    Err(IoError::Newer { .. }) => done.marks_failed.extend(end.uids),
-                    // Stopped here: this node's removals and the rest are
-                    // judged again (none may stay pending for good).
-                    Err(e) => {
-                        done.marks_failed.extend(end.uids);
-                        done.marks_failed.extend(ends.flat_map(|e| e.uids));
-                        return Err(e);
-                    }
-                }
-            }
-        }
+        Write::DeleteVmi(d) => vmi::delete_vmi(env, *d, done).await?,
+        Write::EndRestarts(ends) => restart::end_restarts(env, ends, done).await?,
     }
     Ok(())
 }

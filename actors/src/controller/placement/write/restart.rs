@@ -52,3 +52,37 @@ pub(super) async fn write_node(
         None => Err(IoError::Newer { what }),
     }
 }
+
+/// E2: the restart marks of VMs now running elsewhere taken off their
+/// nodes, a node at a time; where a patch does not land, the marks it
+/// carried (and, on an error, the rest) are judged again.
+pub(super) async fn end_restarts(
+    env: &Env,
+    ends: Vec<EndRestarts>,
+    done: &mut WritesDone,
+) -> Result<(), IoError> {
+    let mut ends = ends.into_iter();
+    while let Some(end) = ends.next() {
+        tracing::info!(node = %end.node, rule = "E2", intent = "end-restarts", "writing");
+        let patch = mark_patch(end.uids.iter().map(|u| (u.as_str(), None)));
+        match write_node(env, &end.node, patch, RuleId::E2).await {
+            Ok(rv) => {
+                done.marks.extend(end.uids.into_iter().map(|u| (u, rv)));
+                for e in end.events {
+                    crate::controller::events::publish(env, e);
+                }
+            }
+            // The node changed under the patch, or is gone (and its
+            // marks with it): the next look judges them again.
+            Err(IoError::Newer { .. }) => done.marks_failed.extend(end.uids),
+            // Stopped here: this node's removals and the rest are
+            // judged again (none may stay pending for good).
+            Err(e) => {
+                done.marks_failed.extend(end.uids);
+                done.marks_failed.extend(ends.flat_map(|e| e.uids));
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
