@@ -24,10 +24,9 @@ async fn server() -> Handle {
 async fn a_request_not_answered_within_its_deadline_times_out_and_is_counted() {
     let server = server().await;
     let deadline = Duration::from_millis(200);
-    let clients =
-        Clients::from_kubeconfig(&gpu_claims_apiserver::kubeconfig(&server.url()), deadline)
-            .await
-            .unwrap();
+    let clients = Clients::from_kubeconfig(&server.kubeconfig(), deadline)
+        .await
+        .unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut registry, None);
     let ports = KubePorts::new(clients.requests.clone(), metrics, deadline);

@@ -95,7 +95,9 @@ fn an_unreachable_api_server_is_told_once_per_backoff_step() {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
         &kubeconfig,
-        gpu_claims_apiserver::kubeconfig(&format!("http://{closed}")),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: closed\n  cluster:\n    server: http://{closed}\ncontexts:\n- name: closed\n  context: {{cluster: closed, user: anonymous}}\ncurrent-context: closed\nusers:\n- name: anonymous\n  user: {{}}\n"
+        ),
     )
     .unwrap();
     let log = dir.path().join("log");

@@ -118,13 +118,8 @@ fn run_over_http_applies_the_lifecycle_and_restarts_without_writes() {
                 .start(),
         )
         .unwrap();
-    let addr = server.addr();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("kubeconfig"),
-        gpu_claims_apiserver::kubeconfig(&format!("http://{addr}")),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("kubeconfig"), server.kubeconfig()).unwrap();
     std::fs::write(
         dir.path().join("config.yaml"),
         "attachmentGrace: 2m\nlog: {filter: info, format: json}\n",

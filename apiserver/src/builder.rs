@@ -12,6 +12,13 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+impl ApiServer {
+    /// What a server starts with: its CRDs, namespaces, store, address.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
 /// Why a CustomResourceDefinition cannot be installed.
 #[derive(Debug, thiserror::Error)]
 pub enum CrdError {

@@ -5,7 +5,7 @@
 //! injected cut, a server restart, or a partition that cuts its caller off.
 
 use super::select::Selector;
-use super::{ApiServer, Target, events, in_namespace, status, table};
+use super::{ApiServer, Target, events, status, table};
 use crate::store::{EventType, StoreEvent, WatchRx};
 use axum::body::{Body, Bytes};
 use axum::response::{IntoResponse, Response};
@@ -292,4 +292,9 @@ pub fn watch(
         Body::from_stream(stream),
     )
         .into_response()
+}
+
+/// Whether `obj` is in namespace `ns` (any, for None).
+fn in_namespace(obj: &Value, ns: Option<&str>) -> bool {
+    ns.is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
 }

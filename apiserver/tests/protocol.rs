@@ -393,9 +393,10 @@ async fn a_bearer_token_names_the_writer_and_a_token_nobody_was_given_is_401() {
         (w[1].user.as_str(), w[1].kind, w[1].seq),
         (gpu_claims_apiserver::ANONYMOUS, "Pod", 1)
     );
-    assert!(w.iter().all(|r| r.applied));
+    assert!(w.iter().all(|r| r.applied()));
 
-    let forged = gpu_claims_apiserver::kubeconfig(&s.url())
+    let forged = s
+        .kubeconfig()
         .replace("  user: {}\n", "  user:\n    token: forged\n");
     let client = client_from(&forged).await;
     let e = Api::<Pod>::namespaced(client, "a")

@@ -84,7 +84,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .start()
             .await?;
         server.set_faults(faults.clone());
-        let kubeconfig = gpu_claims_apiserver::kubeconfig(&server.url());
+        let kubeconfig = server.kubeconfig();
         // A kubeconfig the user did not ask for goes with the demo, however it ends.
         let (path, _ours) = match args.kubeconfig {
             Some(p) => (p, None),

@@ -138,7 +138,7 @@ mod tests {
             (asking("limits", "devices.kubevirt.io/kvm"), false),
         ] {
             assert_eq!(
-                gpu_claims_apiserver::conditions_hold(&c, &p, &req),
+                gpu_claims_apiserver::match_conditions_hold(&c, &p, &req),
                 Ok(want),
                 "{p}"
             );

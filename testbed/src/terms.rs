@@ -46,11 +46,11 @@ impl Terms {
         let mut holder: Option<String> = None;
         for w in log {
             if is_lease(w) {
-                if w.applied && w.holder != holder {
+                if w.applied() && w.holder != holder {
                     holder = w.holder.clone().filter(|h| !h.is_empty());
                     t.history.push(Holding {
                         seq: w.seq,
-                        at_s: w.at_s,
+                        at_s: w.elapsed.as_secs_f64(),
                         holder: holder.clone(),
                     });
                 }
@@ -59,7 +59,7 @@ impl Terms {
             if w.user == ANONYMOUS {
                 continue;
             }
-            if w.applied {
+            if w.applied() {
                 *t.writes_by_user.entry(w.user.clone()).or_default() += 1;
             }
             // The server knows replicas by their tokens, which are per pod.
@@ -94,8 +94,8 @@ pub struct Failover {
 pub fn failover(log: &[WriteRecord], victim: &str, at_s: f64) -> Option<Failover> {
     let acquired = log.iter().find(|w| {
         is_lease(w)
-            && w.applied
-            && w.at_s >= at_s
+            && w.applied()
+            && w.elapsed.as_secs_f64() >= at_s
             && w.holder
                 .as_deref()
                 .is_some_and(|h| !h.is_empty() && h != victim)
@@ -104,12 +104,12 @@ pub fn failover(log: &[WriteRecord], victim: &str, at_s: f64) -> Option<Failover
     let first = log
         .iter()
         .skip_while(|w| w.seq <= acquired.seq)
-        .find(|w| !is_lease(w) && w.applied && w.user == pod_of(&next))?;
+        .find(|w| !is_lease(w) && w.applied() && w.user == pod_of(&next))?;
     Some(Failover {
         victim: victim.to_string(),
         next,
-        acquired_s: acquired.at_s - at_s,
-        first_write_s: first.at_s - at_s,
+        acquired_s: acquired.elapsed.as_secs_f64() - at_s,
+        first_write_s: first.elapsed.as_secs_f64() - at_s,
     })
 }
 
@@ -134,16 +134,7 @@ pub fn summary(log: &[WriteRecord]) -> String {
         terms.outside.len()
     ));
     for w in terms.outside.iter().take(20) {
-        out.push_str(&format!(
-            "  #{} {:.3}s {} {} {} {}/{}\n",
-            w.seq,
-            w.at_s,
-            w.user,
-            w.op,
-            w.kind,
-            w.namespace.as_deref().unwrap_or_default(),
-            w.name
-        ));
+        out.push_str(&format!("  {w}\n"));
     }
     out
 }
@@ -155,14 +146,17 @@ mod tests {
     fn w(seq: u64, at_s: f64, user: &str, kind: &'static str, holder: Option<&str>) -> WriteRecord {
         WriteRecord {
             seq,
-            at_s,
+            elapsed: std::time::Duration::from_secs_f64(at_s),
             user: user.into(),
             op: "update",
             kind,
             namespace: None,
             name: "x".into(),
-            applied: true,
+            changed: true,
             holder: holder.map(str::to_string),
+            error: None,
+            invalid: false,
+            resource_version: seq + 1,
         }
     }
 
@@ -197,7 +191,7 @@ mod tests {
     #[test]
     fn a_refused_write_outside_a_term_counts_and_a_write_before_any_lease_is_outside() {
         let mut refused = w(1, 0.1, "r1", "GPUClaim", None);
-        refused.applied = false;
+        refused.error = Some("injected Conflict".into());
         let log = vec![w(0, 0.0, "r1", "Pod", None), refused.clone()];
         let t = Terms::of(&log);
         assert_eq!(t.outside.len(), 2);

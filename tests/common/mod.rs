@@ -244,11 +244,7 @@ impl Cluster {
             let _guard = rt.enter();
             standin.spawn();
         }
-        std::fs::write(
-            dir.path().join("kubeconfig"),
-            gpu_claims_apiserver::kubeconfig(&server.url()),
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("kubeconfig"), server.kubeconfig()).unwrap();
         write_config(dir.path(), config);
         grant_readers(&store, OPERATOR);
         let reader_token = server.add_user(OPERATOR);

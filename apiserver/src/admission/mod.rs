@@ -155,7 +155,7 @@ async fn through(
         }
     }
     let request = request(a, &obj);
-    match conditions_hold(
+    match match_conditions_hold(
         hook.match_conditions.as_deref().unwrap_or_default(),
         &obj,
         &request,
@@ -280,8 +280,11 @@ pub fn selects(sel: Option<&LabelSelector>, labels: &Value) -> bool {
     labels_ok && exprs_ok
 }
 
-/// Every match condition, in CEL; Err names the one that could not be evaluated.
-pub fn conditions_hold(
+/// Whether a webhook's `matchConditions` (CEL over `object`, `oldObject`
+/// and `request`) all hold, as kube-apiserver decides before it calls the
+/// webhook: what a chart's test asks of its webhook configuration. Err
+/// names the condition that could not be compiled or evaluated.
+pub fn match_conditions_hold(
     conds: &[MatchCondition],
     obj: &Value,
     request: &Value,

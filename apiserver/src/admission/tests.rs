@@ -13,10 +13,10 @@ fn conds(exprs: &[&str]) -> Vec<MatchCondition> {
 #[test]
 fn a_condition_that_is_no_bool_or_fails_to_compile_is_an_error() {
     let obj = json!({"metadata": {}});
-    assert!(conditions_hold(&conds(&["1 + 1"]), &obj, &json!({})).is_err());
-    assert!(conditions_hold(&conds(&["object.("]), &obj, &json!({})).is_err());
+    assert!(match_conditions_hold(&conds(&["1 + 1"]), &obj, &json!({})).is_err());
+    assert!(match_conditions_hold(&conds(&["object.("]), &obj, &json!({})).is_err());
     assert_eq!(
-        conditions_hold(&conds(&["true", "false"]), &obj, &json!({})),
+        match_conditions_hold(&conds(&["true", "false"]), &obj, &json!({})),
         Ok(false)
     );
 }

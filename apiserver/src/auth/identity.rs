@@ -1,4 +1,4 @@
-//! Who calls, and what each caller wrote: bearer tokens as a real API
+//! Who calls: bearer tokens as a real API
 //! server's token authenticator knows them (one per replica of the
 //! controller, so that the server can tell who made each write, and when
 //! in the Lease's history), and the network between a caller and the
@@ -13,24 +13,6 @@ use std::sync::Mutex;
 /// A request without credentials (the tests' and the demo's kubeconfig).
 pub const ANONYMOUS: &str = "system:anonymous";
 
-/// One write over HTTP, as the server saw it.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct WriteRecord {
-    /// The order in which the server applied the writes.
-    pub seq: u64,
-    /// Since the server started.
-    pub at_s: f64,
-    pub user: String,
-    pub op: &'static str,
-    pub kind: &'static str,
-    pub namespace: Option<String>,
-    pub name: String,
-    /// The write took effect (or changed nothing); false: refused.
-    pub applied: bool,
-    /// For a Lease written: its holder after the write.
-    pub holder: Option<String>,
-}
-
 /// The audience of the API server's own tokens (kube-apiserver's
 /// `--api-audiences` as kind and kubeadm set it).
 pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
@@ -42,7 +24,6 @@ pub(crate) struct Identities {
     /// The audiences of the tokens a TokenRequest was given (others are
     /// for the API server, `API_AUDIENCE`).
     audiences: Mutex<HashMap<String, Vec<String>>>,
-    pub(crate) log: Mutex<Vec<WriteRecord>>,
     /// The users cut off the server.
     cut: tokio::sync::watch::Sender<BTreeSet<String>>,
 }
@@ -101,15 +82,6 @@ impl ApiServer {
         let token = self.add_user(name);
         crate::kubeconfig(&self.url())
             .replace("  user: {}\n", &format!("  user:\n    token: {token}\n"))
-    }
-
-    /// Every write over HTTP so far, in the order applied.
-    pub fn writes(&self) -> Vec<WriteRecord> {
-        self.identities
-            .log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
     }
 
     /// Cuts `user` off the server (its requests hang and are never

@@ -4,7 +4,8 @@
 //! accepted and served (`crds`), aggregated ClusterRoles
 //! (`aggregation`), PodDisruptionBudget status (`disruption`, with the
 //! `conformance` feature) and the objects a cluster has before anyone
-//! writes (`bootstrap`).
+//! writes (`bootstrap`); and, for a test to call as its node's kubelet
+//! would, a pod's graceful deletion confirmed (`kubelet`).
 
 pub(crate) mod aggregation;
 pub(crate) mod bootstrap;
@@ -12,4 +13,5 @@ pub(crate) mod crds;
 #[cfg(feature = "conformance")]
 pub(crate) mod disruption;
 pub(crate) mod gc;
+pub mod kubelet;
 pub mod namespaces;

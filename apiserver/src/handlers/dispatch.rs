@@ -5,8 +5,7 @@
 //! the write order, and the verb.
 
 use super::caller::Caller;
-use super::{LoggedWrite, Q, Refused, Req, is_watch, ok};
-use crate::faults::Injected;
+use super::{Q, Refused, Req, is_watch, is_write, ok};
 use crate::store::Apply;
 use crate::{ApiServer, Sub, Target, status, watch};
 use axum::Extension;
@@ -68,13 +67,6 @@ pub(super) async fn resource(
     answer
 }
 
-fn is_write(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    )
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn serve(
     s: &Arc<ApiServer>,
@@ -94,9 +86,7 @@ async fn serve(
         return Err(not_allowed(method, path, t.name.as_deref(), t));
     }
     let how = if is_write(method) {
-        anonymous_on_loopback(s, &caller.user, method).map_err(|r| *r)?;
         let how = dry_run(q, true, t).map_err(|r| *r)?;
-        inject(s, &caller.user, t, method).map_err(|r| *r)?;
         binary_body(content_type, t).map_err(|r| *r)?;
         how
     } else {
@@ -191,20 +181,6 @@ async fn serve(
     })
 }
 
-/// Anonymous writes are a convenience on loopback only: bound to any
-/// other address, anyone who can reach the port could write anything.
-fn anonymous_on_loopback(s: &ApiServer, user: &str, method: &Method) -> Result<(), Refused> {
-    if user != crate::ANONYMOUS || s.addr().ip().is_loopback() {
-        return Ok(());
-    }
-    let msg = format!(
-        "forbidden: User \"{}\" cannot {} on a server not bound to loopback; use a kubeconfig with a token",
-        crate::ANONYMOUS,
-        method.as_str().to_lowercase()
-    );
-    Err(Box::new(status(403, "Forbidden", &msg, None, "")))
-}
-
 /// `dryRun`: absent, or `All` on a write.
 fn dry_run(q: &Q, write: bool, t: &Target) -> Result<Apply, Refused> {
     match q.get("dryRun").map(String::as_str) {
@@ -221,63 +197,6 @@ fn dry_run(q: &Q, write: bool, t: &Target) -> Result<Apply, Refused> {
             )))
         }
     }
-}
-
-/// A fault injected into a write, logged as a refused write. A 409 to a
-/// create means AlreadyExists on a real server, never a stale version, so
-/// injected conflicts go to updates and patches only.
-fn inject(s: &ApiServer, user: &str, t: &Target, method: &Method) -> Result<(), Refused> {
-    let Some(f) = s
-        .faults()
-        .roll(s.dice.next())
-        .filter(|f| *f != Injected::Conflict || matches!(*method, Method::PUT | Method::PATCH))
-    else {
-        return Ok(());
-    };
-    let plural = t.resource.plural;
-    s.log_write(LoggedWrite {
-        user,
-        target: t,
-        op: match *method {
-            Method::POST => "create",
-            Method::DELETE => "delete",
-            _ => "update",
-        },
-        name: t.name.clone().unwrap_or_default(),
-        applied: false,
-        changed: false,
-        holder: None,
-        error: Some(format!("injected {f:?}")),
-        invalid: false,
-        resource_version: 0,
-    });
-    Err(Box::new(match f {
-        Injected::Conflict => status(
-            409,
-            "Conflict",
-            "injected: the object has been modified; please apply your changes to the latest version and try again",
-            t.name.as_deref(),
-            plural,
-        ),
-        Injected::Throttle => {
-            let mut r = status(
-                429,
-                "TooManyRequests",
-                "injected: too many requests",
-                None,
-                plural,
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, 1.into());
-            r
-        }
-        Injected::ServerError => status(
-            500,
-            "InternalError",
-            "injected: etcd timed out",
-            None,
-            plural,
-        ),
-    }))
 }
 
 /// A protobuf patch and CBOR bodies are refused with 415 (a protobuf

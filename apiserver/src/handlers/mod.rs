@@ -4,14 +4,14 @@
 //! OpenAPI v2 by path, and every other path to `dispatch.rs` (discovery,
 //! OpenAPI v3, and the REST verbs over the store, after the checks a
 //! write meets). The verbs are `Req`'s (`req.rs`): reads in `read.rs`,
-//! writes in `write.rs`, each logged once through `log.rs`.
+//! writes in `write.rs`, each logged once (`journal.rs`).
 
 mod caller;
 mod delete;
 mod dispatch;
 #[cfg(feature = "conformance")]
 mod evict;
-mod log;
+mod guards;
 mod prepare;
 #[cfg(feature = "conformance")]
 mod protobuf;
@@ -21,13 +21,12 @@ mod subresource;
 mod token;
 mod write;
 
-pub(crate) use log::LoggedWrite;
 use req::Req;
 
 use crate::store::StoreError;
 use crate::{ApiServer, Resource};
 use axum::Router;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::Value;
@@ -49,6 +48,17 @@ pub(crate) fn router(s: Arc<ApiServer>) -> Router {
         // answered as a Status); axum's own 2 MiB default would refuse
         // what Kubernetes takes, in plain text.
         .layer(axum::extract::DefaultBodyLimit::disable())
+        // Layers run last added first: the caller's, then the write's
+        // guards (as kube-apiserver's authorization filter follows its
+        // authentication), then the routes.
+        .layer(axum::middleware::from_fn_with_state(
+            s.clone(),
+            guards::injected_faults,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            s.clone(),
+            guards::anonymous_on_loopback,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             s.clone(),
             caller::prelude,
@@ -86,6 +96,14 @@ pub(super) type Q = HashMap<String, String>;
 
 /// What a check answers instead of going on (a refused request).
 type Refused = Box<Response>;
+
+/// A verb that writes.
+pub(super) fn is_write(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
 
 pub(super) fn ok(code: StatusCode, v: Value) -> Response {
     let json = header::HeaderValue::from_static("application/json");

@@ -7,7 +7,8 @@
 //! by its type, unknown fields handled as `fieldValidation` says, and the
 //! field manager's managedFields recorded.
 
-use super::{LoggedWrite, Refused, Req};
+use super::{Refused, Req};
+use crate::journal::WriteRecord;
 use crate::store::Apply;
 use crate::{
     patch::managed, registry::created, registry::defaults, registry::kind_rules,
@@ -181,18 +182,10 @@ impl Req<'_> {
     fn refuse_invalid(&self, name: &str, exists: bool, causes: &[validate::Cause]) -> Response {
         if self.how == Apply::Commit {
             let what: Vec<String> = causes.iter().map(|c| c.field.clone()).collect();
-            self.s.log_write(LoggedWrite {
-                user: self.user,
-                target: self.t,
-                op: if exists { "update" } else { "create" },
-                name: name.to_string(),
-                applied: false,
-                changed: false,
-                holder: None,
-                error: Some(format!("invalid: {}", what.join(", "))),
-                invalid: true,
-                resource_version: 0,
-            });
+            let op = if exists { "update" } else { "create" };
+            let w = WriteRecord::of(self.user, self.t, op, name.to_string());
+            self.s
+                .log_write(w.refused(format!("invalid: {}", what.join(", ")), true));
         }
         validate::invalid(&self.t.resource, name, causes)
     }

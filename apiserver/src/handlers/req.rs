@@ -2,7 +2,8 @@
 //! caller and field manager, and what it shares (the body read as an
 //! object of the resource, selectors, the write log).
 
-use super::{LoggedWrite, Q, meta_str};
+use super::{Q, meta_str};
+use crate::journal::WriteRecord;
 use crate::store::{Apply, StoreError, Written};
 use crate::{ApiServer, Target, events, status};
 use axum::response::Response;
@@ -134,12 +135,7 @@ impl Req<'_> {
                 .map(str::to_string),
             _ => None,
         };
-        self.s.log_write(LoggedWrite {
-            user: self.user,
-            target: self.t,
-            op,
-            name,
-            applied: r.is_ok(),
+        self.s.log_write(WriteRecord {
             changed: r.as_ref().is_ok_and(|w| w.changed),
             holder,
             error: r.as_ref().err().map(|e| e.to_string()),
@@ -147,6 +143,7 @@ impl Req<'_> {
             resource_version: r.as_ref().map_or(0, |w| {
                 meta_str(&w.object, "resourceVersion").parse().unwrap_or(0)
             }),
+            ..WriteRecord::of(self.user, self.t, op, name)
         });
     }
 }

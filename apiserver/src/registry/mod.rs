@@ -10,7 +10,7 @@ pub(crate) mod created;
 pub(crate) mod defaults;
 pub(crate) mod dra_rules;
 pub(crate) mod kind_rules;
-pub mod pods;
+pub(crate) mod pods;
 pub(crate) mod resource_values;
 pub(crate) mod schema;
 pub(crate) mod typed;

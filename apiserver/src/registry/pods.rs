@@ -28,7 +28,7 @@ fn grace_for(pod: &Value, asked: Option<u64>) -> u64 {
 }
 
 /// DELETE of a pod; `grace` is the request's `gracePeriodSeconds`.
-pub fn delete(
+pub(crate) fn delete(
     store: &Store,
     ns: &str,
     name: &str,
@@ -49,9 +49,8 @@ pub fn delete(
     store.mark_deleting("Pod", ns, name, uid, grace_for(&pod, grace), how, |_| {})
 }
 
-/// Pods the kubelet has stopped: those marked Terminating on their node.
-/// The stand-in's kubelet confirms each with a delete of no grace.
-pub fn terminating(store: &Store) -> Vec<(String, String)> {
+/// Pods a kubelet would stop: those marked Terminating on their node.
+pub(crate) fn terminating(store: &Store) -> Vec<(String, String)> {
     store
         .list("Pod")
         .0

@@ -134,7 +134,7 @@ pub fn measure_store(
             .journal(journal.clone())
             .start(),
     )?;
-    let kubeconfig = gpu_claims_apiserver::kubeconfig(&server.url());
+    let kubeconfig = server.kubeconfig();
     eprintln!("[cold start] {runs} runs, the reflectors first in each");
     let (mut ctl, mut refl) = (Vec::new(), Vec::new());
     for run in 0..runs {

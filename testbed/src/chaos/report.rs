@@ -212,10 +212,7 @@ impl Report {
             out.push_str(&format!("violation: {v}\n"));
         }
         for w in &self.outside_term {
-            out.push_str(&format!(
-                "outside its term: #{} {:.3}s {} {} {} {}\n",
-                w.seq, w.at_s, w.user, w.op, w.kind, w.name
-            ));
+            out.push_str(&format!("outside its term: {w}\n"));
         }
         out
     }

@@ -17,7 +17,7 @@ pub use journal::{Entry, Journal};
 /// The embedded API server's writes over HTTP, journaled as the in-memory
 /// cluster journals its own (the I1-I5 checker reads both alike).
 impl gpu_claims_apiserver::WriteJournal for MemCluster {
-    fn wrote(&self, w: gpu_claims_apiserver::JournaledWrite) {
+    fn wrote(&self, w: &gpu_claims_apiserver::WriteRecord) {
         if !self.journals(&w.user) {
             return;
         }
@@ -26,13 +26,13 @@ impl gpu_claims_apiserver::WriteJournal for MemCluster {
             elapsed: w.elapsed,
             op: w.op,
             kind: w.kind,
-            namespace: w.namespace,
-            name: w.name,
+            namespace: w.namespace.clone(),
+            name: w.name.clone(),
             rule: "",
             status: None,
             devices: None,
             changed: w.changed,
-            error: w.error,
+            error: w.error.clone(),
             invalid: w.invalid,
             resource_version: w.resource_version,
         });

@@ -136,17 +136,7 @@ impl StandIn {
         let before = self.store.resource_version();
         // The kubelet: a pod marked Terminating on its node is stopped and
         // its deletion confirmed (no grace left), releasing its devices.
-        for (ns, name) in gpu_claims_apiserver::pods::terminating(&self.store) {
-            let _ = gpu_claims_apiserver::pods::delete(
-                &self.store,
-                &ns,
-                &name,
-                None,
-                None,
-                Some(0),
-                crate::memory::store::Apply::Commit,
-            );
-        }
+        gpu_claims_apiserver::kubelet::confirm_terminated_pods(&self.store);
         nvidia::publish(&self.store);
         vms::reconcile(&self.store);
         claims::reconcile(&self.store);

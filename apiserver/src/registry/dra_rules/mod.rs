@@ -268,5 +268,18 @@ fn claim_status(old: Option<&Value>, new: &Value, out: &mut Vec<Cause>) {
     }
 }
 
+/// Why the API server would refuse this write of a DRA kind (`old`: the
+/// stored object), in the words of its causes; None when it takes it.
+/// For stand-ins that write the store directly as the components they
+/// play (kube-scheduler's PreBind) write through the API server.
+pub fn refusal(kind: &str, old: Option<&Value>, new: &Value) -> Option<String> {
+    let causes = check(kind, old, new);
+    let said: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.detail))
+        .collect();
+    (!said.is_empty()).then(|| said.join("; "))
+}
+
 #[cfg(test)]
 mod tests;

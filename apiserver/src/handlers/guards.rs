@@ -1,0 +1,107 @@
+//! The checks every write to a resource meets whatever it writes, as
+//! layers after the caller's (kube-apiserver's filter chain authorizes
+//! after it authenticates): anonymous writes refused on a server not bound
+//! to loopback, and the faults a test injects (logged as refused writes).
+
+use super::caller::Caller;
+use super::{Refused, is_write};
+use crate::faults::Injected;
+use crate::{ApiServer, Target, status};
+use axum::Extension;
+use axum::extract::{Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use std::sync::Arc;
+
+pub(super) async fn anonymous_on_loopback(
+    State(s): State<Arc<ApiServer>>,
+    Extension(caller): Extension<Caller>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if caller.target.is_some()
+        && is_write(req.method())
+        && let Err(r) = refuse_anonymous(&s, &caller.user, req.method())
+    {
+        return *r;
+    }
+    next.run(req).await
+}
+
+pub(super) async fn injected_faults(
+    State(s): State<Arc<ApiServer>>,
+    Extension(caller): Extension<Caller>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Some(t) = caller.target.as_deref()
+        && is_write(req.method())
+        && let Err(r) = inject(&s, &caller.user, t, req.method())
+    {
+        return *r;
+    }
+    next.run(req).await
+}
+
+/// Anonymous writes are a convenience on loopback only: bound to any
+/// other address, anyone who can reach the port could write anything.
+fn refuse_anonymous(s: &ApiServer, user: &str, method: &Method) -> Result<(), Refused> {
+    if user != crate::ANONYMOUS || s.addr().ip().is_loopback() {
+        return Ok(());
+    }
+    let msg = format!(
+        "forbidden: User \"{}\" cannot {} on a server not bound to loopback; use a kubeconfig with a token",
+        crate::ANONYMOUS,
+        method.as_str().to_lowercase()
+    );
+    Err(Box::new(status(403, "Forbidden", &msg, None, "")))
+}
+
+/// A fault injected into a write, logged as a refused write. A 409 to a
+/// create means AlreadyExists on a real server, never a stale version, so
+/// injected conflicts go to updates and patches only.
+fn inject(s: &ApiServer, user: &str, t: &Target, method: &Method) -> Result<(), Refused> {
+    let Some(f) = s
+        .faults()
+        .roll(s.dice.next())
+        .filter(|f| *f != Injected::Conflict || matches!(*method, Method::PUT | Method::PATCH))
+    else {
+        return Ok(());
+    };
+    let plural = t.resource.plural;
+    let op = match *method {
+        Method::POST => "create",
+        Method::DELETE => "delete",
+        _ => "update",
+    };
+    let w = crate::journal::WriteRecord::of(user, t, op, t.name.clone().unwrap_or_default());
+    s.log_write(w.refused(format!("injected {f:?}"), false));
+    Err(Box::new(match f {
+        Injected::Conflict => status(
+            409,
+            "Conflict",
+            "injected: the object has been modified; please apply your changes to the latest version and try again",
+            t.name.as_deref(),
+            plural,
+        ),
+        Injected::Throttle => {
+            let mut r = status(
+                429,
+                "TooManyRequests",
+                "injected: too many requests",
+                None,
+                plural,
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, 1.into());
+            r
+        }
+        Injected::ServerError => status(
+            500,
+            "InternalError",
+            "injected: etcd timed out",
+            None,
+            plural,
+        ),
+    }))
+}
