@@ -116,7 +116,8 @@ impl ApiServer {
         }
     }
 
-    /// Every write over HTTP so far, in the order applied.
+    /// Every write over HTTP so far, in the order logged: writes that took
+    /// effect in the order they did (each is logged under the write order).
     pub fn writes(&self) -> Vec<WriteRecord> {
         self.written
             .lock()

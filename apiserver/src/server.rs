@@ -35,7 +35,7 @@ pub struct ApiServer {
     pub(crate) started: tokio::time::Instant,
     /// Every kind of request served, as RBAC would judge it.
     pub(crate) audit: auth::audit::Audit,
-    /// Callers by token, their writes, and who is cut off.
+    /// Callers by token, and who is cut off.
     pub(crate) identities: auth::identity::Identities,
     /// Held while a write is applied and logged.
     pub(crate) write_order: Mutex<()>,

@@ -1,8 +1,8 @@
-//! A request to a resource, after the caller's layer: discovery and
-//! OpenAPI documents, then the checks a write meets before any handler
-//! (anonymous writes off loopback, `dryRun`, injected faults, binary
-//! bodies), the reviews, admission of a create, a watch from the future,
-//! the write order, and the verb.
+//! A request to a resource, after the caller's layer and a write's guards
+//! (`guards.rs`): discovery and OpenAPI documents, then the checks a write
+//! meets before any handler (a read-only kind, `dryRun`, binary bodies),
+//! the reviews, admission of a create, a watch from the future, the write
+//! order, and the verb.
 
 use super::caller::Caller;
 use super::{Q, Refused, Req, is_watch, is_write, ok};

@@ -7,7 +7,6 @@ use super::caller::Caller;
 use super::{Refused, is_write};
 use crate::faults::Injected;
 use crate::{ApiServer, Target, status};
-use axum::Extension;
 use axum::extract::{Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
@@ -16,12 +15,11 @@ use std::sync::Arc;
 
 pub(super) async fn anonymous_on_loopback(
     State(s): State<Arc<ApiServer>>,
-    Extension(caller): Extension<Caller>,
     req: Request,
     next: Next,
 ) -> Response {
-    if caller.target.is_some()
-        && is_write(req.method())
+    if is_write(req.method())
+        && let Some(caller) = resource_caller(&req)
         && let Err(r) = refuse_anonymous(&s, &caller.user, req.method())
     {
         return *r;
@@ -29,19 +27,29 @@ pub(super) async fn anonymous_on_loopback(
     next.run(req).await
 }
 
+/// Faults go to writes that would reach the store: a read-only kind's
+/// write is refused (405) without one, as before any storage.
 pub(super) async fn injected_faults(
     State(s): State<Arc<ApiServer>>,
-    Extension(caller): Extension<Caller>,
     req: Request,
     next: Next,
 ) -> Response {
-    if let Some(t) = caller.target.as_deref()
-        && is_write(req.method())
+    if is_write(req.method())
+        && let Some(caller) = resource_caller(&req)
+        && let Some(t) = caller.target.as_deref().filter(|t| !t.resource.read_only)
         && let Err(r) = inject(&s, &caller.user, t, req.method())
     {
         return *r;
     }
     next.run(req).await
+}
+
+/// The caller of a request to a resource (None for health, OpenAPI v2, or
+/// a path that names none), as the caller's layer left it.
+fn resource_caller(req: &Request) -> Option<&Caller> {
+    req.extensions()
+        .get::<Caller>()
+        .filter(|c| c.target.is_some())
 }
 
 /// Anonymous writes are a convenience on loopback only: bound to any

@@ -1,6 +1,8 @@
 //! The request path as layers, as kube-apiserver's handler chain is: the
 //! caller's layer first (`caller.rs`: authentication, the body's bound, a
-//! partition, latency, the access record), then routes: health and
+//! partition, latency, the access record), then a write's guards
+//! (`guards.rs`: anonymous writes off loopback, injected faults), then
+//! routes: health and
 //! OpenAPI v2 by path, and every other path to `dispatch.rs` (discovery,
 //! OpenAPI v3, and the REST verbs over the store, after the checks a
 //! write meets). The verbs are `Req`'s (`req.rs`): reads in `read.rs`,
