@@ -1,5 +1,5 @@
-//! The checks every write to a resource meets whatever it writes, as
-//! layers after the caller's (kube-apiserver's filter chain authorizes
+//! The checks every write to a resource meets whatever it writes, as a
+//! layer after the caller's (kube-apiserver's filter chain authorizes
 //! after it authenticates): anonymous writes refused on a server not bound
 //! to loopback, and the faults a test injects (logged as refused writes).
 
@@ -13,33 +13,27 @@ use axum::middleware::Next;
 use axum::response::Response;
 use std::sync::Arc;
 
-pub(super) async fn anonymous_on_loopback(
+/// The write's guards, in the order kube-apiserver's filters would meet
+/// them: the anonymous caller off loopback (authorization), then an
+/// injected fault. Faults go to writes that would reach the store: a
+/// read-only kind's write is refused (405) without one.
+pub(super) async fn guard_writes(
     State(s): State<Arc<ApiServer>>,
     req: Request,
     next: Next,
 ) -> Response {
     if is_write(req.method())
         && let Some(caller) = resource_caller(&req)
-        && let Err(r) = refuse_anonymous(&s, &caller.user, req.method())
     {
-        return *r;
-    }
-    next.run(req).await
-}
-
-/// Faults go to writes that would reach the store: a read-only kind's
-/// write is refused (405) without one, as before any storage.
-pub(super) async fn injected_faults(
-    State(s): State<Arc<ApiServer>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    if is_write(req.method())
-        && let Some(caller) = resource_caller(&req)
-        && let Some(t) = caller.target.as_deref().filter(|t| !t.resource.read_only)
-        && let Err(r) = inject(&s, &caller.user, t, req.method())
-    {
-        return *r;
+        let method = req.method();
+        if let Err(r) = refuse_anonymous(&s, &caller.user, method) {
+            return *r;
+        }
+        if let Some(t) = caller.target.as_deref().filter(|t| !t.resource.read_only)
+            && let Err(r) = inject(&s, &caller.user, t, method)
+        {
+            return *r;
+        }
     }
     next.run(req).await
 }

@@ -55,11 +55,7 @@ pub(crate) fn router(s: Arc<ApiServer>) -> Router {
         // authentication), then the routes.
         .layer(axum::middleware::from_fn_with_state(
             s.clone(),
-            guards::injected_faults,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            s.clone(),
-            guards::anonymous_on_loopback,
+            guards::guard_writes,
         ))
         .layer(axum::middleware::from_fn_with_state(
             s.clone(),
