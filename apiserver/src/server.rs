@@ -105,13 +105,7 @@ impl ApiServer {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.epoch.send_modify(|e| *e += 1);
-        let serving = self
-            .serving
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(task) = serving {
+        if let Some(task) = self.stop_serving() {
             task.abort();
         }
         for task in self
@@ -122,6 +116,16 @@ impl ApiServer {
         {
             task.abort();
         }
+    }
+
+    /// Ends every connection and watch stream (a new epoch), and takes the
+    /// serving task, for shutdown to abort or restart to wait for.
+    fn stop_serving(&self) -> Option<JoinHandle<()>> {
+        self.epoch.send_modify(|e| *e += 1);
+        self.serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     fn serve_on(self: &Arc<Self>, listener: tokio::net::TcpListener) {
@@ -182,13 +186,7 @@ impl ApiServer {
         if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(std::io::Error::other("the server was shut down"));
         }
-        self.epoch.send_modify(|e| *e += 1);
-        let task = self
-            .serving
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(task) = task
+        if let Some(task) = self.stop_serving()
             && tokio::time::timeout(Duration::from_secs(5), task)
                 .await
                 .is_err()

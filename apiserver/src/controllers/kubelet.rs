@@ -9,10 +9,12 @@ use crate::store::{Apply, Store};
 /// Confirms the deletion of every pod Terminating on a node, as its
 /// kubelet does once it has stopped the pod's containers; how many went.
 pub fn confirm_terminated_pods(store: &Store) -> usize {
-    pods::terminating(store)
-        .into_iter()
-        .filter(|(ns, name)| {
-            pods::delete(store, ns, name, None, None, Some(0), Apply::Commit).is_ok()
-        })
-        .count()
+    let mut gone = 0;
+    for (ns, name) in pods::terminating(store) {
+        // A pod gone meanwhile (or changed) is simply not counted.
+        if pods::delete(store, &ns, &name, None, None, Some(0), Apply::Commit).is_ok() {
+            gone += 1;
+        }
+    }
+    gone
 }
