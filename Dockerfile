@@ -16,16 +16,17 @@ COPY Cargo.toml Cargo.lock ./
 # Every workspace member's manifest, or cargo cannot read the workspace.
 COPY actors/Cargo.toml actors/Cargo.toml
 COPY apiserver/Cargo.toml apiserver/Cargo.toml
+COPY dra-cel-cost/Cargo.toml dra-cel-cost/Cargo.toml
 COPY serve/Cargo.toml serve/Cargo.toml
 COPY testbed/Cargo.toml testbed/Cargo.toml
-RUN mkdir -p src actors/src actors/benches apiserver/src serve/src testbed/src \
+RUN mkdir -p src actors/src actors/benches apiserver/src dra-cel-cost/src serve/src testbed/src \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs actors/src/lib.rs apiserver/src/lib.rs serve/src/lib.rs testbed/src/lib.rs \
+ && touch src/lib.rs actors/src/lib.rs apiserver/src/lib.rs dra-cel-cost/src/lib.rs serve/src/lib.rs testbed/src/lib.rs \
  && cargo build --release --locked --no-default-features --target x86_64-unknown-linux-musl --bin gpu-claims || true
 COPY . .
 # The operator alone: without the default `dev` feature the binary links
 # neither the test world (gpu-claims-testbed) nor the embedded API server.
-RUN touch src/main.rs src/lib.rs actors/src/lib.rs serve/src/lib.rs \
+RUN touch src/main.rs src/lib.rs actors/src/lib.rs dra-cel-cost/src/lib.rs serve/src/lib.rs \
  && cargo build --release --locked --no-default-features --target x86_64-unknown-linux-musl --bin gpu-claims \
  && mkdir /out \
  && cp target/x86_64-unknown-linux-musl/release/gpu-claims /out/gpu-claims \

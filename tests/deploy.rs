@@ -241,6 +241,19 @@ fn the_dockerfile_builds_a_static_binary_onto_a_non_root_distroless_image() {
     );
     let user = text.lines().rfind(|l| l.starts_with("USER ")).unwrap();
     assert!(!user.contains("root") && !user.contains(" 0"), "{user}");
+    // The dependency layer needs every member's manifest, or cargo cannot
+    // read the workspace.
+    let manifest = std::fs::read_to_string("Cargo.toml").unwrap();
+    let members = manifest
+        .lines()
+        .find(|l| l.starts_with("members = "))
+        .expect("the workspace's members");
+    for m in members.split('"').skip(1).step_by(2).filter(|m| *m != ".") {
+        assert!(
+            text.contains(&format!("COPY {m}/Cargo.toml {m}/Cargo.toml")),
+            "the Dockerfile copies {m}'s manifest"
+        );
+    }
 }
 
 /// The documents a successful render printed.

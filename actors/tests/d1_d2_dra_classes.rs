@@ -180,6 +180,32 @@ fn d1_a_selector_that_does_not_compile_is_said_on_the_class_until_it_is_fixed() 
 }
 
 #[test]
+fn d1_a_selector_over_upstream_s_cost_limit_is_said_on_the_class_and_never_evaluated() {
+    // Three nested loops of sixty: an estimated 1,995,251, where upstream
+    // stops at 1,000,000 (kube-apiserver refuses it in a DeviceClass; a
+    // GPUClass is ours to refuse).
+    let r: Vec<String> = (0..60).map(|i| i.to_string()).collect();
+    let r = format!("[{}]", r.join(","));
+    let costly = format!("{r}.all(a, {r}.all(b, {r}.all(c, a+b+c >= 0)))");
+    let mut objs = nodes();
+    objs.push(dra_class("costly", VFIO).cel(&costly).obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let c = t.class("costly").unwrap();
+        let (reason, message) = said(&c, CONDITION_SELECTOR_INVALID).expect("SelectorInvalid");
+        assert_eq!(reason, "TooComplex");
+        assert!(
+            message.starts_with(
+                "gpuclass costly: selector #0: too complex, exceeds cost limit (estimated cost 1995251, the limit is 1000000)"
+            ),
+            "{message}"
+        );
+        assert_eq!(capacity(&t, "costly"), Some(0));
+    });
+}
+
+#[test]
 fn d1_a_class_whose_device_class_is_missing_says_dra_unavailable_until_it_comes() {
     let objs = vec![dra_class("h200", "vfio.example.com").obj()];
     with_world(Config::default(), objs, |mut t| async move {

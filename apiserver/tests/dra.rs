@@ -278,3 +278,151 @@ async fn an_allocations_write_is_also_asked_of_rbac_as_resourceclaims_binding() 
         [("patch".to_string(), "resource.k8s.io".to_string(), None)]
     );
 }
+
+/// A tenant's selector of `levels` nested loops of sixty.
+fn nested_loops(levels: usize) -> String {
+    let r: Vec<String> = (0..60).map(|i| i.to_string()).collect();
+    let r = format!("[{}]", r.join(","));
+    let vars = ["a", "b", "c", "d"];
+    let mut e = format!("{} >= 0", vars[..levels].join("+"));
+    for v in vars[..levels].iter().rev() {
+        e = format!("{r}.all({v}, {e})");
+    }
+    e
+}
+
+#[tokio::test]
+async fn a_template_whose_selector_costs_more_than_upstream_allows_is_refused_in_its_words() {
+    let (_s, c) = server().await;
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(c.clone(), "a");
+    let with = |levels: usize, name: &str| -> ResourceClaimTemplate {
+        from(json!({"metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu",
+                "exactly": {"deviceClassName": "vfio.gpu.nvidia.com", "count": 1,
+                    "selectors": [{"cel": {"expression": nested_loops(levels)}}]}}]}}}}))
+    };
+    // Four levels: an estimated 145,635,251, 146 times upstream's limit.
+    let refused = templates
+        .create(&PostParams::default(), &with(4, "costly"))
+        .await;
+    let e = refusal(refused);
+    assert_eq!(
+        e.message,
+        "ResourceClaimTemplate.resource.k8s.io \"costly\" is invalid: spec.spec.devices.requests[0].exactly.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit"
+    );
+    invalid_saying(&e, "too complex");
+    // Two levels: an estimated 26,051, taken.
+    templates
+        .create(&PostParams::default(), &with(2, "cheap"))
+        .await
+        .unwrap();
+}
+
+/// A DeviceTaintRule as a client writes one at `version`.
+fn taint_rule_json(version: &str, effect: &str) -> Value {
+    json!({"apiVersion": format!("resource.k8s.io/{version}"), "kind": "DeviceTaintRule",
+        "metadata": {"name": "closed-n1"},
+        "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "n1"},
+            "taint": {"key": "gpu.cozystack.io/managed", "effect": effect}}})
+}
+
+/// The dynamic API of DeviceTaintRules at `version`.
+fn taint_rules_at(c: &kube::Client, version: &str) -> Api<kube::api::DynamicObject> {
+    let ar = kube::api::ApiResource {
+        group: "resource.k8s.io".into(),
+        version: version.into(),
+        api_version: format!("resource.k8s.io/{version}"),
+        kind: "DeviceTaintRule".into(),
+        plural: "devicetaintrules".into(),
+    };
+    Api::all_with(c.clone(), &ar)
+}
+
+#[tokio::test]
+async fn a_device_taint_rule_at_v1_is_stamped_validated_and_updated_only_on_the_version_read() {
+    let (_s, c) = server().await;
+    let rules = taint_rules_at(&c, "v1");
+    let body = taint_rule_json("v1", "NoSchedule");
+    let mut with_status = body.clone();
+    with_status["status"] = json!({"conditions": [{"type": "EvictionInProgress", "status": "True",
+        "reason": "X", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    let made = rules
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(with_status).unwrap(),
+        )
+        .await
+        .unwrap();
+    // PrepareForCreate: no status, generation 1; SetDefaults: timeAdded.
+    assert_eq!(made.metadata.generation, Some(1));
+    assert!(
+        made.data["status"].is_null() || made.data["status"] == json!({}),
+        "{:?}",
+        made.data
+    );
+    let added = made.data["spec"]["taint"]["timeAdded"].clone();
+    assert!(added.is_string(), "{:?}", made.data);
+    // v1: an update must name the version it read.
+    let mut unconditional: kube::api::DynamicObject = serde_json::from_value(body.clone()).unwrap();
+    unconditional.data["spec"]["taint"]["effect"] = "NoExecute".into();
+    let refused = rules
+        .replace("closed-n1", &PostParams::default(), &unconditional)
+        .await;
+    invalid_saying(&refusal(refused), "metadata.resourceVersion");
+    // Its effect changed on the version read: generation and timeAdded move
+    // (timeAdded to now, which may be the same second: not compared).
+    let mut changed = made.clone();
+    changed.data["spec"]["taint"]["effect"] = "NoExecute".into();
+    let updated = rules
+        .replace("closed-n1", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(updated.metadata.generation, Some(2));
+    // An effect upstream does not know, and a key that is no label name.
+    let mut bad = updated.clone();
+    bad.data["spec"]["taint"]["effect"] = "PreferNoSchedule".into();
+    bad.data["spec"]["taint"]["key"] = "no/such/key".into();
+    let e = refusal(
+        rules
+            .replace("closed-n1", &PostParams::default(), &bad)
+            .await,
+    );
+    invalid_saying(
+        &e,
+        "spec.taint.effect: Unsupported value: \"PreferNoSchedule\": supported values: \"NoExecute\", \"NoSchedule\", \"None\"",
+    );
+    invalid_saying(&e, "spec.taint.key: Invalid value: \"no/such/key\"");
+}
+
+#[tokio::test]
+async fn at_v1beta2_as_kubernetes_1_36_serves_it_a_rule_takes_an_unconditional_update() {
+    let s = common::builder(&["a"])
+        .serve_kind_at("DeviceTaintRule", "v1beta2")
+        .start()
+        .await
+        .unwrap();
+    let c = s.client();
+    let rules = taint_rules_at(&c, "v1beta2");
+    rules
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(taint_rule_json("v1beta2", "NoSchedule")).unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut none = taint_rule_json("v1beta2", "None");
+    none["metadata"]["name"] = "closed-n1".into();
+    let updated = rules
+        .replace(
+            "closed-n1",
+            &PostParams::default(),
+            &serde_json::from_value(none).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated.data["spec"]["taint"]["effect"], "None");
+    assert_eq!(updated.metadata.generation, Some(2));
+    // v1 is not served there.
+    let at_v1 = taint_rules_at(&c, "v1").list(&ListParams::default()).await;
+    assert_eq!(refusal(at_v1).code, 404);
+}

@@ -3,6 +3,7 @@
 //! which of them a class's selectors take (`class`), in Kubernetes' CEL
 //! environment for devices (`selector`, `values`).
 
+pub mod budget;
 pub mod class;
 mod device_val;
 pub mod pools;

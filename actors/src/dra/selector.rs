@@ -66,6 +66,10 @@ pub enum SelectorError {
     Runtime(String),
     #[error("CEL result of type {0} could not be converted to bool")]
     NotBool(String),
+    /// kube-apiserver refuses it on write; the scheduler stops it as it
+    /// runs. Its estimated cost, for whoever must simplify it.
+    #[error("{too} (estimated cost {0}, the limit is {max})", too = dra_cel_cost::TOO_COMPLEX, max = dra_cel_cost::SELECTOR_MAX_COST)]
+    TooComplex(u64),
 }
 
 impl SelectorError {
@@ -75,6 +79,7 @@ impl SelectorError {
             SelectorError::Compile(_) => "CompileError",
             SelectorError::Runtime(_) => "RuntimeError",
             SelectorError::NotBool(_) => "NotBool",
+            SelectorError::TooComplex(_) => "TooComplex",
         }
     }
 }
@@ -136,6 +141,8 @@ fn writes_map(e: &str) -> bool {
 pub struct Selector {
     expression: String,
     program: cel::Program,
+    /// Its estimated cost on the worst device (cel-go's, as upstream).
+    cost: u64,
     /// It writes a map literal, which may meet one of the device's maps
     /// in `==`: it reads them as built-in maps (`device_val::Lazy`).
     writes_map: bool,
@@ -162,15 +169,27 @@ impl Selector {
         let program = PARSER
             .with(|env| env.compile(expression))
             .map_err(|e| SelectorError::Compile(e.to_string()))?;
+        // Upstream's budget: a selector that could cost more on some
+        // device is never evaluated, on any.
+        let cost = dra_cel_cost::estimate(program.expression());
+        if cost > dra_cel_cost::SELECTOR_MAX_COST {
+            return Err(SelectorError::TooComplex(cost));
+        }
         Ok(Self {
             expression: expression.to_string(),
             program,
+            cost,
             writes_map: writes_map(expression),
         })
     }
 
     pub fn expression(&self) -> &str {
         &self.expression
+    }
+
+    /// Its estimated cost on the worst device.
+    pub fn cost(&self) -> u64 {
+        self.cost
     }
 
     /// Whether the device of `driver` matches: true, false, or the error

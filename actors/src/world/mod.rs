@@ -84,6 +84,8 @@ pub struct World {
     free: free::FreeIndex,
     /// DRA (section 9): published devices, the DRA classes' devices, holds.
     devices: devices::Devices,
+    /// D3: tenants' request selectors and what they answered per device.
+    selections: devices::Selections,
     config: RwLock<Arc<Config>>,
     /// Per kind, the highest resourceVersion the watch has brought.
     observed: [AtomicU64; Kind::ALL.len()],

@@ -67,8 +67,9 @@ impl Req<'_> {
         let old = self.s.store.get(self.store_kind(), self.ns(), name);
         self.keep_what_it_may_not_write(old.as_ref(), obj);
         defaults::apply(self.store_kind(), obj);
-        if old.is_none() {
-            created::prepare(&self.s.store, self.store_kind(), obj);
+        match &old {
+            None => created::prepare(&self.s.store, self.store_kind(), obj),
+            Some(old) => created::prepare_update(&self.s.store, self.store_kind(), old, obj),
         }
         let mut causes = validate::metadata(&self.t.resource, obj);
         causes.extend(kind_rules::check(self.store_kind(), old.as_ref(), obj));

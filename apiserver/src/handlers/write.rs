@@ -93,13 +93,23 @@ impl Req<'_> {
         }
     }
 
+    /// A built-in kind whose update must name the version it read.
+    fn conditional_only(&self) -> bool {
+        self.t.resource.kind == "DeviceTaintRule" && self.t.resource.version == "v1"
+    }
+
     pub(super) fn update(&self, n: &str, body: &[u8]) -> Response {
         let mut obj = match self.body_object(body, Some(n)) {
             Ok(o) => o,
             Err(r) => return *r,
         };
-        // Custom resources allow no unconditional update (built-ins do).
-        if self.t.resource.is_custom() && meta_str(&obj, "resourceVersion").is_empty() {
+        // Custom resources allow no unconditional update; built-ins do,
+        // but for those whose strategy says otherwise at this version
+        // (DeviceTaintRule at v1: "Prevent unconditional updates for v1
+        // and all other future versions").
+        if (self.t.resource.is_custom() || self.conditional_only())
+            && meta_str(&obj, "resourceVersion").is_empty()
+        {
             let cause = validate::Cause::invalid(
                 "metadata.resourceVersion",
                 "0x0",

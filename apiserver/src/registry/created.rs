@@ -1,7 +1,8 @@
-//! What kube-apiserver's registries set on an object when it is created,
-//! before it is stored (their strategies' `PrepareForCreate`, and the
+//! What kube-apiserver's registries set on an object when it is created
+//! or updated, before it is stored (their strategies' `PrepareForCreate`
+//! and `PrepareForUpdate`, the defaulting that needs the time, and the
 //! Service registry's IP allocation), for the built-in kinds served: what
-//! the create's answer shows a client.
+//! the answer shows a client.
 
 use crate::store::Store;
 use serde_json::{Value, json};
@@ -18,7 +19,39 @@ pub fn prepare(store: &Store, kind: &str, obj: &mut Value) {
             // `Status = ServiceStatus{}`: Go writes the empty struct it holds.
             obj["status"] = json!({"loadBalancer": {}});
         }
+        "DeviceTaintRule" => time_added(store, obj, None),
         _ => {}
+    }
+}
+
+/// Sets what the kind's registry sets on update (`old`: the stored object).
+pub fn prepare_update(store: &Store, kind: &str, old: &Value, obj: &mut Value) {
+    if kind == "DeviceTaintRule" {
+        time_added(store, obj, Some(old));
+    }
+}
+
+/// A DeviceTaintRule's `spec.taint.timeAdded`: `SetDefaults_DeviceTaint`
+/// (now, to the second, where a write leaves it out), and its strategy's
+/// `PrepareForUpdate`: an effect changed while the time stayed the
+/// stored one is stamped now.
+fn time_added(store: &Store, obj: &mut Value, old: Option<&Value>) {
+    let Some(taint) = obj.get_mut("spec").and_then(|s| s.get_mut("taint")) else {
+        return;
+    };
+    if !taint.is_object() {
+        return;
+    }
+    if taint["timeAdded"].is_null() {
+        taint["timeAdded"] = json!(store.now());
+        return;
+    }
+    let was = old.map(|o| &o["spec"]["taint"]);
+    if let Some(was) = was
+        && was["effect"] != taint["effect"]
+        && was["timeAdded"] == taint["timeAdded"]
+    {
+        taint["timeAdded"] = json!(store.now());
     }
 }
 

@@ -16,8 +16,17 @@ pub enum Decoded {
     Invalid(String),
 }
 
-fn decode<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> Decoded {
-    match serde_json::from_value::<T>(obj.clone()) {
+fn decode<T: serde::de::DeserializeOwned + serde::Serialize + k8s_openapi::Resource>(
+    obj: &Value,
+) -> Decoded {
+    // A kind served at an older version than the type's (DeviceTaintRule
+    // at v1beta2, as 1.36 serves it) has the type's fields: decoded as
+    // the type's version, which the request's path chose already.
+    let mut as_type = obj.clone();
+    if as_type.get("apiVersion").is_some() {
+        as_type["apiVersion"] = T::API_VERSION.into();
+    }
+    match serde_json::from_value::<T>(as_type) {
         Err(e) => Decoded::Invalid(e.to_string()),
         Ok(t) => {
             let back = serde_json::to_value(&t).unwrap_or(Value::Null);

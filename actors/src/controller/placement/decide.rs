@@ -18,6 +18,11 @@ use crate::world::{key, split_key};
 use actix::prelude::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+/// What one decision may spend on evaluating tenants' request selectors
+/// (cel-go's cost units): one selector at upstream's limit, about a
+/// tenth of a second at most, before other work goes first.
+const SELECTOR_BUDGET: u64 = dra_cel_cost::SELECTOR_MAX_COST;
+
 impl Placement {
     pub(super) fn decide_work(&mut self, work: &LookAt, ctx: &mut Context<Self>) -> Option<Write> {
         match work {
@@ -132,7 +137,7 @@ impl Placement {
         if self.behind_own_writes(k, &v) {
             return None;
         }
-        self.gate_write(k, &v)
+        self.gate_write(k, &v, ctx)
     }
 
     /// Our own writes of the set's claims or pods that the cache does not
@@ -154,9 +159,21 @@ impl Placement {
     }
 
     /// G1-G5 for one VMI: the write `decide_gate` calls for, the set
-    /// remembered as waiting (and why) or not.
-    fn gate_write(&mut self, k: &str, v: &Vmi) -> Option<Write> {
-        match decide_gate(v, &self.env.world, &self.own.allocations) {
+    /// remembered as waiting (and why) or not. A decision that spent its
+    /// budget of selector evaluations (D3, `dra::budget`) is not acted
+    /// on: the VMI is looked at again behind what is queued and what the
+    /// mailbox holds, with what it evaluated remembered, so that a
+    /// tenant's costly selectors delay no other tenant's decisions.
+    fn gate_write(&mut self, k: &str, v: &Vmi, ctx: &mut Context<Self>) -> Option<Write> {
+        let (step, exhausted) = crate::dra::budget::within(SELECTOR_BUDGET, || {
+            decide_gate(v, &self.env.world, &self.own.allocations)
+        });
+        if exhausted {
+            tracing::debug!(vmi = %k, rule = "D3", "selector budget spent; deciding again after the other work");
+            ctx.notify(LookAt::Vmi(k.to_string()));
+            return None;
+        }
+        match step {
             GateStep::Nothing => {
                 self.waiting.remove(k);
                 None

@@ -315,7 +315,7 @@ impl<'a> Ask<'a> {
             devices: unplaced
                 .iter()
                 .filter_map(|m| {
-                    let mut ask = devices::DeviceAsk::of(m.dra.as_ref()?).ok()?;
+                    let mut ask = devices::DeviceAsk::of(w, m.dra.as_ref()?).ok()?;
                     // A claim placed again may keep its own devices.
                     ask.own.splice(0..0, m.devices.iter().cloned());
                     ask.allocated = m.devices.clone();

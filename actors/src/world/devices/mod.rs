@@ -12,11 +12,13 @@
 
 mod free;
 mod index;
+mod selections;
 #[cfg(test)]
 mod tests;
 
 pub use free::DeviceFacts;
 pub use index::{ClassDevices, DeviceId, DeviceState, DraProblem, allocated_devices};
+pub use selections::{RememberedSelector, Selections};
 
 use super::World;
 use crate::api::{AllocatedDevice, GPUAllocation, GPUClass, Kind};
@@ -219,15 +221,40 @@ impl World {
                 .is_none_or(|r| r == allocation)
     }
 
+    /// D3: a tenant's request selector, compiled once, its answers
+    /// remembered (`Selections`).
+    pub fn request_selector(
+        &self,
+        expression: &str,
+    ) -> Result<Arc<RememberedSelector>, crate::dra::SelectorError> {
+        self.selections.get(expression)
+    }
+
     /// D3: whether every selector of a request takes the device (an
-    /// error on it, or a device not published, takes it not).
-    pub fn device_selected(&self, id: &DeviceId, selectors: &[crate::dra::Selector]) -> bool {
+    /// error on it, or a device not published, takes it not). A selector
+    /// not asked of this device as it is now is evaluated within the
+    /// decision's budget (`dra::budget`); past it, the device is taken
+    /// not, and the decision is not acted on.
+    pub fn device_selected(&self, id: &DeviceId, selectors: &[Arc<RememberedSelector>]) -> bool {
         let d = self.devices.read();
-        let Some(device) = d.placed(id).and_then(|p| p.device()) else {
+        let Some(placed) = d.placed(id) else {
+            return false;
+        };
+        let Some(device) = placed.device() else {
             return false;
         };
         let var = crate::dra::DeviceVar::new(&id.driver, device);
-        selectors.iter().all(|s| s.matches_var(&var) == Ok(true))
+        selectors.iter().all(|s| {
+            if let Some(answer) = s.remembered(id, &placed.slice) {
+                return answer;
+            }
+            if !crate::dra::budget::charge(s.selector().cost()) {
+                return false;
+            }
+            let answer = s.selector().matches_var(&var) == Ok(true);
+            s.remember(id, &placed.slice, answer);
+            answer
+        })
     }
 
     /// D3: a device's value of a fully qualified attribute (a bare name in

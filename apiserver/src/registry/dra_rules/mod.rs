@@ -8,8 +8,10 @@
 //! both are checked every time and the part not written passes as it was.
 
 mod slices;
+mod taint_rules;
 
 use slices::slice;
+use taint_rules::taint_rule;
 
 use crate::registry::validate::{Cause, LABEL, SUBDOMAIN, dns_label, dns_subdomain};
 use serde_json::Value;
@@ -54,6 +56,7 @@ pub fn check(kind: &str, old: Option<&Value>, new: &Value) -> Vec<Cause> {
             at_most("spec.config", &spec["config"], LIST_MAX, &mut out);
         }
         "ResourceSlice" => slice(old, new, &mut out),
+        "DeviceTaintRule" => taint_rule(old, new, &mut out),
         _ => {}
     }
     out
@@ -110,16 +113,20 @@ fn selectors(path: &str, v: &Value, out: &mut Vec<Cause>) {
             None | Some("") => out.push(Cause::required(expr)),
             Some(e) if e.len() > CEL_MAX_BYTES => out.push(Cause::too_long(expr, CEL_MAX_BYTES)),
             // Compiled as upstream compiles it on write: one that does not
-            // is refused, never stored to fail every allocation.
-            Some(e) => {
-                if let Err(err) = cel::Program::compile(e) {
-                    out.push(Cause::invalid(
-                        expr,
-                        Cause::shown(&s["cel"]["expression"]),
-                        format!("compilation failed: {err}"),
-                    ));
+            // is refused, never stored to fail every allocation; one whose
+            // estimated cost is over upstream's limit too, never stored to
+            // stall every allocator that evaluates it.
+            Some(e) => match cel::Program::compile(e) {
+                Err(err) => out.push(Cause::invalid(
+                    expr,
+                    Cause::shown(&s["cel"]["expression"]),
+                    format!("compilation failed: {err}"),
+                )),
+                Ok(p) if dra_cel_cost::too_complex(p.expression()) => {
+                    out.push(Cause::forbidden(expr, dra_cel_cost::TOO_COMPLEX));
                 }
-            }
+                Ok(_) => {}
+            },
         }
     }
 }
@@ -152,7 +159,12 @@ fn claim_spec(path: &str, spec: &Value, out: &mut Vec<Cause>) {
                     );
                     selectors(&format!("{exact}.selectors"), &e["selectors"], out);
                 }
-                (None, Some(_)) => {}
+                (None, Some(subrequests)) => {
+                    for (k, sub) in list(subrequests).iter().enumerate() {
+                        let sub_at = format!("{at}.firstAvailable[{k}].selectors");
+                        selectors(&sub_at, &sub["selectors"], out);
+                    }
+                }
                 (None, None) => out.push(Cause {
                     detail: "exactly one of `exactly` or `firstAvailable` is required".into(),
                     ..Cause::required(at)

@@ -198,3 +198,45 @@ fn selectors_compile_on_write_and_names_attributes_and_consumers_are_checked() {
         ]
     );
 }
+
+/// `[0,…,59]`: a loop of sixty, as a tenant writes one.
+fn sixty() -> String {
+    let items: Vec<String> = (0..60).map(|i| i.to_string()).collect();
+    format!("[{}]", items.join(","))
+}
+
+#[test]
+fn a_selector_over_upstream_s_cost_limit_is_refused_where_it_is_written() {
+    let r = sixty();
+    let costly = format!("{r}.all(a, {r}.all(b, {r}.all(c, a+b+c >= 0)))");
+    let cheap = format!("{r}.all(a, {r}.all(b, a+b >= 0))");
+    let with = |e: &str| json!([{"cel": {"expression": e}}]);
+    // A template's request, as kube-apiserver words it.
+    let mut template = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "t", "namespace": "t"},
+        "spec": {"spec": claim()["spec"].clone()}});
+    template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = with(&costly);
+    assert_eq!(
+        fields(&check("ResourceClaimTemplate", None, &template)),
+        [
+            "spec.spec.devices.requests[0].exactly.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit"
+        ]
+    );
+    template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = with(&cheap);
+    assert!(check("ResourceClaimTemplate", None, &template).is_empty());
+    // A DeviceClass's, and a claim's subrequest.
+    let class = json!({"spec": {"selectors": with(&costly)}});
+    assert_eq!(
+        fields(&check("DeviceClass", None, &class)),
+        ["spec.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit"]
+    );
+    let mut c = claim();
+    c["spec"]["devices"]["requests"][0] = json!({"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": "vfio.gpu.nvidia.com", "selectors": with(&costly)}]});
+    assert_eq!(
+        fields(&check("ResourceClaim", None, &c)),
+        [
+            "spec.devices.requests[0].firstAvailable[0].selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit"
+        ]
+    );
+}

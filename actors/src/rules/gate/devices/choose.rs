@@ -5,17 +5,17 @@
 //! constraints.
 
 use super::*;
-use crate::dra::Selector;
 use crate::dra::template::exact_count;
 use crate::world::World;
 use crate::world::devices::DeviceId;
+use crate::world::devices::RememberedSelector;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 /// One request of a ResourceClaim as placement fills it.
 pub struct RequestAsk {
     pub name: String,
     pub count: u32,
-    pub selectors: Vec<Selector>,
+    pub selectors: Vec<Arc<RememberedSelector>>,
 }
 
 /// D3: what one DRA member asks of a node's devices.
@@ -63,16 +63,16 @@ impl Constraint {
 impl DeviceAsk {
     /// The ask of a DRA member; a request selector that does not compile
     /// (the API server compiles them on write: not expected) says why.
-    pub(in crate::rules::gate) fn of(m: &DraMember) -> Result<Self, String> {
+    pub(in crate::rules::gate) fn of(w: &World, m: &DraMember) -> Result<Self, String> {
         let mut asks = Vec::new();
         for r in m.class_requests() {
             let count = exact_count(r).unwrap_or(0);
             let mut selectors = Vec::new();
             for s in r.exactly.iter().flat_map(|x| x.selectors.iter().flatten()) {
                 let Some(cel) = &s.cel else { continue };
-                selectors.push(Selector::compile(&cel.expression).map_err(|e| {
+                selectors.push(w.request_selector(&cel.expression).map_err(|e| {
                     format!(
-                        "ResourceClaim {}: request {}: selector does not compile: {e}",
+                        "ResourceClaim {}: request {}: selector cannot be used: {e}",
                         m.claim_key, r.name
                     )
                 })?);

@@ -176,7 +176,7 @@ pub(super) fn resource_claims(
             resource_claim: rc,
             backing: false,
         };
-        let ask = DeviceAsk::of(&m).map_err(|e| wait(WaitReason::DeviceClaimPending, e))?;
+        let ask = DeviceAsk::of(w, &m).map_err(|e| wait(WaitReason::DeviceClaimPending, e))?;
         let asked = ask
             .requests
             .iter()
