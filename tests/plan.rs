@@ -43,6 +43,22 @@ fn g3_plan_does_not_place_beside_a_pod_asking_for_the_most_gpus_kubernetes_store
     assert!(waiting, "the set waits: {writes:?}");
 }
 
+/// Issue 61, item 1 (D3): a tenant's selector over upstream's cost limit
+/// is never evaluated: its set waits saying so, and the other tenant's
+/// is placed (plan took 73 s on this snapshot when it was evaluated).
+#[test]
+fn d3_plan_never_evaluates_a_selector_over_the_cost_limit_and_places_the_other_tenant() {
+    let (ok, writes, err) = plan(&["--snapshot", "config/examples/hostile-selector.yaml"]);
+    assert!(ok, "{err}");
+    let placed = |ns: &str| {
+        writes
+            .iter()
+            .any(|w| w["kind"] == "GPUAllocation" && w["namespace"] == ns)
+    };
+    assert!(placed("alice"), "{writes:?}");
+    assert!(!placed("mallory"), "{writes:?}");
+}
+
 #[test]
 fn plan_on_the_lifecycle_example_fires_every_rule_in_order() {
     let (ok, writes, err) = plan(&[
