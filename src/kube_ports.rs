@@ -16,12 +16,10 @@ use std::sync::Arc;
 
 /// The dynamic API of a kind (in `namespace`, when the kind is namespaced).
 pub fn api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
-    let ar = kind.api_resource();
-    match namespace {
-        Some(ns) if kind.namespaced() => Api::namespaced_with(client.clone(), ns, &ar),
-        _ => Api::all_with(client.clone(), &ar),
-    }
+    versions::api_at(client, kind, namespace, "")
 }
+
+mod versions;
 
 /// A kube object as typed.
 ///
@@ -90,6 +88,8 @@ pub struct KubePorts {
     metrics: Arc<Metrics>,
     /// Every request's deadline.
     deadline: std::time::Duration,
+    /// D7: the version the API server serves DeviceTaintRules at.
+    taint_rules: versions::ServedVersion,
 }
 
 impl KubePorts {
@@ -98,6 +98,7 @@ impl KubePorts {
             client,
             metrics,
             deadline,
+            taint_rules: Default::default(),
         })
     }
 
@@ -154,18 +155,31 @@ impl KubePorts {
     /// One create or replace, typed back and counted.
     async fn put(&self, put: Put, obj: Obj, rule: RuleId) -> Result<Obj, WriteError> {
         let r = obj.obj_ref();
-        let api = api(&self.client, r.kind, r.namespace.as_deref());
         let pp = PostParams::default();
         let res = match dynamic(&obj) {
             Err(e) => Err(e),
             Ok(d) => {
-                let request = async {
-                    match put {
-                        Put::Create => api.create(&pp, &d).await,
-                        Put::Update => api.replace(&r.name, &pp, &d).await,
-                        Put::UpdateStatus => api.replace_status(&r.name, &pp, &d).await,
+                let send = |api: Api<DynamicObject>, version: &'static str| {
+                    let mut d = d.clone();
+                    if !version.is_empty()
+                        && let Some(t) = d.types.as_mut()
+                    {
+                        t.api_version = format!("resource.k8s.io/{version}");
                     }
-                    .map_err(write_error)
+                    let (pp, name) = (pp.clone(), r.name.clone());
+                    async move {
+                        match put {
+                            Put::Create => api.create(&pp, &d).await,
+                            Put::Update => api.replace(&name, &pp, &d).await,
+                            Put::UpdateStatus => api.replace_status(&name, &pp, &d).await,
+                        }
+                    }
+                };
+                let request = async {
+                    self.taint_rules
+                        .request(&self.client, r.kind, r.namespace.as_deref(), send)
+                        .await
+                        .map_err(write_error)
                 };
                 self.within(put.op().as_str(), r.kind, request, WriteError::Timeout)
                     .await
@@ -192,7 +206,6 @@ impl Writer for KubePorts {
     }
 
     async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted> {
-        let api = api(&self.client, what.kind, what.namespace.as_deref());
         let dp = DeleteParams {
             preconditions: Some(kube::api::Preconditions {
                 uid: pre.uid,
@@ -200,7 +213,16 @@ impl Writer for KubePorts {
             }),
             ..DeleteParams::default()
         };
-        let request = async { api.delete(&what.name, &dp).await.map_err(write_error) };
+        let send = |api: Api<DynamicObject>, _| {
+            let (dp, name) = (dp.clone(), what.name.clone());
+            async move { api.delete(&name, &dp).await }
+        };
+        let request = async {
+            self.taint_rules
+                .request(&self.client, what.kind, what.namespace.as_deref(), send)
+                .await
+                .map_err(write_error)
+        };
         let res = match self
             .within(
                 WriteOp::Delete.as_str(),
@@ -254,8 +276,16 @@ impl Writer for KubePorts {
 #[async_trait]
 impl Reader for KubePorts {
     async fn get(&self, what: ObjRef) -> Result<Option<Obj>, ReadError> {
-        let api = api(&self.client, what.kind, what.namespace.as_deref());
-        let request = async { Ok(api.get(&what.name).await) };
+        let send = |api: Api<DynamicObject>, _| {
+            let name = what.name.clone();
+            async move { api.get(&name).await }
+        };
+        let request = async {
+            Ok(self
+                .taint_rules
+                .request(&self.client, what.kind, what.namespace.as_deref(), send)
+                .await)
+        };
         let answer = self
             .within("get", what.kind, request, ReadError::Timeout)
             .await?;

@@ -8,6 +8,8 @@ mod common;
 mod device_taint_rules;
 #[path = "e2e/hgx_partitions_and_moves.rs"]
 mod hgx_partitions_and_moves;
+#[path = "e2e/managed_pools.rs"]
+mod managed_pools;
 #[path = "e2e/stopped_vm_devices.rs"]
 mod stopped_vm_devices;
 

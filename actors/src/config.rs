@@ -28,6 +28,26 @@ pub struct Config {
     pub evacuation: EvacuationConfig,
     #[serde(default)]
     pub placement: PlacementConfig,
+    #[serde(default)]
+    pub dra: DraConfig,
+}
+
+/// Section 9: how gpu-claims allocates DRA devices.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DraConfig {
+    /// D7: close the pools gpu-claims allocates in to kube-scheduler with
+    /// DeviceTaintRules, so that no device is given out twice.
+    #[serde(default = "yes")]
+    pub exclusive_devices: bool,
+}
+
+impl Default for DraConfig {
+    fn default() -> Self {
+        Self {
+            exclusive_devices: true,
+        }
+    }
 }
 
 /// G4: how placement writes.
@@ -182,6 +202,7 @@ impl Default for Config {
             api: ApiConfig::default(),
             evacuation: EvacuationConfig::default(),
             placement: PlacementConfig::default(),
+            dra: DraConfig::default(),
         }
     }
 }

@@ -57,10 +57,14 @@ fn d1_a_dra_class_shows_the_devices_nvidias_driver_publishes_as_its_capacity() {
 
 /// An allocation written by someone else (the scheduler, for a pod outside
 /// gpu-claims), as upstream writes it.
+/// It tolerates D7's taint: a job an administrator lets into the pools
+/// gpu-claims manages (kube-scheduler gives one that does not nothing of
+/// them).
 fn foreign_allocation(name: &str, pool: &str, device: &str) -> Obj {
     let v = serde_json::json!({
         "metadata": {"name": name, "namespace": "other"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": VFIO}}]}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": VFIO,
+            "tolerations": [{"key": "gpu.cozystack.io/managed", "operator": "Exists"}]}}]}},
         "status": {"allocation": {"devices": {"results": [
             {"request": "gpu", "driver": "gpu.nvidia.com", "pool": pool, "device": device}
         ]}}}

@@ -549,6 +549,49 @@ fn d5_the_class_annotation_picks_among_classes_of_one_device_class() {
     });
 }
 
+/// The template world with two classes of the passthrough DeviceClass,
+/// vm1 annotated with `annotations`.
+fn two_classes_annotated(annotations: Value) -> Vec<gpu_claims_actors::api::Obj> {
+    let mut objs = dra_world_claim_made();
+    objs.push(dra_class("h200-other", VFIO).obj());
+    let vmi = objs.iter_mut().find(|o| o.kind() == Kind::Vmi).unwrap();
+    let mut v = gpu_claims_actors::api::to_json(vmi);
+    v["metadata"]["annotations"] = annotations;
+    *vmi = typed(Kind::Vmi, v);
+    objs
+}
+
+/// Issue 58, item 4: the class annotation picks the class; without a
+/// count annotation the count is the template's (it was 1, and the set
+/// waited RequestMismatch).
+#[test]
+fn d5_the_class_annotation_alone_takes_the_template_s_count() {
+    let objs = two_classes_annotated(json!({"gpu.cozystack.io/class": "h200"}));
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let c = t.claim("t/vm1-gpu").expect("the template claim");
+        assert_eq!((c.spec.class_name.as_str(), c.spec.count), ("h200", 2));
+        assert_eq!(t.phase("t/vm1-gpu"), ClaimPhase::Attached);
+    });
+}
+
+/// D5: a count annotation that says otherwise than the template is a
+/// mismatch, said as G3 says one.
+#[test]
+fn d5_a_count_annotation_that_differs_from_the_template_waits_request_mismatch() {
+    let objs = two_classes_annotated(
+        json!({"gpu.cozystack.io/class": "h200", "gpu.cozystack.io/count": "1"}),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let (reason, message) = t.waiting("t/vm1-gpu").expect("waits");
+        assert_eq!(reason, "RequestMismatch", "{message}");
+        assert!(message.contains("GPUClass h200 for 2 GPUs"), "{message}");
+    });
+}
+
 #[test]
 fn d5_a_template_deleted_after_its_pods_resource_claim_was_made_places_the_set_from_the_claim() {
     with_world(Config::default(), dra_world(2), |mut t| async move {

@@ -9,7 +9,9 @@ mod common;
 use common::*;
 use gpu_claims_actors::api::{AllocatedDevice, ClaimPhase, GPUClaim, Kind, Obj};
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::rules::{WrittenAllocations, backing_claim, backing_claim_to_restore};
+use gpu_claims_actors::rules::{
+    Restore, WrittenAllocations, backing_claim, backing_claim_to_restore,
+};
 use gpu_claims_actors::world::World;
 use gpu_claims_testbed::fixtures::ClaimBuilder;
 use gpu_claims_testbed::memory::store::Subresource;
@@ -104,6 +106,10 @@ enum Backing {
     Gone,
     Unallocated,
     Allocated,
+    /// Allocated to gpu-vfio-2 and -3, where the record names 0 and 1.
+    AllocatedElsewhere,
+    /// The same, and a pod holds it.
+    AllocatedElsewhereReserved,
     OfAnotherOwner,
     BeingDeleted,
 }
@@ -161,6 +167,16 @@ fn restore_world(c: &GPUClaim, class_name: &str, b: Backing, foreign: bool) -> W
                 rc["status"]["allocation"] = allocation.clone();
                 objs.push(typed(Kind::ResourceClaim, rc));
             }
+            Backing::AllocatedElsewhere | Backing::AllocatedElsewhereReserved => {
+                let mut other = allocation.clone();
+                other["devices"]["results"] = json!([result("gpu-vfio-2"), result("gpu-vfio-3")]);
+                rc["status"]["allocation"] = other;
+                if matches!(b, Backing::AllocatedElsewhereReserved) {
+                    rc["status"]["reservedFor"] =
+                        json!([{"resource": "pods", "name": "virt-launcher-vm", "uid": "p"}]);
+                }
+                objs.push(typed(Kind::ResourceClaim, rc));
+            }
             Backing::OfAnotherOwner => {
                 rc["metadata"]["ownerReferences"][0]["uid"] = json!("someone-else");
                 rc["metadata"]["annotations"] = json!({});
@@ -196,6 +212,10 @@ fn d4_backing_claim_to_restore_table() {
     enum Want {
         Make,
         Allocate,
+        /// The backing claim's allocation cleared, then written anew.
+        Reallocate,
+        /// The record brought to what a pod holds.
+        RecordFollows,
         Nothing,
     }
     let c = || claim("t", "c").class("h200").count(2);
@@ -208,17 +228,25 @@ fn d4_backing_claim_to_restore_table() {
             c().attached_phase("n1").attached("vm"), "h200", Backing::Gone, false, Want::Make),
         ("D4: unallocated (kube-scheduler's PostFilter): allocated again",
             bound(), "h200", Backing::Unallocated, false, Want::Allocate),
-        ("D4: allocated: the gate's to judge, whatever its devices",
+        ("D4: allocated to the record's devices: nothing to bring back",
             bound(), "h200", Backing::Allocated, false, Want::Nothing),
+        ("D4: allocated to other devices, no pod holding it: cleared and allocated to the record's",
+            bound(), "h200", Backing::AllocatedElsewhere, false, Want::Reallocate),
+        ("D4: the same for an Attached claim",
+            c().attached_phase("n1").attached("vm"), "h200", Backing::AllocatedElsewhere, false, Want::Reallocate),
+        ("D4: the same for a Lost claim",
+            c().lost("n1"), "h200", Backing::AllocatedElsewhere, false, Want::Reallocate),
+        ("D4: allocated to other devices a pod holds: the record follows the devices in use",
+            bound(), "h200", Backing::AllocatedElsewhereReserved, false, Want::RecordFollows),
         ("D4: one of that name the claim does not own: never taken",
             bound(), "h200", Backing::OfAnotherOwner, false, Want::Nothing),
         ("D4: one being deleted: made again once gone",
             bound(), "h200", Backing::BeingDeleted, false, Want::Nothing),
-        ("I9: a device of the record another ResourceClaim took: not taken back",
+        ("D8: a device of the record another ResourceClaim took: D8's, not taken back",
             bound(), "h200", Backing::Gone, true, Want::Nothing),
         ("L8: a claim being deleted is released, not restored",
             bound().deleting(), "h200", Backing::Gone, false, Want::Nothing),
-        ("D6: a Lost claim moves at its VM's gate",
+        ("D6: a Lost claim's backing claim gone: made at its VM's gate, where it moves",
             c().lost("n1"), "h200", Backing::Gone, false, Want::Nothing),
         ("D4: a Pending claim whose gate's writes were cut after its record: made",
             c(), "h200", Backing::Gone, false, Want::Make),
@@ -235,7 +263,7 @@ fn d4_backing_claim_to_restore_table() {
         let c = w.claim("t/c").expect("the table's claim");
         let got = match backing_claim_to_restore(&c, &w, &WrittenAllocations::default()) {
             None => Want::Nothing,
-            Some(d) => {
+            Some(Restore::Claim(d)) => {
                 let devices: Vec<String> = d
                     .allocation
                     .devices
@@ -244,12 +272,24 @@ fn d4_backing_claim_to_restore_table() {
                     .map(|r| r.device.clone())
                     .collect();
                 assert_eq!(devices, ["gpu-vfio-0", "gpu-vfio-1"], "{what}");
-                assert!(d.keep_allocated, "{what}: a restore never clears one");
-                if d.create.is_some() {
-                    Want::Make
-                } else {
-                    Want::Allocate
+                assert!(
+                    !d.keep_allocated,
+                    "{what}: brought to the record, whatever it holds"
+                );
+                let allocated = w
+                    .resource_claim("t/c")
+                    .and_then(|rc| rc.status.clone())
+                    .is_some_and(|s| s.allocation.is_some());
+                match (d.create.is_some(), allocated) {
+                    (true, _) => Want::Make,
+                    (false, false) => Want::Allocate,
+                    (false, true) => Want::Reallocate,
                 }
+            }
+            Some(Restore::Record(r)) => {
+                let devices: Vec<&str> = r.spec.devices.iter().map(|d| d.device.as_str()).collect();
+                assert_eq!(devices, ["gpu-vfio-2", "gpu-vfio-3"], "{what}");
+                Want::RecordFollows
             }
         };
         assert_eq!(got, want, "{what}");

@@ -398,3 +398,54 @@ fn d4_a_crash_between_any_two_writes_of_a_named_claim_s_placement_resumes_to_the
         "record, backing claim, allocation, status, pod: {total} writes"
     );
 }
+
+/// D4 as written (found from outside: a stopped VM's backing claim
+/// allocated to gpu-vfio-2 while its record names gpu-vfio-0, and nothing
+/// was written): a Bound claim's backing claim allocated to other devices
+/// than its record names is brought back, cleared and allocated anew.
+#[test]
+fn d4_a_stopped_vm_s_backing_claim_allocated_to_other_devices_is_brought_back_to_its_record() {
+    with_world(Config::default(), named_world(), |mut t| async move {
+        nvidia::publish(&t.sim.store);
+        t.settle().await;
+        let devices = recorded(&t);
+        vm1_stopped(&mut t, "u1").await;
+        // By hand: cleared, then allocated to gpu-vfio-2 and -3.
+        let mut rc = backing(&t).unwrap();
+        let mut allocation = rc["status"]["allocation"].clone();
+        rc["status"]["allocation"] = Value::Null;
+        let rc = t
+            .sim
+            .store
+            .update("ResourceClaim", rc, Subresource::Status)
+            .unwrap()
+            .object;
+        for (i, d) in ["gpu-vfio-2", "gpu-vfio-3"].iter().enumerate() {
+            allocation["devices"]["results"][i]["device"] = (*d).into();
+        }
+        let mut rc = rc;
+        rc["status"]["allocation"] = allocation;
+        t.sim
+            .store
+            .update("ResourceClaim", rc, Subresource::Status)
+            .unwrap();
+        t.writes();
+        t.settle().await;
+        assert_eq!(allocated(&backing(&t).unwrap()), devices);
+        assert_eq!(recorded(&t), devices, "the record stands");
+        let writes: Vec<String> = t
+            .writes()
+            .into_iter()
+            .filter(|w| !w.contains("GPUClass"))
+            .collect();
+        assert_eq!(
+            writes,
+            [
+                "update_status ResourceClaim c1 D4",
+                "update_status ResourceClaim c1 D4"
+            ],
+            "cleared, then allocated to the record's devices"
+        );
+        t.restart_writes_nothing().await;
+    });
+}

@@ -5,9 +5,12 @@
 //! start, stop and go; tenants delete named claims and make them again;
 //! someone deletes a backing claim, or kube-scheduler's PostFilter
 //! deallocates one no pod holds (D4 brings it back); jobs outside
-//! gpu-claims ask kube-scheduler for devices of the same DeviceClass
+//! gpu-claims ask kube-scheduler for devices of the same DeviceClass at
+//! every step, while the controller is dead and while its watch trails
 //! (allocated by the stand-in's scheduler, which sees ResourceClaims
-//! only, never records), on two nodes whose GPUs NVIDIA's DRA driver
+//! and DeviceTaintRules, never records: D7 closes the managed pools to
+//! it), one in three tolerating the managed taint (D8 gives a record's
+//! device such a job took up, or says it), on two nodes whose GPUs NVIDIA's DRA driver
 //! publishes (three each, fewer than the VMs ask for together); GPUs fail (the driver taints them NoExecute) and recover;
 //! nodes go NotReady and come back; the controller is killed between
 //! writes and restarted; in half the seeds the ResourceClaims watch trails
@@ -16,8 +19,10 @@
 //! pod's ResourceClaim and deletes it with the pod, the scheduler binds a
 //! pinned pod only once every claim of it is allocated and reserves them
 //! for it, KubeVirt's VM controller starts a new VMI when one is deleted.
-//! After every step I1-I5 and I9 (no device named by two records, or by a
-//! record and a ResourceClaim other than the one holding its devices);
+//! After every step I1-I5, I9 (no device named by two records, or by a
+//! record and a ResourceClaim gpu-claims allocates other than the one
+//! holding its devices) and D7 (no job that does not tolerate the managed
+//! taint gets a device of a pool closed by our rule);
 //! whenever the controller has settled, I6; at the end the cluster
 //! converges (a restart writes nothing) and every placed claim whose pod
 //! runs has that pod's ResourceClaim allocated to exactly its record's
@@ -258,16 +263,26 @@ fn schedule(sim: &Sim) {
 
 /// A job outside gpu-claims: a pod of namespace `ops` asking one device
 /// of the DeviceClass through a template of its own, which kube-scheduler
-/// places (and allocates) as it would any pod.
-fn start_job(sim: &Sim, n: usize) {
+/// places (and allocates) as it would any pod. One in three tolerates D7's
+/// taint (an administrator's job let into the managed pools): D8's case.
+fn start_job(sim: &Sim, n: usize, tolerating: bool) {
+    let template = if tolerating { "job-tolerating" } else { "job" };
     let _ = sim.store.create(
         "Pod",
         json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("job{n}"), "namespace": "ops", "uid": format!("job{n}")},
             "spec": {"containers": [{"name": "main", "image": "cuda",
                     "resources": {"claims": [{"name": "gpu"}]}}],
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "job"}]}}),
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]}}),
     );
+}
+
+/// The template of the jobs that tolerate `gpu.cozystack.io/managed`.
+fn tolerating_template() -> Value {
+    let mut t = template_in("ops", "job-tolerating", 1);
+    t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] =
+        json!([{"key": "gpu.cozystack.io/managed", "operator": "Exists", "effect": "NoSchedule"}]);
+    t
 }
 
 /// A job ends: its pod goes (the resourceclaim controller deallocates and
@@ -309,6 +324,7 @@ fn schedule_jobs(sim: &Sim) -> usize {
                 .collect(),
             classes: sim.store.list("DeviceClass").0,
             claims: sim.store.list("ResourceClaim").0,
+            taint_rules: sim.store.list("DeviceTaintRule").0,
         };
         let cs = claims::of_pod(&sim.store, &p);
         let Ok(b) = schedule(
@@ -409,6 +425,13 @@ struct Seen {
     backing_let_go: usize,
     /// Jobs outside gpu-claims the scheduler placed on DRA devices.
     jobs_ran: usize,
+    /// D8: devices a record and another allocator's ResourceClaim named
+    /// at once (a tolerating job's), the records moved off them, the
+    /// claims Lost for them, and the Warnings while a VM ran on one.
+    named_twice: usize,
+    d8_moved: usize,
+    d8_lost: usize,
+    d8_said: usize,
 }
 
 fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
@@ -433,6 +456,8 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         sim.store.seed("ResourceClaimTemplate", template("two", 2));
         sim.store
             .seed("ResourceClaimTemplate", template_in("ops", "job", 1));
+        sim.store
+            .seed("ResourceClaimTemplate", tolerating_template());
         let mut jobs = 0;
         nvidia::publish(&sim.store);
         let mut checker = Checker::default();
@@ -487,7 +512,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                     8 => {
                         if rng.below(2) == 0 {
                             jobs += 1;
-                            start_job(&sim, jobs);
+                            start_job(&sim, jobs, rng.below(3) == 0);
                         } else {
                             end_job(&sim, rng.below(4));
                         }
@@ -512,16 +537,12 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                 v.extend(checker.check(&sim.cluster));
             }
             schedule(&sim);
-            // While the controller lives, and where its ResourceClaims
-            // watch does not trail: a crash between a record and its
-            // ResourceClaim's allocation (G4's order) leaves the record's
-            // devices open to kube-scheduler until it restarts, and a
-            // placement decided on a cache that does not show the
-            // scheduler's latest allocation yet may take the same device
-            // (two allocators; docs/design.md, "Not yet").
-            if sim.alive() && !lags {
-                seen.jobs_ran += schedule_jobs(&sim);
-            }
+            // At every step: while the controller is dead (a crash between
+            // a record and its ResourceClaim's allocation), while its
+            // ResourceClaims watch trails the scheduler's allocations, and
+            // with jobs that tolerate the managed taint. D7 keeps the
+            // scheduler off the managed pools; D8 resolves what tolerates.
+            seen.jobs_ran += schedule_jobs(&sim);
             settle(&sim, &running, &mut generation).await;
             v.extend(checker.check(&sim.cluster));
         }
@@ -559,8 +580,17 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                 "not converged: {writes} writes after a restart: {which:?}"
             ));
         }
+        seen.named_twice += checker.named_twice.len();
+        seen.d8_said += sim
+            .cluster
+            .events()
+            .iter()
+            .filter(|e| e.reason == "DeviceNamedTwice")
+            .count();
         for e in sim.cluster.journal().effective() {
             match (e.kind, e.rule) {
+                ("GPUAllocation", "D8") => seen.d8_moved += 1,
+                ("GPUClaim", "D8") => seen.d8_lost += 1,
                 ("ResourceClaim", _) if e.op == "create" => seen.backing_made += 1,
                 ("ResourceClaim", _) if e.op == "delete" => seen.backing_deleted += 1,
                 ("ResourceClaim", _) if e.op == "remove_finalizer" => seen.backing_let_go += 1,
@@ -585,7 +615,7 @@ fn waits(sim: &Sim, reason: &str) -> bool {
 }
 
 #[test]
-fn d1_d6_template_and_named_claim_vms_under_random_kills_and_failing_gpus_never_share_a_device_and_converge()
+fn d8_template_and_named_claim_vms_beside_jobs_outside_gpu_claims_under_random_kills_and_failing_gpus_never_share_a_device_and_converge()
  {
     let seeds: u64 = std::env::var("GPU_CLAIMS_SEEDS")
         .ok()
@@ -614,7 +644,9 @@ fn d1_d6_template_and_named_claim_vms_under_random_kills_and_failing_gpus_never_
             && seen.backing_deleted > 0
             && seen.backing_lost > 0
             && seen.backing_let_go > 0
-            && seen.jobs_ran > 0,
+            && seen.jobs_ran > 0
+            && seen.named_twice > 0
+            && seen.d8_moved + seen.d8_lost > 0,
         "{seen:?}"
     );
 }

@@ -4,7 +4,7 @@
 
 use gpu_claims_actors::api::Obj;
 use gpu_claims_actors::config::Config;
-use gpu_claims_actors::controller::{LookAt, Wake, whom};
+use gpu_claims_actors::controller::{LookAt, PoolLook, Wake, whom};
 use gpu_claims_actors::world::World;
 use gpu_claims_testbed::fixtures::*;
 
@@ -42,6 +42,19 @@ fn versioned(mut o: Obj, rv: &str) -> Obj {
 fn nameless(mut o: Obj) -> Obj {
     o.meta_mut().name = None;
     o
+}
+
+/// A DeviceTaintRule of ours on pool gpu.nvidia.com/n1, its taint's
+/// effect `effect`.
+fn taint_rule(name: &str, effect: &str) -> Obj {
+    gpu_claims_actors::api::from_json(
+        gpu_claims_actors::api::Kind::DeviceTaintRule,
+        serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpu-claims"}},
+            "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "n1"},
+                "taint": {"key": "gpu.cozystack.io/managed", "effect": effect}}}),
+    )
+    .unwrap()
 }
 
 fn claim_of(k: &str) -> Wake {
@@ -99,6 +112,10 @@ fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas
         ("a launcher pod that asks for more of its node: the sets waiting on the node look again too",
             launcher("t", "virt-launcher-vm1-x", "vm1", "u1").pinned("n1").requests(&[("cpu", "2")]).obj(), false,
             vec![claim_of("t/a"), look(LookAt::Node("n1".into())), look(LookAt::Vmi("t/vm1".into()))]),
+        ("a DeviceTaintRule of ours edited: D7 looks at its pool and at the rule",
+            taint_rule("gpu-claims-gpu.nvidia.com-n1", "None"), false,
+            vec![Wake::Pool(PoolLook::Pool(("gpu.nvidia.com".into(), "n1".into()))),
+                 Wake::Pool(PoolLook::Rule("gpu-claims-gpu.nvidia.com-n1".into()))]),
         ("an object without a name: no one",
             nameless(a().obj()), false, vec![]),
     ];
@@ -111,7 +128,8 @@ fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas
             Wake::Claim(_) => 0,
             Wake::Class(_) => 1,
             Wake::Quota(_) => 2,
-            Wake::Placement(_) => 3,
+            Wake::Pool(_) => 3,
+            Wake::Placement(_) => 4,
         };
         assert!(told.is_sorted_by_key(rank), "{what}: told in Wake's order");
     }

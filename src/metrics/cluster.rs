@@ -59,6 +59,8 @@ struct Figures {
     waiting_longest: Seconds,
     held_seconds: GpuSeconds,
     attached_seconds: GpuSeconds,
+    exclusive_devices: Gauges,
+    named_twice: Gauges,
 }
 
 fn set(f: &Gauges, labels: Labels, v: u64) {
@@ -69,6 +71,18 @@ fn set(f: &Gauges, labels: Labels, v: u64) {
 impl Figures {
     fn of(w: &World) -> Self {
         let f = Figures::default();
+        // D7: whether the pools gpu-claims allocates in are closed to
+        // kube-scheduler.
+        let on = w.exclusive() == gpu_claims_actors::world::devices::Exclusive::On;
+        set(&f.exclusive_devices, Vec::new(), u64::from(on));
+        // D8: devices of claims' records another ResourceClaim names.
+        let mut twice = 0u64;
+        w.for_each_claim(|c| {
+            if gpu_claims_actors::rules::taken_device(c, w).is_some() {
+                twice += 1;
+            }
+        });
+        set(&f.named_twice, Vec::new(), twice);
         let r = report(w);
         f.classes(w, &r);
         f.nodes(&r);
@@ -238,7 +252,7 @@ impl Collector for ClusterGauges {
         let f = Figures::of(&self.0);
         let seconds = Some(&Unit::Seconds);
         #[rustfmt::skip]
-        let table: [(&str, &str, Option<&Unit>, &dyn EncodeMetric); 17] = [
+        let table: [(&str, &str, Option<&Unit>, &dyn EncodeMetric); 19] = [
             ("gpu_claims_claims", "GPUClaims by class and phase", None, &f.claims),
             ("gpu_claims_class_gpus_capacity", "Per class, the GPUs of its resource (or the devices of its DeviceClass) on Ready nodes it serves", None, &f.class_capacity),
             ("gpu_claims_class_gpus_allocated", "Per class, the GPUs its claims hold or owe (phases Bound, Attached, Lost)", None, &f.class_allocated),
@@ -256,6 +270,8 @@ impl Collector for ClusterGauges {
             ("gpu_claims_waiting_longest", "By namespace and reason, how long the longest-waiting set has waited (since its oldest launcher pod was made)", seconds, &f.waiting_longest),
             ("gpu_claims_held_gpu_seconds", "Per namespace and class, GPU-seconds its claims held (Bound, Attached, Lost) since this process started", None, &f.held_seconds),
             ("gpu_claims_attached_gpu_seconds", "Per namespace and class, GPU-seconds a VM used its claims' GPUs (Attached) since this process started", None, &f.attached_seconds),
+            ("gpu_claims_devices_named_twice", "GPUClaims one of whose record's devices another ResourceClaim names too (D8): given up at once where no VM uses the claim, so what stays is a VM's device someone else holds", None, &f.named_twice),
+            ("gpu_claims_dra_exclusive_devices", "1 while the pools gpu-claims allocates DRA devices in are closed to kube-scheduler by its DeviceTaintRules (D7); 0 where they cannot be (turned off, not served, refused)", None, &f.exclusive_devices),
         ];
         for (name, help, unit, family) in table {
             encode(&mut e, name, help, unit, family)?;

@@ -40,13 +40,24 @@ fn recorded(store: &Store) -> BTreeSet<(String, String, String)> {
 /// passthrough DeviceClass through a template of its own, as a training
 /// job would.
 fn foreign_pod(store: &Store, name: &str, count: u32) {
+    foreign_pod_tolerating(store, name, count, None);
+}
+
+/// The same, its request tolerating the taint `toleration` names (D7's
+/// `gpu.cozystack.io/managed`: a job an administrator lets into the pools
+/// gpu-claims manages).
+fn foreign_pod_tolerating(store: &Store, name: &str, count: u32, toleration: Option<&str>) {
+    let mut request = json!({"name": "gpu",
+        "exactly": {"deviceClassName": "vfio.gpu.nvidia.com", "count": count}});
+    if let Some(key) = toleration {
+        request["exactly"]["tolerations"] = json!([{"key": key, "operator": "Exists"}]);
+    }
     store
         .create(
             "ResourceClaimTemplate",
             json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                 "metadata": {"name": name, "namespace": OPS},
-                "spec": {"spec": {"devices": {"requests": [
-                    {"name": "gpu", "exactly": {"deviceClassName": "vfio.gpu.nvidia.com", "count": count}}]}}}}),
+                "spec": {"spec": {"devices": {"requests": [request]}}}}),
         )
         .unwrap();
     store
@@ -105,7 +116,7 @@ fn running(store: &Store, ns: &str, pod: &str) -> bool {
 }
 
 #[test]
-fn d4_a_stopped_vm_s_devices_go_to_no_other_pod_and_the_vm_started_again_runs_on_them() {
+fn d4_d7_a_stopped_vm_s_devices_go_to_no_other_pod_and_the_vm_started_again_runs_on_them() {
     let (mut c, _ctl) = story_until("Bound");
     let held = recorded(&c.store);
     assert_eq!(held.len(), 2);
@@ -130,15 +141,29 @@ fn d4_a_stopped_vm_s_devices_go_to_no_other_pod_and_the_vm_started_again_runs_on
     );
     assert!(pod_claim(&c.store, "train-4").is_some_and(|rc| allocated(&rc).is_empty()));
 
-    // A pod asking for 2 gets the node's other two.
+    // D7: a pod asking for 2 gets none of the node's two free ones
+    // either: the pool gpu-claims manages is closed to the scheduler.
     foreign_pod(&c.store, "train-2", 2);
     let store = c.store.clone();
     c.settle(
-        "D4: a pod asking 2 devices runs on the 2 no claim holds",
-        move |_| running(&store, OPS, "train-2"),
+        "D7: a pod asking 2 devices of a managed pool waits",
+        move |_| {
+            condition(&store, "train-2", "PodScheduled").is_some_and(|(status, message)| {
+                status == "False" && message.contains("cannot allocate all claims")
+            })
+        },
         NOW,
     );
-    let theirs = allocated(&pod_claim(&c.store, "train-2").unwrap());
+    // One whose request tolerates the managed taint gets the two no claim
+    // holds, never the stopped VM's.
+    foreign_pod_tolerating(&c.store, "train-2-ok", 2, Some("gpu.cozystack.io/managed"));
+    let store = c.store.clone();
+    c.settle(
+        "D4, D7: a pod tolerating the managed taint runs on the 2 no claim holds",
+        move |_| running(&store, OPS, "train-2-ok"),
+        NOW,
+    );
+    let theirs = allocated(&pod_claim(&c.store, "train-2-ok").unwrap());
     assert_eq!(theirs.len(), 2);
     assert!(theirs.is_disjoint(&held), "I9: {theirs:?} and {held:?}");
 

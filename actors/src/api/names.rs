@@ -33,3 +33,12 @@ pub const CONDITION_LOST: &str = "Lost";
 pub const CONDITION_ALLOCATION_MISSING: &str = "AllocationMissing";
 /// A GPUQuota that names a GPUClass that does not exist.
 pub const CONDITION_CLASS_MISSING: &str = "ClassMissing";
+/// D7: the taint of the DeviceTaintRules that close the pools gpu-claims
+/// allocates in to kube-scheduler (effect NoSchedule). D2 ignores it.
+pub const MANAGED_TAINT: &str = "gpu.cozystack.io/managed";
+/// D7: how gpu-claims knows its DeviceTaintRules, whatever their names.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "gpu-claims";
+/// D7: on every DRA class, whether the pools of its devices are closed to
+/// kube-scheduler (False, with why, where they cannot be).
+pub const CONDITION_EXCLUSIVE_DEVICES: &str = "ExclusiveDevices";

@@ -300,7 +300,12 @@ pub fn from_text(kind: Kind, text: &str) -> Result<Obj, serde_json::Error> {
 
 /// JSON as an object of `kind`; an error names the field
 /// (`spec.count: invalid value: integer `-1`, expected u32`).
-pub fn from_json(kind: Kind, v: Value) -> Result<Obj, DecodeError> {
+pub fn from_json(kind: Kind, mut v: Value) -> Result<Obj, DecodeError> {
+    // DeviceTaintRule at `resource.k8s.io/v1beta2` (Kubernetes 1.36, what
+    // `kubectl get -o yaml` gives there) has v1's fields: read as v1.
+    if kind == Kind::DeviceTaintRule && v["apiVersion"] == "resource.k8s.io/v1beta2" {
+        v["apiVersion"] = "resource.k8s.io/v1".into();
+    }
     fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, DecodeError> {
         serde_path_to_error::deserialize(v).map_err(|e| {
             let path = e.path().to_string();

@@ -89,6 +89,60 @@ pub fn moved(key: &str, c: &GPUClaim, from: &crate::rules::Moved, to: &str) -> E
     )
 }
 
+/// D8's Event on a claim whose record moved off a device another
+/// ResourceClaim names: which, and the devices it holds now.
+pub fn device_taken(
+    key: &str,
+    c: &GPUClaim,
+    taken: &crate::rules::Taken,
+    now: &crate::api::GPUAllocation,
+) -> Event {
+    let devices: Vec<&str> = now.spec.devices.iter().map(|d| d.device.as_str()).collect();
+    event(
+        key,
+        c.metadata.uid.clone(),
+        RuleId::D8,
+        false,
+        "DeviceTaken",
+        format!(
+            "{taken}, and no VM uses this claim: it holds {} of node {} instead",
+            devices.join(", "),
+            now.spec.node_name
+        ),
+    )
+}
+
+/// D8's Warning while a VM runs on a device another ResourceClaim names:
+/// on the GPUClaim, and (`on_claim` false) on that ResourceClaim.
+pub fn device_named_twice(key: &str, c: &GPUClaim, taken: &crate::rules::Taken) -> [Event; 2] {
+    let message = format!(
+        "{taken}, while a VM runs on GPUClaim {key}: two pods may use one GPU until one of them lets go"
+    );
+    let on_claim = event(
+        key,
+        c.metadata.uid.clone(),
+        RuleId::D8,
+        true,
+        "DeviceNamedTwice",
+        message.clone(),
+    );
+    let (ns, name) = split_key(&taken.by);
+    let (claim_ns, claim_name) = split_key(key);
+    let on_other = Event {
+        regarding: ObjRef::new(Kind::ResourceClaim, Some(ns), name),
+        uid: None,
+        warning: true,
+        reason: "DeviceNamedTwice".into(),
+        message: format!("{}: {message}", RuleId::D8),
+        rule: RuleId::D8,
+        related: Some((
+            ObjRef::new(Kind::Claim, Some(claim_ns), claim_name),
+            c.metadata.uid.clone(),
+        )),
+    };
+    [on_claim, on_other]
+}
+
 /// The Event for a write the API server refused as invalid: bad input the
 /// controller cannot fix, said where the owner of the claim looks.
 pub fn refusal(key: &str, uid: Option<String>, rule: RuleId, intent: Intent, error: &str) -> Event {

@@ -33,6 +33,10 @@ pub enum Intent {
     RestoreBackingClaim,
     /// D4: the backing claim of a GPUClaim that is gone, let go.
     ReleaseBackingClaim,
+    /// D7: a managed pool's DeviceTaintRule made, undone or deleted.
+    WriteTaintRule,
+    /// D8: a record moved off a device another ResourceClaim names.
+    GiveUpDevice,
 }
 
 impl Intent {
@@ -49,6 +53,8 @@ impl Intent {
             Intent::DeleteAllocation => "delete-allocation",
             Intent::Place => "place",
             Intent::Wait => "wait",
+            Intent::WriteTaintRule => "write-taint-rule",
+            Intent::GiveUpDevice => "give-up-device",
             Intent::EndRestarts => "end-restarts",
             Intent::RestoreBackingClaim => "restore-backing-claim",
             Intent::ReleaseBackingClaim => "release-backing-claim",

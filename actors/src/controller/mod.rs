@@ -14,6 +14,7 @@ mod messages;
 mod object;
 mod pacer;
 mod placement;
+mod pool_rules;
 mod quota;
 mod supervisor;
 
@@ -23,6 +24,7 @@ pub use journal::{Decision, DecisionLog, DecisionResult, Intent};
 pub use object::{ObjectActor, Role};
 pub use pacer::{Backoff, IoError};
 pub use placement::{LookAt, Placement, PlacementWork, Relisted};
+pub use pool_rules::{PoolLook, PoolRules, TaintRulesRefused};
 pub use quota::{QuotaActor, QuotaRole};
 pub use supervisor::{
     ConfigChanged, GetClaimTrace, Leading, Settled, Stats, StatsQuery, Supervisor, Wake,

@@ -3,11 +3,12 @@
 use super::{RuleId, Step, needs_finalizer};
 use crate::api::amount::{MOST, Tally};
 use crate::api::{
-    CLASS_FINALIZER, CONDITION_DRA_UNAVAILABLE, CONDITION_SELECTOR_INVALID, GPUClass,
-    GPUClassStatus, has_finalizer, is_deleting, remove_condition, set_condition,
+    CLASS_FINALIZER, CONDITION_DRA_UNAVAILABLE, CONDITION_EXCLUSIVE_DEVICES,
+    CONDITION_SELECTOR_INVALID, GPUClass, GPUClassStatus, has_finalizer, is_deleting,
+    remove_condition, set_condition,
 };
 use crate::world::World;
-use crate::world::devices::DraProblem;
+use crate::world::devices::{DraProblem, Exclusive};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +43,7 @@ pub fn dra_conditions(c: &GPUClass, w: &World, status: &mut GPUClassStatus, now:
         Some(p @ DraProblem::DeviceClassMissing(_)) => (None, Some(("DeviceClassMissing", p))),
         None => (None, None),
     };
+    exclusive_condition(c, w, status, now.clone());
     for (type_, said) in [
         (CONDITION_SELECTOR_INVALID, selector),
         (CONDITION_DRA_UNAVAILABLE, unavailable),
@@ -63,6 +65,35 @@ pub fn dra_conditions(c: &GPUClass, w: &World, status: &mut GPUClassStatus, now:
             }
         }
     }
+}
+
+/// D7: on a DRA class, whether the pools of its devices are closed to
+/// kube-scheduler (True), or why not (False: D7 turned off, no
+/// DeviceTaintRule served, ours refused).
+fn exclusive_condition(c: &GPUClass, w: &World, status: &mut GPUClassStatus, now: Time) {
+    if c.spec.device_class().is_none() {
+        remove_condition(&mut status.conditions, CONDITION_EXCLUSIVE_DEVICES);
+        return;
+    }
+    let (state, reason, message) = match w.exclusive() {
+        Exclusive::On => (
+            "True",
+            "PoolsClosed",
+            "every pool in which this class has a device is closed to kube-scheduler by a DeviceTaintRule of gpu-claims (gpu.cozystack.io/managed:NoSchedule): only gpu-claims allocates its devices".to_string(),
+        ),
+        Exclusive::Off(off) => ("False", off.reason(), off.to_string()),
+    };
+    set_condition(
+        &mut status.conditions,
+        Condition {
+            type_: CONDITION_EXCLUSIVE_DEVICES.into(),
+            status: state.into(),
+            reason: reason.into(),
+            message,
+            last_transition_time: now,
+            observed_generation: c.metadata.generation,
+        },
+    );
 }
 
 /// GPUs of the class's resource on Ready nodes that match its selector;

@@ -32,7 +32,9 @@ pub fn lost_reason(c: &GPUClaim, w: &World) -> Option<LostReason> {
         .is_some_and(|k| k.spec.device_class_name.is_some())
     {
         return node_failed(w, node, "")
-            .or_else(|| (!w.lost_devices(c).is_empty()).then_some(LostReason::DevicesLost));
+            .or_else(|| (!w.lost_devices(c).is_empty()).then_some(LostReason::DevicesLost))
+            // D8: a device another ResourceClaim took, and none to move to.
+            .or_else(|| super::lost_to_another(c, w).map(|_| LostReason::DevicesLost));
     }
     match w.resource_of(&c.spec.class_name) {
         Some(resource) => node_failed(w, node, &resource),
@@ -64,15 +66,24 @@ pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step<ClaimIntent> {
             let mut status = c.status.clone().unwrap_or_default();
             status.phase = Some(ClaimPhase::Lost);
             let node = c.node_name().unwrap_or_default();
-            // D6: a DRA class's devices, not its node, were lost.
+            // D6: a DRA class's devices, not its node, were lost; D8:
+            // another ResourceClaim took one.
             let lost = match reason {
                 LostReason::DevicesLost => w.lost_devices(c),
                 _ => Vec::new(),
             };
-            let message = match reason {
-                LostReason::NodeDeleted => format!("node {node} was deleted"),
-                LostReason::NodeNotReady => format!("node {node} is not Ready"),
-                LostReason::DevicesLost => match lost.as_slice() {
+            let taken = match (reason, lost.is_empty()) {
+                (LostReason::DevicesLost, true) => super::lost_to_another(c, w),
+                _ => None,
+            };
+            let message = match (reason, &taken) {
+                (LostReason::NodeDeleted, _) => format!("node {node} was deleted"),
+                (LostReason::NodeNotReady, _) => format!("node {node} is not Ready"),
+                (LostReason::DevicesLost, Some(t)) => format!(
+                    "{t}, and node {node} has no other free device of GPUClass {}: the claim moves when its VM next starts",
+                    c.spec.class_name
+                ),
+                (LostReason::DevicesLost, None) => match lost.as_slice() {
                     [] => format!("node {node} lost the GPUs of this class's resource"),
                     lost => {
                         let names: Vec<String> = lost.iter().map(|d| d.to_string()).collect();
@@ -92,10 +103,10 @@ pub fn decide_lost(c: &GPUClaim, w: &World, now: Time) -> Step<ClaimIntent> {
                 observed_generation: c.metadata.generation,
             };
             set_condition(&mut status.conditions, cond);
-            let rule = if lost.is_empty() {
-                RuleId::G6
-            } else {
-                RuleId::D6
+            let rule = match (lost.is_empty(), taken.is_some()) {
+                (_, true) => RuleId::D8,
+                (true, false) => RuleId::G6,
+                (false, false) => RuleId::D6,
             };
             Step::Do(rule, ClaimIntent::WriteStatus(status))
         }

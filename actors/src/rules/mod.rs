@@ -13,6 +13,7 @@ mod evacuation;
 mod finalizer;
 mod gate;
 mod lost;
+mod managed_pools;
 mod quota;
 mod release;
 mod request;
@@ -30,12 +31,14 @@ pub use evacuation::{
 pub use finalizer::{needs_finalizer, released};
 pub use gate::{
     AllocationWrite, Assumed, BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST,
-    DeviceClaimWrite, Forgotten, GateStep, Moved, NodesThatMatter, Plan, Unfit, WaitReason,
-    WrittenAllocations, allocated_devices, at_the_gate, backing_claim, backing_claim_to_let_go,
-    backing_claim_to_restore, controlled_by, decide_gate, orphaned_backing_claim, owned_by,
-    pod_unfit, request_mismatch, requested_claims, reserved,
+    DeviceClaimWrite, DeviceTaken, Forgotten, GateStep, GiveUp, Moved, NodesThatMatter, Plan,
+    Restore, Taken, Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate,
+    backing_claim, backing_claim_to_let_go, backing_claim_to_restore, controlled_by, decide_gate,
+    device_taken, lost_to_another, orphaned_backing_claim, owned_by, pod_unfit, request_mismatch,
+    requested_claims, reserved, taken_device,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
+pub use managed_pools::{PoolRuleWrite, decide_pool, decide_stray, desired_rule, rule_name};
 pub use quota::{decide_quota, quota_status};
 pub use release::{LiveVmi, Used, pods_left_gate, used_by_vmi, vmi_holds};
 pub use request::{
@@ -91,6 +94,10 @@ pub enum RuleId {
     D4,
     /// D6: a claim of a DRA class whose devices are lost becomes Lost.
     D6,
+    /// D7: a managed pool's DeviceTaintRule written, undone or deleted.
+    D7,
+    /// D8: a record's device another ResourceClaim names is given up.
+    D8,
     /// Q2: a GPUQuota's status (used, usedTotal, ClassMissing).
     Q2,
     /// SPEC §1: a VMI's GPU annotations that cannot be used are reported.
@@ -123,6 +130,8 @@ impl RuleId {
             RuleId::D1 => "D1",
             RuleId::D4 => "D4",
             RuleId::D6 => "D6",
+            RuleId::D7 => "D7",
+            RuleId::D8 => "D8",
             RuleId::Q2 => "Q2",
             RuleId::Annotations => "annotations",
         }

@@ -239,8 +239,22 @@ pub fn unseen_claim(v: &Vmi, w: &World) -> Option<String> {
 
 /// G2, D5: the request its annotations make or, without them, its spec.
 fn annotated_or_spec_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestError> {
-    let annotated = v.gpu_request()?;
+    let mut annotated = v.gpu_request()?;
     if !annotated.is_empty() {
+        // D5: the class annotation picks the class of a template's
+        // request; without a count annotation, the count is the
+        // template's (one that says otherwise is G3's RequestMismatch).
+        let counted = v
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crate::api::COUNT_ANNOTATION));
+        if let Some((class, count)) = annotated.class.as_mut()
+            && !counted
+            && let Some(ask) = template_asks(v, w)?.iter().find(|a| a.class == *class)
+        {
+            *count = ask.count;
+        }
         return Ok(annotated);
     }
     let asks = template_asks(v, w)?;

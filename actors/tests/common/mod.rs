@@ -370,6 +370,17 @@ impl TestCluster {
     pub fn fail_writes(&self, errors: impl IntoIterator<Item = Option<WriteError>>) {
         self.sim.cluster.faults().fail_writes.extend(errors);
     }
+
+    /// The next writes of `kind` fail with `errors`, in order.
+    pub fn fail_writes_of(&self, kind: Kind, errors: impl IntoIterator<Item = WriteError>) {
+        self.sim
+            .cluster
+            .faults()
+            .fail_kind
+            .entry(kind)
+            .or_default()
+            .extend(errors);
+    }
 }
 
 fn fmt(e: &Entry) -> String {

@@ -21,6 +21,9 @@ use tokio::time::Instant;
 pub struct WriteFaults {
     /// Each write takes the next entry: Some fails it, None lets it through.
     pub fail_writes: VecDeque<Option<WriteError>>,
+    /// Each write of the kind takes the next entry of its own (RBAC that
+    /// forbids one resource): after `fail_writes`.
+    pub fail_kind: std::collections::HashMap<Kind, VecDeque<WriteError>>,
     pub vmis_not_served: bool,
     pub fail_reads: Option<String>,
 }
@@ -152,8 +155,12 @@ impl MemCluster {
         gpu_claims_actors::api::from_json(what.kind, v).ok()
     }
 
-    fn injected(&self) -> Option<WriteError> {
-        self.faults().fail_writes.pop_front().flatten()
+    fn injected(&self, kind: Kind) -> Option<WriteError> {
+        let mut f = self.faults();
+        if let Some(e) = f.fail_writes.pop_front() {
+            return e;
+        }
+        f.fail_kind.get_mut(&kind).and_then(VecDeque::pop_front)
     }
 
     /// Journals a write; `journal` is held from before the store made it,
@@ -244,7 +251,7 @@ impl MemCluster {
     /// A create or an update of the object or its status, as the API
     /// server makes it; journaled, and answered typed.
     fn put(&self, obj: Obj, rule: RuleId, op: WriteOp) -> WriteResult<Obj> {
-        if let Some(e) = self.injected() {
+        if let Some(e) = self.injected(obj.kind()) {
             return Err(e);
         }
         let what = obj.obj_ref();
@@ -284,7 +291,7 @@ impl Writer for MemCluster {
     }
 
     async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted> {
-        if let Some(e) = self.injected() {
+        if let Some(e) = self.injected(what.kind) {
             return Err(e);
         }
         let ns = what.namespace.as_deref().unwrap_or_default();
@@ -309,7 +316,7 @@ impl Writer for MemCluster {
 
     async fn merge_patch(&self, what: ObjRef, patch: Value, rule: RuleId) -> WriteResult<Obj> {
         use gpu_claims_apiserver::patch::{PatchKind, apply};
-        if let Some(e) = self.injected() {
+        if let Some(e) = self.injected(what.kind) {
             return Err(e);
         }
         let ns = what.namespace.as_deref().unwrap_or_default();

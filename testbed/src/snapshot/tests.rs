@@ -78,3 +78,22 @@ fn a_slim_node_and_pod_are_what_the_controller_reads_of_the_fat_ones() {
         "{json}"
     );
 }
+
+/// Issue 58, item 4: a DeviceTaintRule as `kubectl get -o yaml` gives it
+/// on Kubernetes 1.36 (`v1beta2`) is read, as `run` reads it, as v1.
+#[test]
+fn a_device_taint_rule_at_v1beta2_is_read_as_v1() {
+    let text = r#"
+apiVersion: resource.k8s.io/v1beta2
+kind: DeviceTaintRule
+metadata: {name: maintenance}
+spec:
+  deviceSelector: {driver: gpu.nvidia.com, pool: n1, device: gpu-vfio-0}
+  taint: {key: example.com/maintenance, effect: NoExecute}
+"#;
+    let objs = parse(text).unwrap();
+    let [Obj::DeviceTaintRule(r)] = objs.as_slice() else {
+        panic!("{objs:?}")
+    };
+    assert_eq!(r.spec.taint.effect, "NoExecute");
+}

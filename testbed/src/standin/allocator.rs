@@ -3,11 +3,14 @@
 //! the stand-in's clusters use it: each `exactly` request of `count`
 //! devices (ExactCount, default one) or `All`, from complete pools on the
 //! node, devices its DeviceClass's and its own selectors take, not
-//! allocated to another claim, not tainted `NoSchedule`/`NoExecute`, and
+//! allocated to another claim, whose `NoSchedule` and `NoExecute` taints
+//! (the slice's, and those DeviceTaintRules put on it, as the scheduler's
+//! ResourceSlice tracker patches them in) the request tolerates
+//! (`taintPreventsAllocation`, `resourceclaim.ToleratesTaint`), and
 //! sharing the value of every `matchAttribute` constraint; first fit by
 //! pool, then device order. The allocation it writes is the scheduler's:
-//! results, the class's and the claim's config, a node selector for the
-//! node by `metadata.name`.
+//! results (with the request's tolerations), the class's and the claim's
+//! config, a node selector for the node by `metadata.name`.
 
 use gpu_claims_actors::dra::{ClassSelectors, Published, complete_devices};
 use k8s_openapi::api::resource::v1::{DeviceAttribute, ResourceSlice};
@@ -37,12 +40,58 @@ pub fn in_use(claims: &[Value]) -> BTreeSet<DeviceId> {
     out
 }
 
-fn tainted(d: &Published) -> bool {
-    d.device
+/// The taints on a device: its slice's, and those of the DeviceTaintRules
+/// whose selector takes it (the tracker's reading: every field set must
+/// match, and a rule without a selector takes every device).
+fn taints<'a>(d: &'a Published, rules: &'a [Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = d
+        .device
         .taints
         .iter()
         .flatten()
-        .any(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .collect();
+    for r in rules {
+        let s = &r["spec"]["deviceSelector"];
+        let is = |f: &str, v: &str| s[f].as_str().is_none_or(|x| x == v);
+        if is("driver", d.driver) && is("pool", d.pool) && is("device", &d.device.name) {
+            out.push(r["spec"]["taint"].clone());
+        }
+    }
+    out
+}
+
+/// `resourceclaim.ToleratesTaint`: the effect matches unless the
+/// toleration names none; the key unless it names none; `Exists` takes any
+/// value, `Equal` (or none) the same value.
+fn tolerates(toleration: &Value, taint: &Value) -> bool {
+    let field = |v: &Value, f: &str| v[f].as_str().unwrap_or_default().to_string();
+    let effect = field(toleration, "effect");
+    if !effect.is_empty() && effect != field(taint, "effect") {
+        return false;
+    }
+    let key = field(toleration, "key");
+    if !key.is_empty() && key != field(taint, "key") {
+        return false;
+    }
+    match toleration["operator"].as_str().unwrap_or("Equal") {
+        "Exists" => true,
+        "Equal" | "" => field(toleration, "value") == field(taint, "value"),
+        _ => false,
+    }
+}
+
+/// `taintPreventsAllocation`: a NoSchedule or NoExecute taint the request
+/// does not tolerate (others, `None` among them, are ignored).
+fn prevented(taints: &[Value], tolerations: &Value) -> bool {
+    taints.iter().any(|t| {
+        matches!(t["effect"].as_str(), Some("NoSchedule" | "NoExecute"))
+            && !tolerations
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|tol| tolerates(tol, t))
+    })
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -73,11 +122,16 @@ pub fn allocate(
     node: &str,
     slices: &[ResourceSlice],
     classes: &[Value],
+    rules: &[Value],
     taken: &mut BTreeSet<DeviceId>,
 ) -> Option<Value> {
-    let devices: Vec<Published> = complete_devices(slices)
+    let devices: Vec<(Published, Vec<Value>)> = complete_devices(slices)
         .into_iter()
-        .filter(|d| d.node == node && !tainted(d))
+        .filter(|d| d.node == node)
+        .map(|d| {
+            let t = taints(&d, rules);
+            (d, t)
+        })
         .collect();
     let spec = &claim["spec"]["devices"];
     let constraints: Vec<&str> = spec["constraints"]
@@ -106,6 +160,8 @@ pub fn allocate(
         .ok()?;
         let fits: Vec<&Published> = devices
             .iter()
+            .filter(|(_, t)| !prevented(t, &exact["tolerations"]))
+            .map(|(d, _)| d)
             .filter(|d| !taken.contains(&id(d)) && !chosen.contains(&id(d)))
             .filter(|d| selectors.serves(d).unwrap_or(false))
             .filter(|d| {
@@ -145,10 +201,12 @@ pub fn allocate(
         }
         for d in group {
             chosen.insert(id(d));
-            results.push(
-                json!({"request": request, "driver": d.driver, "pool": d.pool,
-                "device": d.device.name}),
-            );
+            let mut result = json!({"request": request, "driver": d.driver, "pool": d.pool,
+                "device": d.device.name});
+            if exact["tolerations"].is_array() {
+                result["tolerations"] = exact["tolerations"].clone();
+            }
+            results.push(result);
         }
         for c in class["spec"]["config"].as_array().into_iter().flatten() {
             let mut c = c.clone();

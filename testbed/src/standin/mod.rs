@@ -271,6 +271,7 @@ impl StandIn {
                 .collect(),
             classes: self.store.list("DeviceClass").0,
             claims: self.store.list(claims::CLAIM).0,
+            taint_rules: self.store.list("DeviceTaintRule").0,
         }
     }
 

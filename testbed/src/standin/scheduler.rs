@@ -124,6 +124,8 @@ pub struct DraWorld {
     pub slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
     pub classes: Vec<Value>,
     pub claims: Vec<Value>,
+    /// DeviceTaintRules, whose taints the allocator honours.
+    pub taint_rules: Vec<Value>,
 }
 
 /// Where a pod goes, and the allocations the scheduler makes for its
@@ -148,7 +150,14 @@ fn dra_filter(
     for c in claims {
         let allocation = &c["status"]["allocation"];
         if !allocation.is_object() {
-            match super::allocator::allocate(c, &n.name, &dra.slices, &dra.classes, &mut taken) {
+            match super::allocator::allocate(
+                c,
+                &n.name,
+                &dra.slices,
+                &dra.classes,
+                &dra.taint_rules,
+                &mut taken,
+            ) {
                 Some(a) => made.push((c.clone(), a)),
                 None => return Err("cannot allocate all claims"),
             }

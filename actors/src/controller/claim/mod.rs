@@ -42,6 +42,9 @@ pub struct ClaimRole {
     reported_class: Option<String>,
     /// The claim the I/O under way was decided on: its Event compares.
     writing: Option<Arc<GPUClaim>>,
+    /// D8: the device named twice last said (while a VM runs on it), so
+    /// that it is said once, not on every change.
+    said_named_twice: Option<crate::rules::Taken>,
 }
 
 impl Role for ClaimRole {
@@ -56,6 +59,7 @@ impl Role for ClaimRole {
             allocation_deleted: None,
             reported_class: None,
             writing: None,
+            said_named_twice: None,
         }
     }
 
@@ -67,6 +71,7 @@ impl Role for ClaimRole {
         let cfg = act.env.world.config();
         act.traced = cfg.trace.claims.contains(&act.key);
         act.report_missing_class(claim);
+        act.report_named_twice(claim);
         let env = &act.env;
         let (now, wall) = (env.clock.now(), env.clock.wall());
         let (step, mem) = decide_claim(claim, &env.world, &cfg, now, wall, &act.role.mem);

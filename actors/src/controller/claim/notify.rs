@@ -22,6 +22,27 @@ impl ClaimActor {
         }
     }
 
+    /// D8: a device of the claim's record that another ResourceClaim
+    /// names while a VM runs on it is said on both, once, until one of
+    /// them lets go.
+    pub(super) fn report_named_twice(&mut self, claim: &GPUClaim) {
+        let w = &self.env.world;
+        let now = match crate::rules::device_taken(claim, w, &Default::default()) {
+            Some(crate::rules::DeviceTaken::InUse(t)) => Some(t),
+            _ => None,
+        };
+        if now == self.role.said_named_twice {
+            return;
+        }
+        if let Some(t) = &now {
+            tracing::warn!(claim = %self.key, rule = "D8", other = %t.by, device = %t.device, "a device of this claim is allocated to another ResourceClaim too, while a VM runs on it");
+            for e in events::device_named_twice(&self.key, claim, t) {
+                events::publish(&self.env, e);
+            }
+        }
+        self.role.said_named_twice = now;
+    }
+
     /// The Event that goes with an AllocationMissing mark set or cleared.
     pub(super) fn publish_allocation_event(&self, claim: Option<&GPUClaim>) {
         let Some(c) = claim else { return };

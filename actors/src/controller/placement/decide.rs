@@ -62,8 +62,9 @@ impl Placement {
         })
     }
 
-    /// D4 away from the gate: the backing claim of a GPUClaim that is gone
-    /// let go; a placed claim's backing claim, gone or unallocated,
+    /// D4 and D8 away from the gate: the backing claim of a GPUClaim that
+    /// is gone let go; a record's device another ResourceClaim names given
+    /// up; a placed claim's backing claim, gone or unallocated,
     /// brought back, unless a write of ours about the claim is under way or
     /// not yet in the cache. A VMI at the gate that names it may be placing
     /// its set meanwhile: both write the record's devices, a restore never
@@ -90,8 +91,18 @@ impl Placement {
         {
             return None;
         }
-        crate::rules::backing_claim_to_restore(&c, w, &self.own.allocations)
-            .map(|d| Write::RestoreBackingClaim(Box::new(d)))
+        // D8: a device of its record another ResourceClaim names, and no
+        // VM on it: the record moves off it (Lost and in use are the
+        // claim actor's to say).
+        if let Some(crate::rules::DeviceTaken::Move(g)) =
+            crate::rules::device_taken(&c, w, &self.own.allocations)
+        {
+            return Some(Write::GiveUp(g));
+        }
+        match crate::rules::backing_claim_to_restore(&c, w, &self.own.allocations)? {
+            crate::rules::Restore::Claim(d) => Some(Write::RestoreBackingClaim(Box::new(d))),
+            crate::rules::Restore::Record(r) => Some(Write::RecordFollows(r)),
+        }
     }
 
     fn decide_vmi(&mut self, k: &str, ctx: &mut Context<Self>) -> Option<Write> {

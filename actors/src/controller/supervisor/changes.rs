@@ -9,7 +9,6 @@ use crate::api::{DecodeError, NodeFacts};
 use crate::controller::placement::{LookAt, Relisted};
 use crate::controller::{ClaimRole, ClassRole, QuotaRole};
 use crate::ports::{Kind, Obj};
-use crate::world::devices::DevicesChange;
 use crate::world::{Change, key, split_key};
 use actix::prelude::*;
 use std::collections::HashSet;
@@ -21,7 +20,7 @@ impl Supervisor {
     }
 
     /// Tells those `change` concerns (`triggers::whom`), in its order.
-    fn fan_out(&mut self, change: Change, ctx: &mut Context<Self>) {
+    pub(super) fn fan_out(&mut self, change: Change, ctx: &mut Context<Self>) {
         match &change {
             // A quota that can be read again is no longer unreadable.
             Change::Quota(q) if self.env.world.set_unreadable(Kind::Quota, &q.key, None) => {
@@ -39,6 +38,7 @@ impl Supervisor {
                 Wake::Claim(k) => self.decide_again::<ClaimRole>(&k, ctx),
                 Wake::Class(k) => self.decide_again::<ClassRole>(&k, ctx),
                 Wake::Quota(k) => self.decide_again::<QuotaRole>(&k, ctx),
+                Wake::Pool(look) => self.pools(look),
                 Wake::Placement(look) => self.place(look),
             }
         }
@@ -47,14 +47,10 @@ impl Supervisor {
     /// Whether the API server serves a DRA kind (its watch listed, or
     /// answered 404): the DRA classes say DRAUnavailable, or stop saying it.
     pub(super) fn served(&mut self, kind: Kind, served: bool, ctx: &mut Context<Self>) {
-        if !Kind::DRA.contains(&kind) {
+        if !Kind::DRA.contains(&kind) && kind != Kind::DeviceTaintRule {
             return;
         }
-        let classes = self.env.world.set_served(kind, served);
-        let change = Change::Devices(DevicesChange {
-            classes,
-            ..Default::default()
-        });
+        let change = Change::Devices(self.env.world.set_served(kind, served));
         self.fan_out(change, ctx);
     }
 

@@ -20,6 +20,7 @@ use super::claim::{ClaimRole, ClaimTrace, GetTrace};
 use super::class::{ClassRole, Released};
 use super::messages::{ActorStopped, ClaimReleased, Ping};
 use super::placement::{ConfigReloaded, LookAt, Placement, PlacementWork};
+use super::pool_rules::{PoolLook, PoolRules, TaintRulesRefused};
 use super::quota::QuotaRole;
 use crate::config::Config;
 use crate::ports::Kind;
@@ -36,6 +37,8 @@ pub struct Supervisor {
     generation: u64,
     readiness: Readiness,
     placement: Option<Addr<Placement>>,
+    /// D7's actor: the managed pools' DeviceTaintRules.
+    pool_rules: Option<Addr<PoolRules>>,
     /// When the change being handled entered: a decision asked for carries it, so that the
     /// write it causes can say how long it took.
     change_at: tokio::time::Instant,
@@ -52,6 +55,7 @@ impl Supervisor {
             generation: 0,
             readiness,
             placement: None,
+            pool_rules: None,
             change_at: tokio::time::Instant::now(),
         }
     }
@@ -111,6 +115,20 @@ impl Supervisor {
         }
     }
 
+    /// D7 looks at a pool or rule (once deciding).
+    fn pools(&self, look: PoolLook) {
+        if let (true, Some(p)) = (self.readiness.deciding(), &self.pool_rules) {
+            p.do_send(look);
+        }
+    }
+
+    /// D7's standing set again (the config, or what the API server said
+    /// of our rules): where it moved, the classes and pools are told.
+    fn exclusive_again(&mut self, refused: Option<String>, ctx: &mut Context<Self>) {
+        let change = self.env.world.set_exclusive(refused);
+        self.fan_out(crate::world::Change::Devices(change), ctx);
+    }
+
     /// Every object's actor decides, in the order of their keys: the same
     /// order on every run, so `plan` is deterministic.
     fn all_decide_again(&mut self, ctx: &mut Context<Self>) {
@@ -134,6 +152,8 @@ impl Supervisor {
                 self.place(LookAt::BackingClaim(k));
             }
         }
+        // D7: every pool's rule (a pool changed while no one decided).
+        self.pools(PoolLook::Every);
         // E2: after the sets, so that a restart's new VMI is decided first.
         if w.evacuation_has_work() {
             self.place(LookAt::Evacuation);
@@ -158,6 +178,10 @@ impl Actor for Supervisor {
         // await (`send`) from stalling on every event.
         ctx.set_mailbox_capacity(4096);
         self.placement = Some(Placement::new(self.env.clone()).start());
+        let refused = ctx.address().recipient();
+        self.pool_rules = Some(PoolRules::new(self.env.clone(), refused).start());
+        // D7's standing as the config has it (no refusal yet).
+        let _ = self.env.world.set_exclusive(None);
     }
 }
 
@@ -205,7 +229,7 @@ impl Handler<WorldEvent> for Supervisor {
 
 impl Handler<ConfigChanged> for Supervisor {
     type Result = ();
-    fn handle(&mut self, ConfigChanged(mut new): ConfigChanged, _: &mut Context<Self>) {
+    fn handle(&mut self, ConfigChanged(mut new): ConfigChanged, ctx: &mut Context<Self>) {
         self.env.activity.tick();
         let old = self.env.world.config();
         for field in old.restart_only_changes(&new) {
@@ -214,12 +238,23 @@ impl Handler<ConfigChanged> for Supervisor {
         new.kubevirt = old.kubevirt.clone();
         new.api = old.api.clone();
         self.env.world.set_config(new);
+        // D7 turned on or off: its rules are written, or ours deleted.
+        let refused = self.env.world.exclusive_refused();
+        self.exclusive_again(refused, ctx);
         // Grace timers and trace switches follow the new config.
         self.change_at = self.env.clock.now();
         self.claims.reconcile_all(self.change_at);
         if let Some(p) = &self.placement {
             p.do_send(ConfigReloaded);
         }
+    }
+}
+
+impl Handler<TaintRulesRefused> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, TaintRulesRefused(why): TaintRulesRefused, ctx: &mut Context<Self>) {
+        self.env.activity.tick();
+        self.exclusive_again(why, ctx);
     }
 }
 
@@ -290,6 +325,7 @@ impl Handler<Settled> for Supervisor {
             self.quotas.addrs(),
         );
         let placement = self.placement.clone();
+        let pool_rules = self.pool_rules.clone();
         let env = self.env.clone();
         Box::pin(async move {
             if !ready {
@@ -300,6 +336,9 @@ impl Handler<Settled> for Supervisor {
             for _ in 0..2 {
                 futures::join!(ping_all(&claims), ping_all(&classes), ping_all(&quotas));
                 if let Some(p) = &placement {
+                    let _ = p.send(Ping).await;
+                }
+                if let Some(p) = &pool_rules {
                     let _ = p.send(Ping).await;
                 }
             }

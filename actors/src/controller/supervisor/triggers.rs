@@ -4,6 +4,7 @@
 
 use crate::api::{GPUClaim, NodeFacts, vmi_owner};
 use crate::controller::placement::LookAt;
+use crate::controller::pool_rules::PoolLook;
 use crate::world::devices::DevicesChange;
 use crate::world::{
     AllocationChange, Change, ClaimChange, ClassChange, NodeChange, PodChange, QuotaChange,
@@ -26,6 +27,8 @@ pub enum Wake {
     Class(String),
     /// This quota's actor decides again.
     Quota(String),
+    /// D7 looks at this pool or rule again.
+    Pool(PoolLook),
     /// Placement looks at this again.
     Placement(LookAt),
 }
@@ -37,7 +40,10 @@ impl Wake {
             Wake::Claim(_) => 0,
             Wake::Class(_) => 1,
             Wake::Quota(_) => 2,
-            Wake::Placement(_) => 3,
+            // Before placement: a newly managed pool's rule is written
+            // before its first allocation (placement waits for it).
+            Wake::Pool(_) => 3,
+            Wake::Placement(_) => 4,
         }
     }
 }
@@ -88,11 +94,22 @@ fn devices(d: DevicesChange, w: &World, out: &mut Vec<Wake>) {
         out.push(Wake::Claim(c.clone()));
         out.push(Wake::Placement(LookAt::Claim(c)));
     }
+    // D4, D8: the records naming devices whose holds moved: their claims
+    // (Lost, or a device named twice said), and placement (brought back,
+    // or moved off a device another took).
+    out.extend(d.records.iter().cloned().map(Wake::Claim));
     out.extend(
         d.records
             .into_iter()
             .map(|r| Wake::Placement(LookAt::BackingClaim(r))),
     );
+    // D7: pools that may have become managed or not, rules that changed.
+    if d.all_pools {
+        out.push(Wake::Pool(PoolLook::Every));
+    } else {
+        out.extend(d.pools.into_iter().map(|p| Wake::Pool(PoolLook::Pool(p))));
+    }
+    out.extend(d.rules.into_iter().map(|r| Wake::Pool(PoolLook::Rule(r))));
 }
 
 fn claim(c: ClaimChange, w: &World, out: &mut Vec<Wake>) {
@@ -173,6 +190,10 @@ fn class(c: ClassChange, w: &World, out: &mut Vec<Wake>) {
     // L4 asks whether the class's resource is covered by a node's lost set.
     if c.resource_changed {
         out.extend(claims(w.claims_of_class(&c.name)));
+    }
+    // D7: the pools the class serves a device of may have moved anywhere.
+    if c.dra_devices_moved {
+        out.push(Wake::Pool(PoolLook::Every));
     }
 }
 

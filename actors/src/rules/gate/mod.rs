@@ -10,9 +10,10 @@ mod written;
 
 pub use choice::{NodesThatMatter, Unfit, pod_unfit};
 pub use devices::{
-    BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST, allocated_devices, backing_claim,
-    backing_claim_to_let_go, backing_claim_to_restore, controlled_by, orphaned_backing_claim,
-    owned_by, reserved,
+    BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST, DeviceTaken, GiveUp, Restore,
+    Taken, allocated_devices, backing_claim, backing_claim_to_let_go, backing_claim_to_restore,
+    controlled_by, device_taken, lost_to_another, orphaned_backing_claim, owned_by, reserved,
+    taken_device,
 };
 pub use members::request_mismatch;
 pub use plan::{AllocationWrite, DeviceClaimWrite, Moved, Plan};

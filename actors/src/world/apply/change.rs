@@ -42,6 +42,9 @@ pub struct ClassChange {
     pub dra_vmis: BTreeSet<String>,
     /// Gone, or serving another resource: its claims' lost sets differ.
     pub resource_changed: bool,
+    /// D7: a DRA class whose devices moved (made, gone, other selectors):
+    /// any pool may have become managed or not.
+    pub dra_devices_moved: bool,
 }
 
 pub struct AllocationChange {

@@ -169,6 +169,7 @@ impl World {
                     .is_none_or(|o| o.spec.resource_name != resource),
             serving_changed,
             dra_vmis,
+            dra_devices_moved: devices_changed,
             name,
         })
     }

@@ -23,9 +23,10 @@ pub struct DeviceFacts {
 }
 
 /// Taints that keep a device from new allocations (as the scheduler's
-/// allocator: NoSchedule and NoExecute, none tolerated by gpu-claims).
+/// allocator: NoSchedule and NoExecute, none tolerated by gpu-claims but
+/// D7's own).
 pub fn keeps_off(t: &DeviceTaint) -> bool {
-    t.effect == "NoSchedule" || t.effect == "NoExecute"
+    (t.effect == "NoSchedule" || t.effect == "NoExecute") && super::index::taint_rules::counts(t)
 }
 
 /// Counter amounts in thousandths; an amount that does not parse counts
@@ -184,10 +185,14 @@ impl DeviceIndex {
         n as u64
     }
 
-    /// The devices serving `class` on `node` that are free, by pool then name.
+    /// The devices serving `class` on `node` that are free, by pool then
+    /// name; while D7 closes pools, only those of pools already closed:
+    /// the rule is written before the first allocation in a pool.
     pub fn free_serving(&self, class: &str, node: &str) -> Vec<DeviceId> {
         let mut left = BTreeMap::new();
+        let gated = self.exclusive() == super::Exclusive::On;
         self.serving(class, node)
+            .filter(|id| !gated || self.taint_rules.closed(&id.pool_key()))
             .filter(|id| self.is_free(id, node, &mut left))
             .collect()
     }

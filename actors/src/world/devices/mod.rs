@@ -12,12 +12,15 @@
 
 mod free;
 mod index;
+mod managed;
 mod selections;
 #[cfg(test)]
 mod tests;
 
 pub use free::DeviceFacts;
-pub use index::{ClassDevices, DeviceId, DeviceState, DraProblem, allocated_devices};
+pub use index::taint_rules::{closes, is_ours, one_pool};
+pub use index::{ClassDevices, DeviceId, DeviceState, DraProblem, PoolKey, allocated_devices};
+pub use index::{Exclusive, ExclusiveOff};
 pub use selections::{RememberedSelector, Selections};
 
 use super::World;
@@ -59,6 +62,15 @@ pub struct DevicesChange {
     /// whose holds moved: a backing claim held back because another claim
     /// held one of them is brought back once it lets go.
     pub records: BTreeSet<String>,
+    /// D7: pools that may have become managed or not, or whose rules
+    /// changed.
+    pub pools: BTreeSet<PoolKey>,
+    /// D7: DeviceTaintRules (by name) that changed: one of ours edited
+    /// to name no pool is deleted.
+    pub rules: BTreeSet<String>,
+    /// D7: every pool may have become managed or not (a class's or a
+    /// DeviceClass's selectors moved on every node; D7 turned on or off).
+    pub all_pools: bool,
 }
 
 impl From<&AllocatedDevice> for DeviceId {
@@ -101,6 +113,9 @@ impl World {
         // A DeviceClass's selectors move its classes on every node.
         self.dra_free_moved(&change);
         self.dra_classes_moved(change.classes.iter().cloned());
+        // D7: and so the pools they serve a device of.
+        let mut change = change;
+        change.all_pools = !change.classes.is_empty();
         change
     }
 
@@ -214,47 +229,11 @@ impl World {
             return false;
         };
         !facts.taints.iter().any(free::keeps_off)
-            && facts.held_by.as_deref().is_none_or(|h| h == claim)
+            && d.holders_of(id).iter().all(|h| h == claim)
             && facts
                 .allocated_by
                 .as_deref()
                 .is_none_or(|r| r == allocation)
-    }
-
-    /// D3: a tenant's request selector, compiled once, its answers
-    /// remembered (`Selections`).
-    pub fn request_selector(
-        &self,
-        expression: &str,
-    ) -> Result<Arc<RememberedSelector>, crate::dra::SelectorError> {
-        self.selections.get(expression)
-    }
-
-    /// D3: whether every selector of a request takes the device (an
-    /// error on it, or a device not published, takes it not). A selector
-    /// not asked of this device as it is now is evaluated within the
-    /// decision's budget (`dra::budget`); past it, the device is taken
-    /// not, and the decision is not acted on.
-    pub fn device_selected(&self, id: &DeviceId, selectors: &[Arc<RememberedSelector>]) -> bool {
-        let d = self.devices.read();
-        let Some(placed) = d.placed(id) else {
-            return false;
-        };
-        let Some(device) = placed.device() else {
-            return false;
-        };
-        let var = crate::dra::DeviceVar::new(&id.driver, device);
-        selectors.iter().all(|s| {
-            if let Some(answer) = s.remembered(id, &placed.slice) {
-                return answer;
-            }
-            if !crate::dra::budget::charge(s.selector().cost()) {
-                return false;
-            }
-            let answer = s.selector().matches_var(&var) == Ok(true);
-            s.remember(id, &placed.slice, answer);
-            answer
-        })
     }
 
     /// D3: a device's value of a fully qualified attribute (a bare name in
@@ -309,10 +288,18 @@ impl World {
     /// Whether the API server serves `kind` (a DRA kind): told by its
     /// watch; true until a watch says otherwise. The DRA classes' standing
     /// moves with it (DRAUnavailable).
-    pub fn set_served(&self, kind: Kind, served: bool) -> BTreeSet<String> {
+    pub fn set_served(&self, kind: Kind, served: bool) -> DevicesChange {
+        let before = self.exclusive();
         let classes = self.devices.write().set_served(kind, served);
         self.dra_classes_moved(classes.iter().cloned());
-        classes
+        if before != self.exclusive() {
+            // D7: DeviceTaintRules came or went.
+            return self.exclusive_moved();
+        }
+        DevicesChange {
+            classes,
+            ..Default::default()
+        }
     }
 
     /// D2's capacity of `class` on `node`: its devices there, free or
@@ -374,6 +361,11 @@ impl World {
     /// The ResourceClaim (`ns/name`) whose allocation names the device.
     pub fn device_holder(&self, id: &DeviceId) -> Option<String> {
         self.devices.read().holder(id)
+    }
+
+    /// D8: every ResourceClaim (`ns/name`) whose allocation names the device.
+    pub fn device_holders(&self, id: &DeviceId) -> Vec<String> {
+        self.devices.read().holders_of(id)
     }
 
     pub fn resource_claim(&self, k: &str) -> Option<Arc<ResourceClaim>> {

@@ -111,3 +111,41 @@ impl Selections {
         }
     }
 }
+
+impl crate::world::World {
+    /// D3: a tenant's request selector, compiled once, its answers
+    /// remembered (`Selections`).
+    pub fn request_selector(
+        &self,
+        expression: &str,
+    ) -> Result<Arc<RememberedSelector>, crate::dra::SelectorError> {
+        self.selections.get(expression)
+    }
+
+    /// D3: whether every selector of a request takes the device (an
+    /// error on it, or a device not published, takes it not). A selector
+    /// not asked of this device as it is now is evaluated within the
+    /// decision's budget (`dra::budget`); past it, the device is taken
+    /// not, and the decision is not acted on.
+    pub fn device_selected(&self, id: &DeviceId, selectors: &[Arc<RememberedSelector>]) -> bool {
+        let d = self.devices.read();
+        let Some(placed) = d.placed(id) else {
+            return false;
+        };
+        let Some(device) = placed.device() else {
+            return false;
+        };
+        let var = crate::dra::DeviceVar::new(&id.driver, device);
+        selectors.iter().all(|s| {
+            if let Some(answer) = s.remembered(id, &placed.slice) {
+                return answer;
+            }
+            if !crate::dra::budget::charge(s.selector().cost()) {
+                return false;
+            }
+            let answer = s.selector().matches_var(&var) == Ok(true);
+            s.remember(id, &placed.slice, answer);
+            answer
+        })
+    }
+}

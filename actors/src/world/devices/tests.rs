@@ -279,14 +279,14 @@ fn d1_a_device_class_that_does_not_exist_serves_nothing_until_it_does() {
 fn d1_a_cluster_without_dra_serves_no_device_and_says_so() {
     let w = world();
     let moved = w.set_served(Kind::ResourceSlice, false);
-    assert_eq!(moved, BTreeSet::from(["h200".to_string()]));
+    assert_eq!(moved.classes, BTreeSet::from(["h200".to_string()]));
     assert_eq!(
         w.dra_problem("h200"),
         Some(DraProblem::NotServed(vec![Kind::ResourceSlice]))
     );
     assert_eq!(capacity(&w, "h200"), 0);
     // Told again: nothing moves.
-    assert!(w.set_served(Kind::ResourceSlice, false).is_empty());
+    assert!(w.set_served(Kind::ResourceSlice, false).classes.is_empty());
     w.set_served(Kind::ResourceSlice, true);
     assert_eq!(capacity(&w, "h200"), 4);
 }

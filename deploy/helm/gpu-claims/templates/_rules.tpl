@@ -139,6 +139,15 @@ level:metric:operation.
       annotations:
         summary: Evacuating node {{`{{ $labels.node }}`}} is blocked
         description: A GPU VM on the node has no VirtualMachine owner (stop it by hand), or a VM restarted off it waits at the gate (no other node can take it). `kubectl gpu-claims status` (EVACUATING) and the node's EvacuationBlocked Events say which.
+    - alert: GPUClaimsDeviceNamedTwice
+      # D8: a running VM's GPU that another ResourceClaim names too.
+      expr: max(gpu_claims_devices_named_twice) > 0
+      for: 1m
+      labels:
+        severity: critical
+      annotations:
+        summary: A GPU of a running VM is allocated to another ResourceClaim too
+        description: Two pods may use one GPU. The GPUClaim and the ResourceClaim have Warning Events DeviceNamedTwice; stop the other pod (or the VM) to let one of them go. DeviceTaintRules of gpu-claims (D7) keep kube-scheduler off these GPUs; a job that tolerates gpu.cozystack.io/managed, or an allocation written by hand, does not.
     - alert: GPUClaimsConfigRefused
       expr: sum(increase(gpu_claims_config_reloads_total{result="refused"}[10m])) > 0
       labels:

@@ -4,6 +4,7 @@
 //! [`progress`] (I6) once the controller has settled.
 
 mod evacuation;
+mod pools;
 mod progress;
 mod records;
 
@@ -18,8 +19,9 @@ use gpu_claims_actors::api::{
 use gpu_claims_actors::ports::{Kind, Obj};
 use gpu_claims_actors::rules::scheduling::fit::{NodeRoom, fits_request};
 use gpu_claims_actors::world::{World, key};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use records::{allocations_match, devices_held_once, quotas_hold};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -35,6 +37,12 @@ pub struct Checker {
     unschedulable_limit: Duration,
     /// I10: the restarts evacuation began.
     evacuations: evacuation::Evacuations,
+    /// D7: the pools our rules closed at the last check, and what each
+    /// ResourceClaim another allocator wrote was allocated to then.
+    pools: pools::ClosedPools,
+    /// D8: devices named by a record and another allocator's
+    /// ResourceClaim, as `device record resourceclaim`, ever seen.
+    pub named_twice: BTreeSet<String>,
 }
 
 /// What I7 allows past `unschedulableGrace`: the controller's settle (a
@@ -75,6 +83,8 @@ impl Checker {
             unschedulable_since: HashMap::new(),
             unschedulable_limit: grace + I7_SETTLE,
             evacuations: evacuation::Evacuations::default(),
+            pools: pools::ClosedPools::default(),
+            named_twice: BTreeSet::new(),
         }
     }
 
@@ -114,7 +124,15 @@ impl Checker {
             Obj::ResourceClaim(x) => Some(x),
             _ => None,
         });
-        devices_held_once(&records, &resource_claims, &mut v);
+        let ours = |rc: &ResourceClaim| pools::allocated_by_gpu_claims(c, rc);
+        devices_held_once(
+            &records,
+            &resource_claims,
+            &ours,
+            &mut self.named_twice,
+            &mut v,
+        );
+        self.pools.kept(c, &resource_claims, &ours, &mut v);
         self.pins(c, &mut v);
         self.unschedulable(c, &mut v);
         let journal = c.journal();

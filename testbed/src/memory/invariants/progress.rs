@@ -50,6 +50,24 @@ pub fn progress(c: &MemCluster) -> Vec<String> {
         &mut v,
     );
     let none = gpu_claims_actors::rules::WrittenAllocations::default();
+    // D8 once settled: no claim keeps a device another ResourceClaim names
+    // while no VM uses it and its node has another (it moves), nor stays
+    // placed where it has none (it is Lost).
+    fresh.for_each_claim(|c| {
+        use gpu_claims_actors::rules::{DeviceTaken, device_taken};
+        let k = ns_key(&c.metadata);
+        match device_taken(c, &fresh, &none) {
+            Some(DeviceTaken::Move(g)) => v.push(format!(
+                "D8: claim {k} keeps a device named twice ({}) though no VM uses it and its node has another",
+                g.taken
+            )),
+            Some(DeviceTaken::Lost(t)) => v.push(format!(
+                "D8: claim {k} is {} on a device named twice ({t}) with no other on its node, not Lost",
+                c.phase().as_str()
+            )),
+            Some(DeviceTaken::InUse(_)) | None => {}
+        }
+    });
     fresh.for_each_vmi(|vmi_key, vmi| {
         if let gpu_claims_actors::rules::GateStep::Place(plan) =
             gpu_claims_actors::rules::decide_gate(vmi, &fresh, &none)

@@ -95,11 +95,17 @@ fn allocated(c: &ResourceClaim) -> BTreeSet<AllocatedDevice> {
 }
 
 /// I9: no device is named by two records, or by a record and a
-/// ResourceClaim that does not hold exactly that record's devices (the
-/// one D4 allocates to them).
+/// ResourceClaim gpu-claims allocates (`ours`: a backing claim, a launcher
+/// pod's) that does not hold exactly that record's devices (the one D4
+/// allocates to them). A ResourceClaim another allocator wrote (one that
+/// tolerates D7's taint, one allocated before D7's rule, one written by
+/// hand) naming a record's device is D8's case: noticed and given up, or
+/// said, by the controller; `named_twice` counts them.
 pub(crate) fn devices_held_once(
     records: &[GPUAllocation],
     claims: &[ResourceClaim],
+    ours: &dyn Fn(&ResourceClaim) -> bool,
+    named_twice: &mut BTreeSet<String>,
     v: &mut Vec<String>,
 ) {
     let mut by_device: HashMap<&AllocatedDevice, &GPUAllocation> = HashMap::new();
@@ -122,6 +128,23 @@ pub(crate) fn devices_held_once(
         for d in &named {
             let Some(r) = by_device.get(d) else { continue };
             let recorded: BTreeSet<AllocatedDevice> = r.spec.devices.iter().cloned().collect();
+            if !ours(c) {
+                named_twice.insert(format!(
+                    "{}/{}/{} {} {}",
+                    d.driver,
+                    d.pool,
+                    d.device,
+                    ns_key(&r.metadata),
+                    ns_key(&c.metadata)
+                ));
+                continue;
+            }
+            // The record's own backing claim, between the record's write
+            // and its own (a move on the node, D8, cut short): D4's to
+            // bring back; exact once settled (`backing_claims_hold`).
+            if ns_key(&c.metadata) == ns_key(&r.metadata) {
+                continue;
+            }
             if recorded != named {
                 v.push(format!(
                     "I9: device {}/{}/{} of record {} is named by ResourceClaim {}, which does not hold that record's devices",
@@ -170,4 +193,38 @@ pub(super) fn backing_claims_hold(
             Some(_) => {}
         }
     }
+}
+
+/// Whether a ResourceClaim's requests tolerate D7's taint (NoSchedule).
+pub(crate) fn tolerates_managed(c: &ResourceClaim) -> bool {
+    let requests = c
+        .spec
+        .as_ref()
+        .and_then(|s| s.devices.as_ref())
+        .and_then(|d| d.requests.as_deref())
+        .unwrap_or_default();
+    requests.iter().any(|r| {
+        let exact = r
+            .exactly
+            .iter()
+            .flat_map(|e| e.tolerations.iter().flatten());
+        let subs = r
+            .first_available
+            .iter()
+            .flatten()
+            .flat_map(|s| s.tolerations.iter().flatten());
+        exact.chain(subs).any(|t| {
+            let key = t.key.as_deref().unwrap_or_default();
+            let effect = t.effect.as_deref().unwrap_or_default();
+            (key.is_empty() || key == gpu_claims_actors::api::MANAGED_TAINT)
+                && (effect.is_empty() || effect == "NoSchedule")
+                && (t.operator.as_deref() == Some("Exists")
+                    || t.value.as_deref().unwrap_or_default().is_empty())
+        })
+    })
+}
+
+/// The devices an allocation names, for the D7 check.
+pub(crate) fn allocated_devices_of(c: &ResourceClaim) -> BTreeSet<AllocatedDevice> {
+    allocated(c)
 }

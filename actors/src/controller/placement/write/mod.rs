@@ -15,7 +15,7 @@ use crate::controller::Env;
 use crate::controller::journal::Intent;
 use crate::controller::pacer::{IoError, ObjectWrite, Outcome, write_object};
 use crate::ports::{Event, Kind, Obj, ObjRef, Preconditions};
-use crate::rules::{DeviceClaimWrite, Plan, RuleId};
+use crate::rules::{AllocationWrite, DeviceClaimWrite, GiveUp, Plan, RuleId};
 use crate::world::key;
 use std::sync::Arc;
 
@@ -42,6 +42,12 @@ pub(super) enum Write {
     /// D4: a placed claim's backing claim, away from the gate, made or
     /// allocated again.
     RestoreBackingClaim(Box<DeviceClaimWrite>),
+    /// D4: a record brought to the devices its backing claim holds for a
+    /// pod (the devices in use are the truth).
+    RecordFollows(Box<GPUAllocation>),
+    /// D8: a record moved off a device another ResourceClaim names, on
+    /// its node, its backing claim following; then said.
+    GiveUp(Box<GiveUp>),
     /// D4: the backing claim (`ns/name`) of a GPUClaim that is gone (the
     /// uid it was made for), deleted and let go.
     ReleaseOrphanBackingClaim {
@@ -92,6 +98,8 @@ impl Write {
             Write::DeleteVmi(d) => (d.rule, Intent::DeleteVmi),
             Write::EndRestarts(_) => (RuleId::E2, Intent::EndRestarts),
             Write::RestoreBackingClaim(_) => (RuleId::D4, Intent::RestoreBackingClaim),
+            Write::GiveUp(_) => (RuleId::D8, Intent::GiveUpDevice),
+            Write::RecordFollows(_) => (RuleId::D4, Intent::RestoreBackingClaim),
             Write::ReleaseOrphanBackingClaim { .. } => (RuleId::D4, Intent::ReleaseBackingClaim),
         }
     }
@@ -115,6 +123,8 @@ impl Write {
                 .collect(),
             Write::Wait(changes) => changes.iter().map(|(c, _)| claim_key(c)).collect(),
             Write::RestoreBackingClaim(d) => vec![d.claim.clone()],
+            Write::GiveUp(g) => vec![g.claim.clone()],
+            Write::RecordFollows(r) => vec![allocation_key(r)],
             Write::DeleteVmi(_) | Write::EndRestarts(_) => Vec::new(),
         }
     }
@@ -271,6 +281,13 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
                 place::allocate_device_claim(env, *d, done).await?;
             }
         }
+        Write::GiveUp(g) => give_up(env, *g, done).await?,
+        Write::RecordFollows(r) => {
+            let node = r.spec.node_name.clone();
+            tracing::info!(claim = %allocation_key(&r), rule = "D4", intent = "record-follows-claim", "writing");
+            place::write_allocation(env, &node, AllocationWrite::Move(*r), RuleId::D4, done)
+                .await?;
+        }
         Write::ReleaseOrphanBackingClaim { key, owner_uid } => {
             let live = live_claim(env, &key).await?;
             if live.is_none_or(|c| c.metadata.uid.as_deref() != Some(owner_uid.as_str())) {
@@ -284,6 +301,26 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
         Write::DeleteVmi(d) => vmi::delete_vmi(env, *d, done).await?,
         Write::EndRestarts(ends) => restart::end_restarts(env, ends, done).await?,
     }
+    Ok(())
+}
+
+/// D8: the GPUClaim read live (one being released, or another, is not
+/// moved); its record on its node with other devices; its backing claim
+/// allocated to them (cleared first); then a Normal Event `DeviceTaken`
+/// names the other ResourceClaim.
+async fn give_up(env: &Env, g: GiveUp, done: &mut WritesDone) -> Result<(), IoError> {
+    let stands = |c: &GPUClaim| c.metadata.uid == g.uid && !crate::api::is_deleting(&c.metadata);
+    let Some(c) = live_claim(env, &g.claim).await?.filter(stands) else {
+        return Ok(());
+    };
+    let node = g.record.spec.node_name.clone();
+    let record = AllocationWrite::Move(GPUAllocation::clone(&g.record));
+    place::write_allocation(env, &node, record, RuleId::D8, done).await?;
+    place::allocate_device_claim(env, g.backing, done).await?;
+    crate::controller::events::publish(
+        env,
+        crate::controller::events::device_taken(&g.claim, &c, &g.taken, &g.record),
+    );
     Ok(())
 }
 

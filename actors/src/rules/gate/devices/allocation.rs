@@ -42,6 +42,9 @@ pub fn allocation(
                 driver: d.driver.to_string(),
                 pool: d.pool.to_string(),
                 device: d.device.to_string(),
+                // The request's tolerations, as the allocator copies them
+                // (the eviction controller reads them from the result).
+                tolerations: r.exactly.as_ref().and_then(|x| x.tolerations.clone()),
                 ..Default::default()
             });
         }

@@ -10,7 +10,7 @@ use crate::api::{GPUClaim, GPUClass};
 use crate::world::{World, key};
 use k8s_openapi::api::resource::v1::{
     CELDeviceSelector, DeviceClaim, DeviceClaimConfiguration, DeviceConstraint, DeviceRequest,
-    DeviceSelector, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim,
+    DeviceSelector, DeviceToleration, ExactDeviceRequest, OpaqueDeviceConfiguration, ResourceClaim,
     ResourceClaimSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -120,6 +120,19 @@ pub fn orphaned_backing_claim(k: &str, w: &World) -> Option<String> {
     (!standing).then_some(uid)
 }
 
+/// D7: the tolerations of the managed taint a backing claim carries.
+fn managed_tolerations() -> Vec<DeviceToleration> {
+    ["NoSchedule", "NoExecute"]
+        .into_iter()
+        .map(|effect| DeviceToleration {
+            key: Some(crate::api::MANAGED_TAINT.into()),
+            operator: Some("Exists".into()),
+            effect: Some(effect.into()),
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// D4: the backing claim `c` of DRA class `k` has, as it is created: one
 /// request `gpu` of the class's DeviceClass with its selectors and
 /// `count` devices, the class's `matchAttribute` as a constraint, and
@@ -143,6 +156,12 @@ pub fn backing_claim(c: &GPUClaim, k: &GPUClass) -> ResourceClaim {
             allocation_mode: Some("ExactCount".into()),
             count: Some(i64::from(c.spec.count)),
             selectors: (!selectors.is_empty()).then_some(selectors),
+            // D7: the pool's own closure, tolerated: no scheduler refuses
+            // to reserve this claim for the VM's pod for it (NoSchedule
+            // never affects an allocated claim; NoExecute, should a user
+            // edit our rule so, evicts no VM while D7 undoes the edit:
+            // the eviction controller counts tolerations of that effect).
+            tolerations: Some(managed_tolerations()),
             ..Default::default()
         }),
         ..Default::default()

@@ -6,6 +6,7 @@
 mod allocation;
 mod backing;
 mod choose;
+mod named_twice;
 mod restore;
 
 pub use allocation::allocation;
@@ -14,7 +15,8 @@ pub use backing::{
     backing_claim_to_let_go, controlled_by, orphaned_backing_claim, owned_by, reserved,
 };
 pub use choose::{Chosen, DeviceAsk, choose};
-pub use restore::backing_claim_to_restore;
+pub use named_twice::{DeviceTaken, GiveUp, Taken, device_taken, lost_to_another, taken_device};
+pub use restore::{Restore, backing_claim_to_restore};
 
 use super::{WaitReason, Waiting, wait};
 use crate::api::{GPUClaim, GPUClass, LauncherPod, Vmi};

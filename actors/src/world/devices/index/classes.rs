@@ -69,6 +69,13 @@ pub struct ClassDevices {
     pub by_node: BTreeMap<String, Vec<DeviceId>>,
 }
 
+impl DraClass {
+    /// The positions of the devices that serve it on `node`, ascending.
+    pub(super) fn serving_on(&self, node: &str) -> Option<&[u32]> {
+        self.serving.get(node).map(Vec::as_slice)
+    }
+}
+
 impl DeviceIndex {
     /// Evaluates every DRA class on these nodes' devices; the classes
     /// whose devices there changed.
@@ -271,10 +278,16 @@ impl DeviceIndex {
 
     pub fn problem(&self, class: &str) -> Option<DraProblem> {
         let c = self.classes.get(class)?;
-        if !self.not_served.is_empty() {
-            return Some(DraProblem::NotServed(
-                self.not_served.iter().copied().collect(),
-            ));
+        // DRA's own kinds: a cluster without DeviceTaintRules has DRA (D7
+        // says what it lacks).
+        let missing: Vec<Kind> = self
+            .not_served
+            .iter()
+            .copied()
+            .filter(|k| Kind::DRA.contains(k))
+            .collect();
+        if !missing.is_empty() {
+            return Some(DraProblem::NotServed(missing));
         }
         match &c.compiled {
             None => Some(DraProblem::DeviceClassMissing(c.device_class.clone())),

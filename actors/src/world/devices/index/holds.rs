@@ -2,7 +2,8 @@
 //! GPUAllocations' records (D2), DeviceTaintRules, and where a recorded
 //! device stands (D6). ResourceClaimTemplates are kept here too (D5).
 
-use super::{DeviceId, DeviceIndex, Placed};
+use super::PoolKey;
+use super::{DeviceId, DeviceIndex, Placed, taint_rules};
 use crate::world::devices::DevicesChange;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceTaint, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate,
@@ -21,16 +22,6 @@ pub enum DeviceState {
     PoolIncomplete,
     /// Its pool is complete without it, or has no slices at all.
     Gone,
-}
-
-/// Whether a DeviceTaintRule's selector takes the device: every field it
-/// sets matches; no selector takes none (upstream's rule).
-fn selects(rule: &DeviceTaintRule, id: &DeviceId) -> bool {
-    let Some(s) = &rule.spec.device_selector else {
-        return false;
-    };
-    let is = |f: &Option<String>, v: &str| f.as_deref().is_none_or(|f| f == v);
-    is(&s.driver, &id.driver) && is(&s.pool, &id.pool) && is(&s.device, &id.device)
 }
 
 /// The devices a claim's allocation names.
@@ -65,14 +56,45 @@ impl DeviceIndex {
             return DevicesChange::default();
         }
         for id in &before {
-            if self.holders.get(id).is_some_and(|h| h == k) {
-                self.holders.remove(id);
-            }
+            self.unhold(id, k);
         }
         for id in &after {
-            self.holders.insert(id.clone(), k.to_string());
+            self.hold(id, k);
         }
         self.touched(before.iter().chain(&after))
+    }
+
+    /// ResourceClaim `k` names the device: its holder, or one more (D8).
+    fn hold(&mut self, id: &DeviceId, k: &str) {
+        match self.holders.get(id) {
+            None => {
+                self.holders.insert(id.clone(), k.to_string());
+            }
+            Some(h) if h == k => {}
+            Some(_) => {
+                self.also_held
+                    .entry(id.clone())
+                    .or_default()
+                    .insert(k.to_string());
+            }
+        }
+    }
+
+    /// ResourceClaim `k` names the device no more: another that names it
+    /// becomes its holder.
+    fn unhold(&mut self, id: &DeviceId, k: &str) {
+        if self.holders.get(id).is_some_and(|h| h == k) {
+            self.holders.remove(id);
+            let next = self.also_held.get_mut(id).and_then(|o| o.pop_first());
+            if let Some(next) = next {
+                self.holders.insert(id.clone(), next);
+            }
+        } else if let Some(others) = self.also_held.get_mut(id) {
+            others.remove(k);
+        }
+        if self.also_held.get(id).is_some_and(BTreeSet::is_empty) {
+            self.also_held.remove(id);
+        }
     }
 
     /// D2: a GPUAllocation records these devices (none: it records none
@@ -94,10 +116,18 @@ impl DeviceIndex {
             if self.allocated.get(id).is_some_and(|(r, _)| r == k) {
                 self.allocated.remove(id);
             }
+            let pool = id.pool_key();
+            if let Some(n) = self.record_pools.get_mut(&pool) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.record_pools.remove(&pool);
+                }
+            }
         }
         for id in &devices {
             self.allocated
                 .insert(id.clone(), (k.to_string(), class.to_string()));
+            *self.record_pools.entry(id.pool_key()).or_default() += 1;
         }
         let change = self.touched(before.iter().chain(&devices));
         if !devices.is_empty() {
@@ -111,26 +141,47 @@ impl DeviceIndex {
         self.allocated.get(id).map(|(r, _)| r.as_str())
     }
 
-    /// D2: a DeviceTaintRule made, changed or removed. Rules are few and
-    /// rare: every node with devices it selected or selects looks again.
+    /// D2, D7: a DeviceTaintRule made, changed or removed: the nodes of
+    /// the pools it selected or selects (every node, for a rule that
+    /// names no pool: a platform's few), the pools whose rules moved, and
+    /// the rule itself (ours may need undoing).
     pub fn put_taint_rule(
         &mut self,
         name: &str,
         now: Option<Arc<DeviceTaintRule>>,
     ) -> DevicesChange {
-        let before = self.taint_rules.get(name).cloned();
-        if before.as_ref().map(|r| &r.spec) == now.as_ref().map(|r| &r.spec) {
+        let seen = |r: &DeviceTaintRule| (r.spec.clone(), taint_rules::is_ours(r));
+        let before = self.taint_rules.put(name, now.clone());
+        if before.as_deref().map(seen) == now.as_deref().map(seen) {
             return DevicesChange::default();
         }
-        match now.clone() {
-            Some(r) => self.taint_rules.insert(name.to_string(), r),
-            None => self.taint_rules.remove(name),
+        let mut pools: BTreeSet<PoolKey> = BTreeSet::new();
+        let mut everywhere = false;
+        for r in before.iter().chain(now.iter()) {
+            match r
+                .spec
+                .device_selector
+                .as_ref()
+                .map(|s| (&s.driver, &s.pool))
+            {
+                Some((Some(d), Some(p))) => {
+                    pools.insert((d.as_str().into(), p.as_str().into()));
+                }
+                // No selector takes nothing; a selector without a driver
+                // or a pool may take devices anywhere.
+                Some(_) => everywhere = true,
+                None => {}
+            }
+        }
+        let ids: Vec<DeviceId> = if everywhere {
+            self.all_ids().collect()
+        } else {
+            pools.iter().flat_map(|p| self.pool_ids(p)).collect()
         };
-        let selected: Vec<DeviceId> = self
-            .all_ids()
-            .filter(|id| before.iter().chain(now.iter()).any(|r| selects(r, id)))
-            .collect();
-        self.touched(selected.iter())
+        let mut change = self.touched(ids.iter());
+        change.pools.extend(pools);
+        change.rules.insert(name.to_string());
+        change
     }
 
     /// What a change of these devices' holds or taints touched: the nodes
@@ -148,6 +199,8 @@ impl DeviceIndex {
                 .iter()
                 .filter_map(|id| self.allocated_by(id).map(str::to_string))
                 .collect(),
+            // D7: a record's devices make their pool managed.
+            pools: ids.iter().map(|id| id.pool_key()).collect(),
             ..Default::default()
         }
     }
@@ -157,10 +210,7 @@ impl DeviceIndex {
         &'a self,
         id: &'a DeviceId,
     ) -> impl Iterator<Item = &'a DeviceTaint> + 'a {
-        self.taint_rules
-            .values()
-            .filter(move |r| selects(r, id))
-            .map(|r| &r.spec.taint)
+        self.taint_rules.on_device(id)
     }
 
     /// D6: where a recorded device stands.
@@ -171,7 +221,7 @@ impl DeviceIndex {
                 .iter()
                 .flatten()
                 .chain(self.rule_taints(id))
-                .any(|t| t.effect == "NoExecute");
+                .any(|t| t.effect == "NoExecute" && taint_rules::counts(t));
             return DeviceState::Published { no_execute };
         }
         let pool = id.pool_key();

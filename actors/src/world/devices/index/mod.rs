@@ -6,17 +6,20 @@
 
 mod classes;
 mod holds;
+mod managed;
 mod pools;
+pub mod taint_rules;
 
 use classes::DraClass;
 pub use classes::{ClassDevices, DraProblem};
 pub use holds::{DeviceState, allocated_devices};
+pub use managed::{Exclusive, ExclusiveOff};
 
 use crate::api::Kind;
 use k8s_openapi::api::resource::v1::{
-    Device, DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    Device, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -50,7 +53,8 @@ impl fmt::Display for DeviceId {
     }
 }
 
-pub(super) type PoolKey = (Arc<str>, Arc<str>);
+/// A pool as DRA names it: driver, pool.
+pub type PoolKey = (Arc<str>, Arc<str>);
 
 /// A device published in a complete pool: its name, its slice, and where
 /// in it. Its driver and pool are its pool's, kept once beside the list
@@ -105,6 +109,9 @@ pub(super) struct DeviceIndex {
     claims: HashMap<String, Arc<ResourceClaim>>,
     /// Per device, the ResourceClaim (`ns/name`) whose allocation names it.
     pub(super) holders: HashMap<DeviceId, String>,
+    /// D8: per device two ResourceClaims name, the others (rare: one
+    /// written by hand, or by an allocator that tolerates D7's taint).
+    pub(super) also_held: HashMap<DeviceId, BTreeSet<String>>,
     /// D2, D3: per device, the GPUAllocation (`ns/name`) that records it
     /// and that record's class: held, whether or not its ResourceClaim
     /// is allocated yet.
@@ -113,8 +120,12 @@ pub(super) struct DeviceIndex {
     by_allocation: HashMap<String, Vec<DeviceId>>,
     /// D5: ResourceClaimTemplates, by `ns/name`.
     templates: HashMap<String, Arc<ResourceClaimTemplate>>,
-    /// D2: DeviceTaintRules, by name (few: a platform's).
-    taint_rules: BTreeMap<String, Arc<DeviceTaintRule>>,
+    /// D2, D7: DeviceTaintRules, by name and by the pool they select.
+    pub(super) taint_rules: taint_rules::TaintRules,
+    /// D7: per pool, how many devices records name in it.
+    record_pools: HashMap<PoolKey, u32>,
+    /// D7: whether gpu-claims closes the pools it manages.
+    exclusive: managed::ExclusiveState,
     not_served: BTreeSet<Kind>,
 }
 
@@ -136,6 +147,16 @@ impl DeviceIndex {
         self.holders.get(id).cloned()
     }
 
+    /// Every ResourceClaim (`ns/name`) whose allocation names the device.
+    pub fn holders_of(&self, id: &DeviceId) -> Vec<String> {
+        self.holders
+            .get(id)
+            .into_iter()
+            .chain(self.also_held.get(id).into_iter().flatten())
+            .cloned()
+            .collect()
+    }
+
     pub fn claim(&self, k: &str) -> Option<Arc<ResourceClaim>> {
         self.claims.get(k).cloned()
     }
@@ -150,7 +171,7 @@ impl DeviceIndex {
             Kind::ResourceSlice => self.slices.keys().cloned().collect(),
             Kind::ResourceClaim => self.claims.keys().cloned().collect(),
             Kind::ResourceClaimTemplate => self.templates.keys().cloned().collect(),
-            Kind::DeviceTaintRule => self.taint_rules.keys().cloned().collect(),
+            Kind::DeviceTaintRule => self.taint_rules.names().cloned().collect(),
             _ => Vec::new(),
         };
         keys.sort();

@@ -115,9 +115,12 @@ impl DeviceIndex {
             pools.insert(p);
         }
         let mut change = DevicesChange::default();
-        for p in pools {
-            change.nodes.extend(self.republish(&p));
+        for p in &pools {
+            change.nodes.extend(self.republish(p));
         }
+        // D7: the pool, and the others on its nodes (their classes were
+        // evaluated again), may be managed or not now.
+        change.pools = pools;
         if selectors_see_change {
             change.classes = self.evaluate_nodes(&change.nodes);
         }
@@ -125,6 +128,8 @@ impl DeviceIndex {
         // whether it serves: every class with devices there counts again.
         for n in &change.nodes {
             change.classes.extend(self.classes_on(n));
+            let on: Vec<PoolKey> = self.pools_on(n).cloned().collect();
+            change.pools.extend(on);
         }
         change
     }
@@ -229,6 +234,21 @@ impl DeviceIndex {
             Ok(at) => &pools[at].1,
             Err(_) => &[],
         }
+    }
+
+    /// The devices a complete pool publishes, on every node it publishes on.
+    pub(super) fn pool_ids(&self, pool: &PoolKey) -> Vec<DeviceId> {
+        self.pool_nodes
+            .get(pool)
+            .into_iter()
+            .flatten()
+            .flat_map(|n| self.pool_devices(n, pool).iter().map(|d| d.id(pool)))
+            .collect()
+    }
+
+    /// The pools published on `node`.
+    pub(super) fn pools_on(&self, node: &str) -> impl Iterator<Item = &PoolKey> {
+        self.nodes.get(node).into_iter().flatten().map(|(p, _)| p)
     }
 
     /// Every device published in a complete pool.
