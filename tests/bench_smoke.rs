@@ -101,6 +101,17 @@ fn the_dra_world_places_every_vm_answers_each_change_with_exactly_its_writes_and
         d.slice_change_p99_us > 0.0 && d.node_change_p99_us > 0.0,
         "{d:#?}"
     );
+    // D7: a rule per managed pool (a node's), written again from scratch
+    // with one write each, and a pool published or gone: its rule's write
+    // and the class's count, nothing more.
+    let r = &d.rules;
+    assert_eq!(
+        (r.pools, r.rules, r.write_all_writes),
+        (24, 24, 24),
+        "{r:#?}"
+    );
+    assert_eq!(r.pool_changes, 12, "{r:#?}");
+    assert_eq!(r.pool_change_writes, r.pool_change_writes_min, "{r:#?}");
     let cold = d.cold.expect("the cold start");
     assert_eq!(cold.controller_writes, 0, "{cold:?}");
 }

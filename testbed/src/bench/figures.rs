@@ -215,6 +215,21 @@ pub fn print(f: &Figures) {
             d.writes,
             d.writes_min
         );
+        let r = &d.rules;
+        println!(
+            "D7, {} managed pools, {} rules: all written in {:.2} s ({} writes), {} B a rule in the world; \
+             a pool published or gone to its rule's write p50/p99 {:.1}/{:.1} us ({} changes, {} writes / {} minimum)",
+            r.pools,
+            r.rules,
+            r.write_all_s,
+            r.write_all_writes,
+            r.bytes_per_rule,
+            r.pool_change_p50_us,
+            r.pool_change_p99_us,
+            r.pool_changes,
+            r.pool_change_writes,
+            r.pool_change_writes_min
+        );
         if let Some(c) = &d.cold {
             println!(
                 "DRA cold start over HTTP: controller {:.2} s, bare reflector {:.2} s, ratio {:.2} (medians of {}; controller writes on the converged world: {})",

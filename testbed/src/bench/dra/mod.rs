@@ -7,8 +7,10 @@
 //! node's change (NotReady, G6, and Ready again) in the same world; and
 //! the cold start over HTTP against a bare reflector of the same kinds.
 
+mod rules;
 mod world;
 
+pub use rules::RuleFigures;
 pub use world::objects;
 use world::{converged, ready_node, record, slice_names, tainted_slice};
 
@@ -54,6 +56,8 @@ pub struct DraFigures {
     /// Writes the changes made (each one: the claim's status).
     pub writes: usize,
     pub writes_min: usize,
+    /// D7: the managed pools' rules (issue 58).
+    pub rules: RuleFigures,
     pub cold: Option<super::cold::ColdFigures>,
 }
 
@@ -140,7 +144,8 @@ pub fn measure(
     let (world_bytes, object_bytes) = bytes_per_device(&store, live_bytes);
     let changes = changes.min(vms / 2);
     let s = store.clone();
-    let (slice, node, writes, writes_min) = in_system(move || {
+    let mut rules = rules::measure(&store, nodes, vms, live_bytes);
+    let (slice, node, writes, writes_min, pools) = in_system(move || {
         Box::pin(async move {
             let h = Harness::start(s.clone());
             h.synced(vms).await;
@@ -216,9 +221,17 @@ pub fn measure(
                     writes_min += moved;
                 }
             }
-            (slice, by_node, writes, writes_min)
+            // D7: pools published and gone, each to its rule's write.
+            let pools = rules::pool_changes(&h, &s, changes).await;
+            (slice, by_node, writes, writes_min, pools)
         })
     });
+    let (mut pool, pool_writes, pool_least) = pools;
+    rules.pool_changes = pool.len();
+    rules.pool_change_p50_us = us(percentile(&mut pool, 50.0));
+    rules.pool_change_p99_us = us(percentile(&mut pool, 99.0));
+    rules.pool_change_writes = pool_writes;
+    rules.pool_change_writes_min = pool_least;
     let (mut slice, mut node) = (slice, node);
     let s99 = percentile(&mut slice, 99.0);
     let n99 = percentile(&mut node, 99.0);
@@ -241,6 +254,7 @@ pub fn measure(
             / 100.0,
         writes,
         writes_min,
+        rules,
         cold,
     }
 }
