@@ -1,4 +1,4 @@
-//! The command line (SPEC section 6).
+//! The command line (README, "Commands").
 
 use crate::{crd, run};
 use clap::{Parser, Subcommand};

@@ -16,7 +16,7 @@ use actix::Actor;
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::controller::{ConfigChanged, Env, Leading, Ports, Supervisor};
 use gpu_claims_actors::ports::{Guarded, TokioClock, Writer};
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -79,7 +79,8 @@ impl Controller {
             webhook,
             election,
         } = launch;
-        let world = Arc::new(World::new(config.clone()));
+        let writer_of_world = WorldWriter::new(config.clone());
+        let world = writer_of_world.reader();
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Metrics::register(&mut registry, Some(world.clone()));
         let kube = KubePorts::new(
@@ -99,9 +100,14 @@ impl Controller {
         let fence = election
             .as_ref()
             .map(|e| Arc::new(Fence::new(e.lease.renew_deadline, e.lease.lease_duration)));
-        if let Some(f) = &fence {
+        if let (Some(f), Some(e)) = (&fence, &election) {
             // The same fence at the wire, for what is sent past the writer.
-            let _ = clients.fence.set(f.clone());
+            let wire = crate::leader::wire::WireFence::new(
+                f.clone(),
+                &e.lease.lease_namespace,
+                &e.lease.lease_name,
+            );
+            let _ = clients.fence.set(wire);
         }
         let writer: Arc<dyn Writer> = match &fence {
             Some(f) => Arc::new(Guarded {
@@ -119,8 +125,8 @@ impl Controller {
         };
         let env = Env::new(world, ports);
         let supervisor = match election {
-            Some(_) => Supervisor::new(env.clone()).standby(),
-            None => Supervisor::new(env.clone()),
+            Some(_) => Supervisor::new(env.clone(), writer_of_world).standby(),
+            None => Supervisor::new(env.clone(), writer_of_world),
         }
         .start();
         let watchers = Supervisor::watched_kinds(&config)

@@ -1,4 +1,4 @@
-//! `gpu-claims status` (SPEC §6), also `kubectl gpu-claims status`: where
+//! `gpu-claims status` (README, "Commands"), also `kubectl gpu-claims status`: where
 //! the GPUs are, read from the cluster through the kubeconfig with the
 //! deadlines `run` has. Every kind is listed in pages into one world, the
 //! report is one pass over it (`gpu_claims_actors::status`).
@@ -8,7 +8,7 @@ use crate::kube_ports::{api, typed};
 use gpu_claims_actors::api::Kind;
 use gpu_claims_actors::printable::printable;
 use gpu_claims_actors::status::{Report, report};
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use kube::api::ListParams;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -76,8 +76,11 @@ pub async fn connect(
 }
 
 /// These kinds listed into one world, and the kinds that could not be read.
-pub async fn read_world(clients: &Clients, kinds: &[Kind]) -> anyhow::Result<(World, Vec<String>)> {
-    let world = World::new(Default::default());
+pub async fn read_world(
+    clients: &Clients,
+    kinds: &[Kind],
+) -> anyhow::Result<(WorldWriter, Vec<String>)> {
+    let world = WorldWriter::new(Default::default());
     let mut not_read = Vec::new();
     for &kind in kinds {
         match list(clients, kind).await? {

@@ -75,7 +75,8 @@ async fn a_write_is_not_sent_while_the_fence_is_closed() {
         Duration::from_secs(10),
         Duration::from_secs(15),
     ));
-    clients.fence.set(fence.clone()).ok().unwrap();
+    let wire = gpu_claims::leader::wire::WireFence::new(fence.clone(), "gpu-claims", "gpu-claims");
+    clients.fence.set(wire).ok().unwrap();
     let mut registry = prometheus_client::registry::Registry::default();
     let ports = KubePorts::new(
         clients.requests.clone(),

@@ -641,9 +641,9 @@ struct Known {
 impl Known {
     fn of(groups: &Value) -> Self {
         let mut registry = prometheus_client::registry::Registry::default();
-        let world = std::sync::Arc::new(gpu_claims_actors::world::World::new(
-            gpu_claims_actors::Config::default(),
-        ));
+        let world =
+            gpu_claims_actors::world::WorldWriter::new(gpu_claims_actors::Config::default())
+                .reader();
         let m = gpu_claims::metrics::Metrics::register(&mut registry, Some(world));
         // A family shows once it has a series: give each one.
         m.write(WriteOp::Create, Kind::Claim, RuleId::G2, "ok");

@@ -107,6 +107,7 @@ fn used_ids() -> BTreeMap<String, PathBuf> {
 struct Row {
     id: String,
     decided_by: String,
+    writes: String,
     tests: String,
 }
 
@@ -116,11 +117,12 @@ fn rule_map(doc: &str) -> Vec<Row> {
         .filter(|l| l.starts_with("| ") && !l.starts_with("| Rule"))
         .map(|l| {
             let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-            assert_eq!(cells.len(), 4, "a row of four cells: {l}");
+            assert_eq!(cells.len(), 5, "a row of five cells: {l}");
             Row {
                 id: cells[0].to_string(),
                 decided_by: cells[1].to_string(),
-                tests: cells[3].to_string(),
+                writes: cells[2].to_string(),
+                tests: cells[4].to_string(),
             }
         })
         .collect()
@@ -129,6 +131,36 @@ fn rule_map(doc: &str) -> Vec<Row> {
 /// The backticked words of a cell.
 fn quoted(cell: &str) -> Vec<&str> {
     cell.split('`').skip(1).step_by(2).collect()
+}
+
+/// A cell of places: `path` `fn`, `fn`; `path` `fn`: each file and the
+/// functions named in it.
+fn places(cell: &str) -> Vec<(&str, Vec<&str>)> {
+    cell.split(';')
+        .filter_map(|group| {
+            let words = quoted(group);
+            let (path, fns) = words.split_first()?;
+            Some((*path, fns.to_vec()))
+        })
+        .collect()
+}
+
+/// What is wrong with a cell of places: a file that does not exist, a
+/// function not in its file.
+fn wrong_places(id: &str, column: &str, cell: &str) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (path, fns) in places(cell) {
+        let Ok(text) = std::fs::read_to_string(root().join(path)) else {
+            wrong.push(format!("{id}: {column}: {path} does not exist"));
+            continue;
+        };
+        for f in fns {
+            if !text.contains(&format!("fn {f}")) {
+                wrong.push(format!("{id}: {column}: no fn {f} in {path}"));
+            }
+        }
+    }
+    wrong
 }
 
 #[test]
@@ -164,20 +196,17 @@ fn the_rule_map_names_functions_and_tests_that_exist_and_cite_their_rule() {
             }
             continue;
         }
-        let decided = quoted(&row.decided_by);
-        let Some(path) = decided.first() else {
+        let decided = places(&row.decided_by);
+        let Some((path, _)) = decided.first() else {
             wrong.push(format!("{id}: no file decides it"));
             continue;
         };
-        let Ok(text) = std::fs::read_to_string(root().join(path)) else {
-            wrong.push(format!("{id}: {path} does not exist"));
-            continue;
-        };
-        if let Some(f) = decided.get(1)
-            && !text.contains(&format!("fn {f}"))
-        {
-            wrong.push(format!("{id}: no fn {f} in {path}"));
+        wrong.extend(wrong_places(id, "decided by", &row.decided_by));
+        wrong.extend(wrong_places(id, "writes", &row.writes));
+        if row.writes.is_empty() {
+            wrong.push(format!("{id}: its writes are not said (none: say so)"));
         }
+        let text = std::fs::read_to_string(root().join(path)).unwrap_or_default();
         if path.ends_with(".rs") && !ids_in(&text).contains(id) {
             wrong.push(format!("{id}: {path} does not cite it"));
         }
@@ -219,4 +248,100 @@ fn rule_ids_and_their_ranges_are_read_as_written() {
     );
     assert_eq!(ids("i64 I64 E2E L0 G12x fn l1_ a1"), Vec::<String>::new());
     assert_eq!(ids("(L12)"), ["L12"]);
+}
+
+/// Every file of the repository's own text (code, docs, config, chart):
+/// generated protobuf aside.
+fn own_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if p.is_dir() {
+            if !["target", ".git", "proto", "node_modules"].contains(&name) {
+                own_files(&p, out);
+            }
+        } else if ["rs", "md", "yaml", "tpl", "txt", "py", "json"]
+            .iter()
+            .any(|x| p.extension().is_some_and(|e| e == *x))
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// What cites a document the repository does not hold: the
+/// specification it was built from (`SPEC`, its `§`s and numbered
+/// sections), or a `.md` file that is not there.
+fn foreign_references(text: &str, dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let words: Vec<&str> = line
+            .split(|c: char| {
+                !c.is_ascii_alphanumeric() && c != '.' && c != '/' && c != '-' && c != '_'
+            })
+            .collect();
+        if words.contains(&"SPEC") || line.contains('§') {
+            out.push(format!("line {}: {line}", i + 1));
+        }
+        let lower = line.to_lowercase();
+        if let Some(at) = lower.find("section ")
+            && lower[at + "section ".len()..].starts_with(|c: char| c.is_ascii_digit())
+        {
+            out.push(format!("line {}: a numbered section: {line}", i + 1));
+        }
+        // A link elsewhere (a URL) is not the repository's to hold.
+        for w in words
+            .iter()
+            .filter(|w| w.ends_with(".md") && w.len() > 3 && !w.contains("//"))
+        {
+            let path = w.trim_start_matches("./");
+            let held = [root(), dir.to_path_buf(), root().join("docs")]
+                .iter()
+                .any(|d| d.join(path).exists());
+            if !held {
+                out.push(format!("line {}: {w} is not in the repository", i + 1));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_repository_cites_no_document_or_section_it_does_not_hold() {
+    let mut files = Vec::new();
+    own_files(&root(), &mut files);
+    let mut wrong = Vec::new();
+    for f in files {
+        // This file names what it looks for.
+        if f.ends_with("tests/design_doc.rs") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let dir = f.parent().unwrap_or(&f);
+        for w in foreign_references(&text, dir) {
+            wrong.push(format!(
+                "{}: {w}",
+                f.strip_prefix(root()).unwrap_or(&f).display()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn a_foreign_reference_is_told_from_the_repository_s_own() {
+    let here = root();
+    assert_eq!(
+        foreign_references("see docs/design.md, \"Objects\"", &here),
+        Vec::<String>::new()
+    );
+    assert_eq!(foreign_references("per SPEC §8", &here).len(), 1);
+    assert_eq!(foreign_references("(SPEC section 9)", &here).len(), 2);
+    assert_eq!(foreign_references("read docs/nowhere.md", &here).len(), 1);
+    assert!(foreign_references("GPU_CLAIMS_SPEC or a SPECTRUM", &here).is_empty());
 }

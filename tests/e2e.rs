@@ -553,7 +553,7 @@ fn failed_create(
     Some(e["message"].as_str()?.to_string())
 }
 
-/// Issue 13, item 7 (SPEC G1): the API server calls `run`'s webhook over
+/// Issue 13, item 7 (G1): the API server calls `run`'s webhook over
 /// TLS as the chart registers it. With every replica down, a VM without
 /// GPUs still starts (matchConditions never send its pod) while a GPU
 /// VM's pod is refused (failurePolicy Fail) and retried; once a

@@ -41,14 +41,65 @@ fn module_of(src: &Path, file: &Path) -> ModPath {
     m
 }
 
-/// The text a module compiles outside tests, without comments.
+/// The text a module compiles outside tests, without comments: every
+/// item after a `#[cfg(test)]` is left out (a `mod x;`, or a block to its
+/// closing brace), and everything else of the file kept, what comes
+/// after a test module included.
 fn code_of(file: &Path) -> String {
     let text = std::fs::read_to_string(file).unwrap();
-    let text = text.split("#[cfg(test)]").next().unwrap_or_default();
-    text.lines()
+    let text: String = text
+        .lines()
         .map(|l| l.split("//").next().unwrap_or_default())
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    without_test_items(&text)
+}
+
+/// `text` without the items `#[cfg(test)]` marks.
+fn without_test_items(text: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(MARK) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + MARK.len()..];
+        rest = &rest[item_end(rest)..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the item at the start of `s` ends: after its `;` if it has no
+/// body, else after the brace that closes its first (braces in string
+/// and char literals not counted).
+fn item_end(s: &str) -> usize {
+    let b = s.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'\'' if i + 2 < b.len() && b[i + 2] == b'\'' => i += 2,
+            b';' if depth == 0 => return i + 1,
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
 }
 
 /// `a::{b, c::{d, e}}` as `a::b`, `a::c::d`, `a::c::e`.
@@ -222,6 +273,17 @@ fn no_module_of_any_crate_depends_on_itself_through_its_siblings() {
         }
     }
     assert!(cycles.is_empty(), "{cycles:#?}");
+}
+
+#[test]
+fn the_reader_keeps_what_follows_a_test_module_and_leaves_the_tests_out() {
+    let code = "use crate::a::b;\n#[cfg(test)]\nmod tests;\nuse crate::c::d;\n#[cfg(test)]\nmod more {\n    use crate::e::f;\n    fn g() { let s = \"}\"; let c = '{'; }\n}\nfn h() { crate::i::j(); }";
+    let kept = without_test_items(code);
+    let paths = paths_in(&kept);
+    for want in ["crate::a::b", "crate::c::d", "crate::i::j"] {
+        assert!(paths.iter().any(|p| p == want), "{want} in {paths:?}");
+    }
+    assert!(!paths.iter().any(|p| p == "crate::e::f"), "{paths:?}");
 }
 
 #[test]

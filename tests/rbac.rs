@@ -222,9 +222,9 @@ fn the_rbac_allows_every_request_of_the_controller_and_grants_nothing_unused() {
     }
 }
 
-/// Q3 (SPEC §8): the chart's tenant roles, aggregated into the built-in
+/// Q3 (docs/design.md, "Tenant quotas"): the chart's tenant roles, aggregated into the built-in
 /// roles as kube-controller-manager does it, give a tenant bound to `edit`
-/// in its namespace what SPEC says and nothing more, as the API server's
+/// in its namespace what Q3 says and nothing more, as the API server's
 /// SubjectAccessReviews judge it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn q3_a_tenant_bound_to_edit_makes_claims_reads_quotas_and_classes_and_writes_nothing_else() {

@@ -1,4 +1,4 @@
-//! `gpu-claims status` (SPEC §6) through the real binary against the
+//! `gpu-claims status` (README, "Commands") through the real binary against the
 //! demo's cluster over HTTP: per class, node and quota, and each set
 //! waiting at the gate with its reason; also as the kubectl plugin.
 mod common;

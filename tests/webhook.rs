@@ -5,7 +5,7 @@ use gpu_claims::controller::serve_webhook;
 use gpu_claims::webhook::{Admission, CertFiles, WebhookState, admit, response};
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, SCHEDULING_GATE};
 use gpu_claims_actors::ports::Kind;
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_actors::{Config, api::Vmi};
 use gpu_claims_testbed::fixtures::{class, vmi};
 use gpu_claims_testbed::memory::MemCluster;
@@ -50,8 +50,8 @@ fn review(gates: Option<Value>) -> Value {
 const H200: &str = "nvidia.com/GH100_H200";
 
 /// The controller's world with its classes listed: class h200 serves H200.
-fn classes() -> World {
-    let w = World::new(Config::default());
+fn classes() -> WorldWriter {
+    let w = WorldWriter::new(Config::default());
     w.load(class("h200", H200).obj());
     w.relisted(Kind::Class, None);
     w
@@ -110,7 +110,7 @@ fn g1_a_vmi_asking_only_in_its_spec_gets_its_pod_gated() {
 
 #[test]
 fn g1_before_the_classes_are_listed_a_pod_that_may_ask_for_devices_is_refused() {
-    let unlisted = World::new(Config::default());
+    let unlisted = WorldWriter::new(Config::default());
     let r = review_requesting(H200, 1);
     let Admission::Deny(m) = admit(&r["request"], None, &unlisted) else {
         panic!("a refusal")
@@ -337,7 +337,7 @@ async fn webhook_at(
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = gpu_claims::metrics::Metrics::register(&mut registry, None);
     let state = WebhookState {
-        world: Arc::new(World::new(Config::default())),
+        world: WorldWriter::new(Config::default()).reader(),
         reader: MemCluster::new(store),
         metrics: Some(metrics),
     };
@@ -615,7 +615,7 @@ fn g1_over_https_with_a_certificate_rotated_on_disk() {
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let first = write_cert(dir.path());
-        let world = Arc::new(World::new(Config::default()));
+        let world = WorldWriter::new(Config::default()).reader();
         let store = Arc::new(Store::new(
             Arc::new(k8s_openapi::jiff::Timestamp::now),
             STATUS_KINDS,
@@ -767,7 +767,7 @@ fn through_template(t: &str) -> Vmi {
 #[test]
 fn d5_a_launcher_of_a_vmi_asking_through_a_template_of_a_dra_class_is_gated_and_an_unseen_template_refused()
  {
-    let w = World::new(Config::default());
+    let w = WorldWriter::new(Config::default());
     w.load(gpu_claims_testbed::fixtures::dra_class("h200-dra", "vfio.gpu.nvidia.com").obj());
     w.relisted(Kind::Class, None);
     w.relisted(Kind::ResourceClaimTemplate, None);

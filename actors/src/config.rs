@@ -1,4 +1,4 @@
-//! The configuration file's shape (SPEC section 5) and its reading from
+//! The configuration file's shape (docs/operations.md, "Config and reload") and its reading from
 //! text ([`Config::parse`]). Reading and watching the file belong to the
 //! operator; the actors read [`Config`].
 
@@ -32,7 +32,7 @@ pub struct Config {
     pub dra: DraConfig,
 }
 
-/// Section 9: how gpu-claims allocates DRA devices.
+/// D1-D8: how gpu-claims allocates DRA devices.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DraConfig {

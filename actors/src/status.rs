@@ -1,4 +1,4 @@
-//! "Where are my GPUs": what `gpu-claims status` shows (SPEC §6), read off
+//! "Where are my GPUs": what `gpu-claims status` shows (README, "Commands"), read off
 //! a world loaded from the cluster's lists in one pass, with the same
 //! indexes and counts the controller decides by.
 
@@ -40,7 +40,7 @@ pub struct ClassRow {
     pub name: String,
     /// The device plugin's resource; empty for a DRA class.
     pub resource: String,
-    /// A DRA class's DeviceClass (section 9).
+    /// A DRA class's DeviceClass (D1-D8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_class: Option<String>,
     pub capacity: u64,

@@ -8,7 +8,7 @@ use gpu_claims_actors::api::{
 };
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::rules::{ClassIntent, RuleId, Step, decide_class};
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::{World, WorldWriter};
 use gpu_claims_testbed::standin::nvidia;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -238,7 +238,7 @@ fn decided(w: &World, class: &GPUClass) -> Step<ClassIntent> {
 
 #[test]
 fn d1_a_cluster_that_serves_no_dra_has_its_dra_classes_say_dra_unavailable() {
-    let w = World::new(Config::default());
+    let w = WorldWriter::new(Config::default());
     let c = dra_class("h200", VFIO).obj();
     w.load(c.clone());
     let Obj::Class(c) = c else { unreachable!() };

@@ -12,7 +12,7 @@ use gpu_claims_actors::config::Config;
 use gpu_claims_actors::rules::{
     Restore, WrittenAllocations, backing_claim, backing_claim_to_restore,
 };
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_testbed::fixtures::ClaimBuilder;
 use gpu_claims_testbed::memory::store::Subresource;
 use gpu_claims_testbed::standin::nvidia::{self, DRIVER};
@@ -118,7 +118,7 @@ enum Backing {
 /// the class `class_name` with its record on n1's gpu-vfio-0 and -1, the
 /// backing claim as `b` says, and `foreign`: a ResourceClaim of another
 /// namespace allocated to gpu-vfio-1 (taken while ours was gone).
-fn restore_world(c: &GPUClaim, class_name: &str, b: Backing, foreign: bool) -> World {
+fn restore_world(c: &GPUClaim, class_name: &str, b: Backing, foreign: bool) -> WorldWriter {
     let n1 = node("n1")
         .passthrough_gpus("NVIDIA H200", 4, "141Gi", "0x2335")
         .obj();
@@ -197,7 +197,7 @@ fn restore_world(c: &GPUClaim, class_name: &str, b: Backing, foreign: bool) -> W
                 "status": {"allocation": {"devices": {"results": [result("gpu-vfio-1")]}}}}),
         ));
     }
-    let w = World::new(Config::default());
+    let w = WorldWriter::new(Config::default());
     for o in objs {
         w.load(o);
     }
@@ -352,7 +352,7 @@ fn d4_orphaned_backing_claim_table() {
             Some(uid.clone())),
     ];
     for (what, claim, rc, want) in cases {
-        let w = World::new(Config::default());
+        let w = WorldWriter::new(Config::default());
         w.load(dra_class("h200", VFIO).obj());
         if let Some(c) = claim {
             w.load(Obj::Claim(c));

@@ -10,7 +10,7 @@ use common::*;
 use gpu_claims_actors::api::{CONDITION_EXCLUSIVE_DEVICES, ClaimPhase, Kind};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::WriteError;
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_testbed::standin::nvidia;
 use serde_json::{Value, json};
 
@@ -253,7 +253,7 @@ fn d7_a_refused_rule_turns_it_off_with_the_api_server_s_words_and_placement_goes
 
 #[test]
 fn d7_where_no_device_taint_rule_is_served_the_classes_say_so_and_nothing_is_written() {
-    let w = World::new(Config::default());
+    let w = WorldWriter::new(Config::default());
     w.load(dra_class("h200", VFIO).obj());
     w.set_exclusive(None);
     assert_eq!(

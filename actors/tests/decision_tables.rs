@@ -9,14 +9,14 @@ use gpu_claims_actors::api::{
 };
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::rules::*;
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_testbed::fixtures::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::time::Duration;
 use tokio::time::Instant;
 
-fn world_of(objs: Vec<Obj>) -> World {
-    let w = World::new(Config::default());
+fn world_of(objs: Vec<Obj>) -> WorldWriter {
+    let w = WorldWriter::new(Config::default());
     for o in objs {
         w.load(o);
     }

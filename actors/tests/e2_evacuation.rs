@@ -258,6 +258,41 @@ fn e2_max_concurrent_restarts_run_at_once() {
 }
 
 #[test]
+fn e2_a_reloaded_max_concurrent_starts_the_next_restart_with_no_other_change() {
+    with_world(
+        Config::default(),
+        evacuating_n1(&["vm1", "vm2", "vm3"], 8),
+        |mut t| async move {
+            t.settle().await;
+            let deleted = |t: &TestCluster| {
+                ["vm1", "vm2", "vm3"]
+                    .iter()
+                    .filter(|v| vmi_uid(t, v).is_none())
+                    .count()
+            };
+            assert_eq!(
+                deleted(&t),
+                1,
+                "one restart under way, as the config allows"
+            );
+            // No VM comes back, no node changes: only the config.
+            t.reload(|c| c.evacuation.max_concurrent = 2).await;
+            t.settle().await;
+            assert_eq!(
+                deleted(&t),
+                2,
+                "the raised limit starts the next restart at once"
+            );
+            let steps = node_events(&t, "EvacuationStep");
+            assert!(
+                steps.iter().any(|m| m.contains("2 of at most 2")),
+                "{steps:?}"
+            );
+        },
+    );
+}
+
+#[test]
 fn e2_an_evacuating_node_takes_no_new_set_whatever_the_pods_tolerate() {
     let mut objs = vec![
         class("h200", H200).obj(),

@@ -1,4 +1,4 @@
-//! G2 and G3 with what the VMI's spec requests (SPEC §1): a VMI that asks
+//! G2 and G3 with what the VMI's spec requests (docs/design.md, "Objects"): a VMI that asks
 //! for GPUs only in `spec.domain.devices.gpus[]` gets its template claim
 //! of the one class serving them; a set that does not match the spec
 //! waits with `RequestMismatch` and the VMI is told, with both numbers.

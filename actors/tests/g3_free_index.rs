@@ -9,7 +9,7 @@
 //! choice against a pass over every node.)
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj};
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::{World, WorldWriter};
 use gpu_claims_testbed::fixtures::{allocation_of, claim, launcher, node, pod};
 use proptest::prelude::*;
 
@@ -93,7 +93,7 @@ fn change() -> impl Strategy<Value = Change> {
     ]
 }
 
-fn apply(w: &World, ch: Change) {
+fn apply(w: &WorldWriter, ch: Change) {
     match ch {
         Change::Node { n, gpus, r2 } => {
             w.load(node(&format!("n{n}")).gpus(res(r2), gpus.into()).obj());
@@ -178,7 +178,7 @@ proptest! {
     fn g3_the_index_of_free_gpus_always_equals_a_count_over_every_node(
         changes in prop::collection::vec(change(), 1..80),
     ) {
-        let w = World::new(Config::default());
+        let w = WorldWriter::new(Config::default());
         for ch in changes {
             apply(&w, ch.clone());
             for (resource, min) in [(R1, 1), (R2, 1), (R1, 3)] {

@@ -138,7 +138,7 @@ fn l4_lost_claim_becomes_attached_when_its_node_is_back_and_loses_its_lost_condi
         |t| {
             let c = t.claim("t/a").unwrap();
             assert_eq!(c.phase(), ClaimPhase::Attached);
-            // SPEC L4: Lost=True is shown only while the phase is Lost.
+            // L4: Lost=True is shown only while the phase is Lost.
             assert!(!condition_is_true(c.conditions(), CONDITION_LOST));
             assert!(c.conditions().iter().all(|x| x.type_ != CONDITION_LOST));
         },

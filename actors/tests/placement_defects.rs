@@ -2,7 +2,7 @@
 //! the actors on the simulated cluster with I1-I5 checked after every step:
 //! G3 never chooses a node that lost its devices, L2 keeps an earlier
 //! VMI's template claim out of a set, L8 deletes the allocation whatever
-//! the cache shows, and the VMI annotations are read as SPEC §1 says.
+//! the cache shows, and the VMI annotations are read as docs/design.md says.
 mod common;
 use common::*;
 use gpu_claims_actors::api::pod::{is_gated, pinned_node};

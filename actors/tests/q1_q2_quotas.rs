@@ -1,4 +1,4 @@
-//! Q1 and Q2 (SPEC §8): a set is placed only where it leaves room in every
+//! Q1 and Q2 (docs/design.md, "Tenant quotas"): a set is placed only where it leaves room in every
 //! GPUQuota of its namespace, and each quota's status shows what the
 //! namespace's claims hold. I8 is checked after every step, with I1-I5.
 mod common;

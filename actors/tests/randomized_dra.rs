@@ -1,4 +1,4 @@
-//! DRA worlds under random kills (section 9): VMs that ask for GPUs
+//! DRA worlds under random kills (D1-D8): VMs that ask for GPUs
 //! through ResourceClaimTemplates, as KubeVirt's DRA guide writes them,
 //! or name a GPUClaim of the DRA class by `resourceClaimName` (D5, whose
 //! backing ResourceClaim holds its GPUs while the VM is stopped, D4),

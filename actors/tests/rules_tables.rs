@@ -5,14 +5,14 @@ use gpu_claims_actors::api::pod::pinned_node;
 use gpu_claims_actors::api::{CLAIM_FINALIZER, GPUClaim, GpuRequest, Obj};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::rules::*;
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_testbed::fixtures::*;
 use std::time::Duration;
 
 /// A world of the claims, VMIs and launcher pods among `objs` (the tables
 /// here judge claims; their classes and nodes do not matter).
-fn world_of(objs: Vec<Obj>) -> World {
-    let w = World::new(Config::default());
+fn world_of(objs: Vec<Obj>) -> WorldWriter {
+    let w = WorldWriter::new(Config::default());
     for o in objs {
         if matches!(o, Obj::Claim(_) | Obj::Vmi(_) | Obj::Pod(_)) {
             w.load(o);
@@ -203,7 +203,7 @@ fn pinned_node_table() {
     );
 }
 
-/// SPEC §1, the VMI annotations: spaces and empty entries ignored, a name
+/// The VMI annotations (docs/design.md, "Objects"): spaces and empty entries ignored, a name
 /// listed twice counted once; a bad name, class or count is refused with
 /// what is wrong (placement says it in a Warning Event on the VMI).
 #[test]
@@ -441,7 +441,7 @@ fn e2_judge_mark_table() {
         ),
     ];
     for (name, m, objs, now, want) in cases {
-        let w = World::new(Config::default());
+        let w = WorldWriter::new(Config::default());
         for o in objs {
             w.load(o);
         }
@@ -572,7 +572,7 @@ fn g6_decide_lost_table() {
         ("Pending", None, claim("t", "a").count(2), Lost::Nothing),
     ];
     for (case, node, claim, want) in rows {
-        let w = World::new(Config::default());
+        let w = WorldWriter::new(Config::default());
         w.load(class("h200", H200).obj());
         if let Some(n) = node {
             w.load(n.obj());

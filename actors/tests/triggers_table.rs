@@ -5,14 +5,14 @@
 use gpu_claims_actors::api::Obj;
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::controller::{LookAt, PoolLook, Wake, whom};
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_testbed::fixtures::*;
 
 /// A class of resource `r`, node n1 with 8 of them, claim t/a Attached
 /// there to the running VMI t/vm1 (with its allocation and gated
 /// launcher), and a quota of t naming the class.
-fn world() -> World {
-    let w = World::new(Config::default());
+fn world() -> WorldWriter {
+    let w = WorldWriter::new(Config::default());
     let mut objs = vec![
         class("h200", "r").obj(),
         node("n1").gpus("r", 8).label("zone", "a").obj(),

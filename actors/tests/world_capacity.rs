@@ -4,7 +4,7 @@
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::{Kind, Obj};
 use gpu_claims_actors::rules::capacity_of;
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_testbed::fixtures::{class, node};
 use proptest::prelude::*;
 
@@ -53,7 +53,7 @@ fn change() -> impl Strategy<Value = Change> {
 proptest! {
     #[test]
     fn world_class_capacity_always_equals_a_count_over_every_node(changes in prop::collection::vec(change(), 1..60)) {
-        let w = World::new(Config::default());
+        let w = WorldWriter::new(Config::default());
         for ch in changes {
             match ch {
                 Change::Node { n, ready, gpus, pool, r2 } => {

@@ -3,7 +3,8 @@
 //! controller running against it over HTTP as `run` does (its gate webhook
 //! registered as the chart registers it), KubeVirt and the kubelet played
 //! by the stand-in, and the story told step by step with the claims after
-//! each. I1-I7 are checked all along; any violation fails the demo.
+//! each. I1-I5 and I7-I10 are checked all along, I6 after each step; any
+//! violation fails the demo.
 
 use crate::clients::Clients;
 use crate::controller::{Controller, Election, Launch};
@@ -165,7 +166,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .get();
         if told.disturbed.is_none() {
         println!(
-            "\ndone in {:.1}s: {} steps; invariants I1-I5 and I7 checked {} times and I6 after each step, none violated; \
+            "\ndone in {:.1}s: {} steps; invariants I1-I5 and I7-I10 checked {} times and I6 after each step, none violated; \
              the controller wrote {writes} times over HTTP ({refused} refused), none that changed nothing; \
              its webhook put {gated} launcher pods at the gate",
             started.elapsed().as_secs_f64(),

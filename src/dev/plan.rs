@@ -1,7 +1,7 @@
 //! `gpu-claims plan`: the cluster of a snapshot, run by the controller in
 //! memory on a simulated clock (`gpu_claims_testbed::plan`); one JSON
-//! object per line on stdout, the contract other tools parse (SPEC
-//! section 6).
+//! object per line on stdout, the contract other tools parse (README,
+//! "Commands").
 
 use crate::{config, telemetry::Logging};
 use gpu_claims_testbed::plan;

@@ -9,7 +9,7 @@
 use crate::webhook::{Admission, WebhookState, admit, read_review, response};
 use anyhow::Context as _;
 use gpu_claims_actors::ports::Obj;
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::{World, WorldWriter};
 use gpu_claims_testbed::bench::WebhookFigures;
 use gpu_claims_testbed::fixtures::class;
 use gpu_claims_testbed::standin::VmSpec;
@@ -29,7 +29,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 /// The world the webhook reads (a class, one VMI per review) and the
 /// reviews: each VMI's launcher pod as virt-controller renders it.
 fn world_and_reviews(reviews: usize) -> (Arc<World>, Vec<Vec<u8>>) {
-    let world = Arc::new(World::new(Default::default()));
+    let world = WorldWriter::new(Default::default());
     world.load(class("h200", H200).obj());
     // Listed, as the watches have it once synced: the webhook refuses
     // GPU pods until it knows which resources the classes serve.
@@ -61,7 +61,7 @@ fn world_and_reviews(reviews: usize) -> (Arc<World>, Vec<Vec<u8>>) {
             serde_json::to_vec(&review).expect("a review")
         })
         .collect();
-    (world, bodies)
+    (world.reader(), bodies)
 }
 
 /// Whether an answer gates the pod, as every review here must be.

@@ -50,7 +50,7 @@ async fn watch_as<const K: usize>(client: Client, to: Addr<Supervisor>, health: 
     let kind = Watched::<K>::KIND;
     health.set(kind, |_| {});
     // Every pod, not only launchers: G3 counts what pods outside
-    // gpu-claims use on each node (SPEC §1); the cache keeps of each only
+    // gpu-claims use on each node (docs/design.md, "Objects"); the cache keeps of each only
     // its node and request.
     let config = watcher::Config::default()
         .any_semantic()

@@ -1,6 +1,6 @@
 //! The world gpu-claims is tried in, apart from the operator that ships:
 //! an in-memory cluster that implements the core's ports with the API
-//! server's semantics, and the invariants I1-I7 judged over it
+//! server's semantics, and the invariants I1-I10 judged over it
 //! (`memory`); builders for test objects (`fixtures`); the CRDs installed
 //! in an embedded API server (`crds`); KubeVirt, the kubelet and
 //! kube-scheduler played over it (`standin`); the demo's cluster and story

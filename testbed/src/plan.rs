@@ -1,6 +1,6 @@
 //! `gpu-claims plan`'s simulation: the same supervisor and actors as
 //! `run`, against an in-memory cluster on a simulated clock. What it
-//! prints is a contract other tools parse (SPEC section 6).
+//! prints is a contract other tools parse (README, "Commands").
 
 use crate::memory::Entry;
 use crate::memory::sim::{Sim, run_sim, seed, sim_store};

@@ -26,7 +26,7 @@ pub struct GPUAllocationSpec {
     /// The device plugin's resource of the class; empty for a DRA class.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_name: String,
-    /// The DeviceClass of a DRA class (section 9).
+    /// The DeviceClass of a DRA class (D1-D8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_class_name: Option<String>,
     pub node_name: String,

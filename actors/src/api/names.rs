@@ -42,3 +42,17 @@ pub const MANAGED_BY_VALUE: &str = "gpu-claims";
 /// D7: on every DRA class, whether the pools of its devices are closed to
 /// kube-scheduler (False, with why, where they cannot be).
 pub const CONDITION_EXCLUSIVE_DEVICES: &str = "ExclusiveDevices";
+
+/// D4: our finalizer on a backing claim. Kubernetes' own
+/// (`resource.kubernetes.io/delete-protection`) is reserved to it, and the
+/// resourceclaim controller deallocates a claim that carries it once no
+/// pod reserves it, which a stopped VM's claim must not be. This one keeps
+/// a backing claim, and its devices, from going while a pod holds it,
+/// whoever deletes it (a foreground cascade from its GPUClaim, a user):
+/// it comes off once nothing reserves the claim.
+pub const BACKING_FINALIZER: &str = "gpu.cozystack.io/backing-claim-protection";
+
+/// D4: the uid of the GPUClaim a backing claim was made for. An orphaning
+/// delete of the GPUClaim (`--cascade=orphan`) strips the owner
+/// reference; this still says whose the claim is, so that L8 deletes it.
+pub const BACKING_OWNER_ANNOTATION: &str = "gpu.cozystack.io/claim-uid";

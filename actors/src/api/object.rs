@@ -20,7 +20,7 @@ pub enum Kind {
     Vmi,
     Pod,
     Node,
-    /// DRA (section 9): a cluster that serves none of these has no DRA.
+    /// DRA (D1-D8): a cluster that serves none of these has no DRA.
     DeviceClass,
     ResourceSlice,
     ResourceClaim,

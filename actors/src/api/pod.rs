@@ -42,7 +42,7 @@ pub struct LauncherPod {
     pub created: Option<k8s_openapi::jiff::Timestamp>,
 }
 
-/// What a pod bound to a node uses there (SPEC §1): kept for every such
+/// What a pod bound to a node uses there (docs/design.md, "Objects"): kept for every such
 /// pod not Succeeded or Failed, in every namespace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodUse {

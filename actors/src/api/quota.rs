@@ -1,4 +1,4 @@
-//! GPUQuota: how many GPUs a tenant's claims may hold or owe (SPEC §8).
+//! GPUQuota: how many GPUs a tenant's claims may hold or owe (docs/design.md, "Tenant quotas").
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;

@@ -79,7 +79,7 @@ pub struct VmiDevice {
 }
 
 /// What a VMI's spec requests of each device resource: one per entry of
-/// `gpus[]` and `hostDevices[]` naming it (SPEC §1), as virt-controller
+/// `gpus[]` and `hostDevices[]` naming it (docs/design.md, "Objects"), as virt-controller
 /// renders the launcher pod's compute container.
 pub type DeviceRequest = BTreeMap<String, u32>;
 

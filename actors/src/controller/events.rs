@@ -1,7 +1,7 @@
 //! The Events a claim actor publishes: one per transition it wrote, and
 //! one per write the API server refused, each with the rule id in the
 //! message (and as the Event's action), so that `kubectl describe
-//! gpuclaim` tells the claim's story in the SPEC's words.
+//! gpuclaim` tells the claim's story in docs/design.md's words.
 
 use super::Env;
 use super::journal::Intent;

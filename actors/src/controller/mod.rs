@@ -6,6 +6,7 @@
 //! up to its limit at once, a decision owed while busy, retries with
 //! backoff, the decision log.
 
+mod backing_claims;
 mod claim;
 mod class;
 mod events;

@@ -47,6 +47,10 @@ const WRITES_IN_FLIGHT: usize = 8;
 /// How long a refused D7 waits before trying one pool again.
 const REFUSED_RETRY: Duration = Duration::from_secs(60);
 
+/// How long a rule whose create met one of its name waits to be decided
+/// again, should the watch not bring it first.
+const CONFLICT_RETRY: Duration = Duration::from_secs(1);
+
 /// Our last write about a pool (or a stray rule), until the cache shows it.
 #[derive(Clone, Debug)]
 enum Written {
@@ -171,12 +175,24 @@ impl PoolRules {
         match done {
             // A create the API server answers with "not found" serves no
             // DeviceTaintRule at the version written.
-            Ok((_, Outcome::Gone { .. })) if created => {
+            Err(IoError::Write(WriteError::NotFound)) if created => {
                 self.refuse(
                     "the API server answered 404 to a DeviceTaintRule's create".into(),
                     ctx,
                 );
                 DecisionResult::Gone
+            }
+            // A rule of the name is there already: decided again once the
+            // watch shows it (or after a wait, should it be gone by then).
+            Err(IoError::Newer { .. }) => {
+                ctx.run_later(CONFLICT_RETRY, {
+                    let look = look.clone();
+                    move |act, ctx| {
+                        act.push(look);
+                        pacer::reconcile(act, ctx);
+                    }
+                });
+                DecisionResult::Conflict
             }
             Ok((name, Outcome::Gone { .. })) => {
                 self.accepted();
@@ -250,7 +266,24 @@ async fn execute(env: &Env, write: PoolRuleWrite) -> Result<(String, Outcome<Obj
     let name = write.name().to_string();
     let what = ObjRef::new(Kind::DeviceTaintRule, None, &name);
     let (known, w) = match write {
-        PoolRuleWrite::Create(r) => (0, ObjectWrite::Create(Obj::DeviceTaintRule(*r))),
+        // A create's answers mean more than the write path's outcome says:
+        // 404 is the kind not served (a refusal), 409 a rule of the name
+        // already there (decided again once the watch shows it).
+        PoolRuleWrite::Create(r) => {
+            return match env
+                .writer
+                .create(Obj::DeviceTaintRule(*r), RuleId::D7)
+                .await
+            {
+                Ok(o) => {
+                    let fresh_from = crate::api::rv_number(o.meta());
+                    let object = Arc::new(o);
+                    Ok((name, Outcome::Written { object, fresh_from }))
+                }
+                Err(WriteError::Conflict(_)) => Err(IoError::Newer { what }),
+                Err(e) => Err(e.into()),
+            };
+        }
         PoolRuleWrite::Update(r) => {
             let known = crate::api::rv_number(&r.metadata);
             (known, ObjectWrite::Update(Obj::DeviceTaintRule(*r)))

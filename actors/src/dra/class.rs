@@ -1,4 +1,4 @@
-//! Which devices serve a DRA class (SPEC D1): its DeviceClass's selectors,
+//! Which devices serve a DRA class (D1): its DeviceClass's selectors,
 //! then the class's own, in that order, stopping at the first false, as
 //! the scheduler's allocator does. A selector that does not compile, or
 //! that errors on a device, makes the class serve nothing, with upstream's

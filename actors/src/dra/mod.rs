@@ -1,4 +1,4 @@
-//! Dynamic Resource Allocation as gpu-claims reads it (SPEC section 9):
+//! Dynamic Resource Allocation as gpu-claims reads it (docs/design.md, "GPUs from a DRA driver"):
 //! the devices a DRA driver publishes in ResourceSlices (`pools`), and
 //! which of them a class's selectors take (`class`), in Kubernetes' CEL
 //! environment for devices (`selector`, `values`).

@@ -1,4 +1,4 @@
-//! Which published devices count (SPEC D1): node-local slices only, of a
+//! Which published devices count (D1): node-local slices only, of a
 //! pool whose slices of its highest `generation` are all present
 //! (`resourceSliceCount`). A pool that is not complete neither serves nor
 //! is lost: its devices are left out until it is whole again.

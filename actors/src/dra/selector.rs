@@ -136,11 +136,75 @@ fn writes_map(e: &str) -> bool {
     false
 }
 
+use super::values::CACHED_MATCHES;
+pub use super::values::REGEX_SIZE_LIMIT;
+
+/// CEL's `matches`, which selectors call: routed to `CACHED_MATCHES`.
+const MATCHES: &str = "matches";
+
+/// `e` with every `matches` call routed to the cached one; a literal
+/// pattern that does not compile within the limit is refused here.
+fn route_matches(e: &mut cel::parser::Expression) -> Result<(), String> {
+    use cel::common::ast::{EntryExpr, Expr, LiteralValue};
+    match &mut e.expr {
+        Expr::Call(call) => {
+            if call.func_name == MATCHES {
+                call.func_name = CACHED_MATCHES.to_string();
+                let pattern = call.args.last().map(|a| &a.expr);
+                if let Some(Expr::Literal(LiteralValue::String(p))) = pattern {
+                    super::values::compile_regex(p.inner())?;
+                }
+            }
+            if let Some(t) = call.target.as_mut() {
+                route_matches(t)?;
+            }
+            for a in &mut call.args {
+                route_matches(a)?;
+            }
+        }
+        Expr::Select(s) => route_matches(&mut s.operand)?,
+        Expr::List(l) => {
+            for x in &mut l.elements {
+                route_matches(x)?;
+            }
+        }
+        Expr::Map(m) => {
+            for entry in &mut m.entries {
+                if let EntryExpr::MapEntry(me) = &mut entry.expr {
+                    route_matches(&mut me.key)?;
+                    route_matches(&mut me.value)?;
+                }
+            }
+        }
+        Expr::Struct(st) => {
+            for entry in &mut st.entries {
+                if let EntryExpr::StructField(f) = &mut entry.expr {
+                    route_matches(&mut f.value)?;
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for x in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                route_matches(x)?;
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+    Ok(())
+}
+
 /// One compiled selector.
 #[derive(Debug)]
 pub struct Selector {
     expression: String,
-    program: cel::Program,
+    /// The parsed expression, `matches` routed to the cached one.
+    program: cel::parser::Expression,
     /// Its estimated cost on the worst device (cel-go's, as upstream).
     cost: u64,
     /// It writes a map literal, which may meet one of the device's maps
@@ -175,6 +239,8 @@ impl Selector {
         if cost > dra_cel_cost::SELECTOR_MAX_COST {
             return Err(SelectorError::TooComplex(cost));
         }
+        let mut program = program.expression().clone();
+        route_matches(&mut program).map_err(SelectorError::Compile)?;
         Ok(Self {
             expression: expression.to_string(),
             program,
@@ -210,7 +276,7 @@ impl Selector {
             let mut ctx = root.new_inner_scope();
             var.0.answer_as_builtin(self.writes_map);
             ctx.set_variable_resolver(var);
-            outcome(Value::resolve_val(self.program.expression(), &ctx))
+            outcome(Value::resolve_val(&self.program, &ctx))
         })
     }
 }

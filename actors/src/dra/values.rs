@@ -214,8 +214,55 @@ fn as_integer(ftx: &FunctionContext, This(v): This<Value>) -> Answer {
     Ok(Value::Int(i64::try_from(q.0 / 1000).unwrap_or(i64::MAX)))
 }
 
+thread_local! {
+    /// Patterns compiled, per thread (a decision runs on one): few in a
+    /// cluster, each compiled once.
+    static REGEXES: std::cell::RefCell<std::collections::HashMap<String, Result<regex::Regex, String>>> =
+        std::cell::RefCell::default();
+}
+
+/// How many patterns a thread keeps compiled.
+const REGEXES_KEPT: usize = 256;
+
+/// The most a selector's regex may compile to (the `regex` crate's size
+/// limit): past it, a pattern is refused, never compiled on every device.
+pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// `matches` as selectors call it: the pattern compiled once per thread
+/// (the `cel` crate compiles it at every call, and a short pattern such
+/// as `[\pL]{200}` compiles to megabytes), within `REGEX_SIZE_LIMIT`.
+pub(super) const CACHED_MATCHES: &str = "gpuClaimsMatches";
+
+/// A selector's pattern compiled within `REGEX_SIZE_LIMIT`, once per
+/// thread; its error as the regex crate says it.
+pub(super) fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
+    REGEXES.with(|cache| {
+        if let Some(r) = cache.borrow().get(pattern) {
+            return r.clone();
+        }
+        let compiled = regex::RegexBuilder::new(pattern)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
+            .build()
+            .map_err(|e| format!("'{pattern}' is not a regex a selector may use: {e}"));
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= REGEXES_KEPT {
+            cache.clear();
+        }
+        cache.insert(pattern.to_string(), compiled.clone());
+        compiled
+    })
+}
+
+/// `matches`, the pattern compiled once (`compile_regex`).
+fn regex_match(ftx: &FunctionContext, This(s): This<Arc<String>>, re: Arc<String>) -> Answer {
+    let compiled = compile_regex(&re).map_err(|e| ftx.error(e))?;
+    Ok(Value::Bool(compiled.is_match(&s)))
+}
+
 /// Adds the quantity and semver functions to a CEL context.
 pub fn add_to(ctx: &mut cel::Context) -> Result<(), cel::DeclarationError> {
+    ctx.add_function(CACHED_MATCHES, regex_match)?;
     ctx.add_function("quantity", quantity)?;
     ctx.add_function("isQuantity", is_quantity)?;
     ctx.add_function("semver", semver)?;

@@ -1,4 +1,4 @@
-//! Allocations (SPEC section 1, issue 3): a claim that holds or owes GPUs has
+//! Allocations (docs/design.md, "Objects"; issue 3): a claim that holds or owes GPUs has
 //! its allocation record. One without is reported, never placed elsewhere.
 
 use super::{ClaimIntent, RuleId, Step};

@@ -1,4 +1,4 @@
-//! The lifecycle rules of SPEC section 4, as pure decisions: given a claim
+//! The lifecycle rules (docs/design.md, L1-L12), as pure decisions: given a claim
 //! (or class), the world, the config and the time, what to do next. The
 //! actors own timing, ordering and I/O; these own meaning.
 //!
@@ -83,7 +83,7 @@ pub enum RuleId {
     /// E2: a VM holding GPUs on an evacuating node is restarted elsewhere.
     E2,
     /// Allocations: an allocation whose claim is gone is deleted, and a
-    /// claim whose allocation is gone is reported (SPEC section 1).
+    /// claim whose allocation is gone is reported (docs/design.md, "Objects").
     Allocations,
     /// Class status: capacity and allocated.
     ClassStatus,
@@ -100,7 +100,7 @@ pub enum RuleId {
     D8,
     /// Q2: a GPUQuota's status (used, usedTotal, ClassMissing).
     Q2,
-    /// SPEC §1: a VMI's GPU annotations that cannot be used are reported.
+    /// Objects: a VMI's GPU annotations that cannot be used are reported.
     Annotations,
 }
 

@@ -1,4 +1,4 @@
-//! What a VMI asks for (SPEC §1, G2, D5): the claims and class its
+//! What a VMI asks for (docs/design.md, "Objects"; G2, D5): the claims and class its
 //! annotations name; without them, the GPUs its spec requests of a
 //! resource a GPUClass serves, or asks of a DRA class through a
 //! ResourceClaimTemplate, as a template claim of that class.
@@ -314,7 +314,7 @@ fn annotated_or_spec_request(v: &Vmi, w: &World) -> Result<GpuRequest, RequestEr
     }
 }
 
-/// Whether the VMI asks for GPUs (SPEC §1): its annotations do, its
+/// Whether the VMI asks for GPUs (docs/design.md, "Objects"): its annotations do, its
 /// device request names a resource a GPUClass serves, or a
 /// `resourceClaims` entry asks a DRA class through a template or names a
 /// GPUClaim of one (D5). An

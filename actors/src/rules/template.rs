@@ -1,6 +1,6 @@
 //! G2: the template claim a VMI asks for with `gpu.cozystack.io/class`,
 //! or with GPUs in its spec alone;
-//! and the records without their claim (SPEC section 1).
+//! and the records without their claim (docs/design.md, "Objects").
 
 use crate::api::{
     CLAIM_FINALIZER, GPUAllocation, GPUClaim, GPUClaimSpec, TEMPLATE_LABEL, Vmi, is_deleting,

@@ -1,4 +1,4 @@
-//! What `status` shows of DRA classes (section 9): per node, a class's
+//! What `status` shows of DRA classes (D1-D8): per node, a class's
 //! devices and who holds them; per claim, its devices by name and PCI
 //! address, and whether a VM uses them or they are kept for a stopped one
 //! (D4: a named claim's backing ResourceClaim holds them meanwhile).

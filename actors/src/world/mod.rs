@@ -1,11 +1,12 @@
 //! The world as the watches show it: the cached objects and the indexes
 //! that let a change reach only the actors it concerns.
 //!
-//! It changes only through `apply` (and `forget`, for what a relist no
-//! longer shows), which the supervisor calls as watches bring changes: one
-//! writer, one function that stores, indexes, marks the watch's progress
-//! and says what changed. Actors read it; DashMaps keep reads lock-free
-//! across arbiters. Nothing outside this module reaches the maps.
+//! It changes only through its [`WorldWriter`], which the supervisor holds
+//! and calls as watches bring changes (`apply`, and `forget` for what a
+//! relist no longer shows): one writer, by type, one function that stores,
+//! indexes, marks the watch's progress and says what changed. Actors hold
+//! an `Arc<World>`, whose methods only read; DashMaps keep reads
+//! lock-free across arbiters. Nothing outside this module reaches the maps.
 
 mod apply;
 mod capacity;
@@ -17,6 +18,7 @@ mod meter;
 mod pods;
 mod questions;
 mod unreadable;
+mod writer;
 
 pub use apply::{
     AllocationChange, Change, ClaimChange, ClassChange, Freed, NodeChange, PodChange, QuotaChange,
@@ -26,6 +28,7 @@ pub use free::dra_key as dra_free_key;
 pub use indexes::ClassUsage;
 pub use meter::GpuSecondsRow;
 pub use pods::{NodeUse, vmi_key_of};
+pub use writer::WorldWriter;
 
 use crate::api::{
     GPUAllocation, GPUClaim, GPUClass, GPUQuota, LauncherPod, NodeFacts, PodUse, RestartMark, Vmi,
@@ -82,7 +85,7 @@ pub struct World {
     capacity: capacity::Capacity,
     /// Per device resource: nodes by their free GPUs (G3's best fit).
     free: free::FreeIndex,
-    /// DRA (section 9): published devices, the DRA classes' devices, holds.
+    /// DRA (D1-D8): published devices, the DRA classes' devices, holds.
     devices: devices::Devices,
     /// D3: tenants' request selectors and what they answered per device.
     selections: devices::Selections,
@@ -100,7 +103,7 @@ pub struct World {
 }
 
 impl World {
-    pub fn new(config: Config) -> Self {
+    fn new(config: Config) -> Self {
         Self {
             config: RwLock::new(Arc::new(config)),
             ..Default::default()
@@ -120,7 +123,7 @@ impl World {
             .clone()
     }
 
-    pub fn set_config(&self, config: Config) {
+    fn set_config(&self, config: Config) {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
     }
 
@@ -144,7 +147,7 @@ impl World {
     /// The watch of `kind` listed (as of `list_rv`, when the lister knows
     /// it: every change up to it is in the cache); called after the cache
     /// has the list.
-    pub fn relisted(&self, kind: Kind, list_rv: Option<u64>) {
+    fn relisted(&self, kind: Kind, list_rv: Option<u64>) {
         if let Some(rv) = list_rv {
             self.observe_rv(kind, rv);
         }
@@ -164,7 +167,7 @@ impl World {
 
     /// Stores an object as a list brings it, indexes and all: a world
     /// built from a list (a fresh controller's view, in the I6 check).
-    pub fn load(&self, obj: Obj) {
+    fn load(&self, obj: Obj) {
         let _ = self.apply(obj, false);
     }
 

@@ -1,4 +1,4 @@
-//! The pods bound to nodes and what each node's pods use (SPEC §1): what
+//! The pods bound to nodes and what each node's pods use (docs/design.md, "Objects"): what
 //! NodeResourcesFit counts as requested on a node, and the GPUs that G3
 //! subtracts from a node's allocatable beyond its allocations. One entry
 //! per pod (its node and request), one sum per node, kept as pods change:

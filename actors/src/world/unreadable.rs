@@ -13,7 +13,12 @@ impl World {
     /// The object `key` of `kind` cannot be read (`why`), or can again, or
     /// is gone (`None`). Only GPUQuotas are kept: they are the kind whose
     /// absence lets placement do more. Returns whether anything changed.
-    pub fn set_unreadable(&self, kind: Kind, key: &str, why: Option<String>) -> bool {
+    pub(in crate::world) fn set_unreadable(
+        &self,
+        kind: Kind,
+        key: &str,
+        why: Option<String>,
+    ) -> bool {
         if kind != Kind::Quota {
             return false;
         }
@@ -34,7 +39,11 @@ impl World {
     /// A list of `kind` found exactly these objects unreadable (`key`,
     /// `why`): the rest are readable or gone. Returns the namespaces whose
     /// unreadable objects changed.
-    pub fn relisted_unreadable(&self, kind: Kind, now: &[(String, String)]) -> Vec<String> {
+    pub(in crate::world) fn relisted_unreadable(
+        &self,
+        kind: Kind,
+        now: &[(String, String)],
+    ) -> Vec<String> {
         if kind != Kind::Quota {
             return Vec::new();
         }

@@ -269,6 +269,7 @@ impl TestCluster {
     pub async fn reload(&mut self, change: impl FnOnce(&mut Config)) {
         let mut config = Config::default();
         change(&mut config);
+        self.checker.reloaded(&self.sim.cluster, &config);
         self.sim.reload(config);
         self.settle().await;
     }

@@ -7,13 +7,13 @@ mod nodes_that_matter;
 use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, Obj};
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::rules::*;
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_testbed::fixtures::*;
 
 pub const H200: &str = "nvidia.com/GH100_H200";
 
-pub fn world_of(objs: Vec<Obj>) -> World {
-    let w = World::new(Config::default());
+pub fn world_of(objs: Vec<Obj>) -> WorldWriter {
+    let w = WorldWriter::new(Config::default());
     for o in objs {
         w.load(o);
     }

@@ -11,7 +11,7 @@ use gpu_claims_actors::ports::{
     Guarded, ObjRef, Telemetry, TokioClock, WriteError, WriteGuard, WriteOp,
 };
 use gpu_claims_actors::rules::RuleId;
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::WorldWriter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -116,7 +116,7 @@ impl Harness {
         let cluster = MemCluster::new(store.clone());
         let stamps = Arc::new(Stamps::default());
         let config = gpu_claims_actors::config::Config::default();
-        let world = Arc::new(World::new(config.clone()));
+        let world = WorldWriter::new(config.clone());
         let guard = Arc::new(Stamping {
             stamps: stamps.clone(),
             cluster: cluster.clone(),
@@ -134,8 +134,8 @@ impl Harness {
             events: cluster.clone(),
             telemetry: Arc::new(Latencies(stamps.clone())),
         };
-        let env = Env::new(world, ports);
-        let supervisor = Supervisor::new(env.clone()).standby().start();
+        let env = Env::new(world.reader(), ports);
+        let supervisor = Supervisor::new(env.clone(), world).standby().start();
         feed(
             store.clone(),
             Supervisor::watched_kinds(&config),

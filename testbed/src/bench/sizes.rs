@@ -59,7 +59,7 @@ fn schedule(layout: &Layout, total: usize) -> Vec<(Kind, usize)> {
 /// bytes are not in it), per pod.
 fn foreign_pod_bytes(layout: &Layout, live_bytes: fn() -> usize) -> (f64, usize) {
     use gpu_claims_actors::ports::Obj;
-    let world = gpu_claims_actors::world::World::new(Default::default());
+    let world = gpu_claims_actors::world::WorldWriter::new(Default::default());
     let objects = layout.objects();
     let foreign: Vec<&Obj> = objects
         .iter()

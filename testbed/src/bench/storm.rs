@@ -132,7 +132,11 @@ fn run(layout: &Layout, sets: usize, latency: Duration, in_flight: u32, checked:
             h.settle(Duration::from_millis(200)).await;
             let mut config = (*h.env.world.config()).clone();
             config.placement.writes_in_flight = in_flight;
-            h.env.world.set_config(config);
+            // As a reload does: through the supervisor, the world's writer.
+            h.supervisor
+                .send(gpu_claims_actors::controller::ConfigChanged(config))
+                .await
+                .expect("the supervisor runs");
             h.slow_writes(latency);
             if checked {
                 h.check_every_write();

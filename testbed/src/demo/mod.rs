@@ -54,7 +54,7 @@ pub fn seed(cluster: &MemCluster) {
             .kubelet("64", "128Gi")
             .obj(),
         node("gpu-node-2").gpus(H200, 4).kubelet("128", "1Ti").obj(),
-        // DRA nodes (section 9): their GPUs are bound to vfio-pci and
+        // DRA nodes (D1-D8): their GPUs are bound to vfio-pci and
         // NVIDIA's DRA driver publishes them in ResourceSlices; no device
         // plugin advertises them.
         node(DRA_NODES[0])
@@ -72,7 +72,7 @@ pub fn seed(cluster: &MemCluster) {
         class("h200", H200).budget(6).no_finalizer().obj(),
         class("l40s", L40S).no_finalizer().obj(),
         claim(B, "shared-l40s").class("l40s").no_finalizer().obj(),
-        // Tenant A's GPUs, as the platform sets them (SPEC §8): room for
+        // Tenant A's GPUs, as the platform sets them (docs/design.md, "Tenant quotas"): room for
         // what the story starts; its status shows what the tenant holds.
         quota(A, "gpus")
             .hard("h200", 6)

@@ -38,7 +38,15 @@ pub struct MemCluster {
     /// Over HTTP, journal only this user's writes (the controller's): a
     /// user playing with `demo --serve` is no write the checks judge.
     journal_user: Mutex<Option<String>>,
+    /// How long after a change the controller surely has it in its cache,
+    /// and a write it decided on then has landed: its watches' lag plus
+    /// its writes' latency (the simulation sets both; over HTTP, a settle).
+    watch_allowance: Mutex<std::time::Duration>,
 }
+
+/// The allowance over HTTP, where watches trail by what the machine's
+/// load makes them.
+const HTTP_WATCH_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn write_error(e: StoreError) -> WriteError {
     match e {
@@ -97,7 +105,25 @@ impl MemCluster {
             faults: Mutex::default(),
             started: Instant::now(),
             journal_user: Mutex::default(),
+            watch_allowance: Mutex::new(HTTP_WATCH_ALLOWANCE),
         })
+    }
+
+    /// See `watch_allowance`: set by whoever knows the lag and latency.
+    pub fn set_watch_allowance(&self, d: std::time::Duration) {
+        *self
+            .watch_allowance
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = d;
+    }
+
+    /// How long after a change the controller surely has it in its cache
+    /// and has written what it decided on then.
+    pub fn watch_allowance(&self) -> std::time::Duration {
+        *self
+            .watch_allowance
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Time since the cluster started: the clock of its journal.
@@ -224,7 +250,7 @@ impl MemCluster {
     }
 }
 
-/// A write's op as `plan` prints it (SPEC section 6): the API's verb,
+/// A write's op as `plan` prints it (README, "Commands"): the API's verb,
 /// but an update of the main resource says what it did to a pod or to
 /// the finalizers, which is what a reader of a plan follows.
 fn plan_label(op: WriteOp, kind: Kind, before: Option<&Value>, after: &Value) -> &'static str {

@@ -28,6 +28,16 @@ impl Lag {
         }
     }
 
+    /// The most any kind's watch trails.
+    pub fn most(&self) -> Duration {
+        self.kinds
+            .iter()
+            .map(|(_, d)| *d)
+            .chain(self.all)
+            .max()
+            .unwrap_or_default()
+    }
+
     fn for_kind(&self, kind: Kind) -> Option<Duration> {
         self.kinds
             .iter()

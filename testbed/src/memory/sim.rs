@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::controller::{ConfigChanged, Env, Ports, Supervisor};
 use gpu_claims_actors::ports::{Guarded, Obj, ObjRef, TokioClock, WriteError, WriteGuard, WriteOp};
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::{World, WorldWriter};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
@@ -116,6 +116,7 @@ impl Sim {
         // of 50,000 pods, hundreds of megabytes).
         store.forget_history();
         let cluster = MemCluster::new(store.clone());
+        cluster.set_watch_allowance(lag.most());
         let process = Self::spawn(&cluster, &config, lag.clone());
         Sim {
             cluster,
@@ -131,6 +132,7 @@ impl Sim {
     /// `latency` of simulated time before it is applied.
     pub fn slow_writes(&mut self, latency: std::time::Duration) {
         self.latency = latency;
+        self.cluster.set_watch_allowance(self.lag.most() + latency);
         self.apply_latency();
     }
 
@@ -144,7 +146,7 @@ impl Sim {
     }
 
     fn spawn(cluster: &Arc<MemCluster>, config: &Config, lag: Lag) -> Process {
-        let world = Arc::new(World::new(config.clone()));
+        let world = WorldWriter::new(config.clone());
         let writer = Arc::new(DyingWriter {
             inner: cluster.clone(),
             guard: Mortality {
@@ -166,8 +168,8 @@ impl Sim {
             events: cluster.clone(),
             telemetry: Arc::new(gpu_claims_actors::ports::NoTelemetry),
         };
-        let env = Env::new(world, ports);
-        let supervisor = Supervisor::new(env.clone()).start();
+        let env = Env::new(world.reader(), ports);
+        let supervisor = Supervisor::new(env.clone(), world).start();
         let feed = feed(
             cluster.store.clone(),
             Supervisor::watched_kinds(config),

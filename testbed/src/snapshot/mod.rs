@@ -275,7 +275,7 @@ fn slim_node(n: k8s_openapi::api::core::v1::Node) -> k8s_openapi::api::core::v1:
 /// A pod as the controller reads it, unless it is a launcher pod (those it
 /// writes, so they stay whole). Of a pod outside gpu-claims the controller
 /// reads only where it is bound, whether it has finished, and what it
-/// requests (SPEC §1, "Pods bound to nodes"): it keeps that, each
+/// requests (docs/design.md, G3: capacity as the node has it): it keeps that, each
 /// container's requests as the API server defaults them (a limit without
 /// a request requests its limit), and its name, finalizers and deletion
 /// for `plan`'s state. Images, environments, volumes, probes, labels and

@@ -301,7 +301,7 @@ impl StandIn {
         }
     }
 
-    /// Whether a VMI asks for GPUs (SPEC §1), for a stand-in without the
+    /// Whether a VMI asks for GPUs (docs/design.md, "Objects"), for a stand-in without the
     /// webhook: its annotations, or devices of a resource a class serves.
     fn asks_for_gpus(&self, vmi: &Value) -> bool {
         let a = &vmi["metadata"]["annotations"];

@@ -154,7 +154,7 @@ pub fn launcher_pod(vmi: &Value, gated: bool) -> Value {
     );
     // KubeVirt copies the VMI's annotations onto its launcher pod, all but
     // kubectl's and its own observed-api-version ones: the webhook's
-    // matchConditions read the GPU ones there (SPEC G1).
+    // matchConditions read the GPU ones there (G1).
     let mut annotations: Map<String, Value> = m["annotations"]
         .as_object()
         .into_iter()

@@ -1,5 +1,5 @@
 //! Carrying out a claim's intents through the ports. Each function makes
-//! the writes of one intent in the SPEC's order and says, as a type, what
+//! the writes of one intent in the rules' order and says, as a type, what
 //! came of it; the actor decides again from there.
 
 use super::super::Env;
@@ -99,7 +99,7 @@ pub async fn execute(
         }
         ClaimIntent::Release => return release(&env, c, allocation_uid, rule).await,
         ClaimIntent::LetGoBackingClaim => {
-            return super::backing::let_go_cached(&env, c, rule)
+            return crate::controller::backing_claims::let_go_cached(&env, c, rule)
                 .await
                 .map(|_| ClaimIo::BackingClaimLetGo)
                 .into();
@@ -165,10 +165,12 @@ async fn allocation_uid(
 /// finalizer. If removing the finalizer fails (NotFound aside) the claim
 /// still holds its GPUs.
 async fn release(env: &Env, c: &GPUClaim, cached: Option<String>, rule: RuleId) -> IntentDone {
-    match super::backing::delete_backing_claim(env, c, rule).await {
+    match crate::controller::backing_claims::delete_backing_claim(env, c, rule).await {
         Err(e) => return Err(e).into(),
-        Ok(super::backing::BackingClaim::Held) => return Ok(ClaimIo::InUse { poll: false }).into(),
-        Ok(super::backing::BackingClaim::Gone) => {}
+        Ok(crate::controller::backing_claims::BackingClaim::Held) => {
+            return Ok(ClaimIo::InUse { poll: false }).into();
+        }
+        Ok(crate::controller::backing_claims::BackingClaim::Gone) => {}
     }
     let what = ObjRef::new(
         Kind::Allocation,

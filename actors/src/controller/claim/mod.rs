@@ -4,7 +4,6 @@
 //! log. What every object's actor does alike (freshness, one step at a
 //! time, the timer, the end) is `ObjectActor`'s.
 
-pub(crate) mod backing;
 mod io;
 mod notify;
 mod trace;

@@ -8,7 +8,7 @@ impl Handler<ConfigReloaded> for Placement {
     type Result = ();
     fn handle(&mut self, _: ConfigReloaded, ctx: &mut Context<Self>) {
         self.env.activity.tick();
-        self.recount_unplaceable(ctx);
+        self.config_reloaded(ctx);
     }
 }
 
@@ -20,13 +20,7 @@ impl Handler<Recheck> for Placement {
     type Result = ();
     fn handle(&mut self, _: Recheck, ctx: &mut Context<Self>) {
         self.env.activity.tick();
-        let asked = std::mem::take(&mut self.recheck);
-        let works: Vec<LookAt> = self
-            .waiting
-            .concerned(&asked)
-            .into_iter()
-            .map(LookAt::Vmi)
-            .collect();
+        let works = self.gate.recheck();
         self.push(works);
         pacer::reconcile(self, ctx);
     }
@@ -63,4 +57,21 @@ impl Handler<Relisted> for Placement {
 impl Handler<crate::controller::messages::Ping> for Placement {
     type Result = ();
     fn handle(&mut self, _: crate::controller::messages::Ping, _: &mut Context<Self>) {}
+}
+
+impl Placement {
+    /// The config changed: every limit it sets is decided on at once, not
+    /// at the next change that happens to wake its part. The VMIs whose
+    /// `unschedulableGrace` counts decide again (a shorter one may be
+    /// over); E2 looks again (a raised `evacuation.maxConcurrent` starts
+    /// the next restart now, a changed timeout moves its timer); and as
+    /// many writes start as `placement.writesInFlight` now allows.
+    fn config_reloaded(&mut self, ctx: &mut Context<Self>) {
+        let works = self.gate.counting_grace();
+        self.push(works);
+        if self.env.world.evacuation_has_work() {
+            self.push(vec![LookAt::Evacuation]);
+        }
+        pacer::reconcile(self, ctx);
+    }
 }

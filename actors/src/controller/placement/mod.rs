@@ -2,20 +2,31 @@
 //! Placements compete for node capacity shared across classes, so they are
 //! decided here, one at a time, rather than per class; their writes run
 //! many at once, each set's in G4's order, against a view that assumes
-//! what the writes under way will hold (`under_way`). It creates
-//! template claims (G2), places claim sets at the gate (G3-G5) and deletes
-//! allocations whose claim is gone. A queue of work, deduplicated and fair
-//! between namespaces (`queue`), and the
-//! waiting sets looked at again when what they wait on changes; the I/O
-//! count, the log and the backoff are the pacer's.
+//! what the writes under way will hold (`under_way`).
+//!
+//! It is three parts, each a type that owns its state, and a shell that
+//! owns what they share:
+//! - the **gate** (`gate`): template claims (G2), sets at the gate
+//!   (G3-G5), pinned pods the scheduler cannot place (G7);
+//! - the **devices** (`devices`): allocations whose claim is gone, and
+//!   backing claims away from the gate (D4's restore and let-go, D8's
+//!   give-up);
+//! - the **evacuation** (`evacuation`): E2, one typed value per restart.
+//!
+//! The shell holds the work queue (`queue`: its `Lane`s are the order
+//! between the parts), what placement wrote that the cache may not show
+//! yet (`own_writes`), the writes under way, the timers the parts ask for
+//! (`timers`), and the pacer's I/O count, log and backoff. The parts get
+//! these through `Shared` and ask for timers through `Asks`; they never
+//! see the actor's context.
 
-mod decide;
+mod devices;
 mod evacuation;
+mod gate;
 mod handlers;
 mod own_writes;
-mod pinned;
 mod queue;
-mod recheck;
+mod timers;
 mod under_way;
 mod write;
 
@@ -25,9 +36,8 @@ use super::pacer::{self, Decides, IoError, Pacer};
 use crate::api::{Kind, ObjRef};
 use actix::prelude::*;
 use own_writes::OwnWrites;
-use recheck::{RecheckAsked, WaitingSets, Waits};
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use tokio::time::Instant;
 use write::{Write, WritesDone, execute};
 
 /// What the placement actor looks at next.
@@ -102,28 +112,38 @@ struct Recheck;
 pub struct Placement {
     env: Arc<Env>,
     pacer: Pacer,
-    queue: queue::FairQueue,
+    queue: queue::WorkQueue,
     own: OwnWrites,
-    /// What each VMI was last told (its version and the message), so that
-    /// a decision made again tells nothing twice.
-    reported: HashMap<String, (String, String)>,
-    /// Which VMIs' sets name a claim.
-    by_claim: HashMap<String, BTreeSet<String>>,
-    /// The reverse: the claims each indexed VMI's set names.
-    claims_of: HashMap<String, Vec<String>>,
-    /// Why each waiting VMI waits, indexed by the nodes that matter.
-    waiting: WaitingSets,
-    /// A recheck asked for and not yet made.
-    recheck: RecheckAsked,
-    /// G7: pinned pods the scheduler cannot place.
-    pinned: pinned::Pinned,
-    /// E2: the restarts under way.
-    evac: evacuation::Evacuation,
     /// Writes under way, and the work parked behind them.
     under_way: under_way::UnderWay,
     /// The failures of writes under way together share one backoff wait:
     /// until when, and the wait.
-    burst: Option<(tokio::time::Instant, std::time::Duration)>,
+    burst: Option<(Instant, std::time::Duration)>,
+    /// The one timer each work the parts asked to look at again keeps.
+    timers: timers::Timers,
+    /// G2-G5, G7.
+    gate: gate::Gate,
+    /// E2.
+    evacuation: evacuation::Evacuation,
+}
+
+/// What every part decides with: the ports and the world, what placement
+/// wrote that the cache may not show yet, the writes under way, and where
+/// to ask for what only the actor can do.
+pub(super) struct Shared<'a> {
+    pub env: &'a Env,
+    pub own: &'a mut OwnWrites,
+    pub under_way: &'a mut under_way::UnderWay,
+    pub asks: &'a mut Asks,
+}
+
+/// What a part asks of the actor besides a write.
+#[derive(Default)]
+pub(super) struct Asks {
+    /// Work looked at again behind what the mailbox holds.
+    pub behind_mailbox: Vec<LookAt>,
+    /// Each work's one timer: set at an instant, or cancelled (None).
+    pub timers: Vec<(LookAt, Option<Instant>)>,
 }
 
 /// When placement looks again at work whose write met a 409.
@@ -134,24 +154,51 @@ impl Placement {
         Self {
             env: env.clone(),
             pacer: Pacer::new(env.clone()),
-            queue: queue::FairQueue::default(),
+            queue: queue::WorkQueue::default(),
             own: OwnWrites::default(),
-            reported: HashMap::new(),
-            by_claim: HashMap::new(),
-            claims_of: HashMap::new(),
-            waiting: WaitingSets::default(),
-            recheck: RecheckAsked::default(),
-            pinned: pinned::Pinned::default(),
-            evac: evacuation::Evacuation::default(),
             under_way: under_way::UnderWay::default(),
             burst: None,
+            timers: timers::Timers::default(),
+            gate: gate::Gate::default(),
+            evacuation: evacuation::Evacuation::default(),
         }
     }
 
-    /// Queues work not already queued, fairly between namespaces.
+    /// Queues work not already queued, in its lane.
     fn push(&mut self, works: Vec<LookAt>) {
         for w in works {
             self.queue.push(w);
+        }
+    }
+
+    /// Runs `decide` of a part with what the parts share, then does what
+    /// it asked.
+    fn with_shared<T>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        decide: impl FnOnce(&mut gate::Gate, &mut Shared) -> T,
+    ) -> T {
+        let mut asks = Asks::default();
+        let env = self.env.clone();
+        let out = decide(
+            &mut self.gate,
+            &mut Shared {
+                env: &env,
+                own: &mut self.own,
+                under_way: &mut self.under_way,
+                asks: &mut asks,
+            },
+        );
+        self.follow(asks, ctx);
+        out
+    }
+
+    fn follow(&mut self, asks: Asks, ctx: &mut Context<Self>) {
+        for work in asks.behind_mailbox {
+            ctx.notify(work);
+        }
+        for (work, at) in asks.timers {
+            self.set_timer(work, at, ctx);
         }
     }
 
@@ -162,26 +209,19 @@ impl Placement {
         let fut = execute(self.env.clone(), write);
         pacer::run_io(self, ctx, fut, move |act, done: WritesDone, ctx| {
             act.remember(&done);
-            act.marks_landed(&done.marks, &done.marks_failed);
-            if let Some((vm, _)) = &done.restarted {
-                act.restart_issued(vm, ctx);
-            }
-            if let Some((uid, why)) = &done.kept {
-                act.restart_kept(uid, why, ctx);
-            }
-            if let Some((uid, marked)) = &done.restart_failed {
-                act.restart_failed(uid, *marked, ctx);
-            }
-            // E2: marks removed; the evacuation looks again (an error is
-            // looked at again after its wait, below; marks whose removal
-            // met a newer node, after a conflict's).
-            if !done.marks.is_empty() && done.restarted.is_none() && done.error.is_none() {
-                act.enqueue(LookAt::Evacuation, ctx);
-            }
-            if !done.marks_failed.is_empty() && done.error.is_none() {
-                ctx.run_later(CONFLICT_RETRY, |act, ctx| {
-                    act.enqueue(LookAt::Evacuation, ctx)
-                });
+            let now = act.env.clock.now();
+            for again in act
+                .evacuation
+                .written(&done.restarts, done.error.is_some(), now)
+            {
+                match again {
+                    evacuation::Again::Now => act.enqueue(LookAt::Evacuation, ctx),
+                    evacuation::Again::AfterConflict => {
+                        ctx.run_later(CONFLICT_RETRY, |act, ctx| {
+                            act.enqueue(LookAt::Evacuation, ctx)
+                        });
+                    }
+                }
             }
             act.write_ended(write_under_way, ctx);
             let result = match done.error {
@@ -218,7 +258,7 @@ impl Placement {
             self.own.deleted_allocation(k.clone(), uid.clone());
         }
         if let Some((k, uid, rv)) = &done.deleted_vmi {
-            self.issued_unplaceable(k.clone(), uid.clone(), rv.clone());
+            self.gate.deleted(k.clone(), uid.clone(), rv.clone());
         }
     }
 
@@ -269,10 +309,8 @@ impl Placement {
             // The sets that name the claim, and the claim itself (D4: its
             // backing claim, away from the gate).
             LookAt::Claim(c) => self
-                .by_claim
-                .get(c)
-                .into_iter()
-                .flatten()
+                .gate
+                .sets_naming(c)
                 .map(|v| LookAt::Vmi(v.clone()))
                 .chain(std::iter::once(LookAt::BackingClaim(c.clone())))
                 .collect(),
@@ -294,11 +332,10 @@ impl Placement {
     /// Waiting sets that `work` concerns look again, in one pass with the
     /// rest of the burst.
     fn ask_recheck(&mut self, work: LookAt, ctx: &mut Context<Self>) {
-        if self.recheck.is_empty() {
+        if self.gate.ask_recheck(work) {
             // Behind whatever the mailbox holds: a burst is one pass.
             ctx.notify(Recheck);
         }
-        self.recheck.ask(work);
     }
 
     /// After the allocations watch relisted, an allocation we wrote that
@@ -327,6 +364,31 @@ impl Placement {
                     }
                 }
             });
+        }
+    }
+}
+
+impl Placement {
+    /// The part whose work `work` is decides it.
+    fn decide_work(&mut self, work: &LookAt, ctx: &mut Context<Self>) -> Option<Write> {
+        match work {
+            LookAt::Vmi(k) => self.with_shared(ctx, |gate, s| gate.decide_vmi(k, s)),
+            LookAt::Allocation(k) => self.with_shared(ctx, |_, s| devices::decide_allocation(k, s)),
+            LookAt::BackingClaim(k) => {
+                self.with_shared(ctx, |_, s| devices::decide_backing_claim(k, s))
+            }
+            LookAt::Evacuation => {
+                let decision = self.evacuation.decide(&self.env);
+                self.set_timer(LookAt::Evacuation, decision.wake, ctx);
+                decision.write
+            }
+            LookAt::Claim(_)
+            | LookAt::Capacity
+            | LookAt::Freed { .. }
+            | LookAt::NodesChanged
+            | LookAt::Node(_)
+            | LookAt::BudgetUsed(_)
+            | LookAt::Namespace(_) => None,
         }
     }
 }

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 
 impl Supervisor {
     pub(super) fn on_event(&mut self, obj: Obj, deleted: bool, ctx: &mut Context<Self>) {
-        let change = self.env.world.apply(obj, deleted);
+        let change = self.world.apply(obj, deleted);
         self.fan_out(change, ctx);
     }
 
@@ -23,7 +23,7 @@ impl Supervisor {
     pub(super) fn fan_out(&mut self, change: Change, ctx: &mut Context<Self>) {
         match &change {
             // A quota that can be read again is no longer unreadable.
-            Change::Quota(q) if self.env.world.set_unreadable(Kind::Quota, &q.key, None) => {
+            Change::Quota(q) if self.world.set_unreadable(Kind::Quota, &q.key, None) => {
                 self.place(LookAt::Namespace(split_key(&q.key).0.to_string()));
             }
             Change::Node(n) => {
@@ -50,7 +50,7 @@ impl Supervisor {
         if !Kind::DRA.contains(&kind) && kind != Kind::DeviceTaintRule {
             return;
         }
-        let change = Change::Devices(self.env.world.set_served(kind, served));
+        let change = Change::Devices(self.world.set_served(kind, served));
         self.fan_out(change, ctx);
     }
 
@@ -68,13 +68,13 @@ impl Supervisor {
         if gone {
             tracing::info!(kind = kind.name(), object = %name, "an object that could not be read is gone");
             // Its cached version (from before it became unreadable) goes too.
-            let change = self.env.world.forget(kind, name);
+            let change = self.world.forget(kind, name);
             self.fan_out(change, ctx);
         } else {
             tracing::warn!(kind = kind.name(), object = %name, %error, "an object that cannot be read; its cached version stays");
         }
         let why = (!gone).then(|| error.to_string());
-        if self.env.world.set_unreadable(kind, name, why) {
+        if self.world.set_unreadable(kind, name, why) {
             self.place(LookAt::Namespace(split_key(name).0.to_string()));
         }
     }
@@ -108,13 +108,13 @@ impl Supervisor {
             .collect();
         let w = self.env.world.clone();
         for k in w.keys(kind).into_iter().filter(|k| !keep.contains(k)) {
-            let change = w.forget(kind, &k);
+            let change = self.world.forget(kind, &k);
             self.fan_out(change, ctx);
         }
         for o in objs {
             self.on_event(o, false, ctx);
         }
-        w.relisted(kind, list_rv);
+        self.world.relisted(kind, list_rv);
         if let Some(p) = &self.placement {
             p.do_send(Relisted(kind));
         }

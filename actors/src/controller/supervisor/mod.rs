@@ -24,6 +24,7 @@ use super::pool_rules::{PoolLook, PoolRules, TaintRulesRefused};
 use super::quota::QuotaRole;
 use crate::config::Config;
 use crate::ports::Kind;
+use crate::world::WorldWriter;
 use actix::prelude::*;
 use readiness::Readiness;
 use std::sync::Arc;
@@ -31,6 +32,9 @@ use table::{ActorTable, ping_all};
 
 pub struct Supervisor {
     env: Arc<Env>,
+    /// The world's one writer: every change the watches bring, the config
+    /// and D7's standing are written here and nowhere else.
+    world: WorldWriter,
     claims: ActorTable<ClaimRole>,
     classes: ActorTable<ClassRole>,
     quotas: ActorTable<QuotaRole>,
@@ -45,10 +49,17 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    pub fn new(env: Arc<Env>) -> Self {
+    /// The supervisor of `env`'s actors, writing their world through
+    /// `world`, the writer of `env.world`.
+    pub fn new(env: Arc<Env>, world: WorldWriter) -> Self {
+        assert!(
+            world.writes(&env.world),
+            "the supervisor writes the world its actors read"
+        );
         let readiness = Readiness::new(&Self::watched_kinds(&env.world.config()), true);
         Self {
             env,
+            world,
             claims: ActorTable::default(),
             classes: ActorTable::default(),
             quotas: ActorTable::default(),
@@ -125,7 +136,7 @@ impl Supervisor {
     /// D7's standing set again (the config, or what the API server said
     /// of our rules): where it moved, the classes and pools are told.
     fn exclusive_again(&mut self, refused: Option<String>, ctx: &mut Context<Self>) {
-        let change = self.env.world.set_exclusive(refused);
+        let change = self.world.set_exclusive(refused);
         self.fan_out(crate::world::Change::Devices(change), ctx);
     }
 
@@ -154,7 +165,8 @@ impl Supervisor {
         }
         // D7: every pool's rule (a pool changed while no one decided).
         self.pools(PoolLook::Every);
-        // E2: after the sets, so that a restart's new VMI is decided first.
+        // E2 (placement's queue serves it after the sets queued above:
+        // `placement::queue::Lane`).
         if w.evacuation_has_work() {
             self.place(LookAt::Evacuation);
         }
@@ -181,7 +193,7 @@ impl Actor for Supervisor {
         let refused = ctx.address().recipient();
         self.pool_rules = Some(PoolRules::new(self.env.clone(), refused).start());
         // D7's standing as the config has it (no refusal yet).
-        let _ = self.env.world.set_exclusive(None);
+        let _ = self.world.set_exclusive(None);
     }
 }
 
@@ -206,7 +218,7 @@ impl Handler<WorldEvent> for Supervisor {
                         (name, error.to_string())
                     })
                     .collect();
-                for ns in self.env.world.relisted_unreadable(kind, &found) {
+                for ns in self.world.relisted_unreadable(kind, &found) {
                     self.place(LookAt::Namespace(ns));
                 }
                 self.served(kind, true, ctx);
@@ -237,7 +249,7 @@ impl Handler<ConfigChanged> for Supervisor {
         }
         new.kubevirt = old.kubevirt.clone();
         new.api = old.api.clone();
-        self.env.world.set_config(new);
+        self.world.set_config(new);
         // D7 turned on or off: its rules are written, or ours deleted.
         let refused = self.env.world.exclusive_refused();
         self.exclusive_again(refused, ctx);

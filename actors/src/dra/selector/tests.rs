@@ -214,3 +214,33 @@ fn d1_list_attributes_read_as_lists_and_a_bad_version_leaves_the_attribute_out()
         Ok(false)
     );
 }
+
+/// `matches` compiles its pattern once, within a size limit: a short
+/// pattern that compiles to megabytes (`[\pL\pN]{200}`) is refused as it
+/// is written, never compiled again on every device.
+#[test]
+fn d1_a_regex_that_compiles_past_the_limit_is_refused_and_others_match_as_upstream() {
+    let big = Selector::compile(r#"device.driver.matches("[\\pL\\pN]{200}")"#).unwrap_err();
+    assert!(
+        matches!(&big, SelectorError::Compile(m) if m.contains("is not a regex a selector may use")),
+        "{big:?}"
+    );
+    let d: k8s_openapi::api::resource::v1::Device =
+        serde_json::from_value(serde_json::json!({"name": "gpu-0"})).unwrap();
+    for e in [
+        r#"device.driver.matches("^gpu\\.nvidia\\.com$")"#,
+        r#"matches(device.driver, "nvidia")"#,
+    ] {
+        assert_eq!(
+            Selector::compile(e).unwrap().matches("gpu.nvidia.com", &d),
+            Ok(true),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        Selector::compile(r#"device.driver.matches("^amd")"#)
+            .unwrap()
+            .matches("gpu.nvidia.com", &d),
+        Ok(false)
+    );
+}

@@ -272,7 +272,7 @@ impl WrittenAllocations {
     /// Pending entries the cache does not count for their class and
     /// namespace: a record moved to another node (a Lost claim's, G6) is
     /// counted there already, on whichever node, so it counts once against
-    /// budgets and quotas (SPEC §8: Lost claims that move count once).
+    /// budgets and quotas (Q1: Lost claims that move count once).
     fn uncounted_anywhere<'a>(
         &'a self,
         w: &'a World,

@@ -49,7 +49,7 @@ fn launcher_facts(p: &LauncherPod) -> impl PartialEq + '_ {
 
 impl World {
     /// Applies a change a watch brought; `deleted` for its deletion.
-    pub fn apply(&self, obj: Obj, deleted: bool) -> Change {
+    pub(in crate::world) fn apply(&self, obj: Obj, deleted: bool) -> Change {
         let (kind, rv) = (obj.kind(), rv_number(obj.meta()));
         let change = match obj {
             Obj::Claim(c) => self.claim_changed(c, deleted),
@@ -73,7 +73,7 @@ impl World {
 
     /// Forgets an object a relist no longer shows (deleted while the
     /// watch was down).
-    pub fn forget(&self, kind: Kind, k: &str) -> Change {
+    pub(in crate::world) fn forget(&self, kind: Kind, k: &str) -> Change {
         let (ns, name) = super::split_key(k);
         let mut meta = ObjectMeta {
             name: Some(name.to_string()),

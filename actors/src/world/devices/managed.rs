@@ -49,7 +49,7 @@ impl World {
     /// said of our last rule written (`refused`: its words). Where it
     /// moved, every DRA class says so and counts its free devices again,
     /// and every pool is looked at.
-    pub fn set_exclusive(&self, refused: Option<String>) -> DevicesChange {
+    pub(in crate::world) fn set_exclusive(&self, refused: Option<String>) -> DevicesChange {
         let enabled = self.config().dra.exclusive_devices;
         if !self.devices.write().set_exclusive(enabled, refused) {
             return DevicesChange::default();

@@ -125,7 +125,7 @@ impl World {
         };
         let k = super::key(&ns, &name);
         let ours =
-            !deleted && crate::api::has_finalizer(&c.metadata, crate::rules::BACKING_FINALIZER);
+            !deleted && crate::api::has_finalizer(&c.metadata, crate::api::BACKING_FINALIZER);
         // D5: the claim Kubernetes made for a launcher pod: its VMI's set
         // may have waited for it (DeviceClaimPending).
         let vmis: BTreeSet<String> = c
@@ -288,7 +288,7 @@ impl World {
     /// Whether the API server serves `kind` (a DRA kind): told by its
     /// watch; true until a watch says otherwise. The DRA classes' standing
     /// moves with it (DRAUnavailable).
-    pub fn set_served(&self, kind: Kind, served: bool) -> DevicesChange {
+    pub(in crate::world) fn set_served(&self, kind: Kind, served: bool) -> DevicesChange {
         let before = self.exclusive();
         let classes = self.devices.write().set_served(kind, served);
         self.dra_classes_moved(classes.iter().cloned());
@@ -296,7 +296,10 @@ impl World {
             // D7: DeviceTaintRules came or went.
             return self.exclusive_moved();
         }
+        // D7: a class that serves again (or no more) moves which pools
+        // are managed, anywhere.
         DevicesChange {
+            all_pools: !classes.is_empty(),
             classes,
             ..Default::default()
         }

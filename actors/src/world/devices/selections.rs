@@ -13,7 +13,7 @@ use super::DeviceId;
 use crate::dra::{Selector, SelectorError};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 const MAX_EXPRESSIONS: usize = 4096;
@@ -26,6 +26,8 @@ pub struct RememberedSelector {
     /// the device takes it not, as before).
     answers: Mutex<HashMap<DeviceId, (Weak<ResourceSlice>, bool)>>,
     used: AtomicU64,
+    /// The answers every selector keeps together (`Selections`').
+    kept: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for RememberedSelector {
@@ -49,8 +51,21 @@ impl RememberedSelector {
         (on.as_ptr() == Arc::as_ptr(slice)).then_some(*answer)
     }
 
+    /// Remembers an answer; past `MAX_ANSWERS` kept in all, this
+    /// selector's are dropped first (devices gone, pools come and go: an
+    /// answer is asked again, never kept forever).
     pub(super) fn remember(&self, id: &DeviceId, slice: &Arc<ResourceSlice>, answer: bool) {
-        lock(&self.answers).insert(id.clone(), (Arc::downgrade(slice), answer));
+        let mut answers = lock(&self.answers);
+        if self.kept.load(Ordering::Relaxed) >= MAX_ANSWERS {
+            self.kept.fetch_sub(answers.len(), Ordering::Relaxed);
+            answers.clear();
+        }
+        let fresh = answers
+            .insert(id.clone(), (Arc::downgrade(slice), answer))
+            .is_none();
+        if fresh {
+            self.kept.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub fn selector(&self) -> &Selector {
@@ -67,6 +82,8 @@ impl RememberedSelector {
 pub struct Selections {
     by_expression: Mutex<HashMap<String, Arc<RememberedSelector>>>,
     clock: AtomicU64,
+    /// The answers kept, every selector's together.
+    kept: Arc<AtomicUsize>,
 }
 
 impl Selections {
@@ -84,19 +101,19 @@ impl Selections {
             selector,
             answers: Mutex::default(),
             used: AtomicU64::new(now),
+            kept: self.kept.clone(),
         });
         let mut all = lock(&self.by_expression);
         all.insert(expression.to_string(), r.clone());
-        Self::bound(&mut all, expression);
+        self.bound(&mut all, expression);
         Ok(r)
     }
 
     /// Drops the selectors least recently asked (never `keep`, just
     /// asked) until the bounds hold.
-    fn bound(all: &mut HashMap<String, Arc<RememberedSelector>>, keep: &str) {
+    fn bound(&self, all: &mut HashMap<String, Arc<RememberedSelector>>, keep: &str) {
         loop {
-            let answers: usize = all.values().map(|r| r.answers()).sum();
-            if all.len() <= MAX_EXPRESSIONS && answers <= MAX_ANSWERS {
+            if all.len() <= MAX_EXPRESSIONS && self.kept.load(Ordering::Relaxed) <= MAX_ANSWERS {
                 return;
             }
             let oldest = all
@@ -104,8 +121,10 @@ impl Selections {
                 .filter(|(e, _)| e.as_str() != keep)
                 .min_by_key(|(_, r)| r.used.load(Ordering::Relaxed))
                 .map(|(e, _)| e.clone());
-            match oldest {
-                Some(e) => all.remove(&e),
+            match oldest.and_then(|e| all.remove(&e)) {
+                Some(gone) => {
+                    self.kept.fetch_sub(gone.answers(), Ordering::Relaxed);
+                }
                 None => return,
             };
         }

@@ -65,7 +65,7 @@ pub struct DraFigures {
 /// heap per device, all of it and of it the slices' own bytes (a copy of
 /// each, held while measured).
 fn bytes_per_device(store: &Store, live_bytes: fn() -> usize) -> (f64, f64) {
-    let world = gpu_claims_actors::world::World::new(Default::default());
+    let world = gpu_claims_actors::world::WorldWriter::new(Default::default());
     let typed_all = |kind: Kind| -> Vec<Obj> {
         store
             .list(kind.name())

@@ -46,7 +46,7 @@ fn bytes_per_rule(store: &Store, live_bytes: fn() -> usize) -> f64 {
         .filter_map(|v| from_json(Kind::DeviceTaintRule, v).ok())
         .collect();
     let n = rules.len().max(1) as f64;
-    let world = gpu_claims_actors::world::World::new(Default::default());
+    let world = gpu_claims_actors::world::WorldWriter::new(Default::default());
     let before = live_bytes();
     let mut rules = rules;
     for r in rules.drain(..) {

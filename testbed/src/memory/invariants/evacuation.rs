@@ -22,7 +22,9 @@ struct Restarted {
 }
 
 pub(super) struct Evacuations {
-    max_concurrent: usize,
+    /// `maxConcurrent` as reloads set it: from when (the cluster's time),
+    /// each value, in order.
+    limits: Vec<(Duration, usize)>,
     timeout: Duration,
     restarted: BTreeMap<String, Restarted>,
     /// As the previous check saw them: each VMI's VM owner, and the
@@ -40,7 +42,7 @@ impl Default for Evacuations {
     fn default() -> Self {
         let c = gpu_claims_actors::config::Config::default().evacuation;
         Self {
-            max_concurrent: c.max_concurrent as usize,
+            limits: vec![(Duration::ZERO, c.max_concurrent as usize)],
             timeout: c.timeout,
             restarted: BTreeMap::new(),
             owners: HashMap::new(),
@@ -54,12 +56,34 @@ impl Default for Evacuations {
 impl Evacuations {
     pub(super) fn with(max_concurrent: u32, timeout: Duration) -> Self {
         Self {
-            max_concurrent: max_concurrent as usize,
+            limits: vec![(Duration::ZERO, max_concurrent as usize)],
             timeout,
             ..Self::default()
         }
     }
 
+    /// `maxConcurrent` reloaded at `at`.
+    pub(super) fn reloaded(&mut self, at: Duration, max_concurrent: u32) {
+        self.limits.push((at, max_concurrent as usize));
+    }
+
+    /// The limit a stop at `at` is judged by: the one in force then; at
+    /// the very instant of a reload, the looser of the two (the process
+    /// takes the new one when its message arrives, within that instant).
+    fn limit_at(&self, at: Duration) -> usize {
+        let before = self
+            .limits
+            .iter()
+            .rev()
+            .find(|(from, _)| *from < at)
+            .map(|(_, l)| *l);
+        let now = self
+            .limits
+            .iter()
+            .filter(|(from, _)| *from == at)
+            .map(|(_, l)| *l);
+        before.into_iter().chain(now).max().unwrap_or(0)
+    }
     /// Judges the new journal entries; `claims` are the cluster's, by key,
     /// as the checker read them for this check.
     pub(super) fn check(
@@ -143,10 +167,10 @@ impl Evacuations {
                 .iter()
                 .filter(|(m, r)| **m != vm && !r.ran && e.elapsed < r.at + self.timeout)
                 .count();
-            if before >= self.max_concurrent {
+            let most = self.limit_at(e.elapsed);
+            if before >= most {
                 v.push(format!(
-                    "I10: VM {vm} was stopped with {before} restarts under way, at most {} allowed",
-                    self.max_concurrent
+                    "I10: VM {vm} was stopped with {before} restarts under way, at most {most} allowed"
                 ));
             }
             if let Some(w) = waited.iter().find(|w| **w != vm) {
@@ -171,15 +195,22 @@ impl Evacuations {
         }
         let now = c.elapsed();
         self.mark_ran(&vmis);
-        let under_way = self
+        let counting: Vec<&Restarted> = self
             .restarted
             .values()
             .filter(|r| !r.ran && now < r.at + self.timeout)
-            .count();
-        if under_way > self.max_concurrent {
+            .collect();
+        // Each began within the limit of its time: a lowered limit leaves
+        // more under way until they end.
+        let most = counting
+            .iter()
+            .map(|r| self.limit_at(r.at))
+            .max()
+            .unwrap_or(0);
+        if counting.len() > most {
             v.push(format!(
-                "I10: {under_way} restarts under way, at most {} allowed",
-                self.max_concurrent
+                "I10: {} restarts under way, at most {most} allowed",
+                counting.len()
             ));
         }
         self.waiting = self.waiting_now(&vmis, claims);

@@ -1,4 +1,4 @@
-//! The invariants I1-I10 of SPEC sections 7-10, checked against the
+//! The invariants I1-I10 (docs/design.md, "Invariants"), checked against the
 //! in-memory cluster. Tests call [`Checker::check`] (I1-I5, I7-I10) after
 //! every step, and
 //! [`progress`] (I6) once the controller has settled.
@@ -18,7 +18,7 @@ use gpu_claims_actors::api::{
 };
 use gpu_claims_actors::ports::{Kind, Obj};
 use gpu_claims_actors::rules::scheduling::fit::{NodeRoom, fits_request};
-use gpu_claims_actors::world::{World, key};
+use gpu_claims_actors::world::{WorldWriter, key};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use records::{allocations_match, devices_held_once, quotas_hold};
 use std::collections::{BTreeSet, HashMap};
@@ -95,6 +95,13 @@ impl Checker {
             .with_evacuation(config.evacuation.max_concurrent, config.evacuation.timeout)
     }
 
+    /// The controller's config was reloaded (now, by the cluster's
+    /// clock): I10 judges the stops from now by its `maxConcurrent`.
+    pub fn reloaded(&mut self, c: &MemCluster, config: &gpu_claims_actors::config::Config) {
+        self.evacuations
+            .reloaded(c.elapsed(), config.evacuation.max_concurrent);
+    }
+
     /// Judges evacuation (I10) against these settings.
     pub fn with_evacuation(mut self, max_concurrent: u32, timeout: Duration) -> Self {
         self.evacuations = evacuation::Evacuations::with(max_concurrent, timeout);
@@ -130,6 +137,14 @@ impl Checker {
             &resource_claims,
             &ours,
             &mut self.named_twice,
+            &mut v,
+        );
+        self.pools.recorded(
+            c,
+            &records,
+            &resource_claims,
+            &ours,
+            self.journal_pos,
             &mut v,
         );
         self.pools.kept(c, &resource_claims, &ours, &mut v);

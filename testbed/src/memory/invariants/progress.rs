@@ -4,8 +4,8 @@
 use super::*;
 
 /// The world as a freshly started controller would list it.
-pub(super) fn world_of(c: &MemCluster) -> World {
-    let fresh = World::new(gpu_claims_actors::config::Config::default());
+pub(super) fn world_of(c: &MemCluster) -> WorldWriter {
+    let fresh = WorldWriter::new(gpu_claims_actors::config::Config::default());
     for kind in Kind::ALL {
         for v in c.store.list(kind.name()).0 {
             let k = match v["metadata"]["namespace"].as_str() {

@@ -1,111 +1,64 @@
 //! What came of E2's writes: a restart's delete landed, failed or was kept
-//! from, marks written or removed, and the timer that wakes E2 when the
-//! first restart times out.
+//! from, marks written or removed; each moves its restart on, and says
+//! when E2 looks again.
 
-use super::*;
-use crate::controller::placement::{LookAt, Placement};
-use actix::prelude::*;
-use k8s_openapi::jiff::Timestamp;
+use super::Evacuation;
+use crate::controller::placement::write::RestartsDone;
+use tokio::time::Instant;
 
-impl Placement {
-    /// A restart's delete landed (or found the VMI gone): it is under way
-    /// (since its decision), and the next may follow where there is room.
-    pub(in crate::controller::placement) fn restart_issued(
+/// When E2 looks again after a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::controller::placement) enum Again {
+    /// At once, behind the work queued before.
+    Now,
+    /// After a conflict's wait (the node or VMI changed under the write).
+    AfterConflict,
+}
+
+impl Evacuation {
+    /// What a write did to the restarts (`failed`: the write stopped on an
+    /// error, whose work is looked at again after its backoff), and when
+    /// E2 looks again.
+    pub(in crate::controller::placement) fn written(
         &mut self,
-        vm: &str,
-        ctx: &mut Context<Self>,
-    ) {
-        tracing::debug!(vm, rule = "E2", "restart under way");
-        self.enqueue(LookAt::Evacuation, ctx);
-    }
-
-    /// A restart's delete did not land (the VMI changed, or a write
-    /// failed). With its mark on the node, the next look judges the mark
-    /// again (the delete is made again, or the mark goes); without, no
-    /// restart began.
-    pub(in crate::controller::placement) fn restart_failed(
-        &mut self,
-        uid: &str,
-        marked: bool,
-        ctx: &mut Context<Self>,
-    ) {
-        self.evac.issued.remove(uid);
-        if !marked {
-            self.evac.pending.remove(uid);
+        done: &RestartsDone,
+        failed: bool,
+        now: Instant,
+    ) -> Vec<Again> {
+        let mut again = Vec::new();
+        for (uid, rv) in &done.marks {
+            self.restarts.landed(uid, *rv);
         }
-        ctx.run_later(crate::controller::placement::CONFLICT_RETRY, |act, ctx| {
-            act.enqueue(LookAt::Evacuation, ctx)
-        });
-    }
-
-    /// A VMI not deleted, as its VM would not start it again: kept (and
-    /// said) until the VM is read again.
-    pub(in crate::controller::placement) fn restart_kept(
-        &mut self,
-        uid: &str,
-        why: &str,
-        ctx: &mut Context<Self>,
-    ) {
-        self.evac.issued.remove(uid);
-        if self
-            .evac
-            .pending
-            .get(uid)
-            .is_some_and(|p| p.mark.is_some() && p.rv.is_none())
-        {
-            self.evac.pending.remove(uid);
+        for uid in &done.marks_failed {
+            self.restarts.write_failed(uid);
         }
-        let now = self.env.clock.now();
-        self.evac
-            .kept
-            .insert(uid.to_string(), (why.to_string(), now));
-        self.enqueue(LookAt::Evacuation, ctx);
-        ctx.run_later(REREAD_KEPT, |act, ctx| {
-            act.enqueue(LookAt::Evacuation, ctx);
-        });
-    }
-
-    /// Marks written or removed (with the node's version each write
-    /// returned), and removals that did not land (the cache's mark counts
-    /// again).
-    pub(in crate::controller::placement) fn marks_landed(
-        &mut self,
-        landed: &[(String, u64)],
-        failed: &[String],
-    ) {
-        for (uid, rv) in landed {
-            if let Some(p) = self.evac.pending.get_mut(uid) {
-                p.rv = Some(*rv);
-            }
+        if let Some((vm, _)) = &done.restarted {
+            // Under way (since its decision): the next may follow where
+            // there is room.
+            tracing::debug!(vm, rule = "E2", "restart under way");
+            again.push(Again::Now);
         }
-        for uid in failed {
-            self.evac.pending.remove(uid);
+        if let Some((uid, why)) = &done.kept {
+            // Kept, and said, until the VM is read again (`decide` wakes
+            // for it).
+            self.restarts.kept(uid);
+            self.kept.insert(uid.clone(), (why.clone(), now));
+            again.push(Again::Now);
         }
-    }
-
-    /// One timer, at the first instant a restart times out.
-    pub(super) fn wake_for_timeout(
-        &mut self,
-        first: Option<Timestamp>,
-        now: Timestamp,
-        ctx: &mut Context<Self>,
-    ) {
-        let at = first.map(|t| {
-            let wait = now.duration_until(t).try_into().unwrap_or_default();
-            self.env.clock.now() + wait
-        });
-        if self.evac.timer.as_ref().map(|(t, _)| *t) == at {
-            return;
+        if let Some((uid, marked)) = &done.failed {
+            self.restarts.delete_failed(uid, *marked);
+            again.push(Again::AfterConflict);
         }
-        if let Some((_, h)) = self.evac.timer.take() {
-            ctx.cancel_future(h);
+        // Marks removed: the evacuation looks again (an error is looked at
+        // again after its wait; marks whose removal met a newer node,
+        // after a conflict's).
+        if !done.marks.is_empty() && done.restarted.is_none() && !failed {
+            again.push(Again::Now);
         }
-        let Some(at) = at else { return };
-        let wait = at.saturating_duration_since(self.env.clock.now());
-        let h = ctx.run_later(wait, |act, ctx| {
-            act.evac.timer = None;
-            act.enqueue(LookAt::Evacuation, ctx);
-        });
-        self.evac.timer = Some((at, h));
+        if !done.marks_failed.is_empty() && !failed {
+            again.push(Again::AfterConflict);
+        }
+        again.dedup();
+        again
     }
 }

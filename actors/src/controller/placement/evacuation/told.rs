@@ -1,35 +1,20 @@
 //! What E2 tells: the Events on a node and its VMIs (a restart, a VM kept for
 //! want of a VM owner) and the evacuation figures per node.
 
-use super::*;
+use super::Found;
 use crate::api::{Kind, ObjRef, RestartMark};
-use crate::controller::placement::Placement;
+use crate::controller::Env;
 use crate::controller::placement::write::{RestartWrite, VmiDelete, Write};
 use crate::ports::Event;
-use crate::rules::{Evacuee, RuleId};
+use crate::rules::{EvacuationStep, Evacuee, RuleId};
 use crate::world::{World, split_key};
+use std::collections::HashSet;
 
 /// An E2 Event on a node (with its uid, so that `kubectl describe node`
 /// finds it), about the VMI `about` (namespace/name and uid) when it is
-/// about one; logged as it is made.
+/// about one. Not logged: [`logged`] logs one as it is made (a restart's
+/// is logged where its delete is).
 pub(super) fn node_event(
-    w: &World,
-    node: &str,
-    about: Option<(&str, &str)>,
-    warning: bool,
-    reason: &str,
-    message: String,
-) -> Event {
-    if warning {
-        tracing::warn!(node, rule = "E2", reason, "{message}");
-    } else {
-        tracing::info!(node, rule = "E2", reason, "{message}");
-    }
-    quiet_node_event(w, node, about, warning, reason, message)
-}
-
-/// `node_event`, not logged (a restart's, logged where its delete is).
-pub(super) fn quiet_node_event(
     w: &World,
     node: &str,
     about: Option<(&str, &str)>,
@@ -53,6 +38,17 @@ pub(super) fn quiet_node_event(
         rule: RuleId::E2,
         related,
     }
+}
+
+/// `e`, logged as it is made.
+pub(super) fn logged(e: Event) -> Event {
+    let (node, reason, message) = (&e.regarding.name, &e.reason, &e.message);
+    if e.warning {
+        tracing::warn!(%node, rule = "E2", %reason, "{message}");
+    } else {
+        tracing::info!(%node, rule = "E2", %reason, "{message}");
+    }
+    e
 }
 
 /// The writes that restart `e`'s VM elsewhere: its mark on the node (None:
@@ -81,7 +77,7 @@ pub(super) fn restart(
         key: e.vmi.clone(),
         uid: e.uid.clone(),
         resource_version: e.resource_version.clone(),
-        event: quiet_node_event(
+        event: node_event(
             w,
             &e.node,
             Some((&e.vmi, &e.uid)),
@@ -98,21 +94,36 @@ pub(super) fn restart(
     }))
 }
 
-impl Placement {
+/// What E2 said that is said once: the VMIs without a VM owner that
+/// block (by uid), and the block last reported (VM, why).
+#[derive(Default)]
+pub(super) struct Said {
+    bare: HashSet<String>,
+    blocked: Option<(String, String)>,
+}
+
+impl Said {
     /// A VMI without a VM owner is said once while it blocks, and again
     /// should it block anew.
-    pub(super) fn warn_of_bare_vmis(&mut self, step: &crate::rules::EvacuationStep) {
+    pub fn bare_vmis(&mut self, env: &Env, step: &EvacuationStep) {
         for (e, why) in &step.bare {
-            if self.evac.told_bare.insert(e.uid.clone()) {
+            if self.bare.insert(e.uid.clone()) {
                 let message = format!(
                     "E2: VMI {} holds GPUs on node {}, which is being evacuated, and {why}: it is kept (deleted, it would not come back); stop or restart it by hand",
                     e.vmi, e.node
                 );
                 let about = Some((e.vmi.as_str(), e.uid.as_str()));
-                self.event_on_node(&e.node, about, true, "EvacuationBlocked", message.clone());
+                publish_on_node(
+                    env,
+                    &e.node,
+                    about,
+                    true,
+                    "EvacuationBlocked",
+                    message.clone(),
+                );
                 let (ns, name) = split_key(&e.vmi);
                 crate::controller::events::publish(
-                    &self.env,
+                    env,
                     Event {
                         regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
                         uid: Some(e.uid.clone()),
@@ -125,42 +136,62 @@ impl Placement {
                 );
             }
         }
-        self.evac
-            .told_bare
+        self.bare
             .retain(|uid| step.bare.iter().any(|(e, _)| &e.uid == uid));
     }
 
-    /// `gpu_claims_evacuation_vms{node,state}`: per evacuating node, its
-    /// GPU VMs live there, restarts of them under way, and the blocked.
-    pub(super) fn report_evacuation(&self, step: &crate::rules::EvacuationStep, found: &Marks) {
-        let blocked_node = step
-            .blocked
-            .as_ref()
-            .and_then(|(vm, _)| found.restarted.get(vm))
-            .map(|r| r.node.as_str());
-        let figures: Vec<crate::ports::EvacuationFigures> = step
-            .live
-            .iter()
-            .map(|(node, &live)| crate::ports::EvacuationFigures {
-                node: node.clone(),
-                live,
-                under_way: found.by_node.get(node).copied().unwrap_or(0),
-                blocked: step.bare.iter().filter(|(e, _)| &e.node == node).count()
-                    + usize::from(blocked_node == Some(node.as_str())),
-            })
-            .collect();
-        self.env.telemetry.evacuation(&figures);
+    /// A restarted VM whose set waits at the gate blocks further stops:
+    /// said on its node once per block.
+    pub fn blocked(&mut self, env: &Env, step: &EvacuationStep, found: &Found) {
+        if step.blocked == self.blocked {
+            return;
+        }
+        if let Some((vm, why)) = &step.blocked
+            && let Some(r) = found.restarted.get(vm)
+        {
+            let message = format!(
+                "E2: no further VM is stopped while VM {vm}, restarted, waits at the gate: {why}"
+            );
+            let about = Some((vm.as_str(), r.old_uid.as_str()));
+            publish_on_node(env, &r.node, about, true, "EvacuationBlocked", message);
+        }
+        self.blocked = step.blocked.clone();
     }
+}
 
-    pub(super) fn event_on_node(
-        &self,
-        node: &str,
-        about: Option<(&str, &str)>,
-        warning: bool,
-        reason: &str,
-        message: String,
-    ) {
-        let e = node_event(&self.env.world, node, about, warning, reason, message);
-        crate::controller::events::publish(&self.env, e);
-    }
+/// `gpu_claims_evacuation_vms{node,state}`: per evacuating node, its GPU
+/// VMs live there, restarts of them under way, and the blocked.
+pub(super) fn report(env: &Env, step: &EvacuationStep, found: &Found) {
+    let blocked_node = step
+        .blocked
+        .as_ref()
+        .and_then(|(vm, _)| found.restarted.get(vm))
+        .map(|r| r.node.as_str());
+    let figures: Vec<crate::ports::EvacuationFigures> = step
+        .live
+        .iter()
+        .map(|(node, &live)| crate::ports::EvacuationFigures {
+            node: node.clone(),
+            live,
+            under_way: found.by_node.get(node).copied().unwrap_or(0),
+            blocked: step.bare.iter().filter(|(e, _)| &e.node == node).count()
+                + usize::from(blocked_node == Some(node.as_str())),
+        })
+        .collect();
+    env.telemetry.evacuation(&figures);
+}
+
+/// An E2 Event on a node, published.
+pub(super) fn publish_on_node(
+    env: &Env,
+    node: &str,
+    about: Option<(&str, &str)>,
+    warning: bool,
+    reason: &str,
+    message: String,
+) {
+    let e = logged(node_event(
+        &env.world, node, about, warning, reason, message,
+    ));
+    crate::controller::events::publish(env, e);
 }

@@ -149,22 +149,29 @@ pub(super) struct WritesDone {
     pub deleted_allocation: Option<(String, String)>,
     /// A VMI deleted by G7 (or found gone or changed): key, uid, resourceVersion.
     pub deleted_vmi: Option<(String, String, String)>,
-    /// E2: a VM's restart begun (its VMI deleted, or found gone): the
-    /// VM and the uid of the VMI deleted.
+    /// E2: what came of restarts and their marks.
+    pub restarts: RestartsDone,
+    pub error: Option<IoError>,
+}
+
+/// E2's part of what a write did.
+#[derive(Default, Debug)]
+pub(in crate::controller::placement) struct RestartsDone {
+    /// A VM's restart begun (its VMI deleted, or found gone): the VM and
+    /// the uid of the VMI deleted.
     pub restarted: Option<(String, String)>,
-    /// E2: a restart decided on whose delete did not land (a newer VMI,
-    /// or a failure): the uid of the VMI, and whether its mark is on the
-    /// node (the next look resumes or drops it) or not.
-    pub restart_failed: Option<(String, bool)>,
-    /// E2: marks written or removed, by the uid of the VMI: the node's
+    /// A restart decided on whose delete did not land (a newer VMI, or a
+    /// failure): the uid of the VMI, and whether its mark is on the node
+    /// (the next look resumes or drops it) or not.
+    pub failed: Option<(String, bool)>,
+    /// Marks written or removed, by the uid of the VMI: the node's
     /// resourceVersion the write returned (the watch shows them from it).
     pub marks: Vec<(String, u64)>,
-    /// E2: marks whose removal did not land, by the uid of the VMI.
+    /// Marks whose write or removal did not land, by the uid of the VMI.
     pub marks_failed: Vec<String>,
-    /// E2: a VMI not deleted because its VM would not start it again:
-    /// its uid and why.
+    /// A VMI not deleted because its VM would not start it again: its uid
+    /// and why.
     pub kept: Option<(String, String)>,
-    pub error: Option<IoError>,
 }
 
 pub(super) fn allocation_key(r: &GPUAllocation) -> String {
@@ -291,11 +298,11 @@ async fn carry_out(env: &Env, w: Write, done: &mut WritesDone) -> Result<(), IoE
         Write::ReleaseOrphanBackingClaim { key, owner_uid } => {
             let live = live_claim(env, &key).await?;
             if live.is_none_or(|c| c.metadata.uid.as_deref() != Some(owner_uid.as_str())) {
-                let owner = crate::controller::claim::backing::Owner {
+                let owner = crate::controller::backing_claims::Owner {
                     claim: &key,
                     uid: &owner_uid,
                 };
-                crate::controller::claim::backing::release(env, owner, RuleId::D4).await?;
+                crate::controller::backing_claims::release(env, owner, RuleId::D4).await?;
             }
         }
         Write::DeleteVmi(d) => vmi::delete_vmi(env, *d, done).await?,

@@ -67,19 +67,21 @@ pub(super) async fn end_restarts(
         let patch = mark_patch(end.uids.iter().map(|u| (u.as_str(), None)));
         match write_node(env, &end.node, patch, RuleId::E2).await {
             Ok(rv) => {
-                done.marks.extend(end.uids.into_iter().map(|u| (u, rv)));
+                done.restarts
+                    .marks
+                    .extend(end.uids.into_iter().map(|u| (u, rv)));
                 for e in end.events {
                     crate::controller::events::publish(env, e);
                 }
             }
             // The node changed under the patch, or is gone (and its
             // marks with it): the next look judges them again.
-            Err(IoError::Newer { .. }) => done.marks_failed.extend(end.uids),
+            Err(IoError::Newer { .. }) => done.restarts.marks_failed.extend(end.uids),
             // Stopped here: this node's removals and the rest are
             // judged again (none may stay pending for good).
             Err(e) => {
-                done.marks_failed.extend(end.uids);
-                done.marks_failed.extend(ends.flat_map(|e| e.uids));
+                done.restarts.marks_failed.extend(end.uids);
+                done.restarts.marks_failed.extend(ends.flat_map(|e| e.uids));
                 return Err(e);
             }
         }

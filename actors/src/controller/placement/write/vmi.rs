@@ -27,11 +27,11 @@ pub(super) async fn delete_vmi(
         match would_not_restart(env, &r.vm).await {
             Ok(None) => {}
             Ok(Some(why)) => {
-                done.kept = Some((uid, why));
+                done.restarts.kept = Some((uid, why));
                 return Ok(());
             }
             Err(e) => {
-                done.restart_failed = Some((uid, r.mark.is_none()));
+                done.restarts.failed = Some((uid, r.mark.is_none()));
                 return Err(e);
             }
         }
@@ -47,9 +47,9 @@ pub(super) async fn delete_vmi(
         tracing::info!(node, vmi = %key, rule = %rule, intent = "mark-restart", "writing");
         let patch = mark_patch([(uid.as_str(), Some(mark))]);
         match write_node(env, node, patch, rule).await {
-            Ok(rv) => done.marks.push((uid.clone(), rv)),
+            Ok(rv) => done.restarts.marks.push((uid.clone(), rv)),
             Err(e) => {
-                done.restart_failed = Some((uid, false));
+                done.restarts.failed = Some((uid, false));
                 return Err(e);
             }
         }
@@ -69,20 +69,20 @@ pub(super) async fn delete_vmi(
         // changed, or it was made again): no restart began, and
         // the evacuation judges its mark again on the newer version.
         Err(IoError::Newer { .. }) if marked => {
-            done.restart_failed = Some((uid, true));
+            done.restarts.failed = Some((uid, true));
             return Ok(());
         }
         // G7: done too (the next version is decided on afresh).
         Err(IoError::Newer { .. }) => {}
         Err(e) => {
             if marked {
-                done.restart_failed = Some((uid, true));
+                done.restarts.failed = Some((uid, true));
             }
             return Err(e);
         }
     }
     match restart {
-        Some(r) => done.restarted = Some((r.vm, uid)),
+        Some(r) => done.restarts.restarted = Some((r.vm, uid)),
         None => done.deleted_vmi = Some((key, uid, resource_version)),
     }
     Ok(())

@@ -82,10 +82,17 @@ pub fn taken_device(c: &GPUClaim, w: &World) -> Option<Taken> {
     })
 }
 
-/// Whether a VM runs on `c`'s devices: its attached VMI is live, and a
-/// launcher pod of it has left the gate.
+/// Whether a VM runs on `c`'s devices: a pod holds its backing claim
+/// (`reservedFor`: a pod still terminating holds it too), or its attached
+/// VMI is live and a launcher pod of it has left the gate.
 fn in_use(c: &GPUClaim, w: &World) -> bool {
     let ns = c.metadata.namespace.as_deref().unwrap_or_default();
+    let name = c.metadata.name.as_deref().unwrap_or_default();
+    if w.resource_claim(&key(ns, name))
+        .is_some_and(|rc| super::backing::reserved(&rc))
+    {
+        return true;
+    }
     let Some(vmi) = c.attached_vmi_name() else {
         return false;
     };

@@ -25,13 +25,16 @@ pub fn one_pool(rule: &DeviceTaintRule) -> Option<PoolKey> {
     }
 }
 
-/// Whether a rule is ours (D7): our label, whatever its name.
+/// Whether a rule is ours (D7): our label, whatever its name; one being
+/// deleted (a finalizer someone put on it holds it) is ours no more.
 pub fn is_ours(rule: &DeviceTaintRule) -> bool {
-    rule.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .is_some_and(|v| v == MANAGED_BY_VALUE)
+    rule.metadata.deletion_timestamp.is_none()
+        && rule
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY_LABEL))
+            .is_some_and(|v| v == MANAGED_BY_VALUE)
 }
 
 /// Whether our rule closes its pool as D7 writes it: the managed taint,

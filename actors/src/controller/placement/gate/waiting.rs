@@ -4,13 +4,13 @@
 //! class's at its sets, a quota's at its namespace's. One pass for the
 //! whole burst, however many changes it holds.
 
-use super::LookAt;
+use crate::controller::placement::LookAt;
 use crate::rules::{NodesThatMatter, WaitReason};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Why a VMI's set waits, the classes of its claims, and the nodes whose
 /// change can change that.
-pub(super) struct Waits {
+pub(in crate::controller::placement) struct Waits {
     pub reason: WaitReason,
     pub classes: Vec<String>,
     pub nodes: NodesThatMatter,
@@ -20,7 +20,7 @@ pub(super) struct Waits {
 /// matters to: a node's change finds its sets without looking at the
 /// others (at 100k claims, thousands wait over budget or pinned elsewhere).
 #[derive(Default)]
-pub(super) struct WaitingSets {
+pub(in crate::controller::placement) struct WaitingSets {
     /// By VMI key (ordered: a recheck goes in key order).
     sets: BTreeMap<String, Waits>,
     /// Sets waiting on nodes for which only these nodes matter.
@@ -90,7 +90,7 @@ impl WaitingSets {
 
 /// The waiting sets a burst of changes asks to look at again.
 #[derive(Default)]
-pub(super) struct RecheckAsked {
+pub(in crate::controller::placement) struct RecheckAsked {
     /// Every set waiting on capacity, budget or its class.
     capacity: bool,
     /// Every set waiting on nodes.

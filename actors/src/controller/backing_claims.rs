@@ -1,10 +1,12 @@
 //! L8, D4: a named claim's backing claim deleted on release, before its
 //! record: while the record stands, the devices are the claim's, and the
 //! ResourceClaim that holds them must not outlive it by a crash. Also the
-//! backing claim of a GPUClaim that is gone (placement's cleanup).
+//! backing claim of a GPUClaim that is gone (placement's cleanup). The
+//! writes both the claim actor and placement make, shared here rather
+//! than one reaching into the other.
 
-use super::super::Env;
-use super::super::pacer::{IoError, ObjectWrite, Outcome, write_object};
+use super::Env;
+use super::pacer::{IoError, ObjectWrite, Outcome, write_object};
 use crate::api::{GPUClaim, Kind, Obj, ObjRef, has_finalizer, rv_number};
 use crate::ports::Preconditions;
 use crate::rules::{BACKING_FINALIZER, RuleId, controlled_by, owned_by, reserved};
@@ -44,7 +46,7 @@ pub(crate) struct Owner<'a> {
 /// just have made it, the watch behind), then takes our finalizer off it
 /// once no pod holds it. Gone already, or of another owner, is not this
 /// claim's to delete.
-pub(super) async fn delete_backing_claim(
+pub(crate) async fn delete_backing_claim(
     env: &Env,
     c: &GPUClaim,
     rule: RuleId,
@@ -196,7 +198,7 @@ async fn let_go(
 
 /// D4: the claim actor's step for a backing claim someone deleted that no
 /// pod holds any more: our finalizer off the cache's copy.
-pub(super) async fn let_go_cached(env: &Env, c: &GPUClaim, rule: RuleId) -> Result<(), IoError> {
+pub(crate) async fn let_go_cached(env: &Env, c: &GPUClaim, rule: RuleId) -> Result<(), IoError> {
     let k = key_of(c);
     let Some(rc) = env.world.resource_claim(&k).filter(|rc| owned_by(rc, c)) else {
         return Ok(());

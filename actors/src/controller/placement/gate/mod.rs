@@ -1,0 +1,231 @@
+//! Placement's gate part: for a VMI, its template claim (G2), its set at
+//! the gate (G3-G5) and its pinned pod the scheduler cannot place (G7).
+//! The rules decide; this applies what placement remembers of its own
+//! writes, keeps which claims each VMI's set names (`index`), why each
+//! waiting set waits (`waiting`) and what each VMI was told (`told`).
+
+mod index;
+mod pinned;
+mod told;
+mod waiting;
+
+use waiting::{RecheckAsked, Waits};
+
+use super::write::Write;
+use super::{LookAt, Shared};
+use crate::api::{CONDITION_WAITING, GPUClaim, GPUClaimStatus, Obj, Vmi, rv_number, set_condition};
+use crate::rules::{
+    GateStep, RuleId, TemplateStep, WaitReason, decide_gate, decide_template, requested_claims,
+};
+use crate::world::{key, split_key};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// What one decision may spend on evaluating tenants' request selectors
+/// (cel-go's cost units): one selector at upstream's limit, about a
+/// tenth of a second at most, before other work goes first.
+const SELECTOR_BUDGET: u64 = dra_cel_cost::SELECTOR_MAX_COST;
+
+/// The gate's state in placement.
+#[derive(Default)]
+pub(super) struct Gate {
+    /// Which claims each VMI's set names, and the reverse.
+    index: index::ClaimIndex,
+    /// Why each waiting set waits, indexed by the nodes that matter.
+    waiting: waiting::WaitingSets,
+    /// A recheck asked for and not yet made.
+    recheck: RecheckAsked,
+    /// What each VMI was last told, so that a decision made again tells
+    /// nothing twice.
+    told: told::Told,
+    /// G7: pinned pods the scheduler cannot place.
+    pinned: pinned::Pinned,
+}
+
+impl Gate {
+    /// The VMIs whose sets name the claim `k`.
+    pub(super) fn sets_naming(&self, k: &str) -> impl Iterator<Item = &String> {
+        self.index.sets_naming(k)
+    }
+
+    /// Asks that the waiting sets `work` concerns look again; true when
+    /// this is the first ask of a burst (the actor then makes the pass
+    /// once the burst is in).
+    pub(super) fn ask_recheck(&mut self, work: LookAt) -> bool {
+        let first = self.recheck.is_empty();
+        self.recheck.ask(work);
+        first
+    }
+
+    /// The burst's recheck: the waiting sets it concerns.
+    pub(super) fn recheck(&mut self) -> Vec<LookAt> {
+        let asked = std::mem::take(&mut self.recheck);
+        self.waiting
+            .concerned(&asked)
+            .into_iter()
+            .map(LookAt::Vmi)
+            .collect()
+    }
+
+    /// G2-G5 and G7 for the VMI `k`: the write due, if any.
+    pub(super) fn decide_vmi(&mut self, k: &str, s: &mut Shared) -> Option<Write> {
+        let w = s.env.world.clone();
+        let Some(v) = w.vmi(k) else {
+            self.forget(k, s);
+            return None;
+        };
+        self.index.index(k, &v, &w);
+        // A write about this set, or about a claim it names, is under way:
+        // decided once it lands, against what it wrote.
+        if s.under_way.blocks_vmi(k, self.index.claims_of(k)) {
+            s.under_way.park(LookAt::Vmi(k.to_string()));
+            return None;
+        }
+        s.own.prune(&w);
+        match decide_template(&v, &w) {
+            TemplateStep::Create(claim) => {
+                let ck = key(
+                    claim.metadata.namespace.as_deref()?,
+                    claim.metadata.name.as_deref()?,
+                );
+                // Created already, and the watch has not shown it yet.
+                if s.own.created_for(&ck, v.uid()) {
+                    return None;
+                }
+                return Some(Write::CreateClaim {
+                    key: ck,
+                    vmi_uid: v.uid().to_string(),
+                    obj: Box::new(Obj::Claim(*claim)),
+                });
+            }
+            TemplateStep::BadRequest(error) => {
+                self.told.bad_request(s.env, k, &v, &error);
+                return None;
+            }
+            TemplateStep::Nothing | TemplateStep::WaitForOld => {}
+        }
+        if let Some(delete) = self.pinned.decide(k, &v, s) {
+            return Some(delete);
+        }
+        if behind_own_writes(k, &v, s) {
+            return None;
+        }
+        self.gate_write(k, &v, s)
+    }
+
+    /// G1-G5 for one VMI: the write `decide_gate` calls for, the set
+    /// remembered as waiting (and why) or not. A decision that spent its
+    /// budget of selector evaluations (D3, `dra::budget`) is not acted
+    /// on: the VMI is looked at again behind what is queued and what the
+    /// mailbox holds, with what it evaluated remembered, so that a
+    /// tenant's costly selectors delay no other tenant's decisions.
+    fn gate_write(&mut self, k: &str, v: &Vmi, s: &mut Shared) -> Option<Write> {
+        let (step, exhausted) = crate::dra::budget::within(SELECTOR_BUDGET, || {
+            decide_gate(v, &s.env.world, &s.own.allocations)
+        });
+        if exhausted {
+            tracing::debug!(vmi = %k, rule = "D3", "selector budget spent; deciding again after the other work");
+            s.asks.behind_mailbox.push(LookAt::Vmi(k.to_string()));
+            return None;
+        }
+        match step {
+            GateStep::Nothing => {
+                self.waiting.remove(k);
+                None
+            }
+            GateStep::Place(plan) => {
+                self.waiting.remove(k);
+                Some(Write::Place(Box::new(plan)))
+            }
+            GateStep::Wait {
+                reason,
+                message,
+                claims,
+                nodes,
+            } => {
+                if reason == WaitReason::RequestMismatch {
+                    let message = format!("{message}; its launcher pods stay at the gate");
+                    self.told
+                        .warn(s.env, k, v, "GPURequestMismatch", RuleId::G5, message);
+                }
+                let classes = claims.iter().map(|c| c.spec.class_name.clone()).collect();
+                self.waiting.insert(
+                    k,
+                    Waits {
+                        reason,
+                        classes,
+                        nodes,
+                    },
+                );
+                let now = Time(s.env.clock.wall());
+                let changes: Vec<_> = claims
+                    .into_iter()
+                    .filter_map(|c| {
+                        waiting_status(&c, reason, &message, now.clone()).map(|st| (c, st))
+                    })
+                    .collect();
+                (!changes.is_empty()).then_some(Write::Wait(changes))
+            }
+        }
+    }
+
+    /// A VMI gone: nothing of it is kept.
+    fn forget(&mut self, k: &str, s: &mut Shared) {
+        self.waiting.remove(k);
+        self.told.forget(k);
+        self.index.unindex(k);
+        self.pinned.forget(k, s);
+    }
+
+    /// G7: a VMI's delete landed (or found it gone or changed).
+    pub(super) fn deleted(&mut self, k: String, uid: String, rv: String) {
+        self.pinned.issued(k, uid, rv);
+    }
+
+    /// The config changed: the VMIs whose `unschedulableGrace` counts are
+    /// decided again (a shorter one may be over already).
+    pub(super) fn counting_grace(&self) -> Vec<LookAt> {
+        self.pinned
+            .counting()
+            .map(|k| LookAt::Vmi(k.clone()))
+            .collect()
+    }
+}
+
+/// Our own writes of the set's claims or pods that the cache does not
+/// show yet: decide once it does.
+fn behind_own_writes(k: &str, v: &Vmi, s: &mut Shared) -> bool {
+    let w = &s.env.world;
+    let (ns, _) = split_key(k);
+    for n in requested_claims(v, w) {
+        let ck = key(ns, &n);
+        let cached = w.claim(&ck).map(|c| rv_number(&c.metadata));
+        if s.own.creating(&ck) || s.own.claims.behind(&ck, cached) {
+            return true;
+        }
+    }
+    w.launchers(k).iter().any(|p| {
+        let pk = key(&p.namespace, &p.name);
+        s.own.pods.behind(&pk, p.resource_version.parse().ok())
+    })
+}
+
+/// The status a claim gets while its set waits, if it changes.
+fn waiting_status(
+    c: &GPUClaim,
+    reason: WaitReason,
+    message: &str,
+    now: Time,
+) -> Option<GPUClaimStatus> {
+    let old = c.status.clone().unwrap_or_default();
+    let mut s = old.clone();
+    let cond = Condition {
+        type_: CONDITION_WAITING.into(),
+        status: "True".into(),
+        reason: reason.as_str().into(),
+        message: message.into(),
+        last_transition_time: now,
+        observed_generation: c.metadata.generation,
+    };
+    set_condition(&mut s.conditions, cond);
+    (s != old).then_some(s)
+}
