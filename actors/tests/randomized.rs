@@ -99,21 +99,7 @@ fn start_vm(sim: &Sim, rng: &mut Rng, i: u64, generation: u64) {
 }
 
 fn stop_vm(sim: &Sim, i: u64) {
-    let name = format!("vm{i}");
-    let Some(mut v) = sim.store.get("VirtualMachineInstance", "t", &name) else {
-        return;
-    };
-    v["status"]["phase"] = "Succeeded".into();
-    let _ = sim
-        .store
-        .update("VirtualMachineInstance", v, Subresource::Status);
-    for p in sim.store.list("Pod").0 {
-        if p["metadata"]["ownerReferences"][0]["name"] == name.as_str() {
-            let _ = sim
-                .store
-                .delete("Pod", "t", p["metadata"]["name"].as_str().unwrap());
-        }
-    }
+    random::vmi_ends(sim, &format!("vm{i}"));
 }
 
 fn remove_vm(sim: &Sim, i: u64) {
@@ -123,12 +109,7 @@ fn remove_vm(sim: &Sim, i: u64) {
     // controller looks (the checker judges I1 and I7 at the end of a step,
     // so an orphaned pod whose claim a later write releases would be
     // counted against a placement made before).
-    for p in sim.store.list("Pod").0 {
-        if p["metadata"]["ownerReferences"][0]["name"] == name.as_str() {
-            let pod = p["metadata"]["name"].as_str().unwrap_or_default();
-            let _ = sim.store.delete("Pod", "t", pod);
-        }
-    }
+    random::delete_pods_of(sim, &name);
 }
 
 /// KubeVirt and the garbage collector, after the controller's writes: the
@@ -137,35 +118,9 @@ fn remove_vm(sim: &Sim, i: u64) {
 /// uid, its launcher pod at the gate (runStrategy Always). Whether
 /// anything changed.
 fn kubevirt(sim: &Sim, rng: &mut Rng, running: &[bool], generation: &mut u64) -> bool {
-    let vmis: std::collections::HashSet<String> = sim
-        .store
-        .list("VirtualMachineInstance")
-        .0
-        .iter()
-        .filter_map(|v| v["metadata"]["uid"].as_str().map(str::to_string))
-        .collect();
-    let mut changed = false;
-    for p in sim.store.list("Pod").0 {
-        let owner = &p["metadata"]["ownerReferences"][0];
-        if owner["kind"] == "VirtualMachineInstance"
-            && !owner["uid"].as_str().is_some_and(|u| vmis.contains(u))
-        {
-            let pod = p["metadata"]["name"].as_str().unwrap_or_default();
-            changed |= sim.store.delete("Pod", "t", pod).is_ok();
-        }
-    }
-    for i in (0..VMS).filter(|&i| has_vm(i) && running[i as usize]) {
-        if sim
-            .store
-            .get("VirtualMachineInstance", "t", &format!("vm{i}"))
-            .is_none()
-        {
-            *generation += 1;
-            start_vm(sim, rng, i, *generation);
-            changed = true;
-        }
-    }
-    changed
+    let changed = random::orphan_pods_go(sim);
+    let vms: Vec<bool> = (0..VMS).map(|i| has_vm(i) && running[i as usize]).collect();
+    changed | random::vms_start_again(sim, &vms, generation, |i, g| start_vm(sim, rng, i, g))
 }
 
 /// The controller settles, and KubeVirt answers its writes (a few rounds).
@@ -424,14 +379,6 @@ fn set_quota(sim: &Sim, rng: &mut Rng) {
 }
 
 /// Whether some claim says its set waits for `reason`.
-fn waits(sim: &Sim, reason: &str) -> bool {
-    sim.store.list("GPUClaim").0.iter().any(|c| {
-        c["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|x| x["reason"] == reason))
-    })
-}
-
 fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
     let mut objs = vec![class("h200", H200).budget(10).obj()];
     objs.extend(["n1", "n2", "n3"].iter().map(|n| {
@@ -517,8 +464,8 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
             seen.kept_bare += usize::from(sim.cluster.events().iter().any(|e| {
                 e.reason == "EvacuationBlocked" && e.message.contains("no VirtualMachine owner")
             }));
-            seen.over_quota += usize::from(waits(&sim, "OverQuota"));
-            seen.quota_unreadable += usize::from(waits(&sim, "QuotaUnreadable"));
+            seen.over_quota += usize::from(random::waits(&sim, "OverQuota"));
+            seen.quota_unreadable += usize::from(random::waits(&sim, "QuotaUnreadable"));
             seen.hostile_pods += usize::from(
                 sim.store
                     .list("Pod")
@@ -629,27 +576,8 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
 
 #[test]
 fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge() {
-    let seeds: u64 = std::env::var("GPU_CLAIMS_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
-    let mut failures = Vec::new();
     let mut seen = Seen::default();
-    let first: u64 = std::env::var("GPU_CLAIMS_FIRST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    for seed in first..first + seeds {
-        let t = std::time::Instant::now();
-        failures.extend(run_seed(seed, &mut seen));
-        if std::env::var_os("GPU_CLAIMS_SEED_TIMES").is_some() {
-            eprintln!("seed {seed}: {:?}", t.elapsed());
-        }
-        if failures.len() > 20 {
-            break;
-        }
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
+    let seeds = random::run_seeds(|seed| run_seed(seed, &mut seen));
     eprintln!("{seeds} seeds exercised {seen:?}");
     assert!(
         seen.placed > 0

@@ -37,7 +37,6 @@ use gpu_claims_testbed::memory::sim::{Sim, run_sim};
 use gpu_claims_testbed::memory::store::Subresource;
 use gpu_claims_testbed::standin::{claims, nvidia};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
 
 const VMS: u64 = 5;
 const NODES: [&str; 2] = ["n1", "n2"];
@@ -128,25 +127,7 @@ fn start_vm(sim: &Sim, i: u64, generation: u64) {
 /// The VM stops: its VMI Succeeded, its pods gone (with their claims,
 /// once the resourceclaim controller sees them go).
 fn stop_vm(sim: &Sim, i: u64) {
-    let name = format!("vm{i}");
-    let Some(mut v) = sim.store.get("VirtualMachineInstance", "t", &name) else {
-        return;
-    };
-    v["status"]["phase"] = "Succeeded".into();
-    let _ = sim
-        .store
-        .update("VirtualMachineInstance", v, Subresource::Status);
-    delete_pods_of(sim, &name);
-}
-
-fn delete_pods_of(sim: &Sim, vmi: &str) {
-    for p in sim.store.list("Pod").0 {
-        if p["metadata"]["ownerReferences"][0]["name"] == vmi {
-            let _ = sim
-                .store
-                .delete("Pod", "t", p["metadata"]["name"].as_str().unwrap());
-        }
-    }
+    random::vmi_ends(sim, &format!("vm{i}"));
 }
 
 /// NVIDIA's driver finds these GPUs of `node` failed (or, empty, none).
@@ -173,35 +154,9 @@ fn set_ready(sim: &Sim, node: &str, ready: bool) {
 /// VM whose VMI is gone starts a new one. Whether anything changed.
 fn around(sim: &Sim, running: &[bool], generation: &mut u64) -> bool {
     let mut changed = nvidia::publish(&sim.store);
-    let vmis: BTreeSet<String> = sim
-        .store
-        .list("VirtualMachineInstance")
-        .0
-        .iter()
-        .filter_map(|v| v["metadata"]["uid"].as_str().map(str::to_string))
-        .collect();
-    for p in sim.store.list("Pod").0 {
-        let owner = &p["metadata"]["ownerReferences"][0];
-        if p["metadata"]["namespace"] == "t"
-            && !owner["uid"].as_str().is_some_and(|u| vmis.contains(u))
-        {
-            let pod = p["metadata"]["name"].as_str().unwrap_or_default();
-            changed |= sim.store.delete("Pod", "t", pod).is_ok();
-        }
-    }
+    changed |= random::orphan_pods_go(sim);
     changed |= claims::reconcile(&sim.store);
-    for i in (0..VMS).filter(|&i| running[i as usize]) {
-        if sim
-            .store
-            .get("VirtualMachineInstance", "t", &format!("vm{i}"))
-            .is_none()
-        {
-            *generation += 1;
-            start_vm(sim, i, *generation);
-            changed = true;
-        }
-    }
-    changed
+    changed | random::vms_start_again(sim, running, generation, |i, g| start_vm(sim, i, g))
 }
 
 async fn settle(sim: &Sim, running: &[bool], generation: &mut u64) {
@@ -488,7 +443,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                         let _ = sim
                             .store
                             .delete("VirtualMachineInstance", "t", &format!("vm{i}"));
-                        delete_pods_of(&sim, &format!("vm{i}"));
+                        random::delete_pods_of(&sim, &format!("vm{i}"));
                     }
                     5 => {
                         let node = NODES[rng.below(2) as usize];
@@ -522,8 +477,8 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
             }
             settle(&sim, &running, &mut generation).await;
             v.extend(checker.check(&sim.cluster));
-            seen.pending += usize::from(waits(&sim, "DeviceClaimPending"));
-            seen.no_room += usize::from(waits(&sim, "NoCapacity"));
+            seen.pending += usize::from(random::waits(&sim, "DeviceClaimPending"));
+            seen.no_room += usize::from(random::waits(&sim, "NoCapacity"));
             if rng.below(2) == 0 && sim.alive() {
                 sim.advance(secs(2)).await;
                 v.extend(checker.check(&sim.cluster));
@@ -604,36 +559,11 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
     })
 }
 
-fn waits(sim: &Sim, reason: &str) -> bool {
-    sim.store.list("GPUClaim").0.iter().any(|c| {
-        c["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|x| x["type"] == "Waiting" && x["reason"] == reason)
-    })
-}
-
 #[test]
 fn d8_template_and_named_claim_vms_beside_jobs_outside_gpu_claims_under_random_kills_and_failing_gpus_never_share_a_device_and_converge()
  {
-    let seeds: u64 = std::env::var("GPU_CLAIMS_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
-    let first: u64 = std::env::var("GPU_CLAIMS_FIRST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let mut failures = Vec::new();
     let mut seen = Seen::default();
-    for seed in first..first + seeds {
-        failures.extend(run_seed(seed, &mut seen));
-        if failures.len() > 20 {
-            break;
-        }
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
+    let seeds = random::run_seeds(|seed| run_seed(seed, &mut seen));
     eprintln!("{seeds} seeds exercised {seen:?}");
     assert!(
         seen.allocated > 0

@@ -15,6 +15,7 @@ pub use gpu_claims_testbed::fixtures::*;
 mod dra;
 #[allow(unused_imports)]
 pub use dra::*;
+pub mod random;
 
 pub const H200: &str = "nvidia.com/GH100_H200";
 
