@@ -137,7 +137,7 @@ async fn set_evacuating(clients: &Clients, node: &str, want: Evacuate) -> anyhow
 /// What the node's evacuation shows, in one line.
 fn progress_line(first: usize, e: &EvacuatingNode) -> String {
     let moved = first.saturating_sub(e.live.len());
-    let blocked = e.without_vm.len() + e.waiting.len();
+    let blocked = e.without_vm.len() + e.waiting.len() + e.nowhere.len();
     format!(
         "{moved}/{first} GPU VMs moved off {}; {} live there, {} restarting, {} claims moving, {blocked} blocked",
         e.node,
@@ -159,10 +159,13 @@ fn blockers(e: &EvacuatingNode) -> Vec<String> {
             .iter()
             .map(|(c, why)| format!("claim {c} waits at the gate: {why}")),
     );
+    out.extend(e.nowhere.iter().map(|(v, why)| {
+        format!("VMI {v} is not stopped: no other node could take it now ({why})")
+    }));
     out.extend(
         e.live
             .iter()
-            .filter(|v| !e.without_vm.contains(v))
+            .filter(|v| !e.without_vm.contains(v) && !e.nowhere.iter().any(|(n, _)| n == *v))
             .map(|v| {
                 format!(
                     "VMI {v} still runs there: waiting its turn, or its VirtualMachine would not start it again (runStrategy other than Always or Once; `kubectl describe node {}` names it)",

@@ -44,7 +44,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
         .build()?;
     let report = rt.block_on(read(&args))?;
     let out = match args.output {
-        Output::Table => table(&report),
+        Output::Table => table(&report, k8s_openapi::jiff::Timestamp::now()),
         Output::Json => serde_json::to_string_pretty(&report)? + "\n",
         Output::Yaml => serde_saphyr::to_string(&report)?,
     };
@@ -199,7 +199,21 @@ fn names_or_dash(names: &[String]) -> String {
     }
 }
 
-pub fn table(r: &Report) -> String {
+/// How long from `since` to `now`, to the second ("-" when unknown).
+fn waited(
+    since: Option<k8s_openapi::jiff::Timestamp>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> String {
+    let Some(since) = since else {
+        return "-".into();
+    };
+    let secs = since.duration_until(now).as_secs().max(0);
+    let secs = u64::try_from(secs).unwrap_or(0);
+    humantime::format_duration(Duration::from_secs(secs)).to_string()
+}
+
+/// The report as tables, its durations counted to `now`.
+pub fn table(r: &Report, now: k8s_openapi::jiff::Timestamp) -> String {
     let mut out = String::new();
     let classes = r.classes.iter().map(|c| {
         let budget = c.budget.map_or("-".into(), |b| b.to_string());
@@ -317,9 +331,13 @@ pub fn table(r: &Report) -> String {
         &["NAMESPACE", "QUOTA", "CLASS", "USED/HARD"],
         quotas.collect(),
     );
-    let waiting = r.waiting.iter().map(|s| {
+    // O1's order: the order in which the sets take the GPUs that free.
+    let waiting = r.waiting.iter().enumerate().map(|(i, s)| {
         vec![
+            (i + 1).to_string(),
             format!("{}/{}", s.namespace, s.vmi),
+            s.priority.to_string(),
+            waited(s.since, now),
             s.claims.join(","),
             s.reason.clone(),
             s.message.clone(),
@@ -328,9 +346,28 @@ pub fn table(r: &Report) -> String {
     section(
         &mut out,
         "WAITING AT THE GATE",
-        &["VMI", "CLAIMS", "REASON", "MESSAGE"],
+        &[
+            "#", "VMI", "PRIORITY", "WAITED", "CLAIMS", "REASON", "MESSAGE",
+        ],
         waiting.collect(),
     );
+    // O2: the set at the head of each class, and how long it has led.
+    if !r.heads.is_empty() {
+        let heads = r.heads.iter().map(|h| {
+            vec![
+                h.class.clone(),
+                format!("{}/{}", h.namespace, h.vmi),
+                h.since.to_string(),
+                waited(Some(h.since), now),
+            ]
+        });
+        section(
+            &mut out,
+            "QUEUE HEADS",
+            &["CLASS", "HEAD", "SINCE", "LED FOR"],
+            heads.collect(),
+        );
+    }
     let evacuating = r.evacuating.iter().map(|e| {
         let mut why: Vec<String> = e
             .without_vm
@@ -338,12 +375,17 @@ pub fn table(r: &Report) -> String {
             .map(|v| format!("{v}: no VirtualMachine owner"))
             .collect();
         why.extend(e.waiting.iter().map(|(c, w)| format!("{c}: {w}")));
+        why.extend(
+            e.nowhere
+                .iter()
+                .map(|(v, w)| format!("{v}: not stopped, no other node could take it ({w})")),
+        );
         vec![
             e.node.clone(),
             e.live.len().to_string(),
             e.restarting.len().to_string(),
             e.moving.len().to_string(),
-            (e.without_vm.len() + e.waiting.len()).to_string(),
+            (e.without_vm.len() + e.waiting.len() + e.nowhere.len()).to_string(),
             if why.is_empty() {
                 "-".into()
             } else {
@@ -381,10 +423,11 @@ mod tests {
                 reason: "ClassMissing".into(),
                 message: format!("GPUClass {forged} does not exist"),
                 since: None,
+                priority: 0,
             }],
             ..Report::default()
         };
-        let out = table(&report);
+        let out = table(&report, k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         assert!(!out.contains(['\u{1b}', '\r', '\u{7}']), "{out:?}");
         let sections = out
             .lines()

@@ -115,3 +115,20 @@ fn the_dra_world_places_every_vm_answers_each_change_with_exactly_its_writes_and
     let cold = d.cold.expect("the cold start");
     assert_eq!(cold.controller_writes, 0, "{cold:?}");
 }
+
+/// The queue benchmark on a small world (80 sets waiting, every GPU held):
+/// with no head holding, each release's GPU goes to the first set in O1's
+/// order; in strict order the high-priority small set goes first, then the
+/// big set at the head holds the GPUs that free on nodes that could hold it.
+#[test]
+fn o1_o2_the_queue_benchmark_places_in_order_and_holds_for_the_head_in_strict_order() {
+    let q = gpu_claims_testbed::bench::queue::measure(80, 6);
+    assert_eq!((q.waiting_sets, q.nodes, q.releases), (80, 10, 6));
+    assert_eq!(q.off.placed, 6, "{q:#?}");
+    assert_eq!(q.off.out_of_order, 0, "{q:#?}");
+    assert_eq!(q.strict.out_of_order, 0, "{q:#?}");
+    // The one high-priority set (k = 7) takes the first GPU; then the big
+    // set k = 0 leads, and every later GPU is held for it.
+    assert_eq!(q.strict.placed, 1, "{q:#?}");
+    assert!(q.off.writes > 0 && q.strict.writes > 0);
+}

@@ -27,7 +27,7 @@ fn root() -> PathBuf {
 /// A rule id: a letter of a section and its number (`L12`, `I8`).
 fn rule_id(token: &str) -> Option<(char, u32)> {
     let mut chars = token.chars();
-    let letter = chars.next().filter(|c| "LGQDEI".contains(*c))?;
+    let letter = chars.next().filter(|c| "LGQDEOI".contains(*c))?;
     let digits = chars.as_str();
     if digits.is_empty() || digits.starts_with('0') || digits.len() > 2 {
         return None;

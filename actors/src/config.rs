@@ -30,6 +30,56 @@ pub struct Config {
     pub placement: PlacementConfig,
     #[serde(default)]
     pub dra: DraConfig,
+    #[serde(default)]
+    pub queueing: QueueingConfig,
+}
+
+/// O2: how long the set at the head of a class waits before later sets
+/// are held back for it.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueueingConfig {
+    /// `5m` by default; `0s`: strict order at once; `off`: no set is ever
+    /// held back (O1 still orders the decisions).
+    #[serde(default = "default_head_of_line_after", with = "off_or_duration")]
+    pub head_of_line_after: Option<Duration>,
+}
+
+fn default_head_of_line_after() -> Option<Duration> {
+    Some(Duration::from_secs(300))
+}
+
+impl Default for QueueingConfig {
+    fn default() -> Self {
+        Self {
+            head_of_line_after: default_head_of_line_after(),
+        }
+    }
+}
+
+/// A duration in humantime (`90s`, `5m`), or `off`.
+mod off_or_duration {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            None => s.serialize_str("off"),
+            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.trim() {
+            "off" => Ok(None),
+            t => humantime::parse_duration(t).map(Some).map_err(|e| {
+                serde::de::Error::custom(format!(
+                    "{t:?} is neither a duration (`90s`, `5m`) nor `off`: {e}"
+                ))
+            }),
+        }
+    }
 }
 
 /// D1-D8: how gpu-claims allocates DRA devices.
@@ -203,6 +253,7 @@ impl Default for Config {
             evacuation: EvacuationConfig::default(),
             placement: PlacementConfig::default(),
             dra: DraConfig::default(),
+            queueing: QueueingConfig::default(),
         }
     }
 }

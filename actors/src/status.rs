@@ -23,7 +23,12 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub claim_devices: Vec<ClaimDevicesRow>,
     pub quotas: Vec<QuotaRow>,
+    /// The sets at the gate, in O1's order (the order they take GPUs).
     pub waiting: Vec<WaitingSet>,
+    /// O2: per class, the set at its head and since when (its claims'
+    /// `QueueHead` condition).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub heads: Vec<QueueHeadRow>,
     /// Nodes tainted for evacuation (E2, E3), and how far each has come.
     pub evacuating: Vec<EvacuatingNode>,
     /// Kinds that could not be read (not served, not permitted), and why:
@@ -86,17 +91,31 @@ pub struct WaitingSet {
     pub claims: Vec<String>,
     pub reason: String,
     pub message: String,
-    /// When its oldest launcher pod was made: it has waited since.
+    /// When it started waiting (O1: its oldest launcher pod's creation,
+    /// or the stop of a VM an evacuation restarted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<k8s_openapi::jiff::Timestamp>,
+    /// O1: its VMI's priority.
+    pub priority: i32,
+}
+
+/// O2: the set at the head of a class, and since when.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueHeadRow {
+    pub class: String,
+    pub namespace: String,
+    pub vmi: String,
+    pub since: k8s_openapi::jiff::Timestamp,
 }
 
 /// A node being evacuated (E3): its GPU VMs still live there (by VMI),
 /// those of them with no VirtualMachine owner (kept: they would not come
 /// back), the VMs restarted off it whose restart is not over (the marks
 /// the node keeps, E2), the claims held there whose VM is not running (a
-/// restart under way, or a VM stopped), and the claims held there whose
-/// set waits at the gate, with why.
+/// restart under way, or a VM stopped), the claims held there whose set
+/// waits at the gate, with why, and the VMs E2 does not stop because their
+/// set could go to no other node now (E2's stop rule), with why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EvacuatingNode {
@@ -106,6 +125,8 @@ pub struct EvacuatingNode {
     pub restarting: Vec<String>,
     pub moving: Vec<String>,
     pub waiting: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nowhere: Vec<(String, String)>,
 }
 
 impl EvacuatingNode {
@@ -156,6 +177,15 @@ pub fn evacuating_node(w: &World, node: &str) -> EvacuatingNode {
             .unwrap_or_default(),
         moving,
         waiting,
+        nowhere: evacuees
+            .iter()
+            .filter(|e| e.vm.is_some())
+            .filter_map(|e| {
+                let v = w.vmi(&e.vmi)?;
+                let why = crate::rules::could_move_off(&v, w, node).err()?;
+                Some((e.vmi.clone(), why))
+            })
+            .collect(),
     }
 }
 
@@ -163,7 +193,8 @@ fn waiting_condition(c: &GPUClaim) -> Option<(String, String)> {
     c.waiting().map(|x| (x.reason.clone(), x.message.clone()))
 }
 
-/// The report, every list sorted by name.
+/// The report, every list sorted by name but the waiting sets, which
+/// come in O1's order, and the head of each class (O3).
 pub fn report(w: &World) -> Report {
     let waiting = waiting_sets(w);
     let mut waiting_by_class: BTreeMap<String, usize> = BTreeMap::new();
@@ -209,6 +240,7 @@ pub fn report(w: &World) -> Report {
         devices,
         claim_devices,
         quotas: quota_rows(w),
+        heads: queue_heads(w, &waiting),
         waiting,
         evacuating: w
             .evacuating_nodes()
@@ -267,7 +299,8 @@ fn quota_rows(w: &World) -> Vec<QuotaRow> {
 }
 
 /// Each live VMI whose launcher pods all wait at the gate, with the
-/// reason its claims give (none yet: the controller has not decided).
+/// reason its claims give (none yet: the controller has not decided), in
+/// O1's order: the order in which they take the GPUs that free.
 fn waiting_sets(w: &World) -> Vec<WaitingSet> {
     let mut sets = Vec::new();
     for k in w.keys(crate::api::Kind::Vmi) {
@@ -287,15 +320,55 @@ fn waiting_sets(w: &World) -> Vec<WaitingSet> {
                 "no claim of the set says why yet".into(),
             )
         });
-        let since = w.launchers(&k).iter().filter_map(|p| p.created).min();
-        sets.push(WaitingSet {
-            since,
-            namespace: ns.to_string(),
-            vmi: name.to_string(),
-            claims,
-            reason,
-            message,
-        });
+        let order = crate::rules::queueing::order_key(&v, w);
+        let since = (order.since != k8s_openapi::jiff::Timestamp::MAX).then_some(order.since);
+        sets.push((
+            order.clone(),
+            WaitingSet {
+                since,
+                priority: order.priority(),
+                namespace: ns.to_string(),
+                vmi: name.to_string(),
+                claims,
+                reason,
+                message,
+            },
+        ));
     }
-    sets
+    sets.sort_by(|a, b| a.0.cmp(&b.0));
+    sets.into_iter().map(|(_, s)| s).collect()
+}
+
+/// O2: per class, the waiting set whose claims say it leads the class
+/// (their `QueueHead` condition), and since when.
+fn queue_heads(w: &World, waiting: &[WaitingSet]) -> Vec<QueueHeadRow> {
+    let mut heads: BTreeMap<String, QueueHeadRow> = BTreeMap::new();
+    for set in waiting {
+        for c in set
+            .claims
+            .iter()
+            .filter_map(|n| w.claim(&key(&set.namespace, n)))
+        {
+            let Some(cond) = c.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|x| x.type_ == crate::api::CONDITION_QUEUE_HEAD && x.status == "True")
+            }) else {
+                continue;
+            };
+            let row = QueueHeadRow {
+                class: c.spec.class_name.clone(),
+                namespace: set.namespace.clone(),
+                vmi: set.vmi.clone(),
+                since: cond.last_transition_time.0,
+            };
+            let e = heads
+                .entry(row.class.clone())
+                .or_insert_with(|| row.clone());
+            if row.since < e.since {
+                *e = row;
+            }
+        }
+    }
+    heads.into_values().collect()
 }

@@ -3,7 +3,9 @@
 //! each VM holding GPUs there is deleted (preconditions on its uid and
 //! resourceVersion), its VM's next VMI comes to the gate and moves (E1).
 //! No further VM is stopped while a restarted one waits at the gate, nor
-//! before its new VMI runs or the timeout passes; a VMI without a
+//! before its new VMI runs or the timeout passes; a VM whose set could be
+//! placed nowhere else at once is not stopped (counted blocked, said on
+//! the node and the VMI) until room frees; a VMI without a
 //! VirtualMachine owner is never deleted (Warning Events on it and on the
 //! node). The test plays KubeVirt's VM controller: a deleted VMI of a VM
 //! comes back with a new uid. I1-I5 and I10 are checked after every step.
@@ -184,16 +186,28 @@ fn e2_a_vmi_without_a_vm_owner_is_kept_and_named() {
     );
 }
 
+/// A job outside gpu-claims on `node`, holding `gpus` of its GPUs.
+fn job_on(node: &str, gpus: &str) -> Obj {
+    pod("jobs", &format!("job-{node}"))
+        .scheduled(node)
+        .requests(&[(H200, gpus)])
+        .phase("Running")
+        .obj()
+}
+
 #[test]
 fn e2_no_further_vm_stops_while_a_restarted_one_waits_at_the_gate() {
-    // n2 has no room: vm1's new set waits NoCapacity; even past the
-    // timeout, vm2 is not stopped (it would have nowhere to go either).
+    // n2 has room for one when vm1 stops; a job outside gpu-claims takes
+    // it before vm1's new VMI comes: vm1's new set waits NoCapacity, and
+    // even past the timeout vm2 is not stopped.
     with_world(
         Config::default(),
-        evacuating_n1(&["vm1", "vm2"], 0),
+        evacuating_n1(&["vm1", "vm2"], 1),
         |mut t| async move {
             t.settle().await;
             assert_eq!(vmi_uid(&t, "vm1"), None);
+            t.user_create(job_on("n2", "1"));
+            t.settle().await;
             vm_starts_again(&t, "vm1", "u-vm1-b");
             t.settle().await;
             let (reason, _) = t.waiting("t/vm1-c").expect("vm1's set waits");
@@ -213,6 +227,91 @@ fn e2_no_further_vm_stops_while_a_restarted_one_waits_at_the_gate() {
             );
         },
     );
+}
+
+#[test]
+fn e2_a_vm_with_nowhere_to_go_keeps_running_counted_blocked_until_room_frees() {
+    // n2's one GPU is held by a job outside gpu-claims: vm1's set could go
+    // nowhere, so vm1 is not stopped (stopped, it would only wait); the
+    // node and the VMI say why. The job ends: vm1 is stopped and moves.
+    let mut objs = evacuating_n1(&["vm1"], 1);
+    objs.push(job_on("n2", "1"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(vmi_uid(&t, "vm1").as_deref(), Some("u-vm1"), "not stopped");
+        let blocked = node_events(&t, "EvacuationBlocked");
+        assert_eq!(blocked.len(), 1, "said once: {blocked:?}");
+        assert!(
+            blocked[0].contains("VMI t/vm1")
+                && blocked[0].contains("is not stopped")
+                && blocked[0].contains("NoCapacity"),
+            "{}",
+            blocked[0]
+        );
+        let on_vmi = t
+            .sim
+            .cluster
+            .events()
+            .into_iter()
+            .filter(|e| e.regarding.kind == Kind::Vmi && e.reason == "EvacuationBlocked")
+            .count();
+        assert_eq!(on_vmi, 1, "an Event on the VMI too");
+        // Looked at again, and still nowhere: not said again.
+        t.advance(secs(60)).await;
+        assert_eq!(node_events(&t, "EvacuationBlocked").len(), 1);
+        // The job ends: room on n2, and vm1 is stopped to move there.
+        t.user_delete(Kind::Pod, Some("jobs"), "job-n2");
+        t.settle().await;
+        assert_eq!(vmi_uid(&t, "vm1"), None, "stopped once it can go to n2");
+        vm_starts_again(&t, "vm1", "u-vm1-b");
+        t.settle().await;
+        assert_eq!(t.claim("t/vm1-c").unwrap().node_name(), Some("n2"));
+    });
+}
+
+#[test]
+fn e2_a_vm_with_nowhere_to_go_does_not_keep_one_that_could_go_from_stopping() {
+    // vm1 needs 2 GPUs, vm2 one; n2 has room for one: vm1 keeps running,
+    // vm2 is stopped and moves.
+    let mut objs = evacuating_n1(&["vm2"], 1);
+    let uid = "u-vm1";
+    objs.push(virtual_machine("t", "vm1", "Always"));
+    objs.push(
+        vmi("t", "vm1")
+            .uid(uid)
+            .annotate(CLAIMS, "vm1-c")
+            .of_vm("vm1")
+            .obj(),
+    );
+    objs.push(
+        launcher("t", "virt-launcher-vm1", "vm1", uid)
+            .pinned("n1")
+            .scheduled("n1")
+            .obj(),
+    );
+    objs.extend(
+        claim("t", "vm1-c")
+            .count(2)
+            .attached_phase("n1")
+            .attached("vm1")
+            .with_allocation(H200),
+    );
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(
+            vmi_uid(&t, "vm1").as_deref(),
+            Some(uid),
+            "vm1 keeps running"
+        );
+        assert_eq!(vmi_uid(&t, "vm2"), None, "vm2 is stopped: it can go to n2");
+        let blocked = node_events(&t, "EvacuationBlocked");
+        assert!(
+            blocked
+                .iter()
+                .any(|m| m.contains("VMI t/vm1") && m.contains("is not stopped")),
+            "{blocked:?}"
+        );
+    });
 }
 
 #[test]

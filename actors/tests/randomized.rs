@@ -18,8 +18,11 @@
 //! evacuation and untainted: two VMs in three are owned by a
 //! VirtualMachine, which (as KubeVirt's VM controller) starts a new VMI
 //! when E2 deletes one, and the garbage collector takes the deleted VMI's
-//! pods; the others E2 keeps and names. I1-I8 and I10 hold throughout.
-//! 1000 seeds.
+//! pods; the others E2 keeps and names. VMs run at three priorities
+//! (two PriorityClasses and none), one in three asks for a whole node,
+//! and each seed has its own `queueing.headOfLineAfter` (0s, 30s, the 5m
+//! default, off): GPUs that free go to the head of the class first (O1,
+//! O2). I1-I8, I10 and I11 hold throughout. 1000 seeds.
 mod common;
 use common::*;
 use gpu_claims_actors::api::resources::pod_requests;
@@ -60,8 +63,19 @@ fn start_vm(sim: &Sim, rng: &mut Rng, i: u64, generation: u64) {
     if has_vm(i) {
         v = v.of_vm(&name);
     }
+    // Three priorities (O1): none (0), low and high.
+    match rng.below(3) {
+        0 => {}
+        1 => v = v.priority("low"),
+        _ => v = v.priority("high"),
+    }
     let gpus = if i.is_multiple_of(2) {
-        let n = 1 + rng.below(3);
+        // One in three asks for a whole node (O2: a big set among small ones).
+        let n = if rng.below(3) == 0 {
+            4
+        } else {
+            1 + rng.below(2)
+        };
         // Half of them ask in their spec alone, as vm-instance writes it.
         if rng.below(2) == 0 {
             v = v
@@ -347,6 +361,8 @@ struct Seen {
     evacuated: usize,
     /// Steps that ended with a VMI without a VM kept on an evacuating node.
     kept_bare: usize,
+    /// Steps that ended with a set held back for its class's head (O2).
+    queued: usize,
 }
 
 /// The platform sets the tenant's quota (per class, sometimes a total
@@ -378,9 +394,24 @@ fn set_quota(sim: &Sim, rng: &mut Rng) {
     }
 }
 
-/// Whether some claim says its set waits for `reason`.
+/// The seed's `queueing.headOfLineAfter`: 0s, 30s, the default, or off.
+fn queueing(seed: u64) -> Config {
+    let mut c = Config::default();
+    c.queueing.head_of_line_after = match (seed / 2) % 4 {
+        0 => Some(std::time::Duration::ZERO),
+        1 => Some(secs(30)),
+        2 => c.queueing.head_of_line_after,
+        _ => None,
+    };
+    c
+}
+
 fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
-    let mut objs = vec![class("h200", H200).budget(10).obj()];
+    let mut objs = vec![
+        class("h200", H200).budget(10).obj(),
+        priority_class("low", 10, false),
+        priority_class("high", 1000, false),
+    ];
     objs.extend(["n1", "n2", "n3"].iter().map(|n| {
         let zone = if *n == "n1" { "a" } else { "b" };
         let memory = if *n == "n1" { "64Gi" } else { "128Gi" };
@@ -414,8 +445,9 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         } else {
             Lag::default()
         };
-        let mut sim = Sim::start(Config::default(), &objs, lag);
-        let mut checker = Checker::default();
+        let config = queueing(seed);
+        let mut sim = Sim::start(config.clone(), &objs, lag);
+        let mut checker = Checker::for_config(&config);
         let mut v = Vec::new();
         let mut generation = 0;
         let mut running = [false; VMS as usize];
@@ -465,6 +497,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                 e.reason == "EvacuationBlocked" && e.message.contains("no VirtualMachine owner")
             }));
             seen.over_quota += usize::from(random::waits(&sim, "OverQuota"));
+            seen.queued += usize::from(random::waits(&sim, "Queued"));
             seen.quota_unreadable += usize::from(random::waits(&sim, "QuotaUnreadable"));
             seen.hostile_pods += usize::from(
                 sim.store
@@ -483,7 +516,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                 v.extend(checker.check(&sim.cluster));
                 // A process set to die may have died on the way: it places nothing.
                 let stuck = if sim.alive() {
-                    progress(&sim.cluster)
+                    progress(&sim.cluster, &config)
                 } else {
                     Vec::new()
                 };
@@ -520,7 +553,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         schedule(&sim);
         sim.advance(secs(2)).await;
         v.extend(checker.check(&sim.cluster));
-        v.extend(progress(&sim.cluster));
+        v.extend(progress(&sim.cluster, &config));
         let before = sim.cluster.journal().entries.len();
         let debug = std::env::var_os("GPU_CLAIMS_DEBUG").is_some();
         if debug {
@@ -591,7 +624,8 @@ fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge()
             && seen.hostile_pods > 0
             && seen.moved > 0
             && seen.evacuated > 0
-            && seen.kept_bare > 0,
+            && seen.kept_bare > 0
+            && seen.queued > 0,
         "{seen:?}"
     );
 }

@@ -483,7 +483,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                 sim.advance(secs(2)).await;
                 v.extend(checker.check(&sim.cluster));
                 if sim.alive() {
-                    v.extend(progress(&sim.cluster));
+                    v.extend(progress(&sim.cluster, &Config::default()));
                 }
             }
             if rng.below(3) == 0 {
@@ -516,7 +516,7 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
             settle(&sim, &running, &mut generation).await;
         }
         v.extend(checker.check(&sim.cluster));
-        v.extend(progress(&sim.cluster));
+        v.extend(progress(&sim.cluster, &Config::default()));
         v.extend(allocations_follow_records(&sim));
         let before = sim.cluster.journal().entries.len();
         let writes = sim.writes_on_restart().await;

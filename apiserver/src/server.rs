@@ -81,6 +81,7 @@ impl ApiServer {
             registry: Registry::with_versions(versions.clone()),
         });
         controllers::namespaces::adopt(&store);
+        crate::registry::priorities::adopt(&store);
         controllers::bootstrap::kubernetes_service(&store, server.addr);
         controllers::bootstrap::api_services(&store, &versions);
         #[cfg(feature = "conformance")]

@@ -3,7 +3,7 @@
 //! controller running against it over HTTP as `run` does (its gate webhook
 //! registered as the chart registers it), KubeVirt and the kubelet played
 //! by the stand-in, and the story told step by step with the claims after
-//! each. I1-I5 and I7-I10 are checked all along, I6 after each step; any
+//! each. I1-I5 and I7-I11 are checked all along, I6 after each step; any
 //! violation fails the demo.
 
 use crate::clients::Clients;
@@ -69,7 +69,7 @@ impl Drop for RemoveOnDrop {
 
 pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let faults = Faults::parse(&args.faults).map_err(anyhow::Error::msg)?;
-    let mut config = gpu_claims_actors::Config::parse("{}")?;
+    let mut config = gpu_claims_testbed::demo::config();
     config.log.filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
     let logging = Logging::init(&config);
     let sys = gpu_claims_actors::controller::system();
@@ -100,6 +100,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         println!("  and 2 nodes placement skips: {CORDONED} (cordoned) and {TAINTED} (tainted dedicated=ml:NoSchedule), 4 x H200 each");
         println!("  classes h200 (budget 6) and l40s; claim {B}/shared-l40s");
         println!("  a CUDA job outside gpu-claims, {OPS}/{CUDA_JOB}, holds 1 H200 on gpu-node-1");
+        println!("  the controller's config: the defaults, and queueing.headOfLineAfter 0s (5m by default), so that the queue scene plays in seconds");
         if faults != Faults::default() {
             println!("  faults injected: {}", args.faults);
         }
@@ -116,6 +117,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         // what a user does with the printed kubeconfig meanwhile.
         cluster.journal_only(CONTROLLER_USER);
         let own = server.kubeconfig_for(CONTROLLER_USER);
+        let config_timeout = config.api.request_timeout;
         let clients = Clients::from_kubeconfig(&own, config.api.request_timeout).await?;
         // The demo's controller elects as `run`'s does (the Lease is free: it leads at once).
         let controller = Controller::start(Launch {
@@ -148,7 +150,15 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         standin.spawn();
 
         let mut w = Observer::new(cluster.clone());
-        let told = tell(&mut w, &standin, started, args.serve).await?;
+        // O3: the queue as `gpu-claims status` shows it, read over HTTP as
+        // the command reads it (its waiting sets and its heads).
+        let user = kubeconfig.clone();
+        let timeout = config_timeout;
+        let status = move || -> std::pin::Pin<Box<dyn std::future::Future<Output = String>>> {
+            let user = user.clone();
+            Box::pin(async move { queue_status(&user, timeout).await.unwrap_or_else(|e| format!("status: {e:#}")) })
+        };
+        let told = tell(&mut w, &standin, started, args.serve, &status).await?;
         if let Some(why) = &told.disturbed {
             println!("\nthe story was disturbed (the cluster changed under it, by you?), and the demo keeps serving:\n  {why}");
         }
@@ -166,7 +176,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .get();
         if told.disturbed.is_none() {
         println!(
-            "\ndone in {:.1}s: {} steps; invariants I1-I5 and I7-I10 checked {} times and I6 after each step, none violated; \
+            "\ndone in {:.1}s: {} steps; invariants I1-I5 and I7-I11 checked {} times and I6 after each step, none violated; \
              the controller wrote {writes} times over HTTP ({refused} refused), none that changed nothing; \
              its webhook put {gated} launcher pods at the gate",
             started.elapsed().as_secs_f64(),
@@ -193,4 +203,21 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         drop(server);
         Ok(())
     })
+}
+
+/// The sections of `gpu-claims status` about the queue (O3): its waiting
+/// sets in order, and the head of each class.
+async fn queue_status(kubeconfig: &str, timeout: std::time::Duration) -> anyhow::Result<String> {
+    let clients = Clients::from_kubeconfig(kubeconfig, timeout).await?;
+    let (world, _) =
+        crate::status::read_world(&clients, &gpu_claims_actors::ports::Kind::ALL).await?;
+    let table = crate::status::table(
+        &gpu_claims_actors::status::report(&world),
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let sections: Vec<&str> = table
+        .split("\n\n")
+        .filter(|s| s.starts_with("WAITING AT THE GATE") || s.starts_with("QUEUE HEADS"))
+        .collect();
+    Ok(sections.join("\n\n"))
 }

@@ -11,7 +11,8 @@
 //!
 //! Cardinality, worst case (docs/operations.md): classes × 5; nodes ×
 //! (resources + DRA classes there) × 4; namespaces × classes × 5;
-//! quota limits × 2; namespaces with waiting sets × reasons × 2.
+//! quota limits × 2; namespaces with waiting sets × reasons × 2; classes
+//! with a head × 1.
 
 use gpu_claims_actors::status::{Report, report};
 use gpu_claims_actors::world::World;
@@ -57,6 +58,7 @@ struct Figures {
     quota_used: Gauges,
     waiting_sets: Gauges,
     waiting_longest: Seconds,
+    queue_head_waiting: Seconds,
     held_seconds: GpuSeconds,
     attached_seconds: GpuSeconds,
     exclusive_devices: Gauges,
@@ -114,6 +116,13 @@ impl Figures {
             ];
             set(&f.waiting_sets, labels.clone(), sets);
             f.waiting_longest.get_or_create(&labels).set(longest);
+        }
+        // O3: how long each class's head has led it.
+        for h in &r.heads {
+            let led = now.duration_since(h.since).as_secs_f64().max(0.0);
+            f.queue_head_waiting
+                .get_or_create(&vec![("class", h.class.clone())])
+                .set(led);
         }
         for a in w.gpu_seconds(std::time::Instant::now()) {
             let labels = vec![("namespace", a.namespace), ("class", a.class)];
@@ -252,7 +261,7 @@ impl Collector for ClusterGauges {
         let f = Figures::of(&self.0);
         let seconds = Some(&Unit::Seconds);
         #[rustfmt::skip]
-        let table: [(&str, &str, Option<&Unit>, &dyn EncodeMetric); 19] = [
+        let table: [(&str, &str, Option<&Unit>, &dyn EncodeMetric); 20] = [
             ("gpu_claims_claims", "GPUClaims by class and phase", None, &f.claims),
             ("gpu_claims_class_gpus_capacity", "Per class, the GPUs of its resource (or the devices of its DeviceClass) on Ready nodes it serves", None, &f.class_capacity),
             ("gpu_claims_class_gpus_allocated", "Per class, the GPUs its claims hold or owe (phases Bound, Attached, Lost)", None, &f.class_allocated),
@@ -268,6 +277,7 @@ impl Collector for ClusterGauges {
             ("gpu_claims_quota_gpus_used", "Per GPUQuota limit, the GPUs the namespace's claims hold or owe", None, &f.quota_used),
             ("gpu_claims_waiting_sets", "VMIs whose launcher pods wait at the gate, by namespace and reason", None, &f.waiting_sets),
             ("gpu_claims_waiting_longest", "By namespace and reason, how long the longest-waiting set has waited (since its oldest launcher pod was made)", seconds, &f.waiting_longest),
+            ("gpu_claims_queue_head_waiting", "Per class, how long the set at its head has led it (O2: past queueing.headOfLineAfter, later sets of lower or equal priority wait Queued)", seconds, &f.queue_head_waiting),
             ("gpu_claims_held_gpu_seconds", "Per namespace and class, GPU-seconds its claims held (Bound, Attached, Lost) since this process started", None, &f.held_seconds),
             ("gpu_claims_attached_gpu_seconds", "Per namespace and class, GPU-seconds a VM used its claims' GPUs (Attached) since this process started", None, &f.attached_seconds),
             ("gpu_claims_devices_named_twice", "GPUClaims one of whose record's devices another ResourceClaim names too (D8): given up at once where no VM uses the claim, so what stays is a VM's device someone else holds", None, &f.named_twice),

@@ -26,7 +26,7 @@ pub const WATCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60
 /// Watches one kind until the process ends.
 pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc<WatchHealth>) {
     // Each kind's objects are read as its own type (see `read`).
-    const _: () = assert!(Kind::ALL.len() == 12);
+    const _: () = assert!(Kind::ALL.len() == 13);
     let at = Kind::ALL.iter().position(|k| *k == kind);
     match at {
         Some(0) => watch_as::<0>(client, to, health).await,
@@ -41,6 +41,7 @@ pub async fn watch(client: Client, kind: Kind, to: Addr<Supervisor>, health: Arc
         Some(9) => watch_as::<9>(client, to, health).await,
         Some(10) => watch_as::<10>(client, to, health).await,
         Some(11) => watch_as::<11>(client, to, health).await,
+        Some(12) => watch_as::<12>(client, to, health).await,
         _ => warn!(kind = kind.name(), "not a watched kind"),
     }
 }

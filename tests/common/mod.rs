@@ -245,16 +245,17 @@ impl Cluster {
             standin.spawn();
         }
         std::fs::write(dir.path().join("kubeconfig"), server.kubeconfig()).unwrap();
+        // The demo's story ends with its queue scene, which plays in
+        // seconds under the demo's `queueing.headOfLineAfter`.
+        let config = &with_demo_queueing(config);
         write_config(dir.path(), config);
         grant_readers(&store, OPERATOR);
         let reader_token = server.add_user(OPERATOR);
-        let grace = gpu_claims::config::parse(config)
-            .map(|c| c.unschedulable_grace)
-            .unwrap_or_else(|_| gpu_claims_actors::Config::default().unschedulable_grace);
+        let parsed = gpu_claims::config::parse(config).unwrap_or_default();
         Self {
             reader_token,
             rt,
-            observer: Observer::with_unschedulable_grace(journal.clone(), grace),
+            observer: Observer::for_config(journal.clone(), &parsed),
             store,
             journal,
             server,
@@ -371,7 +372,7 @@ impl Cluster {
     /// Writes the controller's config file as a ConfigMap update does:
     /// a new file renamed over the old one.
     pub fn rewrite_config(&self, text: &str) {
-        write_config(self.dir.path(), text);
+        write_config(self.dir.path(), &with_demo_queueing(text));
     }
 
     /// The controller's writes that took effect or changed nothing,
@@ -384,6 +385,14 @@ impl Cluster {
             .filter(|e| e.error.is_none() && e.kind != "Lease")
             .count()
     }
+}
+
+/// `text`, with the demo's `queueing` unless it says its own.
+pub fn with_demo_queueing(text: &str) -> String {
+    if text.contains("queueing:") {
+        return text.to_string();
+    }
+    format!("{text}\n{}", gpu_claims_testbed::demo::CONFIG_QUEUEING)
 }
 
 fn write_config(dir: &Path, text: &str) {

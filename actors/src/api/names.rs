@@ -23,6 +23,10 @@ pub const VMI_API_VERSION: &str = "kubevirt.io/v1";
 pub const VMI_KIND: &str = "VirtualMachineInstance";
 
 pub const CONDITION_WAITING: &str = "Waiting";
+/// O2: the claim's set is at the head of the claim's class; its
+/// lastTransitionTime is since when (a controller that restarts counts
+/// from it).
+pub const CONDITION_QUEUE_HEAD: &str = "QueueHead";
 /// D1: a DRA class's selector does not compile, or errors on a device.
 pub const CONDITION_SELECTOR_INVALID: &str = "SelectorInvalid";
 /// D1: a DRA class serves nothing: the cluster serves no DRA, or the

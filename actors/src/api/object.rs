@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde_json::Value;
 use std::fmt;
 
@@ -29,12 +30,14 @@ pub enum Kind {
     /// D2: taints on published devices, from outside their slices.
     /// Optional beyond DRA itself: a cluster may serve DRA without it.
     DeviceTaintRule,
+    /// O1: what a VMI's `spec.priorityClassName` is worth.
+    PriorityClass,
     /// Read live (E2), never watched: not in `ALL`.
     Vm,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Class,
         Kind::Claim,
         Kind::Allocation,
@@ -47,6 +50,7 @@ impl Kind {
         Kind::ResourceClaim,
         Kind::ResourceClaimTemplate,
         Kind::DeviceTaintRule,
+        Kind::PriorityClass,
     ];
 
     /// The DRA kinds: optional, as a cluster without DRA serves none.
@@ -72,6 +76,7 @@ impl Kind {
             Kind::ResourceClaim => "ResourceClaim",
             Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
             Kind::DeviceTaintRule => "DeviceTaintRule",
+            Kind::PriorityClass => "PriorityClass",
             Kind::Vm => "VirtualMachine",
         }
     }
@@ -88,6 +93,7 @@ impl Kind {
                 | Kind::DeviceClass
                 | Kind::ResourceSlice
                 | Kind::DeviceTaintRule
+                | Kind::PriorityClass
         )
     }
 }
@@ -109,6 +115,7 @@ pub enum Obj {
     ResourceClaim(ResourceClaim),
     ResourceClaimTemplate(ResourceClaimTemplate),
     DeviceTaintRule(DeviceTaintRule),
+    PriorityClass(PriorityClass),
     Vm(VirtualMachine),
 }
 
@@ -127,6 +134,7 @@ impl Obj {
             Obj::ResourceClaim(_) => Kind::ResourceClaim,
             Obj::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
             Obj::DeviceTaintRule(_) => Kind::DeviceTaintRule,
+            Obj::PriorityClass(_) => Kind::PriorityClass,
             Obj::Vm(_) => Kind::Vm,
         }
     }
@@ -145,6 +153,7 @@ impl Obj {
             Obj::ResourceClaim(o) => &o.metadata,
             Obj::ResourceClaimTemplate(o) => &o.metadata,
             Obj::DeviceTaintRule(o) => &o.metadata,
+            Obj::PriorityClass(o) => &o.metadata,
             Obj::Vm(o) => &o.metadata,
         }
     }
@@ -163,6 +172,7 @@ impl Obj {
             Obj::ResourceClaim(o) => &mut o.metadata,
             Obj::ResourceClaimTemplate(o) => &mut o.metadata,
             Obj::DeviceTaintRule(o) => &mut o.metadata,
+            Obj::PriorityClass(o) => &mut o.metadata,
             Obj::Vm(o) => &mut o.metadata,
         }
     }
@@ -218,6 +228,7 @@ impl Kind {
             | Kind::ResourceClaim
             | Kind::ResourceClaimTemplate
             | Kind::DeviceTaintRule => "resource.k8s.io/v1",
+            Kind::PriorityClass => "scheduling.k8s.io/v1",
         }
     }
 
@@ -237,6 +248,7 @@ impl Kind {
             Kind::ResourceClaim => ApiResource::erase::<ResourceClaim>(&()),
             Kind::ResourceClaimTemplate => ApiResource::erase::<ResourceClaimTemplate>(&()),
             Kind::DeviceTaintRule => ApiResource::erase::<DeviceTaintRule>(&()),
+            Kind::PriorityClass => ApiResource::erase::<PriorityClass>(&()),
             Kind::Vm => ApiResource::erase::<VirtualMachine>(&()),
         }
     }
@@ -268,6 +280,7 @@ pub fn to_json(obj: &Obj) -> Value {
         Obj::ResourceClaim(o) => serde_json::to_value(o),
         Obj::ResourceClaimTemplate(o) => serde_json::to_value(o),
         Obj::DeviceTaintRule(o) => serde_json::to_value(o),
+        Obj::PriorityClass(o) => serde_json::to_value(o),
         Obj::Vm(o) => serde_json::to_value(o),
     };
     let mut v = v.unwrap_or(Value::Null);
@@ -294,6 +307,7 @@ pub fn from_text(kind: Kind, text: &str) -> Result<Obj, serde_json::Error> {
         Kind::ResourceClaim => Obj::ResourceClaim(from_str(text)?),
         Kind::ResourceClaimTemplate => Obj::ResourceClaimTemplate(from_str(text)?),
         Kind::DeviceTaintRule => Obj::DeviceTaintRule(from_str(text)?),
+        Kind::PriorityClass => Obj::PriorityClass(from_str(text)?),
         Kind::Vm => Obj::Vm(from_str(text)?),
     })
 }
@@ -328,6 +342,7 @@ pub fn from_json(kind: Kind, mut v: Value) -> Result<Obj, DecodeError> {
         Kind::ResourceClaim => Obj::ResourceClaim(typed(v)?),
         Kind::ResourceClaimTemplate => Obj::ResourceClaimTemplate(typed(v)?),
         Kind::DeviceTaintRule => Obj::DeviceTaintRule(typed(v)?),
+        Kind::PriorityClass => Obj::PriorityClass(typed(v)?),
         Kind::Vm => Obj::Vm(typed(v)?),
     })
 }

@@ -32,6 +32,14 @@ pub struct VmiSpec {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub resource_claims: Vec<VmiResourceClaim>,
+    /// O1: the PriorityClass whose value orders the VM's set at the gate
+    /// (KubeVirt gives it to the launcher pod too).
+    #[serde(
+        default,
+        rename = "priorityClassName",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub priority_class_name: Option<String>,
 }
 
 /// One `spec.resourceClaims[]` entry, as the pod's: exactly one of a

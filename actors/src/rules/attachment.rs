@@ -110,6 +110,8 @@ pub fn detach(c: &GPUClaim, rule: RuleId) -> Step<ClaimIntent> {
     if c.phase() != ClaimPhase::Lost {
         remove_condition(&mut status.conditions, CONDITION_WAITING);
     }
+    // O2: a set no longer waits, so it leads nothing.
+    remove_condition(&mut status.conditions, crate::api::CONDITION_QUEUE_HEAD);
     if c.phase() == ClaimPhase::Attached {
         status.phase = Some(ClaimPhase::Bound);
     }

@@ -49,6 +49,10 @@ pub struct EvacuationStep {
     /// A restarted VM whose new set waits at the gate: no further VM is
     /// stopped. Its VM and why it waits.
     pub blocked: Option<(String, String)>,
+    /// VMs whose set could not be placed on another node at once: not
+    /// stopped (stopped, they would only wait), and why. Tried again as
+    /// the cluster changes.
+    pub nowhere: Vec<(Evacuee, String)>,
     /// VMs left to restart once there is room (for progress reports).
     pub left: usize,
     /// Per evacuating node, its GPU VMs live there (the metric's `live`).
@@ -212,6 +216,9 @@ pub struct EvacuationCounts<'a> {
     pub under_way_by_node: &'a BTreeMap<String, usize>,
     pub max_concurrent: u32,
     pub would_not_restart: &'a std::collections::HashMap<String, String>,
+    /// Whether a live VMI's set could be placed on another node at once
+    /// (`rules::could_move_off`), else why not.
+    pub could_move: &'a dyn Fn(&Evacuee) -> Result<(), String>,
 }
 
 /// E2 across the evacuating nodes: which VMIs to delete now.
@@ -222,6 +229,7 @@ pub fn decide_evacuation(w: &World, counts: &EvacuationCounts) -> EvacuationStep
         under_way_by_node,
         max_concurrent,
         would_not_restart,
+        could_move,
     } = *counts;
     let mut step = EvacuationStep::default();
     let mut candidates = Vec::new();
@@ -260,7 +268,17 @@ pub fn decide_evacuation(w: &World, counts: &EvacuationCounts) -> EvacuationStep
         .unwrap_or(usize::MAX)
         .saturating_sub(under_way);
     let take = if step.blocked.is_some() { 0 } else { room };
-    step.left += candidates.len().saturating_sub(take);
-    step.restart = candidates.into_iter().take(take).collect();
+    // A VM is stopped only while its set could be placed elsewhere at
+    // once: one with nowhere to go keeps running, counted as blocked. Only
+    // as many are tried as may be stopped now.
+    let mut candidates = candidates.into_iter();
+    while step.restart.len() < take {
+        let Some(e) = candidates.next() else { break };
+        match could_move(&e) {
+            Ok(()) => step.restart.push(e),
+            Err(why) => step.nowhere.push((e, why)),
+        }
+    }
+    step.left += candidates.len();
     step
 }

@@ -14,6 +14,7 @@ mod finalizer;
 mod gate;
 mod lost;
 mod managed_pools;
+pub mod queueing;
 mod quota;
 mod release;
 mod request;
@@ -31,11 +32,12 @@ pub use evacuation::{
 pub use finalizer::{needs_finalizer, released};
 pub use gate::{
     AllocationWrite, Assumed, BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST,
-    DeviceClaimWrite, DeviceTaken, Forgotten, GateStep, GiveUp, Moved, NodesThatMatter, Plan,
+    DeviceClaimWrite, DeviceTaken, Forgotten, GateStep, GiveUp, Lead, Moved, NodesThatMatter, Plan,
     Restore, Taken, Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate,
-    backing_claim, backing_claim_to_let_go, backing_claim_to_restore, controlled_by, decide_gate,
-    device_taken, lost_to_another, orphaned_backing_claim, owned_by, pod_unfit, request_mismatch,
-    requested_claims, reserved, taken_device,
+    backing_claim, backing_claim_to_let_go, backing_claim_to_restore, controlled_by,
+    could_move_off, decide_gate, decide_gate_held, device_taken, lost_to_another,
+    orphaned_backing_claim, owned_by, pod_unfit, request_mismatch, requested_claims, reserved,
+    taken_device,
 };
 pub use lost::{LostReason, decide_lost, lost_reason, node_failed};
 pub use managed_pools::{PoolRuleWrite, decide_pool, decide_stray, desired_rule, rule_name};
@@ -100,6 +102,8 @@ pub enum RuleId {
     D8,
     /// Q2: a GPUQuota's status (used, usedTotal, ClassMissing).
     Q2,
+    /// O2: a set leads its class, or starts holding others back.
+    O2,
     /// Objects: a VMI's GPU annotations that cannot be used are reported.
     Annotations,
 }
@@ -133,6 +137,7 @@ impl RuleId {
             RuleId::D7 => "D7",
             RuleId::D8 => "D8",
             RuleId::Q2 => "Q2",
+            RuleId::O2 => "O2",
             RuleId::Annotations => "annotations",
         }
     }

@@ -150,5 +150,32 @@ fn field_requirement(r: &NodeSelectorRequirement, node_name: &str) -> Option<boo
     }
 }
 
+/// The three filters above, in the order kube-scheduler runs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filter {
+    NodeAffinity,
+    NodeUnschedulable,
+    TaintToleration,
+}
+
+/// The first of the three filters that keeps a pod off `node`, if any.
+pub fn failing_filter(
+    s: &crate::api::PodScheduling,
+    node: &crate::api::NodeFacts,
+) -> Option<Filter> {
+    if !affinity_matches(
+        &s.node_selector,
+        s.required.as_ref(),
+        &node.name,
+        &node.labels,
+    ) {
+        return Some(Filter::NodeAffinity);
+    }
+    if node.unschedulable && !tolerates_cordon(&s.tolerations) {
+        return Some(Filter::NodeUnschedulable);
+    }
+    untolerated(&s.tolerations, &node.taints).map(|_| Filter::TaintToleration)
+}
+
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@
 //! an `Arc<World>`, whose methods only read; DashMaps keep reads
 //! lock-free across arbiters. Nothing outside this module reaches the maps.
 
+mod allocatable;
 mod apply;
 mod capacity;
 pub mod devices;
@@ -16,6 +17,7 @@ mod free;
 mod indexes;
 mod meter;
 mod pods;
+mod priorities;
 mod questions;
 mod unreadable;
 mod writer;
@@ -28,6 +30,7 @@ pub use free::dra_key as dra_free_key;
 pub use indexes::ClassUsage;
 pub use meter::GpuSecondsRow;
 pub use pods::{NodeUse, vmi_key_of};
+pub use priorities::PriorityChange;
 pub use writer::WorldWriter;
 
 use crate::api::{
@@ -85,6 +88,8 @@ pub struct World {
     capacity: capacity::Capacity,
     /// Per device resource: nodes by their free GPUs (G3's best fit).
     free: free::FreeIndex,
+    /// Per device resource: nodes by their allocatable GPUs (O2's heads).
+    allocatable: allocatable::AllocatableIndex,
     /// DRA (D1-D8): published devices, the DRA classes' devices, holds.
     devices: devices::Devices,
     /// D3: tenants' request selectors and what they answered per device.
@@ -98,6 +103,8 @@ pub struct World {
     meter: meter::GpuSeconds,
     /// Per DRA class, its capacity by node (D2), kept as devices change.
     dra_capacity: dra_capacity::DraCapacity,
+    /// O1: the PriorityClasses' values and the global default.
+    priorities: priorities::Priorities,
     /// Per namespace: its GPUQuotas that cannot be read, name to why.
     unreadable_quotas: DashMap<String, std::collections::BTreeMap<String, String>>,
 }
@@ -208,6 +215,7 @@ impl World {
             | Kind::ResourceClaim
             | Kind::ResourceClaimTemplate
             | Kind::DeviceTaintRule => self.dra_keys(kind),
+            Kind::PriorityClass => self.priority_class_names(),
             Kind::Pod => {
                 let mut k = of(&self.pods);
                 k.extend(self.bound_pod_keys());

@@ -43,6 +43,11 @@ impl Req<'_> {
             Ok(o) => o,
             Err(r) => return *r,
         };
+        if self.store_kind() == "PriorityClass"
+            && let Some(why) = crate::registry::priorities::refuse_delete(n)
+        {
+            return self.forbidden(n, why);
+        }
         match self.delete_one(n, &opts, how) {
             // The kinds whose storage sets ReturnDeletedObject answer with
             // the object deleted; other kinds with a Status.

@@ -12,7 +12,8 @@ use crate::journal::WriteRecord;
 use crate::store::Apply;
 use crate::{
     patch::managed, registry::created, registry::defaults, registry::kind_rules,
-    registry::resource_values, registry::schema, registry::typed, registry::validate, status,
+    registry::priorities, registry::resource_values, registry::schema, registry::typed,
+    registry::validate, status,
 };
 use axum::response::Response;
 use serde_json::Value;
@@ -71,6 +72,7 @@ impl Req<'_> {
             None => created::prepare(&self.s.store, self.store_kind(), obj),
             Some(old) => created::prepare_update(&self.s.store, self.store_kind(), old, obj),
         }
+        self.priority_admission(name, old.as_ref(), obj)?;
         let mut causes = validate::metadata(&self.t.resource, obj);
         causes.extend(kind_rules::check(self.store_kind(), old.as_ref(), obj));
         self.authorize_binding(old.as_ref(), obj);
@@ -108,6 +110,26 @@ impl Req<'_> {
                 .collect(),
             _ => Vec::new(),
         })
+    }
+
+    /// The Priority admission plugin on an update of a pod (what it left
+    /// out of its priority is kept) and on a PriorityClass's write (one
+    /// global default at most: 403).
+    fn priority_admission(
+        &self,
+        name: &str,
+        old: Option<&Value>,
+        obj: &mut Value,
+    ) -> Result<(), Refused> {
+        match (self.store_kind(), old) {
+            ("Pod", Some(old)) => priorities::keep_on_update(old, obj),
+            ("PriorityClass", old) => {
+                priorities::admit_class(&self.s.store, old.is_some(), obj)
+                    .map_err(|why| Box::new(self.forbidden(name, &why)))?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// `fieldValidation`: Warn unless the query says otherwise.
@@ -189,6 +211,18 @@ impl Req<'_> {
                 .log_write(w.refused(format!("invalid: {}", what.join(", ")), true));
         }
         validate::invalid(&self.t.resource, name, causes)
+    }
+
+    /// An admission plugin's refusal (`admission.NewForbidden`): 403,
+    /// `<resource> "<name>" is forbidden: <why>`.
+    pub(super) fn forbidden(&self, name: &str, why: &str) -> Response {
+        let r = &self.t.resource;
+        let resource = match r.group {
+            "" => r.plural.to_string(),
+            g => format!("{}.{g}", r.plural),
+        };
+        let msg = format!("{resource} {name:?} is forbidden: {why}");
+        crate::answers::object_status(403, "Forbidden", &msg, name, r)
     }
 
     /// A body the decoder refuses, as kube-apiserver words it (400).

@@ -3,6 +3,7 @@
 
 use super::{Req, meta_str, ok, store_error};
 use crate::patch::{self, PatchKind};
+use crate::registry::priorities;
 use crate::status;
 use crate::store::{Apply, StoreError, Subresource};
 use crate::{admission, controllers::namespaces, events, patch::managed, registry::validate};
@@ -15,11 +16,12 @@ impl Req<'_> {
     /// namespace must exist and not be terminating, then the mutating
     /// webhooks that match have their say.
     pub(super) async fn admitted(&self, body: &[u8]) -> Result<Value, Box<Response>> {
-        let obj = self.body_object(body, None)?;
+        let mut obj = self.body_object(body, None)?;
         let name = meta_str(&obj, "name").to_string();
         if let Some(ns) = &self.t.namespace {
             namespaces::admit_create(&self.s.store, &self.t.resource, ns, Some(&name))?;
         }
+        self.admit_pod_priority(&mut obj)?;
         let a = admission::Attributes {
             resource: &self.t.resource,
             namespace: self.t.namespace.as_deref(),
@@ -30,13 +32,32 @@ impl Req<'_> {
         admission::validate(self.s, &a, obj).await.map_err(Box::new)
     }
 
+    /// The Priority admission plugin on a pod's create (before the
+    /// webhooks, as the built-in plugins run first): its priority from its
+    /// class, or refused (403).
+    fn admit_pod_priority(&self, obj: &mut Value) -> Result<(), Box<Response>> {
+        if self.store_kind() != "Pod" {
+            return Ok(());
+        }
+        priorities::admit_pod(&self.s.store, obj).map_err(|why| {
+            let name = match meta_str(obj, "name") {
+                "" => meta_str(obj, "generateName").to_string(),
+                n => n.to_string(),
+            };
+            Box::new(self.forbidden(&name, &why))
+        })
+    }
+
     /// A create from an apply patch: admitted by the namespace's lifecycle
     /// but not sent to webhooks (an apply that creates is not, here).
     fn create_unhooked(&self, body: &[u8]) -> Response {
-        let obj = match self.body_object(body, None) {
+        let mut obj = match self.body_object(body, None) {
             Ok(o) => o,
             Err(r) => return *r,
         };
+        if let Err(r) = self.admit_pod_priority(&mut obj) {
+            return *r;
+        }
         if let Some(ns) = &self.t.namespace
             && let Err(r) = namespaces::admit_create(
                 &self.s.store,

@@ -19,6 +19,7 @@ pub fn apply(kind: &str, obj: &mut Value) {
         "Secret" => secret(obj),
         "Namespace" => namespace(obj),
         "Deployment" => deployment(obj),
+        "PriorityClass" => crate::registry::priorities::defaults(obj),
         _ => {}
     }
 }

@@ -18,6 +18,7 @@ pub fn check(kind: &str, old: Option<&Value>, new: &Value) -> Vec<Cause> {
         ("Pod", None) | ("Node", _) => crate::registry::resource_values::check(kind, new),
         ("ConfigMap", _) => data_size(new, &["data", "binaryData"], ""),
         ("Secret", _) => data_size(new, &["data"], "data"),
+        ("PriorityClass", _) => crate::registry::priorities::check(old, new),
         _ => crate::registry::dra_rules::check(kind, old, new),
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod defaults;
 pub(crate) mod dra_rules;
 pub(crate) mod kind_rules;
 pub(crate) mod pods;
+pub(crate) mod priorities;
 pub(crate) mod resource_values;
 pub(crate) mod schema;
 pub(crate) mod typed;

@@ -240,7 +240,7 @@ impl Store {
     }
 
     /// Now, on the server's wall clock (a test's, where it sets one).
-    pub(crate) fn wall_now(&self) -> k8s_openapi::jiff::Timestamp {
+    pub fn wall_now(&self) -> k8s_openapi::jiff::Timestamp {
         (self.wall)()
     }
 

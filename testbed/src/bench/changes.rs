@@ -3,11 +3,13 @@
 //! original controller's model, where every change re-decides every claim.
 
 use super::world::{
-    FOREIGN_NS, Layout, Role, claim_name, cuda_job, node_name, ns, spare_class, vmi_name,
+    FOREIGN_NS, Layout, Role, blocked_claim, claim_name, cuda_job, node_name, ns, spare_class,
+    vmi_name,
 };
 use crate::memory::store::{Store, Subresource};
+use gpu_claims_actors::api::{CONDITION_QUEUE_HEAD, ClaimPhase};
 use gpu_claims_actors::rules::{ClaimMemory, capacity_of, decide_claim, decide_class};
-use gpu_claims_actors::world::World;
+use gpu_claims_actors::world::{World, key};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -26,7 +28,8 @@ pub enum Kind {
     /// The rack is Ready again.
     RackUp,
     /// A claim whose VM's launcher waits at the gate is deleted: L8
-    /// releases it (its finalizer, 1 write).
+    /// releases it (its finalizer, 1 write); where its set led the class,
+    /// the next set that waits leads it (its claim's QueueHead, O2).
     GateClaimDeleted,
     /// A class no claim uses is deleted: L11 releases it (1 write).
     ClassDeleted,
@@ -35,7 +38,8 @@ pub enum Kind {
     ForeignPodBound,
     /// A CUDA job outside gpu-claims finishes: the VM pinned to its node,
     /// waiting NoCapacity, is placed (G3, G4: allocation, claim status,
-    /// pod; then L4 and the class's status: 5 writes).
+    /// pod; then L4 and the class's status: 5 writes); it led h100, so
+    /// the next blocked VM leads it (its claim's QueueHead, O2).
     ForeignPodDone,
 }
 
@@ -115,10 +119,38 @@ pub fn needed(world: &World, layout: &Layout, kind: Kind, k: usize) -> usize {
             };
             claims_on(world, nodes_of(layout, kind, k), phases) + SERVED_CLASSES
         }
-        Kind::VmiFinal | Kind::GateClaimDeleted | Kind::ClassDeleted => 1,
+        Kind::VmiFinal | Kind::ClassDeleted => 1,
+        Kind::GateClaimDeleted => {
+            let pending = (0..layout.claims).filter(|i| layout.roles[*i] == Role::Pending);
+            let claims = pending.map(|i| key(&ns(i), &claim_name(i)));
+            let i = nth(layout, Role::Pending, k);
+            1 + hands_the_lead(world, &key(&ns(i), &claim_name(i)), claims)
+        }
         Kind::ForeignPodBound => 0,
-        Kind::ForeignPodDone => 5,
+        Kind::ForeignPodDone => {
+            let blocked = (0..layout.blocked).map(|j| key(FOREIGN_NS, &blocked_claim(j)));
+            5 + hands_the_lead(world, &key(FOREIGN_NS, &blocked_claim(k)), blocked)
+        }
     }
+}
+
+/// O2: 1 where the set of `claim`, which goes (deleted, or placed), leads
+/// its class and another of `others` still waits: that one leads next, and
+/// its claim's QueueHead is written.
+fn hands_the_lead(world: &World, claim: &str, others: impl Iterator<Item = String>) -> usize {
+    let leads = world.claim(claim).is_some_and(|c| {
+        c.conditions()
+            .iter()
+            .any(|x| x.type_ == CONDITION_QUEUE_HEAD && x.status == "True")
+    });
+    let next = || {
+        others.filter(|o| o != claim).any(|o| {
+            world
+                .claim(&o)
+                .is_some_and(|c| c.phase() == ClaimPhase::Pending)
+        })
+    };
+    usize::from(leads && next())
 }
 
 /// Makes change `kind` number `k`.

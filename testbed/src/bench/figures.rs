@@ -91,6 +91,7 @@ pub struct Figures {
     pub placement_storm: Option<super::storm::StormFigures>,
     pub webhook: Option<WebhookFigures>,
     pub dra: Option<super::dra::DraFigures>,
+    pub queue: Option<super::queue::QueueFigures>,
 }
 
 /// The table on stdout.
@@ -171,6 +172,26 @@ pub fn print(f: &Figures) {
             s.out_of_order_sets,
             s.placement_writes,
             s.placement_writes_min
+        );
+    }
+    if let Some(q) = &f.queue {
+        for (mode, m) in [("off", &q.off), ("0s", &q.strict)] {
+            println!(
+                "queue: {} sets waiting on {} full nodes, headOfLineAfter {mode}: a release to its last write p50 {:.1} ms, p99 {:.1} ms; writes a release p50 {} ({} in {} releases); {} placed, {} out of O1's order",
+                q.waiting_sets,
+                q.nodes,
+                m.p50_ms,
+                m.p99_ms,
+                m.writes_p50,
+                m.writes,
+                q.releases,
+                m.placed,
+                m.out_of_order
+            );
+        }
+        println!(
+            "queue: strict order's median release is {:.2}x the baseline's",
+            q.ratio_p50
         );
     }
     if let Some(w) = &f.webhook {

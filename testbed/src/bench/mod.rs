@@ -8,6 +8,7 @@ pub mod cold;
 pub mod dra;
 mod figures;
 pub mod harness;
+pub mod queue;
 mod sizes;
 pub mod storm;
 pub mod world;
@@ -66,6 +67,13 @@ pub struct BenchArgs {
     /// Slice changes and node changes, each, in the DRA world.
     #[arg(long, default_value_t = 200)]
     pub dra_changes: usize,
+    /// Sets waiting at the gate while reservations are released one by
+    /// one (issue 60; 0 skips it).
+    #[arg(long, default_value_t = 10_000)]
+    pub queue_sets: usize,
+    /// Releases, with no head holding and in strict order, each.
+    #[arg(long, default_value_t = 40)]
+    pub queue_releases: usize,
 }
 
 /// The p-th percentile (0..=100) of `v`, nearest rank.
@@ -178,6 +186,11 @@ pub fn run(
         );
         eprintln!("{d:?}");
         figures.dra = Some(d);
+    }
+    if args.queue_sets > 0 {
+        let q = queue::measure(args.queue_sets, args.queue_releases);
+        eprintln!("{q:?}");
+        figures.queue = Some(q);
     }
     print(&figures);
     if let Some(path) = &args.json {

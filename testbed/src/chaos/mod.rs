@@ -289,7 +289,8 @@ impl Harness {
             if last.1.elapsed() < Duration::from_secs(2) || !self.settled_leader().await {
                 continue;
             }
-            if !progress(&self.cluster.journal).is_empty() {
+            let config = gpu_claims_actors::Config::parse(CONFIG).unwrap_or_default();
+            if !progress(&self.cluster.journal, &config).is_empty() {
                 continue;
             }
             if self.fresh_controller_writes().await == 0 {

@@ -98,6 +98,18 @@ pub const CONTROLLER_USER: &str = "system:serviceaccount:gpu-claims:gpu-claims";
 /// The user the KubeVirt stand-in creates launcher pods as.
 pub const KUBEVIRT_USER: &str = "system:serviceaccount:kubevirt:kubevirt-controller";
 
+/// The demo's controller config: the defaults, but for
+/// `queueing.headOfLineAfter`, `0s` (strict order at once), so that the
+/// story's queue scene plays in seconds.
+pub fn config() -> gpu_claims_actors::config::Config {
+    let mut c = gpu_claims_actors::config::Config::default();
+    c.queueing.head_of_line_after = Some(story::HEAD_OF_LINE_AFTER);
+    c
+}
+
+/// The same as a config file's lines, for a controller started with one.
+pub const CONFIG_QUEUEING: &str = "queueing:\n  headOfLineAfter: 0s\n";
+
 /// A kube client for the kubeconfig text.
 pub async fn client_for(kubeconfig: &str) -> anyhow::Result<kube::Client> {
     let kc = kube::config::Kubeconfig::from_yaml(kubeconfig)?;
@@ -111,24 +123,34 @@ pub struct Observer {
     store: Arc<Store>,
     cluster: Arc<MemCluster>,
     checker: Checker,
+    /// The controller's config (I6 holds sets back behind a head as its
+    /// `queueing` says).
+    config: gpu_claims_actors::config::Config,
     checks: usize,
     progress_checks: usize,
 }
 
 impl Observer {
-    /// An observer for a controller whose `unschedulableGrace` is `grace` (I7).
-    pub fn with_unschedulable_grace(cluster: Arc<MemCluster>, grace: Duration) -> Self {
+    /// An observer for a controller running `config` (I7's grace, I10's
+    /// evacuation, I11's `headOfLineAfter`).
+    pub fn for_config(
+        cluster: Arc<MemCluster>,
+        config: &gpu_claims_actors::config::Config,
+    ) -> Self {
         Self {
-            checker: Checker::with_unschedulable_grace(grace),
+            checker: Checker::for_config(config),
+            config: config.clone(),
             ..Self::new(cluster)
         }
     }
 
+    /// An observer for a controller running the demo's config ([`config`]).
     pub fn new(cluster: Arc<MemCluster>) -> Self {
         Self {
             store: cluster.store.clone(),
             cluster,
-            checker: Checker::default(),
+            checker: Checker::for_config(&config()),
+            config: config(),
             checks: 0,
             progress_checks: 0,
         }
@@ -174,7 +196,7 @@ impl Observer {
     pub async fn check_progress(&mut self) -> anyhow::Result<()> {
         let start = Instant::now();
         loop {
-            let stuck = progress(&self.cluster);
+            let stuck = progress(&self.cluster, &self.config);
             if stuck.is_empty() {
                 self.progress_checks += 1;
                 return Ok(());
@@ -252,12 +274,14 @@ pub struct Told {
 /// Tells the story over `cluster`: waits for the controller's finalizers,
 /// then acts each step and waits for it to end, printing the claims after
 /// each. A step that does not end fails the story, unless `keep_going`,
-/// when it ends the story as disturbed.
+/// when it ends the story as disturbed. A step that shows O3 (what an
+/// operator sees) prints what `status` says then.
 pub async fn tell(
     w: &mut Observer,
     standin: &StandIn,
     started: Instant,
     keep_going: bool,
+    status: &dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = String>>>,
 ) -> anyhow::Result<Told> {
     let store = w.store.clone();
     let first = w
@@ -298,6 +322,15 @@ pub async fn tell(
             step.rules
         );
         print!("{}", view::render(&snap));
+        if step.rules.split_whitespace().any(|r| r == "O3") {
+            println!("    what `gpu-claims status` shows now:");
+            for line in status().await.lines() {
+                match line.is_empty() {
+                    true => println!(),
+                    false => println!("      {line}"),
+                }
+            }
+        }
     }
     Ok(Told {
         steps: steps.len(),

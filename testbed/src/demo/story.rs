@@ -4,6 +4,8 @@
 //! that a DRA driver publishes through a ResourceClaimTemplate, one of
 //! which fails and comes back; another VM names a claim of the DRA class,
 //! whose backing ResourceClaim holds its GPUs while the VM is stopped.
+//! Last, an 8-GPU VM that comes after 1-GPU jobs gets its node as they
+//! end one GPU at a time (`queue`).
 //! Each step acts on the cluster as a tenant, KubeVirt or the kubelet
 //! would, then names what the controller must have done for it to end.
 
@@ -32,7 +34,9 @@ pub const DRA_NODES: [&str; 2] = ["dra-node-1", "dra-node-2"];
 pub const RAG_CLAIM: &str = "rag-h200-pair";
 
 mod dra;
+mod queue;
 use dra::{backing_allocated, dra_class_and_template, dra_pair_claim, fail_llm_gpu};
+pub use queue::{A100, A100_NODE, HEAD_OF_LINE_AFTER};
 
 pub struct Ctx<'a> {
     pub standin: &'a StandIn,
@@ -61,6 +65,15 @@ fn waiting(s: &Snapshot, ns: &str, name: &str) -> bool {
 }
 
 /// The node a claim is placed on.
+/// Whether claim `ns/name` waits with `reason`.
+fn waiting_for(s: &Snapshot, ns: &str, name: &str, reason: &str) -> bool {
+    s.claim(ns, name).is_some_and(|c| {
+        c.conditions()
+            .iter()
+            .any(|x| x.type_ == CONDITION_WAITING && x.status == "True" && x.reason == reason)
+    })
+}
+
 fn node_of(s: &Snapshot, ns: &str, name: &str) -> String {
     s.claim(ns, name)
         .and_then(|c| c.node_name())
@@ -111,6 +124,12 @@ fn moved_off(s: &Snapshot, vm_claim: &str) -> bool {
 }
 
 pub fn steps() -> Vec<Step> {
+    let mut steps = main_steps();
+    steps.extend(queue::steps());
+    steps
+}
+
+fn main_steps() -> Vec<Step> {
     let now = Duration::ZERO;
     vec![
         Step {

@@ -198,6 +198,15 @@ pub fn launcher_pod(vmi: &Value, gated: bool) -> Value {
             spec[f] = v.clone();
         }
     }
+    // `template.go`: `if vmi.Spec.PriorityClassName != "" {
+    // pod.Spec.PriorityClassName = vmi.Spec.PriorityClassName }` (the API
+    // server's Priority admission then gives the pod its priority).
+    if let Some(c) = vmi["spec"]["priorityClassName"]
+        .as_str()
+        .filter(|c| !c.is_empty())
+    {
+        spec["priorityClassName"] = c.into();
+    }
     // `drautil.ToPodResourceClaims`: the VMI's claims, one to one.
     if let Some(rc) = vmi["spec"]["resourceClaims"].as_array() {
         spec["resourceClaims"] = rc

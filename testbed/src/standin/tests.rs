@@ -61,6 +61,23 @@ fn a_launcher_pod_carries_its_vmis_annotations_and_a_gpu_one_is_gated() {
 }
 
 #[test]
+fn a_launcher_pod_takes_its_vmis_priority_class_as_kubevirt_renders_it() {
+    let (store, s) = cluster();
+    s.create_vmi(
+        "t",
+        "urgent",
+        &VmSpec::sized(1, "1Gi").gpus(H200, 1).priority("gold"),
+    );
+    s.create_vmi("t", "plain", &VmSpec::sized(1, "1Gi").gpus(H200, 1));
+    s.reconcile();
+    assert_eq!(
+        launcher(&store, "urgent")["spec"]["priorityClassName"],
+        "gold"
+    );
+    assert!(launcher(&store, "plain")["spec"]["priorityClassName"].is_null());
+}
+
+#[test]
 fn a_launcher_pod_requests_what_virt_controller_renders_for_the_vms_spec() {
     let (store, s) = cluster();
     s.start_vm("t", "vm", "h200", 2);

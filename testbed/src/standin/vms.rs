@@ -28,6 +28,8 @@ pub struct VmSpec {
     /// GPUs asked through DRA, as KubeVirt's DRA guide writes it.
     pub dra: Option<DraGpus>,
     pub annotations: BTreeMap<String, String>,
+    /// O1: the PriorityClass the VM's set is ordered by.
+    pub priority_class: Option<String>,
 }
 
 /// Where a VM's DRA GPUs come from: a ResourceClaimTemplate's name and
@@ -52,6 +54,7 @@ impl VmSpec {
             gpus: Vec::new(),
             dra: None,
             annotations: BTreeMap::new(),
+            priority_class: None,
         }
     }
 
@@ -80,6 +83,12 @@ impl VmSpec {
         self
     }
 
+    /// `spec.priorityClassName`.
+    pub fn priority(mut self, class: &str) -> Self {
+        self.priority_class = Some(class.into());
+        self
+    }
+
     pub fn annotate(mut self, k: &str, v: &str) -> Self {
         self.annotations.insert(k.into(), v.into());
         self
@@ -98,6 +107,9 @@ impl VmSpec {
             "resources": {"requests": {"memory": self.memory}},
             "devices": {"gpus": gpus},
         }});
+        if let Some(c) = &self.priority_class {
+            spec["priorityClassName"] = c.as_str().into();
+        }
         let (entry, request) = match &self.dra {
             None => return spec,
             Some(DraGpus::Template { template, request }) => (

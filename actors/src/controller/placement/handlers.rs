@@ -20,8 +20,14 @@ impl Handler<Recheck> for Placement {
     type Result = ();
     fn handle(&mut self, _: Recheck, ctx: &mut Context<Self>) {
         self.env.activity.tick();
-        let works = self.gate.recheck();
-        self.push(works);
+        for (order, vmi) in self.gate.recheck() {
+            self.queue.push_waiting(order, vmi);
+        }
+        // E2: a VM kept for want of anywhere to go is tried again whenever
+        // a burst may have made room (after the sets that wait: they go first).
+        if self.evacuation.waits_for_room() {
+            self.queue.push(LookAt::Evacuation);
+        }
         pacer::reconcile(self, ctx);
     }
 }
@@ -69,6 +75,8 @@ impl Placement {
     fn config_reloaded(&mut self, ctx: &mut Context<Self>) {
         let works = self.gate.counting_grace();
         self.push(works);
+        let heads = self.gate.led_classes();
+        self.push(heads);
         if self.env.world.evacuation_has_work() {
             self.push(vec![LookAt::Evacuation]);
         }

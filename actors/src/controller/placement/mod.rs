@@ -82,6 +82,13 @@ pub enum LookAt {
     /// A node's evacuation taint, a VMI or a claim changed while a node is
     /// evacuated, or a restart timed out: E2 looks again.
     Evacuation,
+    /// O1: a PriorityClass's value, or which is the default, moved: every
+    /// waiting set is ordered (decided) again.
+    Priorities,
+    /// O2: the head of this class moved, or is to start holding others
+    /// back: the sets it holds back (Queued) look again, and the start
+    /// is said.
+    Head(String),
 }
 
 /// What to look at, with the time its change entered the supervisor.
@@ -140,6 +147,8 @@ pub(super) struct Shared<'a> {
 /// What a part asks of the actor besides a write.
 #[derive(Default)]
 pub(super) struct Asks {
+    /// Work looked at again, queued now.
+    pub now: Vec<LookAt>,
     /// Work looked at again behind what the mailbox holds.
     pub behind_mailbox: Vec<LookAt>,
     /// Each work's one timer: set at an instant, or cancelled (None).
@@ -194,6 +203,9 @@ impl Placement {
     }
 
     fn follow(&mut self, asks: Asks, ctx: &mut Context<Self>) {
+        for work in asks.now {
+            self.route(work, ctx);
+        }
         for work in asks.behind_mailbox {
             ctx.notify(work);
         }
@@ -304,7 +316,18 @@ impl Placement {
         }
     }
 
+    /// Queues `work` (or asks for the recheck it means), then decides as
+    /// far as the pacer lets it.
     fn enqueue(&mut self, work: LookAt, ctx: &mut Context<Self>) {
+        self.route(work, ctx);
+        pacer::reconcile(self, ctx);
+    }
+
+    /// Queues `work`, or asks for the recheck it means, and decides
+    /// nothing: what a part asks while a decision is being made must not
+    /// start another before that decision's write is under way (its
+    /// allocations assumed).
+    fn route(&mut self, work: LookAt, ctx: &mut Context<Self>) {
         let works: Vec<LookAt> = match &work {
             // The sets that name the claim, and the claim itself (D4: its
             // backing claim, away from the gate).
@@ -314,11 +337,20 @@ impl Placement {
                 .map(|v| LookAt::Vmi(v.clone()))
                 .chain(std::iter::once(LookAt::BackingClaim(c.clone())))
                 .collect(),
+            LookAt::Head(class) => {
+                let class = class.clone();
+                // The recheck first (the burst's one pass is asked for
+                // once): what the head's look adds to it goes in that pass.
+                self.ask_recheck(work, ctx);
+                self.with_shared(ctx, |gate, s| gate.head_looked_at(&class, s));
+                Vec::new()
+            }
             LookAt::Capacity
             | LookAt::Freed { .. }
             | LookAt::NodesChanged
             | LookAt::Node(_)
             | LookAt::BudgetUsed(_)
+            | LookAt::Priorities
             | LookAt::Namespace(_) => {
                 self.ask_recheck(work, ctx);
                 Vec::new()
@@ -326,7 +358,6 @@ impl Placement {
             _ => vec![work],
         };
         self.push(works);
-        pacer::reconcile(self, ctx);
     }
 
     /// Waiting sets that `work` concerns look again, in one pass with the
@@ -388,6 +419,8 @@ impl Placement {
             | LookAt::NodesChanged
             | LookAt::Node(_)
             | LookAt::BudgetUsed(_)
+            | LookAt::Priorities
+            | LookAt::Head(_)
             | LookAt::Namespace(_) => None,
         }
     }

@@ -1,6 +1,10 @@
 //! Placement's work queue, with the order between its parts as a type.
 //!
-//! Work is in one of two lanes ([`Lane`]). The tenants' lane holds the
+//! Work is in one of three lanes ([`Lane`]). The waiting lane holds the
+//! sets a recheck looks at again because GPUs freed (a release, a node
+//! back, a budget raised): they compete for those GPUs, so they are
+//! decided in O1's order, first of all (the one earlier in the order is
+//! placed first). The tenants' lane holds the
 //! gate's and the devices' work (a VMI, an allocation, a backing claim),
 //! fair between tenants: one queue per namespace, served in turn, each
 //! work item once however often it is asked for. A tenant that floods
@@ -15,11 +19,14 @@
 //! than the work before it would.
 
 use super::LookAt;
+use crate::rules::queueing::OrderKey;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 /// The lanes of placement's work, and which part's work each holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
+    /// Waiting sets looked at again, in O1's order: before the others.
+    Waiting,
     /// The gate's (a VMI) and the devices' (an allocation, a backing
     /// claim): fair between namespaces.
     Tenants,
@@ -29,6 +36,12 @@ pub enum Lane {
 }
 
 impl Lane {
+    /// The order a pop serves the lanes in: E2's look first, but only once
+    /// the work queued before it is done (else it is passed over); then
+    /// the waiting sets; then the tenants.
+    pub const ORDER: [Lane; 3] = [Lane::Evacuation, Lane::Waiting, Lane::Tenants];
+
+    /// The lane `push` puts `w` in (the waiting lane is `push_waiting`'s).
     pub fn of(w: &LookAt) -> Lane {
         match w {
             LookAt::Evacuation => Lane::Evacuation,
@@ -50,17 +63,22 @@ fn namespace(w: &LookAt) -> &str {
         | LookAt::Node(_)
         | LookAt::BudgetUsed(_)
         | LookAt::Namespace(_)
+        | LookAt::Priorities
+        | LookAt::Head(_)
         | LookAt::Evacuation => "",
     }
 }
 
 #[derive(Default)]
 pub struct WorkQueue {
+    /// The waiting lane: sets by their place in O1's order, and when each
+    /// was queued.
+    waiting: std::collections::BTreeMap<OrderKey, (u64, String)>,
     /// The tenants' lane: per namespace, its work and when each was queued.
     by_namespace: HashMap<String, VecDeque<(u64, LookAt)>>,
     /// Namespaces with work, in the order they are served.
     turns: VecDeque<String>,
-    /// When each tenant's work still queued was queued.
+    /// When each set's or tenant's work still queued was queued.
     tenant_order: BTreeSet<u64>,
     /// The evacuation's lane: when E2's look was asked for, if it is.
     evacuation: Option<u64>,
@@ -90,27 +108,62 @@ impl WorkQueue {
         self.tenant_order.insert(at);
     }
 
-    /// The next work: E2's look once no tenant's work queued before it is
-    /// left, else the oldest of the namespace whose turn it is.
+    /// Queues the waiting set of `vmi` (at `order`) in the waiting lane,
+    /// unless it is queued already (in any lane: it keeps its place).
+    pub fn push_waiting(&mut self, order: OrderKey, vmi: String) {
+        if !self.queued.insert(LookAt::Vmi(vmi.clone())) {
+            return;
+        }
+        let at = self.next;
+        self.next += 1;
+        self.tenant_order.insert(at);
+        self.waiting.insert(order, (at, vmi));
+    }
+
+    /// The next work, from the first lane of `Lane::ORDER` that has one.
     pub fn pop(&mut self) -> Option<LookAt> {
-        if let Some(asked) = self.evacuation
-            && self.tenant_order.first().is_none_or(|first| *first > asked)
-        {
-            self.evacuation = None;
-            self.queued.remove(&LookAt::Evacuation);
-            return Some(LookAt::Evacuation);
+        Lane::ORDER.into_iter().find_map(|lane| self.pop_from(lane))
+    }
+
+    fn pop_from(&mut self, lane: Lane) -> Option<LookAt> {
+        match lane {
+            // Once no work queued before it is left.
+            Lane::Evacuation => {
+                let asked = self.evacuation?;
+                if self
+                    .tenant_order
+                    .first()
+                    .is_some_and(|first| *first < asked)
+                {
+                    return None;
+                }
+                self.evacuation = None;
+                self.queued.remove(&LookAt::Evacuation);
+                Some(LookAt::Evacuation)
+            }
+            // The first in O1's order.
+            Lane::Waiting => {
+                let (_, (at, vmi)) = self.waiting.pop_first()?;
+                self.tenant_order.remove(&at);
+                let w = LookAt::Vmi(vmi);
+                self.queued.remove(&w);
+                Some(w)
+            }
+            // The oldest of the namespace whose turn it is.
+            Lane::Tenants => {
+                let ns = self.turns.pop_front()?;
+                let q = self.by_namespace.get_mut(&ns)?;
+                let (at, w) = q.pop_front()?;
+                if q.is_empty() {
+                    self.by_namespace.remove(&ns);
+                } else {
+                    self.turns.push_back(ns);
+                }
+                self.tenant_order.remove(&at);
+                self.queued.remove(&w);
+                Some(w)
+            }
         }
-        let ns = self.turns.pop_front()?;
-        let q = self.by_namespace.get_mut(&ns)?;
-        let (at, w) = q.pop_front()?;
-        if q.is_empty() {
-            self.by_namespace.remove(&ns);
-        } else {
-            self.turns.push_back(ns);
-        }
-        self.tenant_order.remove(&at);
-        self.queued.remove(&w);
-        Some(w)
     }
 
     #[cfg(test)]
@@ -155,6 +208,36 @@ mod tests {
         let rest = std::iter::from_fn(|| q.pop()).count();
         assert_eq!(rest, 997);
         assert!(q.is_empty());
+    }
+
+    fn key(vmi: &str, priority: i32, since: i64) -> OrderKey {
+        OrderKey {
+            priority: std::cmp::Reverse(priority),
+            since: k8s_openapi::jiff::Timestamp::from_second(since).unwrap(),
+            vmi: vmi.into(),
+        }
+    }
+
+    #[test]
+    fn o1_sets_looked_at_again_go_first_and_in_their_order() {
+        let mut q = WorkQueue::default();
+        q.push(vmi("a/new"));
+        q.push_waiting(key("b/old", 0, 10), "b/old".into());
+        q.push_waiting(key("c/urgent", 5, 50), "c/urgent".into());
+        q.push_waiting(key("a/older", 0, 5), "a/older".into());
+        // Queued already in the tenants' lane: it keeps its place there.
+        q.push_waiting(key("a/new", 9, 0), "a/new".into());
+        assert_eq!(q.pop(), Some(vmi("c/urgent")), "priority first");
+        assert_eq!(q.pop(), Some(vmi("a/older")), "then the longer wait");
+        assert_eq!(q.pop(), Some(vmi("b/old")));
+        assert_eq!(q.pop(), Some(vmi("a/new")));
+        assert!(q.is_empty());
+        // E2's look still waits for the sets queued before it.
+        q.push_waiting(key("b/old", 0, 10), "b/old".into());
+        q.push(LookAt::Evacuation);
+        assert_eq!(q.pop(), Some(vmi("b/old")));
+        assert_eq!(q.pop(), Some(LookAt::Evacuation));
+        assert_eq!(Lane::of(&LookAt::Evacuation), Lane::Evacuation);
     }
 
     #[test]

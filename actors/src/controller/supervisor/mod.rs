@@ -144,7 +144,22 @@ impl Supervisor {
     /// order on every run, so `plan` is deterministic.
     fn all_decide_again(&mut self, ctx: &mut Context<Self>) {
         let w = self.env.world.clone();
-        for v in w.keys(Kind::Vmi) {
+        // O1: the sets at the gate first, in the order they take the GPUs
+        // that free, so that the first of a class decided that could lead
+        // it is its head: a start writes no head only to take it back.
+        let mut vmis: Vec<(Option<crate::rules::queueing::OrderKey>, String)> = w
+            .keys(Kind::Vmi)
+            .into_iter()
+            .map(|k| {
+                let order = w
+                    .vmi(&k)
+                    .filter(|v| crate::rules::at_the_gate(v, &w))
+                    .map(|v| crate::rules::queueing::order_key(&v, &w));
+                (order, k)
+            })
+            .collect();
+        vmis.sort_by(|a, b| (a.0.is_none(), &a.0).cmp(&(b.0.is_none(), &b.0)));
+        for (_, v) in vmis {
             self.place(LookAt::Vmi(v));
         }
         for r in w.keys(Kind::Allocation) {

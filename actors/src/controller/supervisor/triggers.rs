@@ -63,6 +63,9 @@ pub fn whom(change: Change, w: &World) -> Vec<Wake> {
         Change::Pod(p) => pod(p, w, &mut out),
         Change::Node(n) => node(n, w, &mut out),
         Change::Devices(d) => devices(d, w, &mut out),
+        // O1: the waiting sets are ordered again.
+        Change::Priority(p) if p.moved => out.push(Wake::Placement(LookAt::Priorities)),
+        Change::Priority(_) => {}
     }
     out.sort_by_key(Wake::rank);
     out

@@ -3,6 +3,7 @@
 
 mod choice;
 mod devices;
+mod lead;
 mod members;
 mod plan;
 mod quota;
@@ -15,6 +16,7 @@ pub use devices::{
     controlled_by, device_taken, lost_to_another, orphaned_backing_claim, owned_by, reserved,
     taken_device,
 };
+pub use lead::Lead;
 pub use members::request_mismatch;
 pub use plan::{AllocationWrite, DeviceClaimWrite, Moved, Plan};
 pub use written::{Assumed, Forgotten, WrittenAllocations};
@@ -22,7 +24,8 @@ pub use written::{Assumed, Forgotten, WrittenAllocations};
 use super::request::vmi_request;
 use super::template_name;
 use crate::api::amount::add_to;
-use crate::api::{ClaimPhase, GPUClaim, LauncherPod, Vmi, is_deleting};
+use crate::api::{ClaimPhase, GPUClaim, HOSTNAME_LABEL, LauncherPod, Vmi, is_deleting};
+use crate::rules::queueing::Held;
 use crate::world::{World, key};
 use choice::Ask;
 use members::Member;
@@ -47,6 +50,9 @@ pub enum WaitReason {
     OverQuota,
     /// Q1 fails closed: a GPUQuota of the namespace cannot be read.
     QuotaUnreadable,
+    /// O2: the GPUs it could take go first to the set at the head of its
+    /// class, which has waited `queueing.headOfLineAfter`.
+    Queued,
     PinnedElsewhere,
     NoCapacity,
 }
@@ -65,6 +71,7 @@ impl WaitReason {
             WaitReason::OverBudget => "OverBudget",
             WaitReason::OverQuota => "OverQuota",
             WaitReason::QuotaUnreadable => "QuotaUnreadable",
+            WaitReason::Queued => "Queued",
             WaitReason::PinnedElsewhere => "PinnedElsewhere",
             WaitReason::NoCapacity => "NoCapacity",
         }
@@ -72,7 +79,10 @@ impl WaitReason {
 
     /// Waits on nodes: re-evaluated when a node changes, or pods leave one.
     pub fn on_nodes(self) -> bool {
-        matches!(self, WaitReason::NoCapacity | WaitReason::PinnedElsewhere)
+        matches!(
+            self,
+            WaitReason::NoCapacity | WaitReason::PinnedElsewhere | WaitReason::Queued
+        )
     }
 
     /// Waits on capacity or classes: re-evaluated when GPUs are freed or
@@ -84,6 +94,7 @@ impl WaitReason {
             WaitReason::NoCapacity
                 | WaitReason::OverBudget
                 | WaitReason::OverQuota
+                | WaitReason::Queued
                 | WaitReason::ClassMissing
                 | WaitReason::RequestMismatch
         )
@@ -102,6 +113,8 @@ pub enum GateStep {
         /// The nodes whose change can change this decision (for a set
         /// waiting on nodes): a change elsewhere leaves it as it is.
         nodes: NodesThatMatter,
+        /// O2: the classes it could lead, and what it asks of a node.
+        lead: Option<Lead>,
     },
     Place(Plan),
 }
@@ -161,8 +174,20 @@ pub fn at_the_gate(v: &Vmi, w: &World) -> bool {
     !pods.is_empty() && pods.iter().all(|p| p.gated)
 }
 
-/// G3: decide for one VMI whose launcher pods all wait at the gate.
+/// G3: decide for one VMI whose launcher pods all wait at the gate, no
+/// head holding it back.
 pub fn decide_gate(v: &Vmi, w: &World, written: &WrittenAllocations) -> GateStep {
+    decide_gate_held(v, w, written, &[])
+}
+
+/// G3 for one VMI whose launcher pods all wait at the gate, letting the
+/// heads in `held` (O2) go first.
+pub fn decide_gate_held(
+    v: &Vmi,
+    w: &World,
+    written: &WrittenAllocations,
+    held: &[Held],
+) -> GateStep {
     let (Some(ns), Some(name)) = (v.metadata.namespace.as_deref(), v.metadata.name.as_deref())
     else {
         return GateStep::Nothing;
@@ -184,7 +209,7 @@ pub fn decide_gate(v: &Vmi, w: &World, written: &WrittenAllocations) -> GateStep
         .filter(|c| !is_deleting(&c.metadata) && members::owned_by_other(c, v).is_none())
         .cloned()
         .collect();
-    match place(v, w, written, &names, &found, &pods) {
+    match place(v, w, written, held, &names, &found, &pods) {
         Ok(plan) => GateStep::Place(plan),
         Err(Waiting {
             reason,
@@ -195,30 +220,82 @@ pub fn decide_gate(v: &Vmi, w: &World, written: &WrittenAllocations) -> GateStep
             message,
             claims: ours,
             nodes,
+            lead: lead::lead(v, w, written, &names, &found, &pods, reason),
         },
     }
+}
+
+/// E2's stop rule: whether the set of `v`, a live VMI whose claims hold
+/// GPUs on the evacuating `node`, could be placed on another node at once
+/// (G3 on the cache, its claims moving as E1 moves them; `node` is left
+/// out by its evacuate taint). Its launcher pods stand for the ones its
+/// VM's next VMI brings, without our pin to `node`. The node it would go
+/// to, or why it would wait.
+pub fn could_move_off(v: &Vmi, w: &World, node: &str) -> Result<String, String> {
+    let (Some(ns), Some(name)) = (v.metadata.namespace.as_deref(), v.metadata.name.as_deref())
+    else {
+        return Err("the VMI has no name".into());
+    };
+    let names = requested_claims(v, w);
+    let found: Vec<Arc<GPUClaim>> = names.iter().filter_map(|n| w.claim(&key(ns, n))).collect();
+    let pods: Vec<Arc<LauncherPod>> = w
+        .launchers(&key(ns, name))
+        .iter()
+        .filter(|p| !p.terminal)
+        .map(|p| {
+            let mut next = LauncherPod::clone(p);
+            if next
+                .scheduling
+                .node_selector
+                .get(HOSTNAME_LABEL)
+                .map(String::as_str)
+                == Some(node)
+            {
+                next.scheduling.node_selector.remove(HOSTNAME_LABEL);
+            }
+            next.pinned = None;
+            next.node_name = None;
+            next.gated = true;
+            Arc::new(next)
+        })
+        .collect();
+    if pods.is_empty() {
+        return Err("its launcher pod is gone".into());
+    }
+    place(
+        v,
+        w,
+        &WrittenAllocations::default(),
+        &[],
+        &names,
+        &found,
+        &pods,
+    )
+    .map(|plan| plan.node)
+    .map_err(|w| format!("{}: {}", w.reason.as_str(), w.message))
 }
 
 fn place(
     v: &Vmi,
     w: &World,
     written: &WrittenAllocations,
+    held: &[Held],
     names: &[String],
     found: &[Arc<GPUClaim>],
     pods: &[Arc<LauncherPod>],
 ) -> Result<Plan, Waiting> {
     let mut members = members::members(v, w, written, names, found, pods)?;
-    let held = held_node(&members)?;
-    let Some(h) = held else {
-        return place_on(v, w, written, &members, pods, None);
+    let held_node = held_node(&members)?;
+    let Some(h) = held_node else {
+        return place_on(v, w, written, held, &members, pods, None);
     };
     // The node its claims hold must still take the set; where it cannot
     // (cordoned, a taint, the pods' selector, no room for the pods, not
     // Ready), the claims move (E1). Every claim of the set is this VMI's
     // or attached to no live VMI (else the set waited ClaimInUse), and
     // this VMI's pods all wait at the gate: nothing runs on those GPUs.
-    let why = match Ask::new(w, written, pods, &members).held(&h) {
-        Ok(_) => return place_on(v, w, written, &members, pods, Some(h)),
+    let why = match Ask::new(w, written, pods, &members, held).held(&h) {
+        Ok(_) => return place_on(v, w, written, held, &members, pods, Some(h)),
         Err((_, why)) => why,
     };
     for m in members.iter_mut().filter(|m| m.holds_on(&h)) {
@@ -228,7 +305,7 @@ fn place(
             why: why.clone(),
         });
     }
-    place_on(v, w, written, &members, pods, None).map_err(|other| {
+    place_on(v, w, written, held, &members, pods, None).map_err(|other| {
         Waiting {
             reason: other.reason,
             message: format!("{why}; no other node can take it: {}", other.message),
@@ -243,6 +320,7 @@ fn place_on(
     v: &Vmi,
     w: &World,
     written: &WrittenAllocations,
+    heads: &[Held],
     members: &[Member],
     pods: &[Arc<LauncherPod>],
     held: Option<String>,
@@ -252,7 +330,8 @@ fn place_on(
     check_budgets(w, written, &unplaced)?;
     let ns = v.metadata.namespace.as_deref().unwrap_or_default();
     quota::check_quotas(w, written, ns, &unplaced)?;
-    let ask = Ask::new(w, written, pods, members);
+    budget_held(heads, &unplaced)?;
+    let ask = Ask::new(w, written, pods, members, heads);
     // The nodes the members hold or are recorded on matter too: whether
     // a member moves (its node failed) decides which node holds the set.
     let member_nodes = members.iter().flat_map(|m| {
@@ -278,6 +357,26 @@ fn place_on(
     plan::plan(w, name, &node, members, &unplaced, chosen, pod_keys)
 }
 
+/// O2: a head over the budget of a class whose GPUs the set would take
+/// holds that budget.
+fn budget_held(heads: &[Held], unplaced: &[&Member]) -> Result<(), Waiting> {
+    let takes = |class: &str| {
+        unplaced
+            .iter()
+            .any(|m| m.allocation_node.is_none() && m.claim.spec.class_name == class)
+    };
+    match heads.iter().find(|h| h.over_budget && takes(&h.class)) {
+        Some(h) => Err(wait(
+            WaitReason::Queued,
+            format!(
+                "GPUClass {}'s budget goes first to VMI {}, at the head of the class since {}",
+                h.class, h.head, h.since
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The members that take GPUs where the set is placed: those that move,
 /// and Pending ones without an allocation.
 fn unplaced(members: &[Member]) -> Vec<&Member> {
@@ -296,9 +395,15 @@ impl<'a> Ask<'a> {
         written: &'a WrittenAllocations,
         pods: &'a [Arc<LauncherPod>],
         members: &[Member],
+        heads: &'a [Held],
     ) -> Self {
         let unplaced = unplaced(members);
+        let takes = |class: &str| unplaced.iter().any(|m| m.claim.spec.class_name == class);
         Ask {
+            held: heads
+                .iter()
+                .filter(|h| !h.over_budget && takes(&h.class))
+                .collect(),
             w,
             written,
             pods,

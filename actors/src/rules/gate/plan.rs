@@ -4,8 +4,8 @@
 use super::devices::{Chosen, allocated_devices, allocation};
 use super::{Member, WaitReason, Waiting, wait};
 use crate::api::{
-    AttachedTo, CONDITION_LOST, CONDITION_WAITING, ClaimPhase, GPUAllocation, GPUAllocationSpec,
-    GPUClaim, GPUClaimStatus, remove_condition,
+    AttachedTo, CONDITION_LOST, CONDITION_QUEUE_HEAD, CONDITION_WAITING, ClaimPhase, GPUAllocation,
+    GPUAllocationSpec, GPUClaim, GPUClaimStatus, remove_condition,
 };
 use crate::world::World;
 use crate::world::devices::DeviceId;
@@ -221,6 +221,7 @@ pub(super) fn plan(
                 vmi: vmi.to_string(),
             });
             remove_condition(&mut s.conditions, CONDITION_WAITING);
+            remove_condition(&mut s.conditions, CONDITION_QUEUE_HEAD);
             // L4: Lost=True is shown only while the phase is Lost.
             remove_condition(&mut s.conditions, CONDITION_LOST);
             (s != old).then(|| (m.claim.clone(), s))

@@ -18,6 +18,8 @@ pub enum Change {
     Node(NodeChange),
     /// DRA's objects: the nodes and DRA classes whose devices moved.
     Devices(crate::world::devices::DevicesChange),
+    /// O1: a PriorityClass, and whether what it is worth moved.
+    Priority(crate::world::PriorityChange),
 }
 
 pub struct ClaimChange {

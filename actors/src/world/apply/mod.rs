@@ -64,6 +64,7 @@ impl World {
             Obj::ResourceClaim(c) => Change::Devices(self.resource_claim_changed(c, deleted)),
             Obj::ResourceClaimTemplate(t) => Change::Devices(self.template_changed(t, deleted)),
             Obj::DeviceTaintRule(r) => Change::Devices(self.taint_rule_changed(r, deleted)),
+            Obj::PriorityClass(p) => Change::Priority(self.priority_class_changed(p, deleted)),
             // Not watched, not cached: read live where it matters (E2).
             Obj::Vm(_) => return Change::Nothing,
         };
@@ -100,6 +101,7 @@ impl World {
             Kind::DeviceClass => Change::Devices(self.device_class_changed(named(meta), true)),
             Kind::ResourceClaim => Change::Devices(self.resource_claim_changed(named(meta), true)),
             Kind::DeviceTaintRule => Change::Devices(self.taint_rule_changed(named(meta), true)),
+            Kind::PriorityClass => Change::Priority(self.priority_class_changed(named(meta), true)),
             Kind::ResourceClaimTemplate => {
                 Change::Devices(self.template_changed(named(meta), true))
             }

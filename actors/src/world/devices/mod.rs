@@ -42,6 +42,24 @@ impl Devices {
         self.0.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// See `World::nodes_by_serving`.
+    pub(in crate::world) fn nodes_by_serving(
+        &self,
+        class: &str,
+        at_least: usize,
+        skip: usize,
+        batch: usize,
+    ) -> Vec<String> {
+        let index = self.read();
+        let nodes = index.nodes_by_serving(class, at_least).skip(skip);
+        nodes.take(batch).map(str::to_string).collect()
+    }
+
+    /// See `World::serving_count`.
+    pub(in crate::world) fn serving_count(&self, class: &str, node: &str) -> usize {
+        self.read().serving(class, node).count()
+    }
+
     fn write(&self) -> RwLockWriteGuard<'_, DeviceIndex> {
         self.0.write().unwrap_or_else(|e| e.into_inner())
     }
@@ -342,7 +360,6 @@ impl World {
             .collect()
     }
 
-    /// The DRA classes with devices serving them on `node`.
     /// The nodes with devices that serve DRA class `class`.
     pub fn dra_nodes_serving(&self, class: &str) -> Vec<String> {
         self.devices
@@ -352,6 +369,7 @@ impl World {
             .collect()
     }
 
+    /// The DRA classes with devices serving them on `node`.
     pub fn dra_classes_on(&self, node: &str) -> Vec<String> {
         self.devices.read().classes_on(node)
     }

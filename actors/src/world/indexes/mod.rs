@@ -362,6 +362,7 @@ impl World {
         }
         let allocatable = |n: &Option<Arc<NodeFacts>>| n.as_ref().map(|n| n.allocatable.clone());
         if allocatable(&old) != allocatable(&new) {
+            self.allocatable.moved(name, old.as_deref(), new.as_deref());
             let resources = old.iter().chain(&new).flat_map(|n| n.allocatable.keys());
             self.free_moved(name, resources.map(String::as_str));
         }

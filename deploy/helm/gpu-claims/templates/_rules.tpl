@@ -21,6 +21,8 @@ level:metric:operation.
       expr: max by (class) (gpu_claims_class_gpus_free)
     - record: class:gpu_claims_waiting_sets:max
       expr: max by (class) (gpu_claims_class_waiting_sets)
+    - record: class:gpu_claims_queue_head_waiting_seconds:max
+      expr: max by (class) (gpu_claims_queue_head_waiting_seconds)
     # A DRA class's devices show per class: two classes over one
     # DeviceClass count the same devices, so the max by node and resource.
     - record: node_resource:gpu_claims_gpus_allocatable:max

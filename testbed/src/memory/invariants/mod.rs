@@ -1,15 +1,17 @@
-//! The invariants I1-I10 (docs/design.md, "Invariants"), checked against the
-//! in-memory cluster. Tests call [`Checker::check`] (I1-I5, I7-I10) after
+//! The invariants I1-I11 (docs/design.md, "Invariants"), checked against the
+//! in-memory cluster. Tests call [`Checker::check`] (I1-I5, I7-I11) after
 //! every step, and
 //! [`progress`] (I6) once the controller has settled.
 
 mod evacuation;
+mod fresh;
 mod pools;
 mod progress;
+mod queue;
 mod records;
 
+use fresh::world_of;
 pub use progress::progress;
-use progress::world_of;
 
 use super::cluster::MemCluster;
 use gpu_claims_actors::api::from_json as from_value;
@@ -43,6 +45,8 @@ pub struct Checker {
     /// D8: devices named by a record and another allocator's
     /// ResourceClaim, as `device record resourceclaim`, ever seen.
     pub named_twice: BTreeSet<String>,
+    /// I11: who led each class at the last check, and since when.
+    heads: queue::Heads,
 }
 
 /// What I7 allows past `unschedulableGrace`: the controller's settle (a
@@ -85,14 +89,21 @@ impl Checker {
             evacuations: evacuation::Evacuations::default(),
             pools: pools::ClosedPools::default(),
             named_twice: BTreeSet::new(),
+            heads: queue::Heads::with(
+                gpu_claims_actors::config::Config::default()
+                    .queueing
+                    .head_of_line_after,
+            ),
         }
     }
 
     /// A checker for a controller running `config` (I7's grace, I10's
     /// evacuation settings).
     pub fn for_config(config: &gpu_claims_actors::config::Config) -> Self {
-        Self::with_unschedulable_grace(config.unschedulable_grace)
-            .with_evacuation(config.evacuation.max_concurrent, config.evacuation.timeout)
+        let mut c = Self::with_unschedulable_grace(config.unschedulable_grace)
+            .with_evacuation(config.evacuation.max_concurrent, config.evacuation.timeout);
+        c.heads = queue::Heads::with(config.queueing.head_of_line_after);
+        c
     }
 
     /// The controller's config was reloaded (now, by the cluster's
@@ -100,6 +111,7 @@ impl Checker {
     pub fn reloaded(&mut self, c: &MemCluster, config: &gpu_claims_actors::config::Config) {
         self.evacuations
             .reloaded(c.elapsed(), config.evacuation.max_concurrent);
+        self.heads.reloaded(config.queueing.head_of_line_after);
     }
 
     /// Judges evacuation (I10) against these settings.
@@ -148,6 +160,10 @@ impl Checker {
             &mut v,
         );
         self.pools.kept(c, &resource_claims, &ours, &mut v);
+        if c.journal().entries.len() > self.journal_pos {
+            let written = records::last_writes(c, self.journal_pos);
+            self.heads.check(c, &records, &written, &mut v);
+        }
         self.pins(c, &mut v);
         self.unschedulable(c, &mut v);
         let journal = c.journal();

@@ -100,7 +100,7 @@ impl ClosedPools {
         v: &mut Vec<String>,
     ) {
         let allowance = c.watch_allowance();
-        let written = last_writes(c, journal_from);
+        let written = super::records::last_writes(c, journal_from);
         let still_held: HashSet<(String, AllocatedDevice)> = claims
             .iter()
             .filter(|rc| !ours(rc))
@@ -163,20 +163,6 @@ impl ClosedPools {
         self.recorded = recorded;
         self.exclusive_classes = exclusive_now;
     }
-}
-
-/// When each record (`namespace/name`) was last written since the journal
-/// entry `from`.
-fn last_writes(c: &MemCluster, from: usize) -> HashMap<String, Duration> {
-    let journal = c.journal();
-    journal.entries[from.min(journal.entries.len())..]
-        .iter()
-        .filter(|e| e.kind == "GPUAllocation" && e.changed && matches!(e.op, "create" | "update"))
-        .map(|e| {
-            let ns = e.namespace.as_deref().unwrap_or_default();
-            (gpu_claims_actors::world::key(ns, &e.name), e.elapsed)
-        })
-        .collect()
 }
 
 /// The classes that say D7 operates for them (ExclusiveDevices True).

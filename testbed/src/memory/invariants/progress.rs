@@ -3,36 +3,16 @@
 
 use super::*;
 
-/// The world as a freshly started controller would list it.
-pub(super) fn world_of(c: &MemCluster) -> WorldWriter {
-    let fresh = WorldWriter::new(gpu_claims_actors::config::Config::default());
-    for kind in Kind::ALL {
-        for v in c.store.list(kind.name()).0 {
-            let k = match v["metadata"]["namespace"].as_str() {
-                Some(ns) => key(ns, v["metadata"]["name"].as_str().unwrap_or_default()),
-                None => v["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            };
-            // As the controller's watch: what it cannot read is said so.
-            match from_value(kind, v) {
-                Ok(o) => fresh.load(o),
-                Err(e) => {
-                    fresh.set_unreadable(kind, &k, Some(e.to_string()));
-                }
-            }
-        }
-    }
-    fresh
-}
-
 /// I6 on a settled cluster: the sets that wait at the gate though a freshly
 /// started controller, knowing nothing but the objects, would place them
 /// now. Empty when the controller remembers nothing that outlived what it
 /// was about.
-pub fn progress(c: &MemCluster) -> Vec<String> {
-    let fresh = world_of(c);
+/// A head of line holds sets back as `config.queueing` says (O2), since
+/// what its claims' `QueueHead` condition says.
+pub fn progress(c: &MemCluster, config: &gpu_claims_actors::config::Config) -> Vec<String> {
+    let fresh = super::fresh::world_of(c);
+    let after = config.queueing.head_of_line_after;
+    let now = c.store.wall_now();
     let mut v = Vec::new();
     super::records::backing_claims_hold(
         &all(c, Kind::Claim, |o| match o {
@@ -69,8 +49,9 @@ pub fn progress(c: &MemCluster) -> Vec<String> {
         }
     });
     fresh.for_each_vmi(|vmi_key, vmi| {
+        let held = super::queue::fresh_holding(&fresh, vmi_key, after, now);
         if let gpu_claims_actors::rules::GateStep::Place(plan) =
-            gpu_claims_actors::rules::decide_gate(vmi, &fresh, &none)
+            gpu_claims_actors::rules::decide_gate_held(vmi, &fresh, &none, &held)
         {
             // What its claims say now, to tell why the controller waits.
             let says: Vec<String> = plan

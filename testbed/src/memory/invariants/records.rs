@@ -228,3 +228,20 @@ pub(crate) fn tolerates_managed(c: &ResourceClaim) -> bool {
 pub(crate) fn allocated_devices_of(c: &ResourceClaim) -> BTreeSet<AllocatedDevice> {
     allocated(c)
 }
+
+/// When each record (`namespace/name`) was last written since the journal
+/// entry `from`.
+pub(super) fn last_writes(
+    c: &super::MemCluster,
+    from: usize,
+) -> std::collections::BTreeMap<String, std::time::Duration> {
+    let journal = c.journal();
+    journal.entries[from.min(journal.entries.len())..]
+        .iter()
+        .filter(|e| e.kind == "GPUAllocation" && e.changed && matches!(e.op, "create" | "update"))
+        .map(|e| {
+            let ns = e.namespace.as_deref().unwrap_or_default();
+            (gpu_claims_actors::world::key(ns, &e.name), e.elapsed)
+        })
+        .collect()
+}

@@ -43,6 +43,9 @@ pub(super) struct Evacuation {
     kept: HashMap<String, (String, Instant)>,
     /// What was said, so that it is said once.
     said: Said,
+    /// Some VM was kept for want of anywhere to go: any change that may
+    /// make room looks again.
+    nowhere: bool,
 }
 
 /// What one look at the marks found.
@@ -73,6 +76,12 @@ pub(super) struct Decision {
 }
 
 impl Evacuation {
+    /// Whether a VM is kept running for want of anywhere to go (E2):
+    /// room made anywhere is a reason to look again.
+    pub(super) fn waits_for_room(&self) -> bool {
+        self.nowhere
+    }
+
     /// E2 across the cluster: removes the marks of restarts that are over,
     /// resumes a restart whose delete did not happen, else the next VMI to
     /// delete, if any; more are asked for after each write lands.
@@ -98,6 +107,10 @@ impl Evacuation {
             .iter()
             .map(|(uid, (why, _))| (uid.clone(), why.clone()))
             .collect();
+        let could_move = |e: &Evacuee| -> Result<(), String> {
+            let v = w.vmi(&e.vmi).ok_or_else(|| "the VMI is gone".to_string())?;
+            crate::rules::could_move_off(&v, &w, &e.node).map(|_| ())
+        };
         let step = decide_evacuation(
             &w,
             &EvacuationCounts {
@@ -106,9 +119,12 @@ impl Evacuation {
                 under_way_by_node: &found.by_node,
                 max_concurrent: most,
                 would_not_restart: &kept,
+                could_move: &could_move,
             },
         );
+        self.nowhere = !step.nowhere.is_empty();
         self.said.bare_vmis(env, &step);
+        self.said.nowhere(env, &step);
         self.said.blocked(env, &step, &found);
         told::report(env, &step, &found);
         let write = match found.resume.clone() {

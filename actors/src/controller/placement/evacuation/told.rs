@@ -8,7 +8,7 @@ use crate::controller::placement::write::{RestartWrite, VmiDelete, Write};
 use crate::ports::Event;
 use crate::rules::{EvacuationStep, Evacuee, RuleId};
 use crate::world::{World, split_key};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// An E2 Event on a node (with its uid, so that `kubectl describe node`
 /// finds it), about the VMI `about` (namespace/name and uid) when it is
@@ -100,6 +100,8 @@ pub(super) fn restart(
 pub(super) struct Said {
     bare: HashSet<String>,
     blocked: Option<(String, String)>,
+    /// VMs kept for want of anywhere to go (by uid), with why, as said.
+    nowhere: HashMap<String, String>,
 }
 
 impl Said {
@@ -121,23 +123,40 @@ impl Said {
                     "EvacuationBlocked",
                     message.clone(),
                 );
-                let (ns, name) = split_key(&e.vmi);
-                crate::controller::events::publish(
-                    env,
-                    Event {
-                        regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
-                        uid: Some(e.uid.clone()),
-                        warning: true,
-                        reason: "EvacuationBlocked".into(),
-                        message,
-                        rule: RuleId::E2,
-                        related: None,
-                    },
-                );
+                blocked_on_vmi(env, e, true, message);
             }
         }
         self.bare
             .retain(|uid| step.bare.iter().any(|(e, _)| &e.uid == uid));
+    }
+
+    /// A VM not stopped because its set could go nowhere else now: said
+    /// on its node and its VMI once, and again should the reason change.
+    pub fn nowhere(&mut self, env: &Env, step: &EvacuationStep) {
+        for (e, why) in &step.nowhere {
+            if self.nowhere.get(&e.uid) == Some(why) {
+                continue;
+            }
+            self.nowhere.insert(e.uid.clone(), why.clone());
+            let message = format!(
+                "E2: VMI {} on node {}, which is being evacuated, is not stopped: its set could not be placed on another node now ({why}); it keeps running and is tried again as GPUs free",
+                e.vmi, e.node
+            );
+            tracing::info!(vmi = %e.vmi, node = %e.node, rule = "E2", "{message}");
+            let about = Some((e.vmi.as_str(), e.uid.as_str()));
+            publish_on_node(
+                env,
+                &e.node,
+                about,
+                false,
+                "EvacuationBlocked",
+                message.clone(),
+            );
+            blocked_on_vmi(env, e, false, message);
+        }
+        // Tried again and taken, or gone: forgotten (the next block is said).
+        self.nowhere
+            .retain(|uid, _| step.nowhere.iter().any(|(e, _)| &e.uid == uid));
     }
 
     /// A restarted VM whose set waits at the gate blocks further stops:
@@ -159,6 +178,23 @@ impl Said {
     }
 }
 
+/// An E2 `EvacuationBlocked` Event on the VMI of `e`.
+fn blocked_on_vmi(env: &Env, e: &Evacuee, warning: bool, message: String) {
+    let (ns, name) = split_key(&e.vmi);
+    crate::controller::events::publish(
+        env,
+        Event {
+            regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
+            uid: Some(e.uid.clone()),
+            warning,
+            reason: "EvacuationBlocked".into(),
+            message,
+            rule: RuleId::E2,
+            related: None,
+        },
+    );
+}
+
 /// `gpu_claims_evacuation_vms{node,state}`: per evacuating node, its GPU
 /// VMs live there, restarts of them under way, and the blocked.
 pub(super) fn report(env: &Env, step: &EvacuationStep, found: &Found) {
@@ -175,6 +211,7 @@ pub(super) fn report(env: &Env, step: &EvacuationStep, found: &Found) {
             live,
             under_way: found.by_node.get(node).copied().unwrap_or(0),
             blocked: step.bare.iter().filter(|(e, _)| &e.node == node).count()
+                + step.nowhere.iter().filter(|(e, _)| &e.node == node).count()
                 + usize::from(blocked_node == Some(node.as_str())),
         })
         .collect();

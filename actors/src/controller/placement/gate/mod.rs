@@ -4,8 +4,10 @@
 //! writes, keeps which claims each VMI's set names (`index`), why each
 //! waiting set waits (`waiting`) and what each VMI was told (`told`).
 
+mod heads;
 mod index;
 mod pinned;
+mod queue;
 mod told;
 mod waiting;
 
@@ -14,8 +16,9 @@ use waiting::{RecheckAsked, Waits};
 use super::write::Write;
 use super::{LookAt, Shared};
 use crate::api::{CONDITION_WAITING, GPUClaim, GPUClaimStatus, Obj, Vmi, rv_number, set_condition};
+use crate::rules::queueing::OrderKey;
 use crate::rules::{
-    GateStep, RuleId, TemplateStep, WaitReason, decide_gate, decide_template, requested_claims,
+    GateStep, RuleId, TemplateStep, WaitReason, decide_gate_held, decide_template, requested_claims,
 };
 use crate::world::{key, split_key};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -39,6 +42,10 @@ pub(super) struct Gate {
     told: told::Told,
     /// G7: pinned pods the scheduler cannot place.
     pinned: pinned::Pinned,
+    /// O2: who could lead each class, and who does.
+    heads: heads::Heads,
+    /// O2: per class, the head whose holding others back was said.
+    announced: std::collections::HashMap<String, String>,
 }
 
 impl Gate {
@@ -56,14 +63,18 @@ impl Gate {
         first
     }
 
-    /// The burst's recheck: the waiting sets it concerns.
-    pub(super) fn recheck(&mut self) -> Vec<LookAt> {
+    /// The burst's recheck: the waiting sets it concerns, in O1's order
+    /// (where they compete for the GPUs that freed, the first goes first).
+    pub(super) fn recheck(&mut self) -> Vec<(OrderKey, String)> {
         let asked = std::mem::take(&mut self.recheck);
-        self.waiting
+        let mut sets: Vec<(OrderKey, String)> = self
+            .waiting
             .concerned(&asked)
             .into_iter()
-            .map(LookAt::Vmi)
-            .collect()
+            .filter_map(|k| Some((self.waiting.order_of(&k)?.clone(), k)))
+            .collect();
+        sets.sort();
+        sets
     }
 
     /// G2-G5 and G7 for the VMI `k`: the write due, if any.
@@ -119,8 +130,9 @@ impl Gate {
     /// mailbox holds, with what it evaluated remembered, so that a
     /// tenant's costly selectors delay no other tenant's decisions.
     fn gate_write(&mut self, k: &str, v: &Vmi, s: &mut Shared) -> Option<Write> {
+        let (order, held) = self.held_for(v, s);
         let (step, exhausted) = crate::dra::budget::within(SELECTOR_BUDGET, || {
-            decide_gate(v, &s.env.world, &s.own.allocations)
+            decide_gate_held(v, &s.env.world, &s.own.allocations, &held)
         });
         if exhausted {
             tracing::debug!(vmi = %k, rule = "D3", "selector budget spent; deciding again after the other work");
@@ -130,10 +142,12 @@ impl Gate {
         match step {
             GateStep::Nothing => {
                 self.waiting.remove(k);
+                self.leads_nothing(k, s);
                 None
             }
             GateStep::Place(plan) => {
                 self.waiting.remove(k);
+                self.leads_nothing(k, s);
                 Some(Write::Place(Box::new(plan)))
             }
             GateStep::Wait {
@@ -141,6 +155,7 @@ impl Gate {
                 message,
                 claims,
                 nodes,
+                lead,
             } => {
                 if reason == WaitReason::RequestMismatch {
                     let message = format!("{message}; its launcher pods stay at the gate");
@@ -151,16 +166,19 @@ impl Gate {
                 self.waiting.insert(
                     k,
                     Waits {
+                        order: order.clone(),
                         reason,
                         classes,
                         nodes,
                     },
                 );
+                let led = self.led(k, v, order, lead, &claims, s);
                 let now = Time(s.env.clock.wall());
                 let changes: Vec<_> = claims
                     .into_iter()
                     .filter_map(|c| {
-                        waiting_status(&c, reason, &message, now.clone()).map(|st| (c, st))
+                        let st = waiting_status(&c, v, reason, &message, &led, now.clone());
+                        st.map(|st| (c, st))
                     })
                     .collect();
                 (!changes.is_empty()).then_some(Write::Wait(changes))
@@ -170,6 +188,7 @@ impl Gate {
 
     /// A VMI gone: nothing of it is kept.
     fn forget(&mut self, k: &str, s: &mut Shared) {
+        self.leads_nothing(k, s);
         self.waiting.remove(k);
         self.told.forget(k);
         self.index.unindex(k);
@@ -183,6 +202,16 @@ impl Gate {
 
     /// The config changed: the VMIs whose `unschedulableGrace` counts are
     /// decided again (a shorter one may be over already).
+    /// O2 after a reload: every class with a head is looked at again, so
+    /// that a new `queueing.headOfLineAfter` moves when its head starts
+    /// holding others back, and the sets it held look again.
+    pub(super) fn led_classes(&self) -> Vec<LookAt> {
+        self.heads
+            .led_classes()
+            .map(|c| LookAt::Head(c.clone()))
+            .collect()
+    }
+
     pub(super) fn counting_grace(&self) -> Vec<LookAt> {
         self.pinned
             .counting()
@@ -209,11 +238,14 @@ fn behind_own_writes(k: &str, v: &Vmi, s: &mut Shared) -> bool {
     })
 }
 
-/// The status a claim gets while its set waits, if it changes.
+/// The status a claim gets while its set waits (and leads the classes
+/// `led`, O2), if it changes.
 fn waiting_status(
     c: &GPUClaim,
+    v: &Vmi,
     reason: WaitReason,
     message: &str,
+    led: &std::collections::BTreeMap<String, k8s_openapi::jiff::Timestamp>,
     now: Time,
 ) -> Option<GPUClaimStatus> {
     let old = c.status.clone().unwrap_or_default();
@@ -227,5 +259,6 @@ fn waiting_status(
         observed_generation: c.metadata.generation,
     };
     set_condition(&mut s.conditions, cond);
+    queue::queue_head(&mut s, c, v, led);
     (s != old).then_some(s)
 }

@@ -5,12 +5,15 @@
 //! whole burst, however many changes it holds.
 
 use crate::controller::placement::LookAt;
+use crate::rules::queueing::OrderKey;
 use crate::rules::{NodesThatMatter, WaitReason};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Why a VMI's set waits, the classes of its claims, and the nodes whose
 /// change can change that.
 pub(in crate::controller::placement) struct Waits {
+    /// O1: its place in the order a recheck decides sets in.
+    pub order: OrderKey,
     pub reason: WaitReason,
     pub classes: Vec<String>,
     pub nodes: NodesThatMatter,
@@ -65,6 +68,11 @@ impl WaitingSets {
         }
     }
 
+    /// O1: where a waiting set stands.
+    pub fn order_of(&self, vmi: &str) -> Option<&OrderKey> {
+        self.sets.get(vmi).map(|w| &w.order)
+    }
+
     /// The sets `asked` concerns, in key order. A burst of node changes
     /// alone (a node's state, a pod's use of it) looks only at the sets
     /// those nodes matter to; anything else goes over every set.
@@ -91,6 +99,13 @@ impl WaitingSets {
 /// The waiting sets a burst of changes asks to look at again.
 #[derive(Default)]
 pub(in crate::controller::placement) struct RecheckAsked {
+    /// Every waiting set (O1: their order moved).
+    all: bool,
+    /// O2: sets of these classes held back (Queued): their head moved.
+    heads: BTreeSet<String>,
+    /// O2: every set of these classes: their head, over budget, started
+    /// holding the class's budget.
+    budget_held: BTreeSet<String>,
     /// Every set waiting on capacity, budget or its class.
     capacity: bool,
     /// Every set waiting on nodes.
@@ -114,7 +129,10 @@ impl RecheckAsked {
 
     /// Only nodes' own changes were asked about.
     fn only_nodes(&self) -> bool {
-        !self.capacity
+        !self.all
+            && self.heads.is_empty()
+            && self.budget_held.is_empty()
+            && !self.capacity
             && !self.nodes
             && self.budgets.is_empty()
             && self.budgets_freed.is_empty()
@@ -125,6 +143,10 @@ impl RecheckAsked {
     /// Adds what to look at when it asks for a recheck (the others are work of their own).
     pub fn ask(&mut self, look_at: LookAt) {
         match look_at {
+            LookAt::Priorities => self.all = true,
+            LookAt::Head(class) => {
+                self.heads.insert(class);
+            }
             LookAt::Capacity => self.capacity = true,
             LookAt::NodesChanged => self.nodes = true,
             LookAt::Node(n) => {
@@ -153,14 +175,22 @@ impl RecheckAsked {
         }
     }
 
+    /// O2: the head of `class`, over budget, starts holding its budget.
+    pub fn budget_held(&mut self, class: &str) {
+        self.budget_held.insert(class.to_string());
+    }
+
     pub fn concerns(&self, vmi: &str, w: &Waits) -> bool {
         let on_nodes = w.reason.on_nodes();
         let ns = crate::world::split_key(vmi).0;
         let of_class = |set: &BTreeSet<String>| w.classes.iter().any(|c| set.contains(c));
-        self.namespaces.contains(ns)
+        self.all
+            || self.namespaces.contains(ns)
             || (self.capacity && w.reason.on_capacity())
             || (w.reason == WaitReason::OverBudget && of_class(&self.budgets_freed))
             || (w.reason == WaitReason::OverQuota && self.quotas_freed.contains(ns))
+            || (w.reason == WaitReason::Queued && of_class(&self.heads))
+            || of_class(&self.budget_held)
             || (on_nodes && (self.nodes || w.nodes.touched_by(&self.changed_nodes)))
             || (on_nodes && of_class(&self.budgets))
     }
@@ -172,6 +202,11 @@ mod tests {
 
     fn pinned_to(node: &str) -> Waits {
         Waits {
+            order: OrderKey {
+                priority: std::cmp::Reverse(0),
+                since: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                vmi: String::new(),
+            },
             reason: WaitReason::NoCapacity,
             classes: vec!["h100".into()],
             nodes: NodesThatMatter::Only(BTreeSet::from([node.to_string()])),

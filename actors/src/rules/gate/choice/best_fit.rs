@@ -180,8 +180,15 @@ impl Ask<'_> {
                 Err(u) => *unfit.entry(u).or_default() += 1,
             }
         });
+        // O2: nodes that would fit but are held for a head make the set
+        // wait Queued; otherwise the nodes' own reasons.
+        let held = unfit.keys().any(|u| matches!(u, Unfit::Held(_)));
         best.map(|(_, n)| n).ok_or_else(|| Waiting {
-            reason: WaitReason::NoCapacity,
+            reason: if held {
+                WaitReason::Queued
+            } else {
+                WaitReason::NoCapacity
+            },
             message: no_node_message(&unfit),
             nodes: matter.map_or(NodesThatMatter::All, NodesThatMatter::Only),
         })

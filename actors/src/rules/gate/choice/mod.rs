@@ -63,6 +63,9 @@ pub struct Ask<'a> {
     pub devices: Vec<super::devices::DeviceAsk>,
     /// D2: devices our writes name that the cache does not show yet.
     pub held_devices: std::collections::HashSet<crate::world::devices::DeviceId>,
+    /// O2: the heads of the set's classes that go first: a node that could
+    /// hold one is not the set's.
+    pub held: Vec<&'a crate::rules::queueing::Held>,
 }
 
 impl Ask<'_> {
@@ -138,6 +141,10 @@ impl Ask<'_> {
                     })?;
             left = left.saturating_add(free);
         }
+        // O2: a node that fits, but could hold a head that goes first.
+        if let Some(h) = self.held.iter().find(|h| h.ask.could_hold(self.w, node)) {
+            return Err(Unfit::Held(h.phrase()));
+        }
         Ok(left)
     }
 
@@ -192,6 +199,10 @@ impl Ask<'_> {
         };
         match self.fit(&node, false) {
             Ok(_) => Ok(h.to_string()),
+            Err(u @ Unfit::Held(_)) => Err((
+                WaitReason::Queued,
+                format!("its claims hold GPUs on {h}, a node {}", u.phrase()),
+            )),
             Err(u) if u.is_scheduler() => Err((
                 WaitReason::PinnedElsewhere,
                 format!(

@@ -2,7 +2,7 @@
 //! reason removed (kube-scheduler's `0/N nodes are available: ...`).
 
 use crate::api::{NodeFacts, PodScheduling};
-use crate::rules::scheduling::{affinity_matches, tolerates_cordon, untolerated};
+use crate::rules::scheduling::{Filter, failing_filter};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -31,6 +31,9 @@ pub enum Unfit {
     Evacuating,
     /// Not enough free GPUs of this resource.
     NoRoom(String),
+    /// O2: it fits, but could hold the head of a class whose GPUs the set
+    /// would take, and that head goes first (what holds it, phrased).
+    Held(String),
 }
 
 impl Unfit {
@@ -44,6 +47,7 @@ impl Unfit {
             Unfit::ClassSelector => "not selected by the class".into(),
             Unfit::DevicesLost => "that lost their devices".into(),
             Unfit::Evacuating => "being evacuated".into(),
+            Unfit::Held(why) => why.clone(),
         }
     }
 
@@ -58,21 +62,11 @@ impl Unfit {
 
 /// The first scheduler filter that keeps a pod off `node`, if any.
 pub fn pod_unfit(s: &PodScheduling, node: &NodeFacts) -> Option<Unfit> {
-    if !affinity_matches(
-        &s.node_selector,
-        s.required.as_ref(),
-        &node.name,
-        &node.labels,
-    ) {
-        return Some(Unfit::Affinity);
-    }
-    if node.unschedulable && !tolerates_cordon(&s.tolerations) {
-        return Some(Unfit::Cordoned);
-    }
-    if untolerated(&s.tolerations, &node.taints).is_some() {
-        return Some(Unfit::Taint);
-    }
-    None
+    failing_filter(s, node).map(|f| match f {
+        Filter::NodeAffinity => Unfit::Affinity,
+        Filter::NodeUnschedulable => Unfit::Cordoned,
+        Filter::TaintToleration => Unfit::Taint,
+    })
 }
 
 /// "no node fits the set: 2 nodes cordoned, 1 node without room".

@@ -58,6 +58,9 @@ pub(super) struct DraClass {
     /// node's devices change only when a pool republishes there, and that
     /// evaluates every class on the node again.
     serving: BTreeMap<Arc<str>, Vec<u32>>,
+    /// The same nodes by how many devices serve it there, most first (O2:
+    /// a node that could hold a set, found without a pass over them all).
+    by_count: BTreeSet<(std::cmp::Reverse<usize>, Arc<str>)>,
     /// Devices a selector errors on: while any does, it serves nothing.
     errors: BTreeMap<DeviceId, SelectorInvalid>,
 }
@@ -142,11 +145,19 @@ impl DeviceIndex {
             }
         }
         serving.shrink_to_fit();
+        let name = shared(&self.nodes, node);
         let old = if serving.is_empty() {
             c.serving.remove(node)
         } else {
-            c.serving.insert(shared(&self.nodes, node), serving.clone())
+            c.by_count
+                .insert((std::cmp::Reverse(serving.len()), name.clone()));
+            c.serving.insert(name.clone(), serving.clone())
         };
+        if let Some(o) = &old
+            && o.len() != serving.len()
+        {
+            c.by_count.remove(&(std::cmp::Reverse(o.len()), name));
+        }
         changed || old.unwrap_or_default() != serving
     }
 
@@ -154,6 +165,7 @@ impl DeviceIndex {
     fn evaluate_everywhere(&mut self, class: &str) {
         if let Some(c) = self.classes.get_mut(class) {
             c.serving.clear();
+            c.by_count.clear();
             c.errors.clear();
         }
         let nodes: Vec<Arc<str>> = self.nodes.keys().cloned().collect();
@@ -217,6 +229,7 @@ impl DeviceIndex {
             selectors,
             compiled: None,
             serving: BTreeMap::new(),
+            by_count: BTreeSet::new(),
             errors: BTreeMap::new(),
         };
         c.compiled = self.compile(name, &c);
@@ -305,6 +318,24 @@ impl DeviceIndex {
     pub fn nodes_serving<'a>(&'a self, class: &str) -> Box<dyn Iterator<Item = &'a str> + 'a> {
         match self.classes.get(class) {
             Some(c) if self.problem(class).is_none() => Box::new(c.serving.keys().map(|n| &**n)),
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+
+    /// The nodes where at least `at_least` devices serve the class, most
+    /// first (none while it has a problem).
+    pub fn nodes_by_serving<'a>(
+        &'a self,
+        class: &str,
+        at_least: usize,
+    ) -> Box<dyn Iterator<Item = &'a str> + 'a> {
+        match self.classes.get(class) {
+            Some(c) if self.problem(class).is_none() => Box::new(
+                c.by_count
+                    .iter()
+                    .take_while(move |(n, _)| n.0 >= at_least)
+                    .map(|(_, node)| &**node),
+            ),
             _ => Box::new(std::iter::empty()),
         }
     }
