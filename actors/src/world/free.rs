@@ -121,6 +121,12 @@ impl World {
     }
 
     /// What G3 counts free of `resource` on `node` with nothing of
+    /// placement's under way (0 where it has none).
+    pub fn free_of(&self, node: &str, resource: &str) -> u64 {
+        self.count_free(node, resource).unwrap_or(0)
+    }
+
+    /// What G3 counts free of `resource` on `node` with nothing of
     /// placement's under way; None where the node has none of it. For a
     /// DRA class's key, its free devices there (D2).
     fn count_free(&self, node: &str, resource: &str) -> Option<u64> {

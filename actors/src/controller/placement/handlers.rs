@@ -21,7 +21,10 @@ impl Handler<Recheck> for Placement {
     fn handle(&mut self, _: Recheck, ctx: &mut Context<Self>) {
         self.env.activity.tick();
         for (order, vmi) in self.gate.recheck() {
-            self.queue.push_waiting(order, vmi);
+            // Queued already for another reason: decided in full.
+            if !self.queue.push_waiting(order, vmi.clone()) {
+                self.gate.full_look(&vmi);
+            }
         }
         // E2: a VM kept for want of anywhere to go is tried again whenever
         // a burst may have made room (after the sets that wait: they go first).

@@ -176,6 +176,9 @@ impl Placement {
     /// Queues work not already queued, in its lane.
     fn push(&mut self, works: Vec<LookAt>) {
         for w in works {
+            if let LookAt::Vmi(k) = &w {
+                self.gate.full_look(k);
+            }
             self.queue.push(w);
         }
     }

@@ -110,14 +110,16 @@ impl WorkQueue {
 
     /// Queues the waiting set of `vmi` (at `order`) in the waiting lane,
     /// unless it is queued already (in any lane: it keeps its place).
-    pub fn push_waiting(&mut self, order: OrderKey, vmi: String) {
+    /// Whether it was queued now.
+    pub fn push_waiting(&mut self, order: OrderKey, vmi: String) -> bool {
         if !self.queued.insert(LookAt::Vmi(vmi.clone())) {
-            return;
+            return false;
         }
         let at = self.next;
         self.next += 1;
         self.tenant_order.insert(at);
         self.waiting.insert(order, (at, vmi));
+        true
     }
 
     /// The next work, from the first lane of `Lane::ORDER` that has one.

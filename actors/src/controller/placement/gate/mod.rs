@@ -15,13 +15,16 @@ use waiting::{RecheckAsked, Waits};
 
 use super::write::Write;
 use super::{LookAt, Shared};
-use crate::api::{CONDITION_WAITING, GPUClaim, GPUClaimStatus, Obj, Vmi, rv_number, set_condition};
+use crate::api::{
+    CONDITION_WAITING, ClaimPhase, GPUClaim, GPUClaimStatus, Obj, Vmi, rv_number, set_condition,
+};
 use crate::rules::queueing::OrderKey;
 use crate::rules::{
     GateStep, RuleId, TemplateStep, WaitReason, decide_gate_held, decide_template, requested_claims,
 };
-use crate::world::{key, split_key};
+use crate::world::{World, key, split_key};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use std::sync::Arc;
 
 /// What one decision may spend on evaluating tenants' request selectors
 /// (cel-go's cost units): one selector at upstream's limit, about a
@@ -46,6 +49,10 @@ pub(super) struct Gate {
     heads: heads::Heads,
     /// O2: per class, the head whose holding others back was said.
     announced: std::collections::HashMap<String, String>,
+    /// Sets queued by a recheck only because GPUs freed on these nodes:
+    /// where none of them has room for the set, its decision is the one
+    /// it has (G3's pass over every node to say why is not made again).
+    freed_only: std::collections::HashMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl Gate {
@@ -67,14 +74,44 @@ impl Gate {
     /// (where they compete for the GPUs that freed, the first goes first).
     pub(super) fn recheck(&mut self) -> Vec<(OrderKey, String)> {
         let asked = std::mem::take(&mut self.recheck);
-        let mut sets: Vec<(OrderKey, String)> = self
-            .waiting
-            .concerned(&asked)
-            .into_iter()
-            .filter_map(|k| Some((self.waiting.order_of(&k)?.clone(), k)))
-            .collect();
+        let mut sets = Vec::new();
+        for k in self.waiting.concerned(&asked) {
+            let Some(waits) = self.waiting.get(&k) else {
+                continue;
+            };
+            if asked.only_freed(&k, waits) {
+                let nodes = self.freed_only.entry(k.clone()).or_default();
+                nodes.extend(asked.freed_nodes.iter().cloned());
+            } else {
+                self.freed_only.remove(&k);
+            }
+            sets.push((waits.order.clone(), k));
+        }
         sets.sort();
         sets
+    }
+
+    /// The set of `k` is to be decided in full: it is looked at for more
+    /// than GPUs freed somewhere.
+    pub(super) fn full_look(&mut self, k: &str) {
+        self.freed_only.remove(k);
+    }
+
+    /// Whether the set of `k`, looked at only because GPUs freed on some
+    /// nodes, keeps the decision it has: it waits NoCapacity for GPUs of
+    /// one resource, and none of those nodes has that many free now, so
+    /// each stays a node "without room" for it and nothing else moved.
+    fn nothing_freed_for(&mut self, k: &str, w: &World) -> bool {
+        let Some(nodes) = self.freed_only.remove(k) else {
+            return false;
+        };
+        let Some(waits) = self.waiting.get(k) else {
+            return false;
+        };
+        let (WaitReason::NoCapacity, Some((resource, need))) = (waits.reason, &waits.need) else {
+            return false;
+        };
+        nodes.iter().all(|n| w.free_of(n, resource) < *need)
     }
 
     /// G2-G5 and G7 for the VMI `k`: the write due, if any.
@@ -130,6 +167,9 @@ impl Gate {
     /// mailbox holds, with what it evaluated remembered, so that a
     /// tenant's costly selectors delay no other tenant's decisions.
     fn gate_write(&mut self, k: &str, v: &Vmi, s: &mut Shared) -> Option<Write> {
+        if self.nothing_freed_for(k, &s.env.world) {
+            return None;
+        }
         let (order, held) = self.held_for(v, s);
         let (step, exhausted) = crate::dra::budget::within(SELECTOR_BUDGET, || {
             decide_gate_held(v, &s.env.world, &s.own.allocations, &held)
@@ -163,6 +203,7 @@ impl Gate {
                         .warn(s.env, k, v, "GPURequestMismatch", RuleId::G5, message);
                 }
                 let classes = claims.iter().map(|c| c.spec.class_name.clone()).collect();
+                let need = one_resource_need(&claims, &s.env.world);
                 self.waiting.insert(
                     k,
                     Waits {
@@ -170,6 +211,7 @@ impl Gate {
                         reason,
                         classes,
                         nodes,
+                        need,
                     },
                 );
                 let led = self.led(k, v, order, lead, &claims, s);
@@ -200,8 +242,6 @@ impl Gate {
         self.pinned.issued(k, uid, rv);
     }
 
-    /// The config changed: the VMIs whose `unschedulableGrace` counts are
-    /// decided again (a shorter one may be over already).
     /// O2 after a reload: every class with a head is looked at again, so
     /// that a new `queueing.headOfLineAfter` moves when its head starts
     /// holding others back, and the sets it held look again.
@@ -212,12 +252,38 @@ impl Gate {
             .collect()
     }
 
+    /// The config changed: the VMIs whose `unschedulableGrace` counts are
+    /// decided again (a shorter one may be over already).
     pub(super) fn counting_grace(&self) -> Vec<LookAt> {
         self.pinned
             .counting()
             .map(|k| LookAt::Vmi(k.clone()))
             .collect()
     }
+}
+
+/// What the unplaced claims of a set ask of one device plugin resource,
+/// where that is all they ask. Claims it does not count (placed ones that
+/// would move, another's) only make it smaller: a node with fewer free is
+/// then surely without room.
+fn one_resource_need(claims: &[Arc<GPUClaim>], w: &World) -> Option<(String, u64)> {
+    let mut need: Option<(String, u64)> = None;
+    let unplaced = claims
+        .iter()
+        .filter(|c| matches!(c.phase(), ClaimPhase::Pending | ClaimPhase::Lost));
+    for c in unplaced {
+        let class = w.class(&c.spec.class_name)?;
+        if class.spec.device_class_name.is_some() {
+            return None;
+        }
+        let count = u64::from(c.spec.count);
+        match &mut need {
+            None => need = Some((class.spec.resource_name.clone(), count)),
+            Some((r, n)) if *r == class.spec.resource_name => *n = n.saturating_add(count),
+            Some(_) => return None,
+        }
+    }
+    need
 }
 
 /// Our own writes of the set's claims or pods that the cache does not

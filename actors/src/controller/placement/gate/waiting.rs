@@ -17,6 +17,10 @@ pub(in crate::controller::placement) struct Waits {
     pub reason: WaitReason,
     pub classes: Vec<String>,
     pub nodes: NodesThatMatter,
+    /// What its unplaced claims ask of one device plugin resource, where
+    /// that is all they ask (None otherwise): GPUs freed on a node with
+    /// fewer free than this change nothing of its decision.
+    pub need: Option<(String, u64)>,
 }
 
 /// Every waiting set, and which of those waiting on nodes each node
@@ -68,9 +72,9 @@ impl WaitingSets {
         }
     }
 
-    /// O1: where a waiting set stands.
-    pub fn order_of(&self, vmi: &str) -> Option<&OrderKey> {
-        self.sets.get(vmi).map(|w| &w.order)
+    /// Why the set of `vmi` waits, if it does.
+    pub fn get(&self, vmi: &str) -> Option<&Waits> {
+        self.sets.get(vmi)
     }
 
     /// The sets `asked` concerns, in key order. A burst of node changes
@@ -79,7 +83,7 @@ impl WaitingSets {
     pub fn concerned(&self, asked: &RecheckAsked) -> Vec<String> {
         if asked.only_nodes() {
             let mut keys: BTreeSet<&String> = self.any_node.iter().collect();
-            for n in &asked.changed_nodes {
+            for n in asked.changed_nodes.iter().chain(&asked.freed_nodes) {
                 keys.extend(self.by_node.get(n).into_iter().flatten());
             }
             return keys
@@ -112,6 +116,9 @@ pub(in crate::controller::placement) struct RecheckAsked {
     nodes: bool,
     /// Sets waiting on nodes for which one of these matters.
     changed_nodes: BTreeSet<String>,
+    /// The same, for nodes whose GPUs only freed (an allocation gone):
+    /// nothing else of them changed.
+    pub freed_nodes: BTreeSet<String>,
     /// Sets of these classes waiting on nodes.
     budgets: BTreeSet<String>,
     /// Sets of these classes over budget (GPUs of theirs were freed).
@@ -124,7 +131,7 @@ pub(in crate::controller::placement) struct RecheckAsked {
 
 impl RecheckAsked {
     pub fn is_empty(&self) -> bool {
-        self.only_nodes() && self.changed_nodes.is_empty()
+        self.only_nodes() && self.changed_nodes.is_empty() && self.freed_nodes.is_empty()
     }
 
     /// Only nodes' own changes were asked about.
@@ -157,7 +164,7 @@ impl RecheckAsked {
                 class,
                 namespace,
             } => {
-                self.changed_nodes.insert(node);
+                self.freed_nodes.insert(node);
                 self.budgets_freed.insert(class);
                 self.quotas_freed.insert(namespace);
             }
@@ -181,6 +188,20 @@ impl RecheckAsked {
     }
 
     pub fn concerns(&self, vmi: &str, w: &Waits) -> bool {
+        self.concerns_besides_freed(vmi, w) || self.freed_concerns(w)
+    }
+
+    /// Whether only GPUs freed on nodes that matter to it concern the set
+    /// (nothing else of the burst does).
+    pub fn only_freed(&self, vmi: &str, w: &Waits) -> bool {
+        self.freed_concerns(w) && !self.concerns_besides_freed(vmi, w)
+    }
+
+    fn freed_concerns(&self, w: &Waits) -> bool {
+        w.reason.on_nodes() && w.nodes.touched_by(&self.freed_nodes)
+    }
+
+    fn concerns_besides_freed(&self, vmi: &str, w: &Waits) -> bool {
         let on_nodes = w.reason.on_nodes();
         let ns = crate::world::split_key(vmi).0;
         let of_class = |set: &BTreeSet<String>| w.classes.iter().any(|c| set.contains(c));
@@ -210,6 +231,7 @@ mod tests {
             reason: WaitReason::NoCapacity,
             classes: vec!["h100".into()],
             nodes: NodesThatMatter::Only(BTreeSet::from([node.to_string()])),
+            need: None,
         }
     }
 
@@ -235,6 +257,7 @@ mod tests {
         sets.insert("t/b", pinned_to("n2"));
         let anywhere = || Waits {
             nodes: NodesThatMatter::All,
+            need: None,
             ..pinned_to("n1")
         };
         sets.insert("t/c", anywhere());
@@ -269,6 +292,40 @@ mod tests {
     }
 
     #[test]
+    fn g3_gpus_freed_alone_concern_a_set_only_as_freed_and_anything_else_in_full() {
+        let anywhere = Waits {
+            nodes: NodesThatMatter::All,
+            ..pinned_to("n1")
+        };
+        let freed = || LookAt::Freed {
+            node: "n2".into(),
+            class: "h100".into(),
+            namespace: "t".into(),
+        };
+        let a = asked([freed()]);
+        assert!(a.concerns("t/vm", &anywhere) && a.only_freed("t/vm", &anywhere));
+        assert!(
+            !a.concerns("t/vm", &pinned_to("n1")),
+            "n2 does not matter to it"
+        );
+        // The node itself changed too (its labels, its pods): in full.
+        let a = asked([freed(), LookAt::Node("n2".into())]);
+        assert!(a.concerns("t/vm", &anywhere) && !a.only_freed("t/vm", &anywhere));
+        let a = asked([freed(), LookAt::Capacity]);
+        assert!(!a.only_freed("t/vm", &anywhere));
+        // Over budget: freed GPUs of its class are its own concern, in full.
+        let over = Waits {
+            reason: WaitReason::OverBudget,
+            ..pinned_to("n1")
+        };
+        let a = asked([freed()]);
+        assert!(a.concerns("t/vm", &over) && !a.only_freed("t/vm", &over));
+        let mut sets = WaitingSets::default();
+        sets.insert("t/vm", anywhere);
+        assert_eq!(sets.concerned(&a), by_scan(&sets, &a));
+    }
+
+    #[test]
     fn g3_a_change_of_another_node_leaves_a_set_pinned_elsewhere_alone() {
         let a = asked([LookAt::Node("n2".into())]);
         assert!(!a.is_empty());
@@ -291,6 +348,7 @@ mod tests {
     fn g3_a_set_any_node_may_take_looks_again_at_every_node_change() {
         let anywhere = Waits {
             nodes: NodesThatMatter::All,
+            need: None,
             ..pinned_to("n1")
         };
         assert!(asked([LookAt::Node("n9".into())]).concerns("t/vm", &anywhere));
