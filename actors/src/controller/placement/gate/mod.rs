@@ -20,7 +20,8 @@ use crate::api::{
 };
 use crate::rules::queueing::OrderKey;
 use crate::rules::{
-    GateStep, RuleId, TemplateStep, WaitReason, decide_gate_held, decide_template, requested_claims,
+    GateStep, RuleId, TemplateStep, WaitReason, WrittenAllocations, decide_gate_held,
+    decide_template, requested_claims,
 };
 use crate::world::{World, key, split_key};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -101,7 +102,7 @@ impl Gate {
     /// nodes, keeps the decision it has: it waits NoCapacity for GPUs of
     /// one resource, and none of those nodes has that many free now, so
     /// each stays a node "without room" for it and nothing else moved.
-    fn nothing_freed_for(&mut self, k: &str, w: &World) -> bool {
+    fn nothing_freed_for(&mut self, k: &str, w: &World, written: &WrittenAllocations) -> bool {
         let Some(nodes) = self.freed_only.remove(k) else {
             return false;
         };
@@ -111,7 +112,15 @@ impl Gate {
         let (WaitReason::NoCapacity, Some((resource, need))) = (waits.reason, &waits.need) else {
             return false;
         };
-        nodes.iter().all(|n| w.free_of(n, resource) < *need)
+        // Less what placement's own writes under way hold there (a GPU
+        // that freed is taken at once by the first set, before the cache
+        // shows its record).
+        nodes.iter().all(|n| {
+            let free = w
+                .free_of(n, resource)
+                .saturating_sub(written.on(w, n, resource));
+            free < *need
+        })
     }
 
     /// G2-G5 and G7 for the VMI `k`: the write due, if any.
@@ -167,7 +176,7 @@ impl Gate {
     /// mailbox holds, with what it evaluated remembered, so that a
     /// tenant's costly selectors delay no other tenant's decisions.
     fn gate_write(&mut self, k: &str, v: &Vmi, s: &mut Shared) -> Option<Write> {
-        if self.nothing_freed_for(k, &s.env.world) {
+        if self.nothing_freed_for(k, &s.env.world, &s.own.allocations) {
             return None;
         }
         let (order, held) = self.held_for(v, s);

@@ -181,15 +181,30 @@ impl Ask<'_> {
             }
         });
         // O2: nodes that would fit but are held for a head make the set
-        // wait Queued; otherwise the nodes' own reasons.
-        let held = unfit.keys().any(|u| matches!(u, Unfit::Held(_)));
+        // wait Queued, said without counting nodes: the message stays the
+        // same as GPUs free on more of the nodes the head could take (at
+        // thousands of Queued sets, a count in it would rewrite each of
+        // them at every release); otherwise the nodes' own reasons.
+        let held: Vec<&str> = unfit
+            .keys()
+            .filter_map(|u| match u {
+                Unfit::Held(why) => Some(why.as_str()),
+                _ => None,
+            })
+            .collect();
+        let (reason, message) = match held.is_empty() {
+            true => (WaitReason::NoCapacity, no_node_message(&unfit)),
+            false => (
+                WaitReason::Queued,
+                format!(
+                    "the nodes with room for the set are {}: it goes first (O2)",
+                    held.join("; ")
+                ),
+            ),
+        };
         best.map(|(_, n)| n).ok_or_else(|| Waiting {
-            reason: if held {
-                WaitReason::Queued
-            } else {
-                WaitReason::NoCapacity
-            },
-            message: no_node_message(&unfit),
+            reason,
+            message,
             nodes: matter.map_or(NodesThatMatter::All, NodesThatMatter::Only),
         })
     }
