@@ -7,7 +7,7 @@ use gpu_claims_actors::api::{CLAIMS_ANNOTATION, CLASS_ANNOTATION, SCHEDULING_GAT
 use gpu_claims_actors::ports::Kind;
 use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_actors::{Config, api::Vmi};
-use gpu_claims_testbed::fixtures::{class, vmi};
+use gpu_claims_testbed::fixtures::{MetaBuilder, class, vmi};
 use gpu_claims_testbed::memory::MemCluster;
 use gpu_claims_testbed::memory::sim::STATUS_KINDS;
 use gpu_claims_testbed::memory::store::Store;

@@ -108,6 +108,16 @@ fn node_events(t: &TestCluster, reason: &str) -> Vec<String> {
         .collect()
 }
 
+/// How many Events with `reason` went to VMIs.
+fn vmi_events(t: &TestCluster, reason: &str) -> usize {
+    t.sim
+        .cluster
+        .events()
+        .into_iter()
+        .filter(|e| e.regarding.kind == Kind::Vmi && e.reason == reason)
+        .count()
+}
+
 #[test]
 fn e2_an_evacuated_nodes_vms_restart_elsewhere_one_at_a_time() {
     with_world(
@@ -248,13 +258,7 @@ fn e2_a_vm_with_nowhere_to_go_keeps_running_counted_blocked_until_room_frees() {
             "{}",
             blocked[0]
         );
-        let on_vmi = t
-            .sim
-            .cluster
-            .events()
-            .into_iter()
-            .filter(|e| e.regarding.kind == Kind::Vmi && e.reason == "EvacuationBlocked")
-            .count();
+        let on_vmi = vmi_events(&t, "EvacuationBlocked");
         assert_eq!(on_vmi, 1, "an Event on the VMI too");
         // Looked at again, and still nowhere: not said again.
         t.advance(secs(60)).await;
@@ -572,13 +576,7 @@ fn e2_a_vm_whose_run_strategy_would_not_start_it_again_is_kept_and_named() {
                 "{why} in {blocked:?}"
             );
         }
-        let on_vmis = t
-            .sim
-            .cluster
-            .events()
-            .into_iter()
-            .filter(|e| e.regarding.kind == Kind::Vmi && e.reason == "EvacuationBlocked")
-            .count();
+        let on_vmis = vmi_events(&t, "EvacuationBlocked");
         assert_eq!(on_vmis, 3, "a Warning on each VMI kept");
     });
 }

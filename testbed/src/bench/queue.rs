@@ -18,7 +18,7 @@
 use super::harness::Harness;
 use super::world::GPU;
 use super::{converged_store_of, in_system, percentile};
-use crate::fixtures::{claim, class, launcher, node, priority_class, vmi};
+use crate::fixtures::{MetaBuilder, claim, class, launcher, node, priority_class, vmi};
 use gpu_claims_actors::api::CLAIMS_ANNOTATION;
 use gpu_claims_actors::ports::Obj;
 use serde::Serialize;

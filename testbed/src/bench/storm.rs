@@ -11,7 +11,7 @@
 use super::harness::Harness;
 use super::world::Layout;
 use super::{converged_store_of, in_system};
-use crate::fixtures::{claim, launcher, vmi};
+use crate::fixtures::{MetaBuilder, claim, launcher, vmi};
 use crate::memory::MemCluster;
 use gpu_claims_actors::api::CLAIMS_ANNOTATION;
 use gpu_claims_actors::ports::Obj;

@@ -8,7 +8,7 @@
 
 use super::members::{self, Member};
 use super::written::WrittenAllocations;
-use super::{WaitReason, unplaced};
+use super::{WaitReason, classes_of, needs, resources_of, unplaced};
 use crate::api::amount::add_to;
 use crate::api::{GPUClaim, LauncherPod, Vmi};
 use crate::rules::queueing::HeadAsk;
@@ -28,29 +28,20 @@ pub struct Lead {
 /// What a set whose members are `members` asks of a node.
 fn head_ask(w: &World, members: &[Member], pods: &[Arc<LauncherPod>]) -> HeadAsk {
     let unplaced = unplaced(members);
-    let mut need = BTreeMap::new();
     let mut devices = BTreeMap::new();
     let mut by_class = BTreeMap::new();
     for m in &unplaced {
         let count = u64::from(m.claim.spec.count);
         add_to(&mut by_class, m.claim.spec.class_name.clone(), count);
-        match &m.dra {
-            Some(_) => add_to(&mut devices, m.claim.spec.class_name.clone(), count),
-            None => add_to(&mut need, m.resource.clone(), count),
+        if m.dra.is_some() {
+            add_to(&mut devices, m.claim.spec.class_name.clone(), count);
         }
     }
     HeadAsk {
         pods: pods.iter().map(|p| p.scheduling.clone()).collect(),
-        classes: members
-            .iter()
-            .filter_map(|m| w.class(&m.claim.spec.class_name))
-            .collect(),
-        resources: members
-            .iter()
-            .filter(|m| m.dra.is_none())
-            .map(|m| m.resource.clone())
-            .collect(),
-        need,
+        classes: classes_of(w, members),
+        resources: resources_of(members),
+        need: needs(&unplaced),
         devices,
         by_class,
     }

@@ -407,15 +407,8 @@ impl<'a> Ask<'a> {
             w,
             written,
             pods,
-            classes: members
-                .iter()
-                .filter_map(|m| w.class(&m.claim.spec.class_name))
-                .collect(),
-            resources: members
-                .iter()
-                .filter(|m| m.dra.is_none())
-                .map(|m| m.resource.clone())
-                .collect(),
+            classes: classes_of(w, members),
+            resources: resources_of(members),
             need: needs(&unplaced),
             // D3: an ask per unplaced member of a DRA class, in order.
             devices: unplaced
@@ -495,6 +488,24 @@ fn check_budgets(
 }
 
 /// GPUs needed per resource by the unplaced claims.
+/// The classes of a set's members (what a node must pass: their selectors).
+fn classes_of(w: &World, members: &[Member]) -> Vec<Arc<crate::api::GPUClass>> {
+    members
+        .iter()
+        .filter_map(|m| w.class(&m.claim.spec.class_name))
+        .collect()
+}
+
+/// Every device plugin resource of a set's members: a node that lost any
+/// of them is out.
+fn resources_of(members: &[Member]) -> Vec<String> {
+    members
+        .iter()
+        .filter(|m| m.dra.is_none())
+        .map(|m| m.resource.clone())
+        .collect()
+}
+
 fn needs(unplaced: &[&Member]) -> BTreeMap<String, u64> {
     let mut need = BTreeMap::new();
     for m in unplaced.iter().filter(|m| m.dra.is_none()) {

@@ -29,34 +29,22 @@ fn lead(classes: &[&str], over_budget: bool) -> Option<Lead> {
     })
 }
 
+/// The set at `k` decided at `now` (seconds), leading `lead`'s classes,
+/// with no claims that say it led before.
+fn decided(h: &mut Heads, k: OrderKey, lead: Option<Lead>, now: i64) -> Vec<HeadMoved> {
+    let vmi = k.vmi.clone();
+    h.decided(&vmi, k, lead, &BTreeMap::new(), at(now))
+}
+
 const FIVE_MIN: Option<Duration> = Some(Duration::from_secs(300));
 
 #[test]
 fn o1_the_head_is_the_first_by_priority_then_wait_then_name() {
     let mut h = Heads::default();
-    let none = BTreeMap::new();
-    h.decided(
-        "t/old",
-        key("t/old", 0, 0),
-        lead(&["a100"], false),
-        &none,
-        at(10),
-    );
-    h.decided(
-        "t/young",
-        key("t/young", 0, 5),
-        lead(&["a100"], false),
-        &none,
-        at(10),
-    );
+    decided(&mut h, key("t/old", 0, 0), lead(&["a100"], false), 10);
+    decided(&mut h, key("t/young", 0, 5), lead(&["a100"], false), 10);
     assert_eq!(h.head("a100").unwrap().vmi, "t/old", "older first");
-    let moved = h.decided(
-        "u/urgent",
-        key("u/urgent", 100, 9),
-        lead(&["a100"], false),
-        &none,
-        at(11),
-    );
+    let moved = decided(&mut h, key("u/urgent", 100, 9), lead(&["a100"], false), 11);
     assert_eq!(
         h.head("a100").unwrap().vmi,
         "u/urgent",
@@ -69,13 +57,7 @@ fn o1_the_head_is_the_first_by_priority_then_wait_then_name() {
         at(11),
         "a new head starts now"
     );
-    h.decided(
-        "a/same",
-        key("a/same", 0, 0),
-        lead(&["a100"], false),
-        &none,
-        at(12),
-    );
+    decided(&mut h, key("a/same", 0, 0), lead(&["a100"], false), 12);
     h.forget("u/urgent", at(13));
     assert_eq!(
         h.head("a100").unwrap().vmi,
@@ -87,21 +69,8 @@ fn o1_the_head_is_the_first_by_priority_then_wait_then_name() {
 #[test]
 fn o2_a_head_decided_again_keeps_its_start_and_one_restored_takes_its_claims() {
     let mut h = Heads::default();
-    let none = BTreeMap::new();
-    h.decided(
-        "t/big",
-        key("t/big", 0, 0),
-        lead(&["a100"], false),
-        &none,
-        at(10),
-    );
-    let moved = h.decided(
-        "t/big",
-        key("t/big", 0, 0),
-        lead(&["a100"], false),
-        &none,
-        at(50),
-    );
+    decided(&mut h, key("t/big", 0, 0), lead(&["a100"], false), 10);
+    let moved = decided(&mut h, key("t/big", 0, 0), lead(&["a100"], false), 50);
     assert!(moved.is_empty());
     assert_eq!(h.head("a100").unwrap().since, at(10));
     // A fresh controller: the claims say it leads since 10.
@@ -124,14 +93,7 @@ fn o2_a_head_decided_again_keeps_its_start_and_one_restored_takes_its_claims() {
 #[test]
 fn o2_a_head_holds_back_only_later_sets_and_only_once_it_has_waited() {
     let mut h = Heads::default();
-    let none = BTreeMap::new();
-    h.decided(
-        "t/big",
-        key("t/big", 0, 0),
-        lead(&["a100"], false),
-        &none,
-        at(0),
-    );
+    decided(&mut h, key("t/big", 0, 0), lead(&["a100"], false), 0);
     let later = key("t/small", 0, 30);
     let classes = vec!["a100".to_string(), "h100".to_string()];
     assert!(
@@ -171,21 +133,8 @@ fn o2_a_head_holds_back_only_later_sets_and_only_once_it_has_waited() {
 #[test]
 fn o2_the_next_set_leads_from_when_the_head_goes() {
     let mut h = Heads::default();
-    let none = BTreeMap::new();
-    h.decided(
-        "t/big",
-        key("t/big", 0, 0),
-        lead(&["a100"], true),
-        &none,
-        at(0),
-    );
-    h.decided(
-        "t/next",
-        key("t/next", 0, 10),
-        lead(&["a100"], false),
-        &none,
-        at(20),
-    );
+    decided(&mut h, key("t/big", 0, 0), lead(&["a100"], true), 0);
+    decided(&mut h, key("t/next", 0, 10), lead(&["a100"], false), 20);
     let moved = h.forget("t/big", at(500));
     assert_eq!(moved[0].new.as_ref().unwrap().vmi, "t/next");
     assert_eq!(
