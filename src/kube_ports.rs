@@ -6,8 +6,8 @@ use crate::metrics::Metrics;
 use async_trait::async_trait;
 use gpu_claims_actors::api::DecodeError;
 use gpu_claims_actors::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, WriteOp, WriteResult,
-    Writer,
+    Deleted, Kind, Obj, ObjRef, PatchBody, Preconditions, ReadError, Reader, WriteError, WriteOp,
+    WriteResult, Writer,
 };
 use gpu_claims_actors::rules::RuleId;
 use kube::Client;
@@ -247,15 +247,14 @@ impl Writer for KubePorts {
         res
     }
 
-    async fn merge_patch(
-        &self,
-        what: ObjRef,
-        patch: serde_json::Value,
-        rule: RuleId,
-    ) -> WriteResult<Obj> {
+    async fn patch(&self, what: ObjRef, patch: PatchBody, rule: RuleId) -> WriteResult<Obj> {
         let api = api(&self.client, what.kind, what.namespace.as_deref());
+        let patch = match &patch {
+            PatchBody::Merge(p) => Patch::Merge(p),
+            PatchBody::Strategic(p) => Patch::Strategic(p),
+        };
         let request = async {
-            api.patch(&what.name, &PatchParams::default(), &Patch::Merge(&patch))
+            api.patch(&what.name, &PatchParams::default(), &patch)
                 .await
                 .map_err(write_error)
         };

@@ -234,6 +234,19 @@ fn d2_status_shows_a_dra_classs_devices_per_node_and_its_waiting_sets() {
             gpu_claims_testbed::memory::store::Subresource::Main,
         )
         .unwrap();
+    // Both nodes' devices in the controller's view (the class counts 3 +
+    // 2 free of them) before a VM comes: else vm-two may be placed while
+    // only dra-node-1's slices are in, a machine under load shows.
+    c.settle(
+        "h200-dra counts both nodes' devices",
+        |s| {
+            s.classes.iter().any(|k| {
+                k.metadata.name.as_deref() == Some("h200-dra")
+                    && k.status.as_ref().and_then(|st| st.capacity) == Some(5)
+            })
+        },
+        Duration::ZERO,
+    );
     let vm = |t: &str| VmSpec::sized(4, "16Gi").gpus_through_template(t, "gpu");
     c.standin.create_vmi(A, "vm-two", &vm("two"));
     c.settle(

@@ -131,16 +131,24 @@ pub trait Writer: Send + Sync {
     /// Replaces the status subresource; Conflict on a stale resourceVersion.
     async fn replace_status(&self, obj: Obj, rule: RuleId) -> WriteResult<Obj>;
     async fn delete(&self, what: ObjRef, pre: Preconditions, rule: RuleId) -> WriteResult<Deleted>;
-    /// A JSON merge patch (RFC 7386) of the object as the server has it:
-    /// for fields of objects the controller does not own (a node's
-    /// annotations), where a replace from the cache would drop what the
-    /// cache does not keep.
-    async fn merge_patch(
-        &self,
-        what: ObjRef,
-        patch: serde_json::Value,
-        rule: RuleId,
-    ) -> WriteResult<Obj>;
+    /// A patch of the object as the server has it: for fields of objects
+    /// the controller does not own (a node's annotations and finalizers),
+    /// where a replace from the cache would drop what the cache does not
+    /// keep.
+    async fn patch(&self, what: ObjRef, patch: PatchBody, rule: RuleId) -> WriteResult<Obj>;
+}
+
+/// A patch's body, as its content type says how to apply it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PatchBody {
+    /// A JSON merge patch (RFC 7386): lists are replaced whole, so one
+    /// that sets finalizers names the resourceVersion it was made for.
+    Merge(serde_json::Value),
+    /// A strategic merge patch: `metadata.finalizers` merges as a set and
+    /// `$deleteFromPrimitiveList/finalizers` removes one, so a finalizer
+    /// is added or removed on an object another writer changes too
+    /// (a node) with no version to pin.
+    Strategic(serde_json::Value),
 }
 
 /// What a write is: the one vocabulary of writes, for guards, the
@@ -243,14 +251,9 @@ impl<G: WriteGuard> Writer for Guarded<G> {
         let d = self.guard.admit(WriteOp::Delete, &what).await?;
         within(&self.guard, d, self.inner.delete(what, pre, rule)).await
     }
-    async fn merge_patch(
-        &self,
-        what: ObjRef,
-        patch: serde_json::Value,
-        rule: RuleId,
-    ) -> WriteResult<Obj> {
+    async fn patch(&self, what: ObjRef, patch: PatchBody, rule: RuleId) -> WriteResult<Obj> {
         let d = self.guard.admit(WriteOp::Patch, &what).await?;
-        within(&self.guard, d, self.inner.merge_patch(what, patch, rule)).await
+        within(&self.guard, d, self.inner.patch(what, patch, rule)).await
     }
 }
 

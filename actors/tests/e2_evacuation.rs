@@ -22,13 +22,19 @@ use gpu_claims_actors::rules::RuleId;
 /// (or, for a name starting with "bare", by none) and attached to its
 /// named claim `<vm>-c` of one GPU.
 fn evacuating_n1(vms: &[&str], room: u64) -> Vec<Obj> {
+    let mut objs = vec![class("h200", H200).obj(), node("n2").gpus(H200, room).obj()];
+    objs.extend(evacuating("n1", vms));
+    objs
+}
+
+/// `name` (8 GPUs) tainted for evacuation, with VMs `vms` running on it as
+/// `evacuating_n1` has them.
+fn evacuating(name: &str, vms: &[&str]) -> Vec<Obj> {
     let mut objs = vec![
-        class("h200", H200).obj(),
-        node("n1")
+        node(name)
             .gpus(H200, 8)
             .taint(EVACUATE_TAINT, "", "NoSchedule")
             .obj(),
-        node("n2").gpus(H200, room).obj(),
     ];
     for vm in vms {
         let claim_name = format!("{vm}-c");
@@ -41,13 +47,13 @@ fn evacuating_n1(vms: &[&str], room: u64) -> Vec<Obj> {
         objs.push(v.obj());
         objs.push(
             launcher("t", &format!("virt-launcher-{vm}"), vm, &uid)
-                .pinned("n1")
-                .scheduled("n1")
+                .pinned(name)
+                .scheduled(name)
                 .obj(),
         );
         objs.extend(
             claim("t", &claim_name)
-                .attached_phase("n1")
+                .attached_phase(name)
                 .attached(vm)
                 .with_allocation(H200),
         );
@@ -578,5 +584,86 @@ fn e2_a_vm_whose_run_strategy_would_not_start_it_again_is_kept_and_named() {
         }
         let on_vmis = vmi_events(&t, "EvacuationBlocked");
         assert_eq!(on_vmis, 3, "a Warning on each VMI kept");
+    });
+}
+
+/// Issue 61, item 6: a node deleted mid-evacuation keeps counting its
+/// restarts. E2's finalizer goes on with the first mark, so the node
+/// stays (being deleted) while vm1's restart is under way: vm3 on another
+/// evacuating node waits its turn under `maxConcurrent` 1, and no restart
+/// begins off the node being deleted (vm2 goes with it). Once vm1 runs
+/// again its mark and the finalizer go in one patch, the node with them,
+/// and vm3 restarts.
+#[test]
+fn e2_a_node_deleted_mid_evacuation_keeps_counting_its_restarts_until_they_end() {
+    use gpu_claims_actors::api::EVACUATION_FINALIZER;
+    let mut objs = evacuating_n1(&["vm1", "vm2"], 8);
+    objs.extend(evacuating("n3", &["vm3"]));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(vmi_uid(&t, "vm1"), None, "vm1's VMI was deleted");
+        let n1 = |t: &TestCluster| match t.sim.cluster.get(&ObjRef::new(Kind::Node, None, "n1")) {
+            Some(Obj::Node(n)) => Some(n),
+            _ => None,
+        };
+        let held = n1(&t).unwrap().metadata.finalizers.unwrap_or_default();
+        assert_eq!(
+            held,
+            [EVACUATION_FINALIZER],
+            "the finalizer came with the mark"
+        );
+        t.user_delete(Kind::Node, None, "n1");
+        t.settle().await;
+        let n = n1(&t).expect("n1 stays while vm1's restart is under way");
+        assert!(n.metadata.deletion_timestamp.is_some());
+        assert!(
+            n.metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key(&RestartMark::annotation("u-vm1")),
+            "its mark still counts"
+        );
+        for vm in ["vm2", "vm3"] {
+            assert!(vmi_uid(&t, vm).is_some(), "{vm} is not stopped (I10)");
+        }
+        vm_starts_again(&t, "vm1", "u-vm1-b");
+        t.settle().await;
+        vm_runs(&t, "vm1");
+        t.settle().await;
+        assert!(n1(&t).is_none(), "the last mark's end lets n1 go");
+        assert_eq!(vmi_uid(&t, "vm3"), None, "then vm3 restarts");
+        assert_eq!(
+            vmi_uid(&t, "vm2").as_deref(),
+            Some("u-vm2"),
+            "no restart begins off a node being deleted"
+        );
+    });
+}
+
+/// E2's finalizer left on a node with no mark (one removed by hand) holds
+/// a deleted node for nothing: it is taken off, once.
+#[test]
+fn e2_a_finalizer_without_marks_is_taken_off_once() {
+    use gpu_claims_actors::api::EVACUATION_FINALIZER;
+    let mut objs = evacuating_n1(&[], 8);
+    if let Some(Obj::Node(n)) = objs.iter_mut().find(|o| o.obj_ref().name == "n1") {
+        n.metadata.finalizers = Some(vec![EVACUATION_FINALIZER.into(), "other/keep".into()]);
+    }
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let Some(Obj::Node(n)) = t.sim.cluster.get(&ObjRef::new(Kind::Node, None, "n1")) else {
+            panic!("n1")
+        };
+        assert_eq!(n.metadata.finalizers.unwrap_or_default(), ["other/keep"]);
+        let patches = t
+            .sim
+            .cluster
+            .journal()
+            .entries
+            .iter()
+            .filter(|e| e.kind == "Node" && e.name == "n1")
+            .count();
+        assert_eq!(patches, 1, "one write takes it off");
+        t.restart_writes_nothing().await;
     });
 }

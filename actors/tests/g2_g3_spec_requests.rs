@@ -249,7 +249,7 @@ fn g3_room_a_pod_outside_gpu_claims_frees_lets_a_waiting_set_be_placed() {
         assert!(
             c.conditions()[0]
                 .message
-                .contains("without room for nvidia.com/GH100_H200"),
+                .contains("no node has 2 nvidia.com/GH100_H200 free"),
             "{:?}",
             c.conditions()
         );

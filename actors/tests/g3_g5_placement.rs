@@ -410,3 +410,64 @@ fn g4_writes_every_record_then_every_status_then_the_pods() {
         }
     });
 }
+
+/// The Waiting condition's message of the claim `k`.
+fn waiting_message(t: &TestCluster, k: &str) -> String {
+    let c = t.claim(k).unwrap();
+    let w = c
+        .conditions()
+        .iter()
+        .find(|c| c.type_ == "Waiting")
+        .cloned();
+    w.map(|c| c.message).unwrap_or_default()
+}
+
+/// Issue 61, item 5: a set no node has room for is said so from the
+/// index of free GPUs, "never" (more than the largest node has, which it
+/// names) told apart from "not now". A change of nodes that gives none of
+/// them room writes nothing; a larger node joining tells "never" again
+/// (and places it); a pod outside gpu-claims that goes frees the room the
+/// other set waits for, and it is placed.
+#[test]
+fn g3_a_set_no_node_has_room_for_is_told_never_or_not_now_and_placed_when_room_frees() {
+    let mut objs = nodes(&[("n1", 4), ("n2", 4)]);
+    objs.extend(claim("o", "a").count(4).bound("n1").with_allocation(H200));
+    objs.push(
+        common::pod("ml", "cuda-job")
+            .scheduled("n2")
+            .requests(&[(H200, "3")])
+            .phase("Running")
+            .obj(),
+    );
+    objs.extend(template("big", "u1", "8"));
+    objs.extend(template("vm2", "u2", "2"));
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        assert_eq!(
+            waiting_message(&t, "t/big-gpu"),
+            "no node can ever hold the set as the nodes are: it needs 8 nvidia.com/GH100_H200 on one node, and the largest node has 4; ask for fewer, or add a node with 8"
+        );
+        assert_eq!(
+            waiting_message(&t, "t/vm2-gpu"),
+            "no node has 2 nvidia.com/GH100_H200 free: the set is placed when a node frees them"
+        );
+        // A node of one GPU joins: no node has room for either, and the
+        // largest is the same. Nothing is written of the claims (the
+        // class's capacity grows).
+        t.writes();
+        t.user_create(node("n3").gpus(H200, 1).obj());
+        t.settle().await;
+        assert_eq!(writes_about(&mut t, "GPUClaim"), [] as [String; 0]);
+        // A node of 8 joins: big is placed there.
+        t.user_create(node("n4").gpus(H200, 8).obj());
+        t.settle().await;
+        assert_eq!(t.claim("t/big-gpu").unwrap().node_name(), Some("n4"));
+        assert!(t.claim("t/vm2-gpu").unwrap().node_name().is_none());
+        // The job on n2 ends: its pod's going (a change of n2's use alone)
+        // frees 3 there, which vm2 needs 2 of.
+        t.user_delete(Kind::Pod, Some("ml"), "cuda-job");
+        t.settle().await;
+        assert_eq!(t.claim("t/vm2-gpu").unwrap().node_name(), Some("n2"));
+        t.restart_writes_nothing().await;
+    });
+}

@@ -28,7 +28,7 @@ use common::*;
 use gpu_claims_actors::api::resources::pod_requests;
 use gpu_claims_actors::api::{
     CLAIMS_ANNOTATION, CLASS_ANNOTATION, COUNT_ANNOTATION, EVACUATE_TAINT, LauncherPod, NodeFacts,
-    PodUse,
+    PodUse, RESTART_MARK_PREFIX,
 };
 use gpu_claims_actors::config::Config;
 use gpu_claims_actors::ports::Kind;
@@ -171,9 +171,17 @@ fn fits(sim: &Sim, pod: &Pod, node: &str) -> Option<String> {
             }
         }
     }
-    let n: k8s_openapi::api::core::v1::Node =
-        serde_json::from_value(sim.store.get("Node", "", node)?).ok()?;
-    let facts = NodeFacts::from_node(&n)?;
+    // kube-scheduler binds to no node that is gone or being deleted.
+    let Some(n) = sim
+        .store
+        .get("Node", "", node)
+        .and_then(|n| serde_json::from_value::<k8s_openapi::api::core::v1::Node>(n).ok())
+        .and_then(|n| NodeFacts::from_node(&n))
+        .filter(|n| !n.deleting)
+    else {
+        return Some(format!("0/3 nodes are available: node {node} not found"));
+    };
+    let facts = n;
     let used = |r: &str| requested.get(r).copied().unwrap_or(0);
     let room = NodeRoom {
         allocatable: &facts.allocatable,
@@ -274,6 +282,9 @@ struct NodeState {
     huge: bool,
     /// Tainted `gpu.cozystack.io/evacuate` (E2).
     evacuating: bool,
+    /// Deleted (issue 61, item 6): E2's finalizer may hold it while its
+    /// restarts are under way; a later state makes it again.
+    deleted: bool,
 }
 
 const UP: NodeState = NodeState {
@@ -282,9 +293,14 @@ const UP: NodeState = NodeState {
     tainted: false,
     huge: false,
     evacuating: false,
+    deleted: false,
 };
 
 fn set_node(sim: &Sim, name: &str, s: NodeState) {
+    if s.deleted {
+        let _ = sim.store.delete("Node", "", name);
+        return;
+    }
     let zone = if name == "n1" { "a" } else { "b" };
     let memory = if name == "n1" { "64Gi" } else { "128Gi" };
     let mut n = node(name)
@@ -306,16 +322,36 @@ fn set_node(sim: &Sim, name: &str, s: NodeState) {
     }
     let n = n.obj();
     let mut v = gpu_claims_actors::api::to_json(&n);
-    // What the controller keeps on the node (E2's restart marks) stays.
-    if let Some(old) = sim.store.get("Node", "", name) {
-        v["metadata"]["annotations"] = old["metadata"]["annotations"].clone();
-    }
+    // What the controller keeps on the node (E2's restart marks and
+    // finalizer) stays.
+    let Some(old) = sim.store.get("Node", "", name) else {
+        // Deleted before: the kubelet registers it again.
+        let _ = sim.store.create("Node", v);
+        return;
+    };
+    v["metadata"]["annotations"] = old["metadata"]["annotations"].clone();
+    v["metadata"]["finalizers"] = old["metadata"]["finalizers"].clone();
     v["metadata"]
         .as_object_mut()
         .unwrap()
         .remove("resourceVersion");
     let _ = sim.store.update("Node", v.clone(), Subresource::Main);
     let _ = sim.store.update("Node", v, Subresource::Status);
+}
+
+/// A node that keeps an E2 restart mark, if any.
+fn marked_node(sim: &Sim) -> Option<String> {
+    sim.store.list("Node").0.iter().find_map(|n| {
+        let marked = n["metadata"]["annotations"]
+            .as_object()
+            .is_some_and(|a| a.keys().any(|k| k.starts_with(RESTART_MARK_PREFIX)));
+        marked.then(|| {
+            n["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+    })
 }
 
 /// With GPU_CLAIMS_DEBUG set, a failing seed prints its writes and objects.
@@ -363,6 +399,9 @@ struct Seen {
     kept_bare: usize,
     /// Steps that ended with a set held back for its class's head (O2).
     queued: usize,
+    /// Nodes deleted that E2's finalizer held, a restart under way off
+    /// them (issue 61, item 6).
+    deleted_restarting: usize,
 }
 
 /// The platform sets the tenant's quota (per class, sometimes a total
@@ -475,17 +514,35 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
                         remove_vm(&sim, i);
                         running[i as usize] = false;
                     }
-                    4 => set_node(
-                        &sim,
-                        ["n1", "n2", "n3"][rng.below(3) as usize],
-                        NodeState {
+                    // Half the time a node keeping a restart under way
+                    // is deleted (issue 61, item 6).
+                    4 if rng.below(2) == 0 && marked_node(&sim).is_some() => {
+                        let name = marked_node(&sim).unwrap();
+                        set_node(
+                            &sim,
+                            &name,
+                            NodeState {
+                                deleted: true,
+                                ..UP
+                            },
+                        );
+                        seen.deleted_restarting +=
+                            usize::from(sim.store.get("Node", "", &name).is_some());
+                    }
+                    4 => {
+                        let name = ["n1", "n2", "n3"][rng.below(3) as usize];
+                        let state = NodeState {
                             ready: rng.below(3) > 0,
                             cordoned: rng.below(4) == 0,
                             tainted: rng.below(3) == 0,
                             huge: rng.below(6) == 0,
                             evacuating: rng.below(4) == 0,
-                        },
-                    ),
+                            deleted: rng.below(8) == 0,
+                        };
+                        set_node(&sim, name, state);
+                        seen.deleted_restarting +=
+                            usize::from(state.deleted && sim.store.get("Node", "", name).is_some());
+                    }
                     5 if quotas && rng.below(3) == 0 => set_quota(&sim, &mut rng),
                     5 => foreign_pod(&sim, &mut rng),
                     _ => sim.die_after(rng.below(4) as i64),
@@ -547,6 +604,14 @@ fn run_seed(seed: u64, seen: &mut Seen) -> Vec<String> {
         sim.restart();
         settle(&sim, &mut rng, &running, &mut generation).await;
         sim.advance(secs(150)).await;
+        // A node E2's finalizer held while deleted is gone now that its
+        // restarts are over: its kubelet registers it again.
+        for n in ["n1", "n2", "n3"] {
+            if sim.store.get("Node", "", n).is_none() {
+                set_node(&sim, n, UP);
+            }
+        }
+        settle(&sim, &mut rng, &running, &mut generation).await;
         kubevirt(&sim, &mut rng, &running, &mut generation);
         schedule(&sim);
         sim.advance(secs(2)).await;
@@ -625,7 +690,8 @@ fn vms_starting_and_stopping_under_random_kills_never_double_book_and_converge()
             && seen.moved > 0
             && seen.evacuated > 0
             && seen.kept_bare > 0
-            && seen.queued > 0,
+            && seen.queued > 0
+            && seen.deleted_restarting > 0,
         "{seen:?}"
     );
 }

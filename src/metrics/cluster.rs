@@ -214,19 +214,24 @@ impl Figures {
     /// Claims by class and phase, and the GPUs each namespace's claims
     /// hold by class and phase (Bound: held with no VM using them, an idle
     /// reservation; Attached: a VM uses them; Lost: owed, not usable).
+    ///
+    /// A claim's class is a name its tenant wrote: it labels a series only
+    /// where that GPUClass exists, else `class=""`, so bogus class names
+    /// make one series, not one each.
     fn claims(&self, w: &World) {
         let mut claims: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
         let mut gpus: BTreeMap<(String, String, &'static str), u64> = BTreeMap::new();
         w.for_each_claim(|c| {
             let phase = c.phase();
-            *claims
-                .entry((c.spec.class_name.clone(), phase.as_str()))
-                .or_default() += 1;
+            let class = if w.has_class(&c.spec.class_name) {
+                c.spec.class_name.clone()
+            } else {
+                String::new()
+            };
+            *claims.entry((class.clone(), phase.as_str())).or_default() += 1;
             if phase.counts_against_budget() {
                 let ns = c.metadata.namespace.clone().unwrap_or_default();
-                let e = gpus
-                    .entry((ns, c.spec.class_name.clone(), phase.as_str()))
-                    .or_default();
+                let e = gpus.entry((ns, class, phase.as_str())).or_default();
                 *e = e.saturating_add(u64::from(c.spec.count));
             }
         });
@@ -287,5 +292,66 @@ impl Collector for ClusterGauges {
             encode(&mut e, name, help, unit, family)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_claims_actors::api::Obj;
+    use gpu_claims_actors::world::WorldWriter;
+    use prometheus_client::registry::Registry;
+
+    fn scrape(w: &WorldWriter) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(ClusterGauges(w.reader())));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// Issue 61, item 2: a tenant who makes claims of a thousand bogus
+    /// class names makes one `class=""` series, not a thousand; a class
+    /// that exists keeps its own name.
+    #[test]
+    fn claims_of_classes_that_do_not_exist_share_one_series() {
+        let w = WorldWriter::new(Default::default());
+        w.apply(
+            Obj::Class(obj(serde_json::json!({
+                "apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
+                "metadata": {"name": "h200"},
+                "spec": {"resourceName": "nvidia.com/GH100_H200"}
+            }))),
+            false,
+        );
+        let claim = |name: &str, class: &str| {
+            Obj::Claim(obj(serde_json::json!({
+                "apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
+                "metadata": {"name": name, "namespace": "tenant-a"},
+                "spec": {"className": class, "count": 1}
+            })))
+        };
+        w.apply(claim("real", "h200"), false);
+        for i in 0..1000 {
+            w.apply(claim(&format!("bogus-{i}"), &format!("no-such-{i}")), false);
+        }
+        let out = scrape(&w);
+        let series: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("gpu_claims_claims{"))
+            .collect();
+        assert_eq!(
+            series,
+            [
+                "gpu_claims_claims{class=\"\",phase=\"Pending\"} 1000",
+                "gpu_claims_claims{class=\"h200\",phase=\"Pending\"} 1",
+            ],
+            "{out}"
+        );
+        assert!(!out.contains("no-such-"), "a tenant's class name: {out}");
     }
 }

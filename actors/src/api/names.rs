@@ -16,6 +16,10 @@ pub const EVACUATE_TAINT: &str = "gpu.cozystack.io/evacuate";
 /// (a uid fits a qualified name's 63 characters), valued
 /// `{"vm":"<namespace>/<name>","at":"<RFC 3339>"}` (`RestartMark`).
 pub const RESTART_MARK_PREFIX: &str = "evacuation.gpu.cozystack.io/";
+/// E2: kept on a node while it keeps a restart mark, written and removed
+/// with the marks: a node deleted mid-evacuation stays (being deleted)
+/// until its restarts are over, so that they still count (I10).
+pub const EVACUATION_FINALIZER: &str = "gpu.cozystack.io/evacuation";
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 pub const LAUNCHER_LABEL: &str = "kubevirt.io";
 pub const LAUNCHER_LABEL_VALUE: &str = "virt-launcher";

@@ -2,7 +2,9 @@
 //! Node so that heartbeats, which change none of them, reach no actor.
 
 use super::quantity::QuantityError;
-use super::{DEVICES_LOST_TAINT, EVACUATE_TAINT, HOSTNAME_LABEL, RESTART_MARK_PREFIX};
+use super::{
+    DEVICES_LOST_TAINT, EVACUATE_TAINT, EVACUATION_FINALIZER, HOSTNAME_LABEL, RESTART_MARK_PREFIX,
+};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
@@ -86,6 +88,11 @@ pub struct NodeFacts {
     /// E2's restarts under way off this node (`RestartMark`), by the uid
     /// of the VMI deleted.
     pub restarts: BTreeMap<String, Option<RestartMark>>,
+    /// E2's finalizer is on the node: it stays, once deleted, until E2
+    /// takes it off with the last mark.
+    pub evacuation_finalizer: bool,
+    /// Deleted, and held by a finalizer.
+    pub deleting: bool,
 }
 
 impl NodeFacts {
@@ -138,6 +145,13 @@ impl NodeFacts {
                 .and_then(|v| v.parse::<u32>().ok())
                 .filter(|n| *n > 0),
             restarts: restart_marks(node),
+            evacuation_finalizer: node
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == EVACUATION_FINALIZER),
+            deleting: node.metadata.deletion_timestamp.is_some(),
         })
     }
 

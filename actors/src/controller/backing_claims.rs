@@ -189,7 +189,7 @@ async fn let_go(
         "resourceVersion": rc.metadata.resource_version,
         "finalizers": rest,
     }});
-    let w = ObjectWrite::<Obj>::MergePatch(patch);
+    let w = ObjectWrite::<Obj>::Patch(crate::ports::PatchBody::Merge(patch));
     match write_object::<Obj>(env, what.clone(), known, w, rule).await? {
         Outcome::Conflict(_) => Err(IoError::Newer { what: what.clone() }),
         _ => Ok(()),

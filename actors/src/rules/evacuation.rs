@@ -234,6 +234,15 @@ pub fn decide_evacuation(w: &World, counts: &EvacuationCounts) -> EvacuationStep
     let mut step = EvacuationStep::default();
     let mut candidates = Vec::new();
     for node in w.evacuating_nodes() {
+        // A node being deleted begins no restart: it takes no new
+        // finalizer (the API server refuses one on an object being
+        // deleted), so a restart off it could not be counted past its
+        // deletion (I10), and its VMs go with it (KubeVirt starts them
+        // again). Restarts already under way off it are counted until
+        // they end, its finalizer holding it until then.
+        if w.node(&node).is_some_and(|n| n.deleting) {
+            continue;
+        }
         let on_node = evacuees(w, &node);
         step.live.insert(node.clone(), on_node.len());
         let limit = w.node(&node).and_then(|n| n.evacuation_limit);

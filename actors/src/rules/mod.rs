@@ -33,8 +33,8 @@ pub use finalizer::{needs_finalizer, released};
 pub use gate::{
     AllocationWrite, Assumed, BACKING_FINALIZER, BACKING_OWNER_ANNOTATION, BACKING_REQUEST,
     DeviceClaimWrite, DeviceTaken, Forgotten, GateStep, GiveUp, Lead, Moved, NodesThatMatter, Plan,
-    Restore, Taken, Unfit, WaitReason, WrittenAllocations, allocated_devices, at_the_gate,
-    backing_claim, backing_claim_to_let_go, backing_claim_to_restore, controlled_by,
+    Restore, Roomless, Taken, Unfit, WaitReason, WrittenAllocations, allocated_devices,
+    at_the_gate, backing_claim, backing_claim_to_let_go, backing_claim_to_restore, controlled_by,
     could_move_off, decide_gate, decide_gate_held, device_taken, lost_to_another,
     orphaned_backing_claim, owned_by, pod_unfit, request_mismatch, requested_claims, reserved,
     taken_device,

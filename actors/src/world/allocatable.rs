@@ -45,6 +45,14 @@ impl AllocatableIndex {
 }
 
 impl World {
+    /// The most of `resource` any node has allocatable (0: none has any).
+    pub fn largest_allocatable(&self, resource: &str) -> u64 {
+        let by = self.allocatable.0.lock().unwrap_or_else(|e| e.into_inner());
+        by.get(resource)
+            .and_then(|s| s.first())
+            .map_or(0, |(std::cmp::Reverse(v), _)| *v)
+    }
+
     /// Up to `batch` nodes with at least `at_least` of `resource`
     /// allocatable, most first, past the first `skip`.
     pub fn nodes_by_allocatable(

@@ -183,6 +183,10 @@ impl World {
         self.claims.len()
     }
 
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
     pub fn class_count(&self) -> usize {
         self.classes.len()
     }

@@ -252,9 +252,12 @@ fn g3_g5_gate_decisions_table() {
             Wait(OverBudget, "no room in its budget of 2 GPUs for 3 more"),
         ),
         row(
-            "G5 NoCapacity: no node with room",
+            "G5 NoCapacity: a set larger than any node can never be placed, and says so with the largest",
             vec![h200_nodes(&[("n1", 2), ("n2", 1)]), vm_asking(4, same)],
-            Wait(NoCapacity, "no node fits the set: 2 nodes without room"),
+            Wait(
+                NoCapacity,
+                "no node can ever hold the set as the nodes are: it needs 4 nvidia.com/GH100_H200 on one node, and the largest node has 2",
+            ),
         ),
         row(
             "G5 NoCapacity: no nodes at all",

@@ -171,13 +171,13 @@ fn g2_g3_g5_as_the_node_really_is_table() {
             Place("b"),
         ),
         row(
-            "G5 NoCapacity: other pods' GPUs leave no room, and the message names the resource",
+            "G5 NoCapacity: other pods' GPUs leave no room now, where a node could hold the set, and the message names the resource",
             vec![
                 h200_nodes(&[("a", 2)]),
                 foreign("cuda-test", "a", &[(H200, "2")]),
                 vm_asking(1, same),
             ],
-            Wait(NoCapacity, "1 node without room for nvidia.com/GH100_H200"),
+            Wait(NoCapacity, "no node has 1 nvidia.com/GH100_H200 free"),
         ),
         row(
             "G3 NodeResourcesFit: a memory-heavy VM goes where the memory is, not to the tightest GPU fit",

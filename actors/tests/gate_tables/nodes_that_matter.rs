@@ -27,11 +27,18 @@ fn full_nodes_with(pin: &str) -> Vec<Obj> {
     nodes(ns)
 }
 
+/// Forty nodes with room, and `pin` (full) labelled zone=z1.
+fn roomy_nodes_with(pin: &str) -> Vec<Obj> {
+    let mut ns: Vec<NodeBuilder> = (0..40).map(|i| gpu_node(&format!("n{i:02}"), 8)).collect();
+    ns.push(gpu_node(pin, 0).label("zone", "z1"));
+    nodes(ns)
+}
+
 #[test]
 fn g3_a_set_pinned_by_its_node_selector_waits_on_the_nodes_it_selects_only() {
     let got = nodes_of(vec![
         h200(),
-        full_nodes_with("pin"),
+        roomy_nodes_with("pin"),
         vm_asking(1, |p| p.node_selector("zone", "z1")),
     ]);
     assert_eq!(got, only(&["pin"]));
@@ -42,8 +49,40 @@ fn g3_a_set_any_node_may_take_waits_on_all_of_them_past_a_few() {
     let got = nodes_of(vec![h200(), full_nodes_with("pin"), vm_asking(1, same)]);
     assert_eq!(got, NodesThatMatter::All);
     // A few nodes are named: a change of any other cannot concern the set.
-    let few = nodes_of(vec![h200_nodes(&[("a", 0), ("b", 0)]), vm_asking(1, same)]);
+    let few = nodes_of(vec![
+        h200(),
+        nodes(vec![gpu_node("a", 0), gpu_node("b", 8).cordoned()]),
+        vm_asking(1, same),
+    ]);
     assert_eq!(few, only(&["a", "b"]));
+}
+
+/// Issue 61, item 5: where no node has the GPUs free, the index says so
+/// and no node is judged: the set waits on the room the index keeps
+/// (`Roomless`), whatever its pods select.
+#[test]
+fn g3_a_set_no_node_has_room_for_is_roomless_whatever_its_pods_select() {
+    let w = world_of(
+        [
+            h200(),
+            full_nodes_with("pin"),
+            vm_asking(2, |p| p.node_selector("zone", "z1")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    );
+    let v = w.vmi("t/vm").expect("the VMI");
+    let GateStep::Wait {
+        roomless, message, ..
+    } = decide_gate(&v, &w, &WrittenAllocations::default())
+    else {
+        panic!("waits")
+    };
+    let r = roomless.expect("roomless");
+    assert_eq!((r.want, r.largest), (2, 0), "{message}");
+    assert_eq!(message, r.message());
+    assert!(r.holds(&w));
 }
 
 #[test]

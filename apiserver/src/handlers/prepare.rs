@@ -204,7 +204,10 @@ impl Req<'_> {
     /// A 422 with its causes, logged as a refused write (not a dry run's).
     fn refuse_invalid(&self, name: &str, exists: bool, causes: &[validate::Cause]) -> Response {
         if self.how == Apply::Commit {
-            let what: Vec<String> = causes.iter().map(|c| c.field.clone()).collect();
+            let what: Vec<String> = validate::distinct(causes)
+                .iter()
+                .map(|c| c.field.clone())
+                .collect();
             let op = if exists { "update" } else { "create" };
             let w = WriteRecord::of(self.user, self.t, op, name.to_string());
             self.s

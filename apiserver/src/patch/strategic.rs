@@ -10,6 +10,7 @@
 //! `atomic` lists (tolerations, a node's taints, args) are.
 
 use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 
 /// The patch merge key of a list field, from the Kubernetes types' tags
 /// (`patchMergeKey`); None: the list is replaced whole.
@@ -87,15 +88,17 @@ fn merge_map(doc: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result
         Some("merge") | None => {}
         Some(other) => return Err(format!("unknown patch type: {other:?}")),
     }
+    // Sets and maps, not searches: a patch may carry a million items (a
+    // body up to 3 MiB), and a search per item is a million squared.
     if let Some(keep) = patch.get("$retainKeys").and_then(Value::as_array) {
-        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
-        doc.retain(|k, _| keep.contains(&k.as_str()));
+        let keep: HashSet<&str> = keep.iter().filter_map(Value::as_str).collect();
+        doc.retain(|k, _| keep.contains(k.as_str()));
     }
     for (k, v) in patch {
         if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
-            let gone: Vec<&Value> = v.as_array().map(|a| a.iter().collect()).unwrap_or_default();
+            let gone: HashSet<String> = v.as_array().into_iter().flatten().map(ident).collect();
             if let Some(list) = doc.get_mut(field).and_then(Value::as_array_mut) {
-                list.retain(|x| !gone.contains(&x));
+                list.retain(|x| !gone.contains(&ident(x)));
             }
             continue;
         }
@@ -150,8 +153,9 @@ fn merge_list(
     }
     if merged_as_set(field) {
         let mut out = current;
+        let mut have: HashSet<String> = out.iter().map(ident).collect();
         for i in items {
-            if !out.contains(i) {
+            if have.insert(ident(i)) {
                 out.push(i.clone());
             }
         }
@@ -160,33 +164,64 @@ fn merge_list(
     let Some(key) = merge_key(field, items).or_else(|| merge_key(field, &current)) else {
         return Ok(Value::Array(items.iter().map(strip).collect()));
     };
-    let mut out = current;
+    // Items by their merge key's value; a deleted one leaves a hole,
+    // closed at the end (the others keep their places).
+    let mut out: Vec<Option<Value>> = current.into_iter().map(Some).collect();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for (i, x) in out.iter().enumerate() {
+        if let Some(id) = x.as_ref().and_then(|x| x.get(key)) {
+            at.entry(ident(id)).or_insert(i);
+        }
+    }
     for item in items {
         let Some(id) = item.get(key) else {
             return Err(format!(
                 "map: {item} does not contain declared merge key: {key}"
             ));
         };
-        let at = out.iter().position(|x| x.get(key) == Some(id));
-        match (directive(item), at) {
+        let id = ident(id);
+        match (directive(item), at.get(&id).copied()) {
             (Some("delete"), Some(i)) => {
-                out.remove(i);
+                out[i] = None;
+                at.remove(&id);
             }
             (Some("delete"), None) => {}
-            (_, Some(i)) => apply(&mut out[i], item)?,
-            (_, None) => out.push(strip(item)),
+            (_, Some(i)) => {
+                if let Some(x) = out[i].as_mut() {
+                    apply(x, item)?;
+                }
+            }
+            (_, None) => {
+                at.insert(id, out.len());
+                out.push(Some(strip(item)));
+            }
         }
     }
+    let mut out: Vec<Value> = out.into_iter().flatten().collect();
     if let Some(order) = order {
+        let mut ranks: HashMap<String, usize> = HashMap::new();
+        for (i, o) in order.iter().enumerate() {
+            if let Some(id) = o.get(key) {
+                ranks.entry(ident(id)).or_insert(i);
+            }
+        }
         let rank = |x: &Value| {
-            order
-                .iter()
-                .position(|o| o.get(key) == x.get(key))
+            x.get(key)
+                .and_then(|id| ranks.get(&ident(id)).copied())
                 .unwrap_or(usize::MAX)
         };
-        out.sort_by_key(rank);
+        out.sort_by_cached_key(rank);
     }
     Ok(Value::Array(out))
+}
+
+/// A value as a key of a set or map: its JSON text (values of one list
+/// are alike in kind, so equal text is equal value).
+fn ident(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("s{s}"),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ pub fn check(kind: &str, old: Option<&Value>, new: &Value) -> Vec<Cause> {
         ("Deployment", _) => deployment(new),
         ("Pod", Some(old)) => pod_update(old, new),
         ("Pod", None) | ("Node", _) => crate::registry::resource_values::check(kind, new),
-        ("ConfigMap", _) => data_size(new, &["data", "binaryData"], ""),
+        ("ConfigMap", _) => config_map(new),
         ("Secret", _) => data_size(new, &["data"], "data"),
         ("PriorityClass", _) => crate::registry::priorities::check(old, new),
         _ => crate::registry::dra_rules::check(kind, old, new),
@@ -49,6 +49,57 @@ fn data_size(obj: &Value, maps: &[&str], field: &str) -> Vec<Cause> {
     } else {
         Vec::new()
     }
+}
+
+/// `IsConfigMapKey`'s words (`k8s.io/apimachinery/pkg/util/validation`).
+const CONFIG_KEY: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// `IsConfigMapKey`: at most 253 characters of `[-._a-zA-Z0-9]`, and
+/// not `.`, `..` or `..`-prefixed.
+fn config_key_errors(k: &str) -> Vec<&'static str> {
+    let mut errs = Vec::new();
+    if k.len() > 253 {
+        errs.push("must be no more than 253 characters");
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+    if k.is_empty() || !k.chars().all(allowed) {
+        errs.push(CONFIG_KEY);
+    }
+    if k == "." {
+        errs.push("must not be '.'");
+    } else if k == ".." {
+        errs.push("must not be '..'");
+    } else if k.starts_with("..") {
+        errs.push("must not start with '..'");
+    }
+    errs
+}
+
+/// `ValidateConfigMap`: each key of data and binaryData a config key, no
+/// key in both, and the values at most 1 MiB together, refused on the
+/// whole object (Go prints its empty path as `[]`). At most `MOST_CAUSES`
+/// keys are named (150,000 bad keys fit a body).
+fn config_map(obj: &Value) -> Vec<Cause> {
+    use crate::registry::validate::MOST_CAUSES;
+    let mut out = Vec::new();
+    let binary = obj["binaryData"].as_object();
+    for m in ["data", "binaryData"] {
+        for k in obj[m].as_object().into_iter().flat_map(|o| o.keys()) {
+            if out.len() >= MOST_CAUSES {
+                break;
+            }
+            let field = format!("{m}[{k}]");
+            for msg in config_key_errors(k) {
+                out.push(Cause::invalid(&field, format!("{k:?}"), msg));
+            }
+            if m == "data" && binary.is_some_and(|b| b.contains_key(k)) {
+                let msg = "duplicate of key present in binaryData";
+                out.push(Cause::invalid(&field, format!("{k:?}"), msg));
+            }
+        }
+    }
+    out.extend(data_size(obj, &["data", "binaryData"], "[]"));
+    out
 }
 
 /// `ValidateDeploymentSpec`: a selector, and one that matches the

@@ -204,7 +204,8 @@ impl Store {
             n["status"] = old.get("status").cloned().unwrap_or(Value::Null);
         }
         let deleting = !meta_str(old, "deletionTimestamp").is_empty();
-        let before = finalizers(old);
+        // A set: a body may carry a million finalizers.
+        let before: std::collections::HashSet<String> = finalizers(old).into_iter().collect();
         if deleting && finalizers(&n).iter().any(|f| !before.contains(f)) {
             return Err(StoreError::Invalid(format!(
                 "{what}: no new finalizers can be added if the object is being deleted"

@@ -92,6 +92,7 @@ pub struct Figures {
     pub webhook: Option<WebhookFigures>,
     pub dra: Option<super::dra::DraFigures>,
     pub queue: Option<super::queue::QueueFigures>,
+    pub hostile: Option<super::hostile::HostileFigures>,
 }
 
 /// The table on stdout.
@@ -193,6 +194,28 @@ pub fn print(f: &Figures) {
             "queue: strict order's median release is {:.2}x the baseline's",
             q.ratio_p50
         );
+    }
+    if let Some(h) = &f.hostile {
+        if h.finalizers > 0 {
+            println!(
+                "hostile: a protobuf body of {} empty finalizers ({} bytes): {} in {:.1} ms, peak +{:.1} MB ({:.0}x the body); eight at once {:.1} ms, peak +{:.1} MB; +{:.1} MB left",
+                h.finalizers,
+                h.body_bytes,
+                h.one_status,
+                h.one_ms,
+                h.one_peak_mb,
+                h.one_peak_mb * f64::from(1u32 << 20) / h.body_bytes.max(1) as f64,
+                h.eight_ms,
+                h.eight_peak_mb,
+                h.left_mb
+            );
+        }
+        if h.plan_pods > 0 {
+            println!(
+                "hostile: plan on one List of {} pods ({} bytes): {:.1} ms, peak {:.0} B a pod",
+                h.plan_pods, h.plan_list_bytes, h.plan_ms, h.plan_peak_bytes_per_pod
+            );
+        }
     }
     if let Some(w) = &f.webhook {
         println!(

@@ -8,6 +8,7 @@ pub mod cold;
 pub mod dra;
 mod figures;
 pub mod harness;
+pub mod hostile;
 pub mod queue;
 mod sizes;
 pub mod storm;
@@ -74,6 +75,13 @@ pub struct BenchArgs {
     /// Releases, with no head holding and in strict order, each.
     #[arg(long, default_value_t = 40)]
     pub queue_releases: usize,
+    /// Empty finalizers in the protobuf body the embedded API server
+    /// refuses, alone and eight at once (issue 61; 0 skips it).
+    #[arg(long, default_value_t = 1_040_000)]
+    pub hostile_finalizers: usize,
+    /// Pods in the List `plan` reads (issue 61; 0 skips it).
+    #[arg(long, default_value_t = 50_000)]
+    pub plan_pods: usize,
 }
 
 /// The p-th percentile (0..=100) of `v`, nearest rank.
@@ -191,6 +199,11 @@ pub fn run(
         let q = queue::measure(args.queue_sets, args.queue_releases);
         eprintln!("{q:?}");
         figures.queue = Some(q);
+    }
+    if args.hostile_finalizers > 0 || args.plan_pods > 0 {
+        let h = hostile::measure(args.hostile_finalizers, args.plan_pods);
+        eprintln!("{h:?}");
+        figures.hostile = Some(h);
     }
     print(&figures);
     if let Some(path) = &args.json {

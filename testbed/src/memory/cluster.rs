@@ -6,8 +6,8 @@ use super::store::{Apply, Store, StoreError, Subresource, Written};
 use async_trait::async_trait;
 use gpu_claims_actors::api::{GPUClaim, true_condition_types};
 use gpu_claims_actors::ports::{
-    Deleted, Kind, Obj, ObjRef, Preconditions, ReadError, Reader, WriteError, WriteOp, WriteResult,
-    Writer, status,
+    Deleted, Kind, Obj, ObjRef, PatchBody, Preconditions, ReadError, Reader, WriteError, WriteOp,
+    WriteResult, Writer, status,
 };
 use gpu_claims_actors::rules::RuleId;
 use serde_json::Value;
@@ -340,8 +340,12 @@ impl Writer for MemCluster {
         Ok(Deleted::Deleting(self.typed(what.kind, w)?))
     }
 
-    async fn merge_patch(&self, what: ObjRef, patch: Value, rule: RuleId) -> WriteResult<Obj> {
+    async fn patch(&self, what: ObjRef, patch: PatchBody, rule: RuleId) -> WriteResult<Obj> {
         use gpu_claims_apiserver::patch::{PatchKind, apply};
+        let (patch_kind, patch) = match patch {
+            PatchBody::Merge(p) => (PatchKind::Merge, p),
+            PatchBody::Strategic(p) => (PatchKind::StrategicMerge, p),
+        };
         if let Some(e) = self.injected(what.kind) {
             return Err(e);
         }
@@ -360,7 +364,7 @@ impl Writer for MemCluster {
                 break Err(StoreError::NotFound(what.name.clone()));
             };
             let before = finalizers(&doc);
-            if let Err(e) = apply(PatchKind::Merge, &mut doc, &patch) {
+            if let Err(e) = apply(patch_kind, &mut doc, &patch) {
                 break Err(StoreError::Invalid(e));
             }
             // In the journal's words, as the API server's patch handler.

@@ -7,6 +7,8 @@ use gpu_claims_actors::ports::{Kind, Obj};
 use serde_json::Value;
 use std::path::Path;
 
+mod json_list;
+
 /// Why a snapshot cannot be read: it names the file, and the document.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -85,6 +87,9 @@ pub enum ParseError {
     TooLarge(String),
     #[error("document {doc}: {source}")]
     Object { doc: usize, source: ObjectError },
+    /// A JSON snapshot that does not parse.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
     /// Two objects of one kind with one name: a cluster cannot hold both.
     #[error(
         "document {doc}: {kind} {name} is there already (document {first}); names are unique per kind"
@@ -140,8 +145,13 @@ pub fn load_each(path: &Path, each: impl FnMut(Obj)) -> Result<(), SnapshotError
         source,
     })?;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
-    let docs = serde_saphyr::read_with_options::<_, Value>(&mut reader, options());
-    objects(docs, each).map_err(|e| match e {
+    let read = if starts_json(&mut reader) {
+        json_document(reader, each)
+    } else {
+        let docs = serde_saphyr::read_with_options::<_, Value>(&mut reader, options());
+        objects(docs, each)
+    };
+    read.map_err(|e| match e {
         ParseError::Yaml(source) => SnapshotError::Yaml {
             path: shown,
             source,
@@ -167,14 +177,84 @@ pub fn parse(text: &str) -> Result<Vec<Obj>, ParseError> {
     Ok(objs)
 }
 
+/// Whether the file is JSON (its first character, past white space, opens
+/// an object): `kubectl get ... -o json` writes one List, streamed.
+fn starts_json(reader: &mut impl std::io::BufRead) -> bool {
+    reader.fill_buf().is_ok_and(|b| {
+        b.iter()
+            .find(|c| !c.is_ascii_whitespace())
+            .is_some_and(|c| *c == b'{')
+    })
+}
+
+/// A JSON snapshot: one document, a List's items each turned into its
+/// object as it is parsed (the List is never a tree of every item).
+fn json_document(reader: impl std::io::Read, each: impl FnMut(Obj)) -> Result<(), ParseError> {
+    let mut items = Items::new(each);
+    let read = {
+        let mut item = |v: Value| items.item(1, v);
+        json_list::read(reader, &mut item)
+    };
+    let (rest, listed) = match read {
+        Ok(doc) => doc,
+        Err(json_list::Stopped::Item(e)) => return Err(e),
+        Err(json_list::Stopped::Json(e)) => return Err(ParseError::Json(e)),
+    };
+    let kind = rest.get("kind").and_then(Value::as_str).unwrap_or_default();
+    match listed {
+        // Items of a document that is no List: what was handed on is
+        // dropped with the error.
+        Some(_) if kind != "List" => Err(ParseError::Object {
+            doc: 1,
+            source: ObjectError::Unknown(kind.to_string()),
+        }),
+        Some(_) => Ok(()),
+        None if kind == "List" => Ok(()),
+        None => items.item(1, Value::Object(rest)),
+    }
+}
+
+/// Objects handed on as they are read, each name once.
+struct Items<F> {
+    seen: std::collections::HashMap<gpu_claims_actors::ports::ObjRef, usize>,
+    each: F,
+}
+
+impl<F: FnMut(Obj)> Items<F> {
+    fn new(each: F) -> Self {
+        Self {
+            seen: Default::default(),
+            each,
+        }
+    }
+
+    /// One item of document `doc`, turned into its object.
+    fn item(&mut self, doc: usize, item: Value) -> Result<(), ParseError> {
+        let o = object(item).map_err(|source| ParseError::Object { doc, source })?;
+        let r = o.obj_ref();
+        if let Some(first) = self.seen.insert(r.clone(), doc) {
+            return Err(ParseError::Duplicate {
+                doc,
+                first,
+                kind: r.kind.name(),
+                name: match &r.namespace {
+                    Some(ns) => format!("{ns}/{}", r.name),
+                    None => r.name.clone(),
+                },
+            });
+        }
+        (self.each)(slim(o));
+        Ok(())
+    }
+}
+
 /// The objects of a stream of documents, each turned into its object (and
 /// dropped as a tree) before the next is read.
 fn objects(
     docs: impl Iterator<Item = Result<Value, serde_saphyr::Error>>,
-    mut each: impl FnMut(Obj),
+    each: impl FnMut(Obj),
 ) -> Result<(), ParseError> {
-    let mut seen: std::collections::HashMap<gpu_claims_actors::ports::ObjRef, usize> =
-        Default::default();
+    let mut items = Items::new(each);
     for (i, v) in docs.enumerate() {
         let v = v.map_err(|e| match e {
             serde_saphyr::Error::Budget { breach, .. } => {
@@ -184,7 +264,7 @@ fn objects(
         })?;
         let doc = i + 1;
         let mut v = v;
-        let items = if v["kind"] == "List" {
+        let list = if v["kind"] == "List" {
             match v.get_mut("items") {
                 Some(Value::Array(items)) => std::mem::take(items),
                 None | Some(Value::Null) => Vec::new(),
@@ -198,21 +278,8 @@ fn objects(
         } else {
             vec![v]
         };
-        for item in items {
-            let o = object(item).map_err(|source| ParseError::Object { doc, source })?;
-            let r = o.obj_ref();
-            if let Some(first) = seen.insert(r.clone(), doc) {
-                return Err(ParseError::Duplicate {
-                    doc,
-                    first,
-                    kind: r.kind.name(),
-                    name: match &r.namespace {
-                        Some(ns) => format!("{ns}/{}", r.name),
-                        None => r.name.clone(),
-                    },
-                });
-            }
-            each(slim(o));
+        for item in list {
+            items.item(doc, item)?;
         }
     }
     Ok(())

@@ -97,3 +97,39 @@ spec:
     };
     assert_eq!(r.spec.taint.effect, "NoExecute");
 }
+
+/// Issue 61, item 4: a JSON dump (`kubectl get ... -o json`, one List with
+/// `items` before `kind`) is read item by item, each as the YAML reader
+/// reads it; a JSON object that is no List is one object; items of a
+/// document that is no List, and a name twice, are refused.
+#[test]
+fn a_json_list_is_read_item_by_item_as_yaml_would_read_it() {
+    let dir = std::env::temp_dir().join(format!("snapshot-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let yaml = parse(FAT).unwrap();
+    let items: Vec<Value> = yaml.iter().map(gpu_claims_actors::api::to_json).collect();
+    let list =
+        serde_json::json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {}});
+    let json = load(&file("list.json", &format!("\n {list}"))).unwrap();
+    assert_eq!(json, yaml);
+    let node = serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a"}});
+    assert_eq!(load(&file("one.json", &node.to_string())).unwrap().len(), 1);
+    let not_list = serde_json::json!({"items": [node], "kind": "NodeList"});
+    let e = load(&file("nodelist.json", &not_list.to_string())).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("kind NodeList is not one plan reads"),
+        "{e}"
+    );
+    let twice = serde_json::json!({"items": [node, node], "kind": "List"});
+    let e = load(&file("twice.json", &twice.to_string())).unwrap_err();
+    assert!(e.to_string().contains("Node a is there already"), "{e}");
+    let e = load(&file("bad.json", "{\"items\": [1,")).unwrap_err();
+    assert!(e.to_string().contains("snapshot"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,9 +18,10 @@ pub enum ObjectWrite<T> {
     Update(T),
     UpdateStatus(T),
     Delete(Preconditions),
-    /// A JSON merge patch of an object the controller does not own (a
-    /// node's annotations).
-    MergePatch(serde_json::Value),
+    /// A patch of an object the controller does not own (a node's
+    /// annotations and finalizer), or of fields it alone sets (a backing
+    /// claim's finalizer).
+    Patch(crate::ports::PatchBody),
 }
 
 impl<T> ObjectWrite<T> {
@@ -31,7 +32,7 @@ impl<T> ObjectWrite<T> {
             ObjectWrite::Update(_) => WriteOp::Update,
             ObjectWrite::UpdateStatus(_) => WriteOp::UpdateStatus,
             ObjectWrite::Delete(_) => WriteOp::Delete,
-            ObjectWrite::MergePatch(_) => WriteOp::Patch,
+            ObjectWrite::Patch(_) => WriteOp::Patch,
         }
     }
 }
@@ -113,7 +114,7 @@ pub async fn write_object<T: Writable>(
         ObjectWrite::Create(new) => w.create(new.into_obj(), rule).await.map(Some),
         ObjectWrite::Update(new) => w.replace(new.into_obj(), rule).await.map(Some),
         ObjectWrite::UpdateStatus(new) => w.replace_status(new.into_obj(), rule).await.map(Some),
-        ObjectWrite::MergePatch(p) => w.merge_patch(what.clone(), p, rule).await.map(Some),
+        ObjectWrite::Patch(p) => w.patch(what.clone(), p, rule).await.map(Some),
         ObjectWrite::Delete(pre) => match w.delete(what.clone(), pre, rule).await {
             Ok(Deleted::Gone) => Ok(None),
             Ok(Deleted::Deleting(o)) => Ok(Some(o)),

@@ -20,7 +20,8 @@ impl Handler<Recheck> for Placement {
     type Result = ();
     fn handle(&mut self, _: Recheck, ctx: &mut Context<Self>) {
         self.env.activity.tick();
-        for (order, vmi) in self.gate.recheck() {
+        let world = self.env.world.clone();
+        for (order, vmi) in self.gate.recheck(&world) {
             // Queued already for another reason: decided in full.
             if !self.queue.push_waiting(order, vmi.clone()) {
                 self.gate.full_look(&vmi);

@@ -115,8 +115,50 @@ pub enum GateStep {
         nodes: NodesThatMatter,
         /// O2: the classes it could lead, and what it asks of a node.
         lead: Option<Lead>,
+        /// G3: no node has the GPUs it needs free, as the index of free
+        /// GPUs says (no node was judged): until one has, or the nodes'
+        /// largest changes, a change of nodes leaves the decision as it is.
+        roomless: Option<Roomless>,
     },
     Place(Plan),
+}
+
+/// G3: a set that needs `want` GPUs of the device plugin resource
+/// `resource` on one node, where no node has that many free. Its message
+/// says only that, and whether the largest node (`largest` GPUs of it)
+/// could ever hold the set: it stays true, word for word, until some node
+/// frees enough or the largest changes, so that a set that never fits is
+/// not judged against every node each time a node changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Roomless {
+    pub resource: String,
+    pub want: u64,
+    pub largest: u64,
+}
+
+impl Roomless {
+    /// Whether the world still leaves the set so, with the same message.
+    pub fn holds(&self, w: &World) -> bool {
+        w.nodes_by_free(&self.resource, self.want, None, 1)
+            .is_empty()
+            && w.largest_allocatable(&self.resource) == self.largest
+    }
+
+    /// The set's message: "can never" told apart from "not now".
+    pub fn message(&self) -> String {
+        let Roomless {
+            resource,
+            want,
+            largest,
+        } = self;
+        if want > largest {
+            format!(
+                "no node can ever hold the set as the nodes are: it needs {want} {resource} on one node, and the largest node has {largest}; ask for fewer, or add a node with {want}"
+            )
+        } else {
+            format!("no node has {want} {resource} free: the set is placed when a node frees them")
+        }
+    }
 }
 
 /// The claim names a VMI's request covers (its annotations', or the
@@ -139,6 +181,7 @@ pub(super) struct Waiting {
     reason: WaitReason,
     message: String,
     nodes: NodesThatMatter,
+    roomless: Option<Roomless>,
 }
 
 impl Waiting {
@@ -157,6 +200,7 @@ pub(super) fn wait(reason: WaitReason, message: String) -> Waiting {
         reason,
         message,
         nodes: NodesThatMatter::All,
+        roomless: None,
     }
 }
 
@@ -215,7 +259,9 @@ pub fn decide_gate_held(
             reason,
             message,
             nodes,
+            roomless,
         }) => GateStep::Wait {
+            roomless,
             reason,
             message,
             claims: ours,
@@ -310,6 +356,8 @@ fn place(
             reason: other.reason,
             message: format!("{why}; no other node can take it: {}", other.message),
             nodes: other.nodes,
+            // The held node's state is in the message too.
+            roomless: None,
         }
         .also_on([h.clone()])
     })

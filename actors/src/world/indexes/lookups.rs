@@ -156,6 +156,24 @@ impl World {
         !self.idx.evacuating.is_empty() || !self.idx.restarting.is_empty()
     }
 
+    /// Nodes that keep E2's finalizer and no restart mark: the finalizer
+    /// outlived its marks (a mark removed by hand, a write that stopped
+    /// half way), and holds a deleted node for nothing.
+    pub fn evacuation_finalizer_without_marks(&self) -> Vec<String> {
+        let mut nodes: Vec<String> = self
+            .idx
+            .restarting
+            .iter()
+            .filter(|e| {
+                self.node(e.key())
+                    .is_some_and(|f| f.evacuation_finalizer && f.restarts.is_empty())
+            })
+            .map(|e| e.key().clone())
+            .collect();
+        nodes.sort();
+        nodes
+    }
+
     /// E2's restarts under way as the nodes keep them: (node, uid of the
     /// VMI deleted, the mark; None where its value cannot be read).
     pub fn restart_marks(&self) -> Vec<(String, String, Option<RestartMark>)> {

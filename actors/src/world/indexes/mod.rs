@@ -355,7 +355,10 @@ impl World {
         } else {
             self.idx.evacuating.remove(name);
         }
-        if new.as_ref().is_some_and(|n| !n.restarts.is_empty()) {
+        if new
+            .as_ref()
+            .is_some_and(|n| !n.restarts.is_empty() || n.evacuation_finalizer)
+        {
             self.idx.restarting.insert(name.to_string(), ());
         } else {
             self.idx.restarting.remove(name);

@@ -32,6 +32,7 @@ impl Evacuation {
         for uid in &done.marks_failed {
             self.restarts.write_failed(uid);
         }
+        self.released(&done.released, &done.released_failed);
         if let Some((vm, _)) = &done.restarted {
             // Under way (since its decision): the next may follow where
             // there is room.

@@ -143,6 +143,7 @@ impl Evacuation {
                         node: node.clone(),
                         uids: Vec::new(),
                         events: Vec::new(),
+                        release: false,
                     });
                 end.uids.push(uid);
                 end.events.push(event);

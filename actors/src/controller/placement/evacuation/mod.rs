@@ -46,6 +46,11 @@ pub(super) struct Evacuation {
     /// Some VM was kept for want of anywhere to go: any change that may
     /// make room looks again.
     nowhere: bool,
+    /// Nodes whose E2 finalizer this process takes off: None while the
+    /// write is under way, else the node's resourceVersion it returned
+    /// (the node watch shows it from there), so that a lagging watch asks
+    /// for no second write.
+    releasing: HashMap<String, Option<u64>>,
 }
 
 /// What one look at the marks found.
@@ -91,12 +96,21 @@ impl Evacuation {
         let (timeout, most) = (cfg.evacuation.timeout, cfg.evacuation.max_concurrent);
         let now = env.clock.wall();
         let clock = env.clock.now();
-        let found = self.look_at_marks(env, now, timeout);
+        let mut found = self.look_at_marks(env, now, timeout);
         self.kept
             .retain(|_, (_, at)| clock.saturating_duration_since(*at) < REREAD_KEPT);
         let wake = self.next_wake(found.first_timeout, now, clock);
-        if !found.ends.is_empty() {
-            let write = self.end(found.ends.into_values().collect());
+        let mut ends = std::mem::take(&mut found.ends);
+        for node in self.strays(&w) {
+            ends.entry(node.clone()).or_insert_with(|| EndRestarts {
+                node,
+                uids: Vec::new(),
+                events: Vec::new(),
+                release: true,
+            });
+        }
+        if !ends.is_empty() {
+            let write = self.end(&w, ends.into_values().collect());
             return Decision {
                 write: Some(write),
                 wake,
@@ -161,14 +175,49 @@ impl Evacuation {
         timeout.into_iter().chain(reread).min()
     }
 
-    /// The write that removes these marks, each noted as being removed.
-    fn end(&mut self, ends: Vec<EndRestarts>) -> Write {
-        for end in &ends {
+    /// The write that removes these marks, each noted as being removed;
+    /// where no mark is left on its node after them, E2's finalizer comes
+    /// off in the same patch.
+    fn end(&mut self, w: &World, mut ends: Vec<EndRestarts>) -> Write {
+        for end in &mut ends {
+            let on_node = w
+                .node(&end.node)
+                .map(|n| n.restarts.keys().cloned().collect())
+                .unwrap_or_default();
+            let left = self.restarts.marked_on(&end.node, on_node);
+            end.release |= left.iter().all(|uid| end.uids.contains(uid));
+            if end.release {
+                self.releasing.insert(end.node.clone(), None);
+            }
             for uid in &end.uids {
                 self.restarts.end(uid, &end.node);
             }
         }
         Write::EndRestarts(ends)
+    }
+
+    /// Nodes whose E2 finalizer outlived their marks (a mark removed by
+    /// hand): taken off, once, as nothing of this process's is on its way
+    /// to them.
+    fn strays(&mut self, w: &World) -> Vec<String> {
+        let seen = w.observed_rv(crate::api::Kind::Node);
+        self.releasing.retain(|_, rv| rv.is_none_or(|rv| rv > seen));
+        w.evacuation_finalizer_without_marks()
+            .into_iter()
+            .filter(|n| !self.releasing.contains_key(n))
+            .filter(|n| self.restarts.marked_on(n, Default::default()).is_empty())
+            .collect()
+    }
+
+    /// E2's finalizer taken off these nodes (at the resourceVersion each
+    /// write returned), or not (looked at again).
+    pub(super) fn released(&mut self, landed: &[(String, u64)], failed: &[String]) {
+        for (node, rv) in landed {
+            self.releasing.insert(node.clone(), Some(*rv));
+        }
+        for node in failed {
+            self.releasing.remove(node);
+        }
     }
 
     /// A restart marked whose VMI was not deleted (a controller stopped
@@ -209,11 +258,15 @@ impl Evacuation {
                 "EvacuationStep",
                 message,
             ));
-            return self.end(vec![EndRestarts {
-                node: e.node,
-                uids: vec![e.uid],
-                events: vec![event],
-            }]);
+            return self.end(
+                w,
+                vec![EndRestarts {
+                    node: e.node,
+                    uids: vec![e.uid],
+                    events: vec![event],
+                    release: false,
+                }],
+            );
         }
         let mark = new_mark(vm, now);
         // Written afresh only where it would change (a write that changes

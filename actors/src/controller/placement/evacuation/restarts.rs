@@ -177,6 +177,29 @@ impl Restarts {
         out
     }
 
+    /// The marks `node` keeps as this process knows them: the node's own
+    /// (`on_node`, as the watch shows them), with this process's writes
+    /// and removals the watch does not show yet.
+    pub fn marked_on(
+        &self,
+        node: &str,
+        on_node: std::collections::BTreeSet<String>,
+    ) -> std::collections::BTreeSet<String> {
+        let mut marked = on_node;
+        for (uid, r) in self.0.iter().filter(|(_, r)| r.node == node) {
+            match r.outstanding() {
+                Some(Some(_)) => {
+                    marked.insert(uid.clone());
+                }
+                Some(None) => {
+                    marked.remove(uid);
+                }
+                None => {}
+            }
+        }
+        marked
+    }
+
     /// The mark this process wrote or writes for `uid`, if any.
     pub fn own_mark(&self, uid: &str) -> Option<RestartMark> {
         self.0

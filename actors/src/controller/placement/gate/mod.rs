@@ -54,6 +54,10 @@ pub(super) struct Gate {
     /// where none of them has room for the set, its decision is the one
     /// it has (G3's pass over every node to say why is not made again).
     freed_only: std::collections::HashMap<String, std::collections::BTreeSet<String>>,
+    /// Sets queued by a recheck only because nodes changed: one that no
+    /// node had room for keeps its decision while the index of free GPUs
+    /// still says so (G3's `Roomless`), with no node judged.
+    nodes_only: std::collections::HashSet<String>,
 }
 
 impl Gate {
@@ -73,10 +77,10 @@ impl Gate {
 
     /// The burst's recheck: the waiting sets it concerns, in O1's order
     /// (where they compete for the GPUs that freed, the first goes first).
-    pub(super) fn recheck(&mut self) -> Vec<(OrderKey, String)> {
+    pub(super) fn recheck(&mut self, w: &World) -> Vec<(OrderKey, String)> {
         let asked = std::mem::take(&mut self.recheck);
         let mut sets = Vec::new();
-        for k in self.waiting.concerned(&asked) {
+        for k in self.waiting.concerned(&asked, w) {
             let Some(waits) = self.waiting.get(&k) else {
                 continue;
             };
@@ -85,6 +89,11 @@ impl Gate {
                 nodes.extend(asked.freed_nodes.iter().cloned());
             } else {
                 self.freed_only.remove(&k);
+            }
+            if asked.only_nodes_for(&k, waits) {
+                self.nodes_only.insert(k.clone());
+            } else {
+                self.nodes_only.remove(&k);
             }
             sets.push((waits.order.clone(), k));
         }
@@ -96,6 +105,20 @@ impl Gate {
     /// than GPUs freed somewhere.
     pub(super) fn full_look(&mut self, k: &str) {
         self.freed_only.remove(k);
+        self.nodes_only.remove(k);
+    }
+
+    /// Whether the set of `k`, looked at only because nodes changed, still
+    /// has no node with room (G3's `Roomless`): its decision and message
+    /// stand, and no node is judged.
+    fn still_roomless(&mut self, k: &str, w: &World) -> bool {
+        if !self.nodes_only.remove(k) {
+            return false;
+        }
+        self.waiting.get(k).is_some_and(|waits| {
+            waits.reason == WaitReason::NoCapacity
+                && waits.roomless.as_ref().is_some_and(|r| r.holds(w))
+        })
     }
 
     /// Whether the set of `k`, looked at only because GPUs freed on some
@@ -176,7 +199,8 @@ impl Gate {
     /// mailbox holds, with what it evaluated remembered, so that a
     /// tenant's costly selectors delay no other tenant's decisions.
     fn gate_write(&mut self, k: &str, v: &Vmi, s: &mut Shared) -> Option<Write> {
-        if self.nothing_freed_for(k, &s.env.world, &s.own.allocations) {
+        let freed_only = self.nothing_freed_for(k, &s.env.world, &s.own.allocations);
+        if freed_only | self.still_roomless(k, &s.env.world) {
             return None;
         }
         let (order, held) = self.held_for(v, s);
@@ -205,6 +229,7 @@ impl Gate {
                 claims,
                 nodes,
                 lead,
+                roomless,
             } => {
                 if reason == WaitReason::RequestMismatch {
                     let message = format!("{message}; its launcher pods stay at the gate");
@@ -221,6 +246,7 @@ impl Gate {
                         classes,
                         nodes,
                         need,
+                        roomless,
                     },
                 );
                 let led = self.led(k, v, order, lead, &claims, s);

@@ -21,6 +21,9 @@ pub(in crate::controller::placement) struct Waits {
     /// that is all they ask (None otherwise): GPUs freed on a node with
     /// fewer free than this change nothing of its decision.
     pub need: Option<(String, u64)>,
+    /// G3: no node had the GPUs it needs free (the index said so, no node
+    /// was judged): a change of nodes alone leaves it so while it holds.
+    pub roomless: Option<crate::rules::Roomless>,
 }
 
 /// Every waiting set, and which of those waiting on nodes each node
@@ -34,12 +37,39 @@ pub(in crate::controller::placement) struct WaitingSets {
     by_node: HashMap<String, BTreeSet<String>>,
     /// Sets waiting on nodes for which any node matters.
     any_node: BTreeSet<String>,
+    /// Sets no node had room for (G3's `Roomless`), by resource, by the
+    /// largest node of it they were told of, by the GPUs they need: a
+    /// node's change concerns one only where that node now has them free,
+    /// or where the largest node moved (its message names it).
+    roomless: HashMap<String, BTreeMap<u64, BTreeSet<(u64, String)>>>,
+}
+
+/// What the index asks of the world about roomless sets: the GPUs of a
+/// resource free on a node, and the most any node has.
+pub(in crate::controller::placement) trait Room {
+    fn free(&self, node: &str, resource: &str) -> u64;
+    fn largest(&self, resource: &str) -> u64;
+}
+
+impl Room for crate::world::World {
+    fn free(&self, node: &str, resource: &str) -> u64 {
+        self.free_of(node, resource)
+    }
+    fn largest(&self, resource: &str) -> u64 {
+        self.largest_allocatable(resource)
+    }
 }
 
 impl WaitingSets {
     pub fn insert(&mut self, vmi: &str, w: Waits) {
         self.remove(vmi);
-        if w.reason.on_nodes() {
+        if w.reason.on_nodes()
+            && let Some(r) = &w.roomless
+        {
+            let by_largest = self.roomless.entry(r.resource.clone()).or_default();
+            let sets = by_largest.entry(r.largest).or_default();
+            sets.insert((r.want, vmi.to_string()));
+        } else if w.reason.on_nodes() {
             match &w.nodes {
                 NodesThatMatter::All => {
                     self.any_node.insert(vmi.to_string());
@@ -60,6 +90,19 @@ impl WaitingSets {
             return;
         };
         self.any_node.remove(vmi);
+        if let Some(r) = &old.roomless
+            && let Some(by_largest) = self.roomless.get_mut(&r.resource)
+        {
+            if let Some(sets) = by_largest.get_mut(&r.largest) {
+                sets.remove(&(r.want, vmi.to_string()));
+                if sets.is_empty() {
+                    by_largest.remove(&r.largest);
+                }
+            }
+            if by_largest.is_empty() {
+                self.roomless.remove(&r.resource);
+            }
+        }
         if let NodesThatMatter::Only(nodes) = &old.nodes {
             for n in nodes {
                 if let Some(sets) = self.by_node.get_mut(n) {
@@ -79,12 +122,32 @@ impl WaitingSets {
 
     /// The sets `asked` concerns, in key order. A burst of node changes
     /// alone (a node's state, a pod's use of it) looks only at the sets
-    /// those nodes matter to; anything else goes over every set.
-    pub fn concerned(&self, asked: &RecheckAsked) -> Vec<String> {
+    /// those nodes matter to, and at the roomless sets those nodes now
+    /// have room for (or whose largest node moved); anything else goes
+    /// over every set.
+    pub fn concerned(&self, asked: &RecheckAsked, room: &impl Room) -> Vec<String> {
         if asked.only_nodes() {
             let mut keys: BTreeSet<&String> = self.any_node.iter().collect();
-            for n in asked.changed_nodes.iter().chain(&asked.freed_nodes) {
-                keys.extend(self.by_node.get(n).into_iter().flatten());
+            let touched: Vec<&String> = asked
+                .changed_nodes
+                .iter()
+                .chain(&asked.freed_nodes)
+                .collect();
+            for n in &touched {
+                keys.extend(self.by_node.get(*n).into_iter().flatten());
+            }
+            for (resource, by_largest) in &self.roomless {
+                let largest = room.largest(resource);
+                let most = touched
+                    .iter()
+                    .map(|n| room.free(n, resource))
+                    .max()
+                    .unwrap_or(0);
+                for (told, sets) in by_largest {
+                    let moved = *told != largest;
+                    let fit = sets.iter().take_while(|(want, _)| moved || *want <= most);
+                    keys.extend(fit.map(|(_, k)| k));
+                }
             }
             return keys
                 .into_iter()
@@ -197,11 +260,28 @@ impl RecheckAsked {
         self.freed_concerns(w) && !self.concerns_besides_freed(vmi, w)
     }
 
+    /// Whether only changes of nodes (their state, their use, GPUs freed
+    /// there) concern the set: nothing of its class, budget, quota,
+    /// namespace or order moved.
+    pub fn only_nodes_for(&self, vmi: &str, w: &Waits) -> bool {
+        let nodes = w.reason.on_nodes()
+            && (self.nodes
+                || w.nodes.touched_by(&self.changed_nodes)
+                || w.nodes.touched_by(&self.freed_nodes));
+        nodes && !self.concerns_besides_nodes(vmi, w)
+    }
+
     fn freed_concerns(&self, w: &Waits) -> bool {
         w.reason.on_nodes() && w.nodes.touched_by(&self.freed_nodes)
     }
 
     fn concerns_besides_freed(&self, vmi: &str, w: &Waits) -> bool {
+        let on_nodes = w.reason.on_nodes();
+        self.concerns_besides_nodes(vmi, w)
+            || (on_nodes && (self.nodes || w.nodes.touched_by(&self.changed_nodes)))
+    }
+
+    fn concerns_besides_nodes(&self, vmi: &str, w: &Waits) -> bool {
         let on_nodes = w.reason.on_nodes();
         let ns = crate::world::split_key(vmi).0;
         let of_class = |set: &BTreeSet<String>| w.classes.iter().any(|c| set.contains(c));
@@ -212,7 +292,6 @@ impl RecheckAsked {
             || (w.reason == WaitReason::OverQuota && self.quotas_freed.contains(ns))
             || (w.reason == WaitReason::Queued && of_class(&self.heads))
             || of_class(&self.budget_held)
-            || (on_nodes && (self.nodes || w.nodes.touched_by(&self.changed_nodes)))
             || (on_nodes && of_class(&self.budgets))
     }
 }
@@ -232,7 +311,72 @@ mod tests {
             classes: vec!["h100".into()],
             nodes: NodesThatMatter::Only(BTreeSet::from([node.to_string()])),
             need: None,
+            roomless: None,
         }
+    }
+
+    /// A world where no node has a GPU free, and the largest has 8.
+    struct NoRoom;
+    impl Room for NoRoom {
+        fn free(&self, _: &str, _: &str) -> u64 {
+            0
+        }
+        fn largest(&self, _: &str) -> u64 {
+            8
+        }
+    }
+
+    /// Free GPUs per node, and the largest node.
+    struct Rooms(&'static [(&'static str, u64)], u64);
+    impl Room for Rooms {
+        fn free(&self, node: &str, _: &str) -> u64 {
+            self.0
+                .iter()
+                .find(|(n, _)| *n == node)
+                .map_or(0, |(_, f)| *f)
+        }
+        fn largest(&self, _: &str) -> u64 {
+            self.1
+        }
+    }
+
+    fn roomless(want: u64, largest: u64) -> Waits {
+        Waits {
+            nodes: NodesThatMatter::All,
+            roomless: Some(crate::rules::Roomless {
+                resource: "nvidia.com/H100".into(),
+                want,
+                largest,
+            }),
+            ..pinned_to("n1")
+        }
+    }
+
+    /// Issue 61, item 5: a set no node had room for is looked at again by
+    /// a node's change only where that node now has the GPUs it needs
+    /// free, or where the largest node moved (its message names it); any
+    /// other change of nodes passes it by, with no node judged.
+    #[test]
+    fn g3_a_roomless_set_is_concerned_only_by_a_node_with_its_gpus_free_or_a_new_largest() {
+        let mut sets = WaitingSets::default();
+        sets.insert("t/small", roomless(2, 8));
+        sets.insert("t/big", roomless(16, 8));
+        let node = |n: &str| asked([LookAt::Node(n.into())]);
+        assert!(sets.concerned(&node("n1"), &NoRoom).is_empty());
+        let two_free = Rooms(&[("n1", 2)], 8);
+        assert_eq!(sets.concerned(&node("n1"), &two_free), ["t/small"]);
+        assert!(sets.concerned(&node("n2"), &two_free).is_empty());
+        // A node of 16 joined the resource: both are told again.
+        assert_eq!(
+            sets.concerned(&node("n1"), &Rooms(&[], 16)),
+            ["t/big", "t/small"]
+        );
+        // Anything else goes over every set, as a scan does.
+        let a = asked([LookAt::Capacity]);
+        assert_eq!(sets.concerned(&a, &NoRoom), by_scan(&sets, &a));
+        sets.remove("t/small");
+        sets.remove("t/big");
+        assert!(sets.roomless.is_empty(), "nothing left of them");
     }
 
     fn asked(looks: impl IntoIterator<Item = LookAt>) -> RecheckAsked {
@@ -277,14 +421,14 @@ mod tests {
             vec![LookAt::Namespace("u".into())],
         ] {
             let a = asked(looks.clone());
-            assert_eq!(sets.concerned(&a), by_scan(&sets, &a), "{looks:?}");
+            assert_eq!(sets.concerned(&a, &NoRoom), by_scan(&sets, &a), "{looks:?}");
         }
         let a = asked([LookAt::Node("n2".into())]);
-        assert_eq!(sets.concerned(&a), vec!["t/c".to_string()]);
+        assert_eq!(sets.concerned(&a, &NoRoom), vec!["t/c".to_string()]);
         sets.remove("t/c");
         sets.remove("t/b");
         assert!(
-            sets.concerned(&asked([LookAt::Node("n3".into())]))
+            sets.concerned(&asked([LookAt::Node("n3".into())]), &NoRoom)
                 .is_empty()
         );
         assert_eq!(sets.sets.len(), 2);
@@ -322,7 +466,7 @@ mod tests {
         assert!(a.concerns("t/vm", &over) && !a.only_freed("t/vm", &over));
         let mut sets = WaitingSets::default();
         sets.insert("t/vm", anywhere);
-        assert_eq!(sets.concerned(&a), by_scan(&sets, &a));
+        assert_eq!(sets.concerned(&a, &NoRoom), by_scan(&sets, &a));
     }
 
     #[test]

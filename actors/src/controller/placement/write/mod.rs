@@ -73,6 +73,9 @@ pub(super) struct EndRestarts {
     pub node: String,
     pub uids: Vec<String>,
     pub events: Vec<Event>,
+    /// No mark is left on the node after these: E2's finalizer comes off
+    /// with them (a node being deleted then goes).
+    pub release: bool,
 }
 
 /// Delete a VMI on the preconditions the cache showed, and publish its
@@ -169,6 +172,10 @@ pub(in crate::controller::placement) struct RestartsDone {
     pub marks: Vec<(String, u64)>,
     /// Marks whose write or removal did not land, by the uid of the VMI.
     pub marks_failed: Vec<String>,
+    /// Nodes E2's finalizer was taken off, with the resourceVersion the
+    /// write returned; and those where it did not land.
+    pub released: Vec<(String, u64)>,
+    pub released_failed: Vec<String>,
     /// A VMI not deleted because its VM would not start it again: its uid
     /// and why.
     pub kept: Option<(String, String)>,

@@ -2,7 +2,7 @@
 //! E2's restart of an evacuated VM, whose mark on the node is written
 //! first and which only a VM that starts its VMI again gets.
 
-use super::restart::{mark_patch, would_not_restart, write_node};
+use super::restart::{Finalizer, mark_patch, would_not_restart, write_node};
 use super::{RestartWrite, VmiDelete, WritesDone, write};
 use crate::controller::Env;
 use crate::controller::pacer::{IoError, ObjectWrite};
@@ -45,7 +45,7 @@ pub(super) async fn delete_vmi(
     }) = &restart
     {
         tracing::info!(node, vmi = %key, rule = %rule, intent = "mark-restart", "writing");
-        let patch = mark_patch([(uid.as_str(), Some(mark))]);
+        let patch = mark_patch([(uid.as_str(), Some(mark))], Finalizer::Hold);
         match write_node(env, node, patch, rule).await {
             Ok(rv) => done.restarts.marks.push((uid.clone(), rv)),
             Err(e) => {

@@ -2,7 +2,7 @@
 //! through the world's indexes of free GPUs and devices where they answer,
 //! by a scan of every node otherwise.
 
-use super::super::{WaitReason, Waiting};
+use super::super::{Roomless, WaitReason, Waiting};
 use super::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,6 +13,19 @@ impl Ask<'_> {
     /// cannot, or no node fits (the pass says why). Test builds check
     /// every answer of the index against the pass.
     pub(super) fn best_fit(&self) -> Result<String, Waiting> {
+        if let Some(r) = self.roomless() {
+            debug_assert!(
+                self.best_fit_scanned()
+                    .is_err_and(|w| w.reason == WaitReason::NoCapacity),
+                "roomless, where a pass over every node places the set"
+            );
+            return Err(Waiting {
+                reason: WaitReason::NoCapacity,
+                message: r.message(),
+                nodes: NodesThatMatter::All,
+                roomless: Some(r),
+            });
+        }
         let indexed = self.best_fit_indexed();
         if let Some(Some(node)) = &indexed
             && !cfg!(debug_assertions)
@@ -28,6 +41,42 @@ impl Ask<'_> {
             );
         }
         scanned
+    }
+
+    /// A set of one device plugin resource for which no node has the GPUs
+    /// free, as the index says: nothing to judge node by node. Not where
+    /// the set's own records hold GPUs somewhere (a Lost claim's node
+    /// takes no more room for it), nor where our writes under way hold
+    /// GPUs the index does not count (those nodes are judged in full, as
+    /// the walk does).
+    fn roomless(&self) -> Option<Roomless> {
+        if !self.devices.is_empty() {
+            return None;
+        }
+        let (resource, want, apart) = self.indexed_resource()?;
+        if want == 0 || self.own.iter().any(|(_, r, _)| *r == resource) {
+            return None;
+        }
+        if !self.w.nodes_by_free(&resource, want, None, 1).is_empty() {
+            return None;
+        }
+        // A pass says "there are no nodes" where there are none.
+        if self.w.node_count() == 0 {
+            return None;
+        }
+        for name in &apart {
+            if let Some(n) = self.w.node(name)
+                && self.fit(&n, true).is_ok()
+            {
+                return None;
+            }
+        }
+        let largest = self.w.largest_allocatable(&resource);
+        Some(Roomless {
+            resource,
+            want,
+            largest,
+        })
     }
 
     /// Best fit through the world's index, for a set that needs GPUs of
@@ -206,6 +255,7 @@ impl Ask<'_> {
             reason,
             message,
             nodes: matter.map_or(NodesThatMatter::All, NodesThatMatter::Only),
+            roomless: None,
         })
     }
 }

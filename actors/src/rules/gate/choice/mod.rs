@@ -184,6 +184,7 @@ impl Ask<'_> {
                 message,
                 // Only the held node is looked at (its making included).
                 nodes: NodesThatMatter::only(h),
+                roomless: None,
             }),
             None => self.best_fit(),
         }
