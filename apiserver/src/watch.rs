@@ -39,7 +39,15 @@ struct Event {
 
 impl Event {
     fn line(&self) -> Bytes {
-        let mut b = serde_json::to_vec(self).unwrap_or_default();
+        // An ERROR's Status in Go's order too.
+        let mut b = if self.object["kind"] == "Status" {
+            crate::answers::json_object([
+                ("type", serde_json::to_vec(self.type_).unwrap_or_default()),
+                ("object", crate::answers::go_json(&self.object)),
+            ])
+        } else {
+            serde_json::to_vec(self).unwrap_or_default()
+        };
         b.push(b'\n');
         Bytes::from(b)
     }
@@ -182,7 +190,10 @@ pub async fn reach(s: &ApiServer, rv: u64, plural: &str) -> Result<(), Response>
                     "message": "Too large resource version"}], "retryAfterSeconds": 1},
                 "code": 504,
             });
-            return Err((axum::http::StatusCode::GATEWAY_TIMEOUT, axum::Json(body)).into_response());
+            return Err(crate::answers::status_response(
+                axum::http::StatusCode::GATEWAY_TIMEOUT,
+                &body,
+            ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -6,7 +6,7 @@
 
 use crate::store::{Apply, EventType, Store, StoreError, Written};
 use crate::{Resource, status};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -96,9 +96,10 @@ pub fn admit_create(
                         "message": format!("namespace {ns} is being terminated"),
                         "field": "metadata.namespace"}]},
             });
-            Err(Box::new(
-                (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response(),
-            ))
+            Err(Box::new(crate::answers::status_response(
+                axum::http::StatusCode::FORBIDDEN,
+                &body,
+            )))
         }
         Some(_) => Ok(()),
     }

@@ -307,7 +307,7 @@ fn apply_conflict(conflicts: &[managed::Conflict], name: &str, plural: &str) -> 
         "message": message, "reason": "Conflict", "code": 409,
         "details": {"name": name, "kind": plural, "causes": causes},
     });
-    axum::response::IntoResponse::into_response((StatusCode::CONFLICT, axum::Json(body)))
+    crate::answers::status_response(StatusCode::CONFLICT, &body)
 }
 
 /// kube-apiserver names the options, not the object, when they are invalid.
@@ -319,8 +319,5 @@ fn patch_options_invalid(detail: &str) -> Response {
         "details": {"group": "meta.k8s.io", "kind": "PatchOptions",
             "causes": [{"reason": "FieldValueRequired", "message": format!("Required value: {detail}"), "field": "fieldManager"}]},
     });
-    axum::response::IntoResponse::into_response((
-        StatusCode::UNPROCESSABLE_ENTITY,
-        axum::Json(body),
-    ))
+    crate::answers::status_response(StatusCode::UNPROCESSABLE_ENTITY, &body)
 }

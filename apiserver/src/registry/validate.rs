@@ -3,7 +3,7 @@
 //! `422 Invalid` with a cause per field, in apimachinery's words.
 
 use crate::Resource;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Value, json};
 
 /// One field that fails validation.
@@ -355,11 +355,7 @@ pub fn invalid(r: &Resource, name: &str, causes: &[Cause]) -> Response {
             })).collect::<Vec<_>>(),
         },
     });
-    (
-        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-        axum::Json(body),
-    )
-        .into_response()
+    crate::answers::status_response(axum::http::StatusCode::UNPROCESSABLE_ENTITY, &body)
 }
 
 #[cfg(test)]

@@ -124,6 +124,9 @@ pub fn measure(finalizers: usize, plan_pods: usize) -> HostileFigures {
     };
     let rt = crate::runtime();
     rt.block_on(async {
+        if finalizers == 0 {
+            return;
+        }
         let server = gpu_claims_apiserver::ApiServer::builder()
             .namespace("a")
             .start()
@@ -163,33 +166,74 @@ pub fn measure(finalizers: usize, plan_pods: usize) -> HostileFigures {
 }
 
 /// `plan --snapshot` on one List of `pods` pods outside gpu-claims, each
-/// as a cluster's dump has it (kubectl get pods -o json).
+/// as a cluster's dump has it (kubectl get pods -o json), in a process of
+/// its own (this one's allocator keeps what the other measurements freed):
+/// its peak resident set, less that of the same process on an empty
+/// List, per pod.
 fn plan(f: &mut HostileFigures, pods: usize) {
     let dir = std::env::temp_dir().join(format!("gpu-claims-bench-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join("pods.json");
-    let items: Vec<serde_json::Value> = (0..pods).map(dumped_pod).collect();
-    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let text = serde_json::to_vec(&list).expect("JSON");
-    drop(list);
+    let write = |name: &str, pods: usize| {
+        let path = dir.join(name);
+        let items: Vec<serde_json::Value> = (0..pods).map(dumped_pod).collect();
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+        let text = serde_json::to_vec(&list).expect("JSON");
+        std::fs::write(&path, &text).expect("the dump is written");
+        (path, text.len())
+    };
+    let (empty, _) = write("empty.json", 0);
+    let (path, bytes) = write("pods.json", pods);
     f.plan_pods = pods;
-    f.plan_list_bytes = text.len();
-    std::fs::write(&path, &text).expect("the dump is written");
-    drop(text);
-    let start = reset_peak();
+    f.plan_list_bytes = bytes;
+    // Children's peaks only grow: the empty List first.
+    let base = child_peak(&empty);
     let t = Instant::now();
-    let run = crate::plan::run_snapshot(Default::default(), &path, &[], false);
+    let peak = child_peak(&path);
     f.plan_ms = ms(t.elapsed());
-    let peak = status_kb("VmHWM:") * 1024;
-    f.plan_peak_bytes_per_pod = (peak.saturating_sub(start) as f64 / pods as f64).round();
+    eprintln!("[hostile] plan's peak: {peak} B on {pods} pods, {base} B on none");
+    f.plan_peak_bytes_per_pod = (peak.saturating_sub(base) as f64 / pods as f64).round();
     let _ = std::fs::remove_dir_all(&dir);
-    if let Err(e) = run {
-        eprintln!("[hostile] plan refused the dump: {e}");
-    }
     eprintln!(
         "[hostile] plan on a List of {} pods ({} bytes): {} ms, peak {} B a pod above the start",
         f.plan_pods, f.plan_list_bytes, f.plan_ms, f.plan_peak_bytes_per_pod
     );
+}
+
+/// The peak resident set of a child running `plan` on `snapshot`, in
+/// bytes, as the child reads its own (`VmHWM` once its plan is done: a
+/// child's rusage would count the parent's pages at the fork).
+fn child_peak(snapshot: &std::path::Path) -> usize {
+    let me = std::env::current_exe().expect("the benchmark's path");
+    let out = std::process::Command::new(me)
+        .arg("--plan-child")
+        .arg(snapshot)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse::<usize>()
+            .unwrap_or(0),
+        Ok(o) => {
+            eprintln!(
+                "[hostile] plan on {} failed: {}",
+                snapshot.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("[hostile] plan's process: {e}");
+            0
+        }
+    }
+}
+
+/// `--plan-child`: `plan` on the snapshot, as `gpu-claims plan
+/// --snapshot` runs it; prints this process's peak resident set, in bytes.
+pub fn plan_child(snapshot: &std::path::Path) -> anyhow::Result<()> {
+    crate::plan::run_snapshot(Default::default(), snapshot, &[], false)?;
+    println!("{}", status_kb("VmHWM:") * 1024);
+    Ok(())
 }
 
 /// A running pod as `kubectl get pods -o json` shows one: about 3 KB.

@@ -82,6 +82,10 @@ pub struct BenchArgs {
     /// Pods in the List `plan` reads (issue 61; 0 skips it).
     #[arg(long, default_value_t = 50_000)]
     pub plan_pods: usize,
+    /// Runs `plan` on this snapshot and exits: the process whose peak the
+    /// `--plan-pods` measurement reads.
+    #[arg(long, hide = true)]
+    pub plan_child: Option<PathBuf>,
 }
 
 /// The p-th percentile (0..=100) of `v`, nearest rank.
@@ -151,6 +155,9 @@ pub fn run(
     live_bytes: fn() -> usize,
     operator: std::sync::Arc<dyn cold::Operator>,
 ) -> anyhow::Result<()> {
+    if let Some(path) = &args.plan_child {
+        return hostile::plan_child(path);
+    }
     let mut figures = Figures::default();
     for &n in &args.sizes {
         let s = measure(n, args.changes, live_bytes);
