@@ -132,3 +132,13 @@ fn o1_o2_the_queue_benchmark_places_in_order_and_holds_for_the_head_in_strict_or
     assert_eq!(q.strict.placed, 1, "{q:#?}");
     assert!(q.off.writes > 0 && q.strict.writes > 0);
 }
+
+/// Issue 61, item 3: the hostile body the benchmark sends is one the
+/// embedded API server refuses for what it is (422: its finalizers are
+/// empty), not a body it cannot read.
+#[test]
+fn the_hostile_body_is_refused_as_invalid() {
+    let h = gpu_claims_testbed::bench::hostile::measure(10_000, 0);
+    assert_eq!(h.one_status, 422, "{h:?}");
+    assert!(h.body_bytes > 20_000, "{h:?}");
+}
