@@ -87,7 +87,9 @@ async fn set_evacuating(clients: &Clients, node: &str, want: Evacuate) -> anyhow
         let mut n = tokio::time::timeout(deadline, nodes.get(node))
             .await
             .map_err(|_| anyhow::anyhow!("reading node {node}: no answer within {deadline:?}"))?
-            .map_err(|e| anyhow::anyhow!("reading node {node}: {e}"))?;
+            .map_err(|e| {
+                anyhow::anyhow!("reading node {node}: {}", crate::error_words::kube(&e))
+            })?;
         let spec = n.spec.get_or_insert_default();
         let taints = spec.taints.get_or_insert_default();
         let tainted = taints.iter().any(|t| t.key == EVACUATE_TAINT);
@@ -128,7 +130,10 @@ async fn set_evacuating(clients: &Clients, node: &str, want: Evacuate) -> anyhow
         {
             Ok(_) => return Ok(true),
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
-            Err(e) => return Err(anyhow::anyhow!("writing node {node}: {e}")),
+            Err(e) => {
+                let e = crate::error_words::kube(&e);
+                return Err(anyhow::anyhow!("writing node {node}: {e}"));
+            }
         }
     }
     anyhow::bail!("writing node {node}: it changed under every one of {CONFLICT_RETRIES} tries")

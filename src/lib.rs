@@ -13,6 +13,7 @@ pub mod crd;
 #[cfg(feature = "dev")]
 pub mod dev;
 pub mod drain;
+pub mod error_words;
 pub mod file_read;
 pub mod file_watch;
 pub mod http;

@@ -19,7 +19,7 @@ fn main() -> std::process::ExitCode {
     match gpu_claims::cli::Cli::parse().run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("gpu-claims: error: {e:#}");
+            eprintln!("gpu-claims: error: {}", gpu_claims::error_words::words(&e));
             if std::env::var_os("GPU_CLAIMS_BACKTRACE").is_some() {
                 eprintln!("{}", e.backtrace());
             }

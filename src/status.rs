@@ -132,7 +132,10 @@ async fn list(clients: &Clients, kind: Kind) -> anyhow::Result<Listed> {
                 token = None;
                 continue;
             }
-            Err(e) => return Err(anyhow::anyhow!("listing {}: {e}", kind.name())),
+            Err(e) => {
+                let e = crate::error_words::kube(&e);
+                return Err(anyhow::anyhow!("listing {}: {e}", kind.name()));
+            }
         };
         for o in page.items {
             match typed(kind, o) {

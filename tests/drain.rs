@@ -280,3 +280,17 @@ fn e1_a_named_claim_held_on_a_cordoned_node_moves_when_its_vm_starts_again() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Issue 64, item 6: a node that does not exist is said as Kubernetes
+/// words it, not as a Rust structure.
+#[test]
+fn e3_drain_of_a_node_that_does_not_exist_says_so_in_kubernetes_words() {
+    let c = Cluster::new(two_nodes, CONFIG);
+    let out = cli(&c, &["drain", "nosuch", "--timeout", "5s"])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("nodes \"nosuch\" not found"), "{said}");
+    assert!(!said.contains("Status {"), "no Rust Debug form: {said}");
+}

@@ -340,10 +340,12 @@ mod tests {
             w.apply(claim(&format!("bogus-{i}"), &format!("no-such-{i}")), false);
         }
         let out = scrape(&w);
-        let series: Vec<&str> = out
+        // A family's series come in no set order.
+        let mut series: Vec<&str> = out
             .lines()
             .filter(|l| l.starts_with("gpu_claims_claims{"))
             .collect();
+        series.sort();
         assert_eq!(
             series,
             [
