@@ -10,7 +10,7 @@ pub fn words(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
         let api = match cause.downcast_ref::<kube::Error>() {
-            Some(kube::Error::Api(s)) => Some(s.message.clone()),
+            Some(e @ kube::Error::Api(_)) => Some(kube(e)),
             _ => None,
         };
         let text = api.clone().unwrap_or_else(|| cause.to_string());

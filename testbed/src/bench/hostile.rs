@@ -45,7 +45,7 @@ fn status_kb(field: &str) -> usize {
 /// The resident set now, and the peak is counted from it on.
 fn reset_peak() -> usize {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-    status_kb("VmRSS:") * 1024
+    super::rss_bytes()
 }
 
 fn peak_above(start: usize) -> f64 {
@@ -146,7 +146,7 @@ pub fn measure(finalizers: usize, plan_pods: usize) -> HostileFigures {
         f.eight_ms = ms(t.elapsed());
         f.eight_peak_mb = peak_above(start);
         drop(body);
-        f.left_mb = mb((status_kb("VmRSS:") * 1024).saturating_sub(start));
+        f.left_mb = mb(super::rss_bytes().saturating_sub(start));
     });
     eprintln!(
         "[hostile] {} empty finalizers ({} bytes of protobuf): {} in {} ms, peak +{} MB; eight at once {} ms, peak +{} MB; +{} MB left",
