@@ -183,6 +183,13 @@ impl Controller {
         router(state, guard)
     }
 
+    /// What /metrics serves, read in this process (no caller to authorize).
+    pub fn metrics_text(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+
     /// Where the gate webhook listens, when it was started.
     pub fn webhook_addr(&self) -> Option<SocketAddr> {
         self.webhook_addr

@@ -352,6 +352,10 @@ pub trait Telemetry: Send + Sync {
     /// them under way, and those blocked (no VM owner, or a restarted VM
     /// waiting at the gate). A node no longer listed is evacuated no more.
     fn evacuation(&self, _nodes: &[EvacuationFigures]) {}
+    /// Every watched kind has listed once: the world is whole, and the
+    /// figures read off it are the cluster's (before, a replica that has
+    /// seen the nodes but not yet the claims would count their GPUs free).
+    fn synced(&self) {}
 }
 
 /// One evacuating node's figures, for `Telemetry::evacuation`.

@@ -8,6 +8,7 @@
 
 use crate::clients::Clients;
 use crate::controller::{Controller, Election, Launch};
+use crate::http::auth::HttpAuth;
 use crate::leader::LeaseArgs;
 use crate::telemetry::Logging;
 use anyhow::Context as _;
@@ -39,6 +40,12 @@ pub struct DemoArgs {
     /// Faults the API server injects, e.g. `conflict=0.1,error=0.05,latency=2ms,cut=5s`.
     #[arg(long, default_value = "")]
     faults: String,
+    /// Who may read /metrics and /debug: `none` (anyone: the demo runs on
+    /// one machine), or `kubernetes`, as `run` and the chart serve them: a
+    /// bearer token the embedded API server's TokenReview accepts, of a
+    /// user RBAC lets get the path (the chart's metrics-reader role).
+    #[arg(long, value_enum, default_value_t = HttpAuth::None)]
+    http_auth: HttpAuth,
 }
 
 /// Writes `text` readable by its owner only: a kubeconfig carries a token.
@@ -136,8 +143,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listen on {}", args.http_addr))?;
         let http = listener.local_addr()?;
-        // The demo runs on one machine: its endpoints are open.
-        let app = controller.router(crate::http::auth::HttpAuth::None);
+        let app = controller.router(args.http_auth);
         tokio::spawn(crate::serve::serve(listener, app, std::future::pending()));
         println!("  the controller runs over HTTP; /metrics and /debug at http://{http}");
         if let Some(hook) = controller.webhook_addr() {
@@ -185,18 +191,23 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         );
         }
         // What a dashboard would show of it, from the controller's /metrics.
-        match gpu_claims_testbed::chaos::replicas::http_get(http, "/metrics").await {
-            Some((200, text)) => println!(
+        match controller.metrics_text() {
+            Ok(text) => println!(
                 "\nwhat a dashboard of this cluster shows (from http://{http}/metrics):\n\n{}",
                 super::dashboard::summary(&text).trim_end()
             ),
-            other => println!("\n/metrics could not be read: {other:?}"),
+            Err(e) => println!("\n/metrics could not be read: {e}"),
         }
         if args.serve {
             // Listening before saying so: a Ctrl-C right after the line is
             // a clean stop, not the default kill.
             let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-            println!("\nserving until Ctrl-C:\n  kubectl --kubeconfig {} get gpuclaims -A\n  curl http://{http}/metrics", path.display());
+            let curl = match args.http_auth {
+                HttpAuth::None => format!("curl http://{http}/metrics"),
+                // As a Prometheus scrapes it: a token RBAC lets get /metrics.
+                HttpAuth::Kubernetes => format!("curl -H \"Authorization: Bearer $TOKEN\" http://{http}/metrics"),
+            };
+            println!("\nserving until Ctrl-C:\n  kubectl --kubeconfig {} get gpuclaims -A\n  {curl}", path.display());
             interrupt.recv().await;
         }
         controller.stop().await;

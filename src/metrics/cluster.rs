@@ -6,8 +6,9 @@
 //! as `status` does.
 //!
 //! Every replica watches the same cluster and reports the same figures:
-//! the chart's recording rules take `max` over replicas (a replica that
-//! has just started and not synced reports less, never more).
+//! the chart's recording rules take `max` over replicas. A replica that
+//! has just started reports none until its caches have synced: half a
+//! world (nodes listed, claims not yet) would count held GPUs as free.
 //!
 //! Cardinality, worst case (docs/operations.md): classes × 5; nodes ×
 //! (resources + DRA classes there) × 4; namespaces × classes × 5;
@@ -24,7 +25,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Unit;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 type Labels = Vec<(&'static str, String)>;
 type Gauges = Family<Labels, Gauge>;
@@ -32,7 +33,14 @@ type Seconds = Family<Labels, Gauge<f64, AtomicU64>>;
 type GpuSeconds = Family<Labels, Counter<f64, AtomicU64>>;
 
 /// The collector: one `report` and one pass over the claims a scrape.
-pub(super) struct ClusterGauges(pub(super) Arc<World>);
+pub(super) struct ClusterGauges {
+    pub(super) world: Arc<World>,
+    /// Set once the caches have synced (`Telemetry::synced`): until then
+    /// the families are described with no series, so that a replica that
+    /// has just started never reports more free GPUs than the cluster has
+    /// (the chart's rules take the max over replicas).
+    pub(super) synced: Arc<AtomicBool>,
+}
 
 impl std::fmt::Debug for ClusterGauges {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -263,7 +271,11 @@ fn encode(
 
 impl Collector for ClusterGauges {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let f = Figures::of(&self.0);
+        let f = if self.synced.load(Ordering::Acquire) {
+            Figures::of(&self.world)
+        } else {
+            Figures::default()
+        };
         let seconds = Some(&Unit::Seconds);
         #[rustfmt::skip]
         let table: [(&str, &str, Option<&Unit>, &dyn EncodeMetric); 20] = [
@@ -304,7 +316,10 @@ mod tests {
 
     fn scrape(w: &WorldWriter) -> String {
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(ClusterGauges(w.reader())));
+        registry.register_collector(Box::new(ClusterGauges {
+            world: w.reader(),
+            synced: Arc::new(AtomicBool::new(true)),
+        }));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         out

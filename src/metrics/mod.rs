@@ -96,6 +96,8 @@ pub struct Metrics {
     pub evacuation_vms: Family<NodeStateLabels, Gauge>,
     /// The nodes last reported, so a node no longer evacuated loses its series.
     evacuating: std::sync::Mutex<Vec<String>>,
+    /// Whether the caches have synced: the cluster's figures wait for it.
+    synced: Arc<std::sync::atomic::AtomicBool>,
     pub leader: Gauge,
     /// API requests that got no answer within their deadline.
     pub timeouts: Family<VerbKindLabels, Counter>,
@@ -147,6 +149,7 @@ impl Metrics {
             unschedulable_pods: Gauge::default(),
             evacuation_vms: Family::default(),
             evacuating: std::sync::Mutex::default(),
+            synced: Arc::default(),
             leader: Gauge::default(),
             timeouts: Family::default(),
             webhook_requests: Family::default(),
@@ -219,7 +222,10 @@ impl Metrics {
             });
         }
         if let Some(w) = world {
-            registry.register_collector(Box::new(cluster::ClusterGauges(w)));
+            registry.register_collector(Box::new(cluster::ClusterGauges {
+                world: w,
+                synced: m.synced.clone(),
+            }));
         }
         registry.register_collector(Box::new(process::ProcessCollector));
         Arc::new(m)
@@ -283,6 +289,11 @@ impl Telemetry for Metrics {
         self.unschedulable_pods.set(pods as i64);
     }
 
+    fn synced(&self) {
+        self.synced
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
     fn evacuation(&self, nodes: &[gpu_claims_actors::ports::EvacuationFigures]) {
         let mut last = self.evacuating.lock().unwrap_or_else(|e| e.into_inner());
         for gone in last.iter().filter(|n| !nodes.iter().any(|f| &&f.node == n)) {
@@ -343,6 +354,50 @@ mod tests {
                 env!("CARGO_PKG_VERSION")
             )),
             "{out}"
+        );
+    }
+
+    /// A replica that has listed the nodes but not yet the claims would
+    /// count held GPUs free, and the rules' max over replicas would take
+    /// its figure: the cluster's families have no series until the
+    /// caches have synced, then the world's.
+    #[test]
+    fn the_clusters_figures_wait_for_the_caches_to_sync() {
+        let w = gpu_claims_actors::world::WorldWriter::new(Default::default());
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "gpu-node-1"},
+            "status": {
+                "allocatable": {"nvidia.com/GH100_H200": "4"},
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }
+        }))
+        .unwrap();
+        w.apply(gpu_claims_actors::api::Obj::Node(node), false);
+        let class = serde_json::from_value(serde_json::json!({
+            "apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
+            "metadata": {"name": "h200"},
+            "spec": {"resourceName": "nvidia.com/GH100_H200"}
+        }))
+        .unwrap();
+        w.apply(gpu_claims_actors::api::Obj::Class(class), false);
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry, Some(w.reader()));
+        let scrape = || {
+            let mut out = String::new();
+            prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+            out
+        };
+        let before = scrape();
+        assert!(
+            before.contains("# TYPE gpu_claims_node_gpus_free gauge"),
+            "{before}"
+        );
+        assert!(!before.contains("gpu_claims_node_gpus_free{"), "{before}");
+        m.synced();
+        let after = scrape();
+        assert!(
+            after.contains("gpu_claims_node_gpus_free{node=\"gpu-node-1\",resource=\"nvidia.com/GH100_H200\",class=\"\"} 4"),
+            "{after}"
         );
     }
 }

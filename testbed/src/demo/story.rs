@@ -5,7 +5,8 @@
 //! which fails and comes back; another VM names a claim of the DRA class,
 //! whose backing ResourceClaim holds its GPUs while the VM is stopped.
 //! Last, an 8-GPU VM that comes after 1-GPU jobs gets its node as they
-//! end one GPU at a time (`queue`).
+//! end one GPU at a time (`queue`). Then a tenant keeps a claim of a
+//! stopped VM: an idle reservation (`idle`).
 //! Each step acts on the cluster as a tenant, KubeVirt or the kubelet
 //! would, then names what the controller must have done for it to end.
 
@@ -34,8 +35,10 @@ pub const DRA_NODES: [&str; 2] = ["dra-node-1", "dra-node-2"];
 pub const RAG_CLAIM: &str = "rag-h200-pair";
 
 mod dra;
+mod idle;
 mod queue;
 use dra::{backing_allocated, dra_class_and_template, dra_pair_claim, fail_llm_gpu};
+pub use idle::SPARE_CLAIM;
 pub use queue::{A100, A100_NODE, HEAD_OF_LINE_AFTER};
 
 pub struct Ctx<'a> {
@@ -126,6 +129,7 @@ fn moved_off(s: &Snapshot, vm_claim: &str) -> bool {
 pub fn steps() -> Vec<Step> {
     let mut steps = main_steps();
     steps.extend(queue::steps());
+    steps.extend(idle::steps());
     steps
 }
 

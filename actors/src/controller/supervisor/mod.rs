@@ -80,6 +80,9 @@ impl Supervisor {
     /// Moves to `next`; every actor decides when that starts deciding.
     fn move_to(&mut self, next: Readiness, ctx: &mut Context<Self>) {
         let started = next.deciding() && !self.readiness.deciding();
+        if next.synced() && !self.readiness.synced() {
+            self.env.telemetry.synced();
+        }
         self.readiness = next;
         if started {
             tracing::info!(
@@ -204,6 +207,10 @@ impl Actor for Supervisor {
         // Watch events arrive in bursts; a large mailbox keeps senders that
         // await (`send`) from stalling on every event.
         ctx.set_mailbox_capacity(4096);
+        if self.readiness.synced() {
+            // Nothing to watch: whole from the start.
+            self.env.telemetry.synced();
+        }
         self.placement = Some(Placement::new(self.env.clone()).start());
         let refused = ctx.address().recipient();
         self.pool_rules = Some(PoolRules::new(self.env.clone(), refused).start());

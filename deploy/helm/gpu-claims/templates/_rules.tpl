@@ -3,9 +3,10 @@ The recording rules and alerts, shared by the PrometheusRule and
 VictoriaMetrics' VMRule. Both replicas are scraped: the figures each
 replica reads off the same cluster (gpu_claims_claims, the class, node,
 namespace, quota and waiting gauges, the GPU-seconds) are taken as the max
-over replicas (a replica not yet synced reports less, never more; the max
-survives either replica's loss); writes and conflicts come from the leader
-alone (a standby writes nothing). Recorded names follow Prometheus'
+over replicas (a replica reports them only once its caches have synced,
+so half a world never counts held GPUs free; the max survives either
+replica's loss); writes and conflicts come from the leader alone (a
+standby writes nothing). Recorded names follow Prometheus'
 level:metric:operation.
 */ -}}
 {{- define "gpu-claims.ruleGroups" -}}
@@ -66,7 +67,8 @@ level:metric:operation.
       labels:
         source: gpu-claims
     {{- end }}
-- name: gpu-claims
+# Sets at the gate: why they wait and for how long.
+- name: gpu-claims.waiting
   rules:
     - alert: GPUClaimsQuotaFullWithWaitingSets
       expr: max by (namespace) (max by (namespace, quota, class) (gpu_claims_quota_gpus_used) >= max by (namespace, quota, class) (gpu_claims_quota_gpus_limit)) and on(namespace) (max by (namespace) (gpu_claims_waiting_sets{reason="OverQuota"}) > 0)
@@ -91,6 +93,17 @@ level:metric:operation.
       annotations:
         summary: A VM in {{`{{ $labels.namespace }}`}} has waited for its GPUs longer than {{ .Values.monitoring.alerts.setWaitingSeconds }}s ({{`{{ $labels.reason }}`}})
         description: Its launcher pod waits at the scheduling gate; the claims' Waiting condition says why, `kubectl gpu-claims status` lists the waiting sets.
+    - alert: GPUClaimsGateWaitHigh
+      expr: histogram_quantile(0.99, sum by (le) (rate(gpu_claims_gate_wait_seconds_bucket[10m]))) > 60
+      for: 10m
+      labels:
+        severity: warning
+      annotations:
+        summary: VMs wait more than a minute for their GPUs
+        description: The 99th percentile of the time launcher pods wait at the scheduling gate is above 60 s. The claims' Waiting condition says why (over budget, no capacity).
+# One writer: the Lease.
+- name: gpu-claims.leader
+  rules:
     - alert: GPUClaimsTwoLeaders
       expr: sum(gpu_claims_leader) > 1
       for: 1m
@@ -108,14 +121,9 @@ level:metric:operation.
       annotations:
         summary: No gpu-claims replica leads
         description: No process holds the Lease (or none is up). GPU VMs wait at the gate and no claim is placed or released.
-    - alert: GPUClaimsGateWaitHigh
-      expr: histogram_quantile(0.99, sum by (le) (rate(gpu_claims_gate_wait_seconds_bucket[10m]))) > 60
-      for: 10m
-      labels:
-        severity: warning
-      annotations:
-        summary: VMs wait more than a minute for their GPUs
-        description: The 99th percentile of the time launcher pods wait at the scheduling gate is above 60 s. The claims' Waiting condition says why (over budget, no capacity).
+# The controller's own work: its writes, its API server, its config, its webhook.
+- name: gpu-claims.api
+  rules:
     - alert: GPUClaimsConflictRate
       expr: sum(rate(gpu_claims_conflicts_total[5m])) / sum(rate(gpu_claims_writes_total[5m])) > 0.2
       for: 10m
@@ -132,6 +140,40 @@ level:metric:operation.
       annotations:
         summary: The API server does not answer gpu-claims in time
         description: Requests miss api.requestTimeout; a leader whose Lease requests time out for renewDeadline steps down.
+    - alert: GPUClaimsSlowDecisions
+      expr: histogram_quantile(0.99, sum by (le) (rate(gpu_claims_change_to_write_seconds_bucket[10m]))) > 1
+      for: 10m
+      labels:
+        severity: warning
+      annotations:
+        summary: gpu-claims takes over a second from a change to its write
+        description: The controller is overloaded (CPU limits?).
+    - alert: GPUClaimsConfigRefused
+      expr: sum(increase(gpu_claims_config_reloads_total{result="refused"}[10m])) > 0
+      labels:
+        severity: warning
+      annotations:
+        summary: A gpu-claims config file was refused
+        description: The running config stays; the log line says what is wrong with the new one.
+    - alert: GPUClaimsWebhookRefusing
+      expr: sum(rate(gpu_claims_webhook_requests_total{result=~"denied|bad_request"}[5m])) > 0
+      for: 5m
+      labels:
+        severity: warning
+      annotations:
+        summary: The gate webhook refuses launcher pods
+        description: Launcher pods of GPU VMs are denied (their VMI not found) or the API server sends reviews the webhook cannot read.
+    - alert: GPUClaimsWebhookSlow
+      expr: histogram_quantile(0.99, sum by (le) (rate(gpu_claims_webhook_latency_seconds_bucket[5m]))) > 1
+      for: 10m
+      labels:
+        severity: warning
+      annotations:
+        summary: The gate webhook answers slowly
+        description: Its 99th percentile is above 1 s; the API server gives up at webhook.timeoutSeconds and, failing closed, refuses the pod.
+# Nodes and devices: evacuations, lost GPUs, pods that cannot run where placed.
+- name: gpu-claims.nodes
+  rules:
     - alert: GPUClaimsEvacuationBlocked
       # evacuation.timeout's default: a blocked evacuation outlasts it.
       expr: max by (node) (gpu_claims_evacuation_vms{state="blocked"}) > 0
@@ -150,37 +192,6 @@ level:metric:operation.
       annotations:
         summary: A GPU of a running VM is allocated to another ResourceClaim too
         description: Two pods may use one GPU. The GPUClaim and the ResourceClaim have Warning Events DeviceNamedTwice; stop the other pod (or the VM) to let one of them go. DeviceTaintRules of gpu-claims (D7) keep kube-scheduler off these GPUs; a job that tolerates gpu.cozystack.io/managed, or an allocation written by hand, does not.
-    - alert: GPUClaimsConfigRefused
-      expr: sum(increase(gpu_claims_config_reloads_total{result="refused"}[10m])) > 0
-      labels:
-        severity: warning
-      annotations:
-        summary: A gpu-claims config file was refused
-        description: The running config stays; the log line says what is wrong with the new one.
-    - alert: GPUClaimsSlowDecisions
-      expr: histogram_quantile(0.99, sum by (le) (rate(gpu_claims_change_to_write_seconds_bucket[10m]))) > 1
-      for: 10m
-      labels:
-        severity: warning
-      annotations:
-        summary: gpu-claims takes over a second from a change to its write
-        description: The controller is overloaded (CPU limits?).
-    - alert: GPUClaimsWebhookRefusing
-      expr: sum(rate(gpu_claims_webhook_requests_total{result=~"denied|bad_request"}[5m])) > 0
-      for: 5m
-      labels:
-        severity: warning
-      annotations:
-        summary: The gate webhook refuses launcher pods
-        description: Launcher pods of GPU VMs are denied (their VMI not found) or the API server sends reviews the webhook cannot read.
-    - alert: GPUClaimsWebhookSlow
-      expr: histogram_quantile(0.99, sum by (le) (rate(gpu_claims_webhook_latency_seconds_bucket[5m]))) > 1
-      for: 10m
-      labels:
-        severity: warning
-      annotations:
-        summary: The gate webhook answers slowly
-        description: Its 99th percentile is above 1 s; the API server gives up at webhook.timeoutSeconds and, failing closed, refuses the pod.
     - alert: GPUClaimsClaimsLost
       # The leader's view only: the standby reports the same claims.
       expr: sum(gpu_claims_claims{phase="Lost"} and on(instance) (gpu_claims_leader == 1)) > 0
