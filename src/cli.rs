@@ -1,7 +1,7 @@
 //! The command line (README, "Commands").
 
 use crate::{crd, run};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -40,7 +40,35 @@ enum Command {
     Cluster(crate::dev::cluster::ClusterArgs),
 }
 
+/// What a kubectl user runs; the rest is the operator's and developers'.
+const PLUGIN_COMMANDS: [&str; 3] = ["status", "drain", "uncordon"];
+
 impl Cli {
+    /// The command line as invoked. Named `kubectl-…` (kubectl's plugin,
+    /// `kubectl gpu-claims`), help speaks of `kubectl gpu-claims` and
+    /// lists only what a kubectl user runs; the others still run.
+    pub fn parse_invoked() -> Self {
+        let invoked = std::env::args_os().next().unwrap_or_default();
+        let name = std::path::Path::new(&invoked)
+            .file_name()
+            .unwrap_or_default();
+        let mut cmd = Cli::command();
+        if name.to_string_lossy().starts_with("kubectl-") {
+            cmd = cmd
+                .name("kubectl gpu-claims")
+                .bin_name("kubectl gpu-claims");
+            let others: Vec<String> = cmd
+                .get_subcommands()
+                .map(|s| s.get_name().to_string())
+                .filter(|n| !PLUGIN_COMMANDS.contains(&n.as_str()))
+                .collect();
+            for other in others {
+                cmd = cmd.mut_subcommand(other, |s| s.hide(true));
+            }
+        }
+        Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit())
+    }
+
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Run(args) => run::run(*args),

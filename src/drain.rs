@@ -10,7 +10,7 @@
 //! else's newer node.
 
 use crate::clients::Clients;
-use crate::status::{connect, read_world};
+use crate::status::read_world;
 use gpu_claims_actors::api::{EVACUATE_TAINT, Kind};
 use gpu_claims_actors::printable::printable;
 use gpu_claims_actors::status::{EvacuatingNode, evacuating_node};
@@ -18,17 +18,14 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::PostParams;
 use std::io::{IsTerminal, Write as _};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
 pub struct DrainArgs {
     /// The node to empty of GPU VMs.
     node: String,
-    /// The kubeconfig to reach the cluster through (default: $KUBECONFIG,
-    /// ~/.kube/config, or the pod's service account).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    kube: crate::kube_args::KubeArgs,
     /// How long to wait for the node's GPU VMs to move before giving up
     /// (exit 1); the node stays cordoned and tainted.
     #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
@@ -50,8 +47,8 @@ pub struct DrainArgs {
 pub struct UncordonArgs {
     /// The node to take back into service.
     node: String,
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    kube: crate::kube_args::KubeArgs,
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     request_timeout: Duration,
 }
@@ -191,7 +188,7 @@ pub fn drain(args: DrainArgs) -> anyhow::Result<()> {
 }
 
 async fn drain_async(args: DrainArgs) -> anyhow::Result<()> {
-    let clients = connect(args.kubeconfig.as_deref(), args.request_timeout).await?;
+    let clients = args.kube.connect(args.request_timeout).await?;
     let node = args.node.as_str();
     // What runs there before the taint: the controller starts moving VMs
     // as soon as it sees it.
@@ -260,7 +257,7 @@ pub fn uncordon(args: UncordonArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let clients = connect(args.kubeconfig.as_deref(), args.request_timeout).await?;
+        let clients = args.kube.connect(args.request_timeout).await?;
         let node = args.node.as_str();
         if set_evacuating(&clients, node, Evacuate::No).await? {
             println!("node {node} uncordoned and its {EVACUATE_TAINT} taint removed");

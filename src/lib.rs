@@ -17,6 +17,7 @@ pub mod error_words;
 pub mod file_read;
 pub mod file_watch;
 pub mod http;
+pub mod kube_args;
 pub mod kube_ports;
 pub mod leader;
 pub mod metrics;

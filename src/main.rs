@@ -1,8 +1,6 @@
 //! `gpu-claims`: GPU claims for KubeVirt virtual machines.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
-
 /// mimalloc rather than glibc's malloc: the webhook's and the watches'
 /// request-sized buffers made glibc consolidate its free lists on nearly
 /// every review (a quarter of the webhook storm's CPU in `unlink_chunk`);
@@ -16,7 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// stack backtrace that reads like a crash. GPU_CLAIMS_BACKTRACE=1 asks
 /// for the backtrace when one is wanted.
 fn main() -> std::process::ExitCode {
-    match gpu_claims::cli::Cli::parse().run() {
+    match gpu_claims::cli::Cli::parse_invoked().run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gpu-claims: error: {}", gpu_claims::error_words::words(&e));

@@ -11,15 +11,16 @@ use gpu_claims_actors::status::{Report, report};
 use gpu_claims_actors::world::WorldWriter;
 use kube::api::ListParams;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct StatusArgs {
-    /// The kubeconfig to read the cluster through (default: $KUBECONFIG,
-    /// ~/.kube/config, or the pod's service account).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    kube: crate::kube_args::KubeArgs,
+    /// Only this namespace's waiting sets, quotas and claims' devices
+    /// (the cluster's classes and nodes are shown whole).
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
     /// table, json or yaml.
     #[arg(short = 'o', long = "output", default_value = "table")]
     output: Output,
@@ -53,28 +54,20 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
 }
 
 async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
-    let clients = connect(args.kubeconfig.as_deref(), args.request_timeout).await?;
+    let clients = args.kube.connect(args.request_timeout).await?;
     let (world, not_read) = read_world(&clients, &Kind::ALL).await?;
     let mut r = report(&world);
     r.not_read = not_read;
+    if let Some(ns) = &args.namespace {
+        r.waiting.retain(|w| &w.namespace == ns);
+        r.quotas.retain(|q| &q.namespace == ns);
+        r.claim_devices.retain(|c| &c.namespace == ns);
+        r.heads.retain(|h| &h.namespace == ns);
+    }
     Ok(r)
 }
 
 /// Clients for the kubeconfig at `path`, or the default one.
-pub async fn connect(
-    path: Option<&std::path::Path>,
-    request_timeout: Duration,
-) -> anyhow::Result<Clients> {
-    Ok(match path {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-            Clients::from_kubeconfig(&text, request_timeout).await?
-        }
-        None => Clients::infer(request_timeout).await?,
-    })
-}
-
 /// These kinds listed into one world, and the kinds that could not be read.
 pub async fn read_world(
     clients: &Clients,

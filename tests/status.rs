@@ -448,3 +448,198 @@ fn o3_status_lists_the_waiting_sets_in_order_and_the_head_of_each_class() {
         "{table}"
     );
 }
+
+/// `kubectl` as a tenant runs it, against the binary over HTTP.
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> String {
+    let out = common::succeed(
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args),
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The Warning Events of namespace `ns` about `name`, as `reason: note`.
+fn warnings(kubeconfig: &std::path::Path, ns: &str, name: &str) -> Vec<String> {
+    let list: Value = serde_json::from_str(&kubectl(
+        kubeconfig,
+        &["get", "events", "-n", ns, "-o", "json"],
+    ))
+    .unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "Warning" && e["involvedObject"]["name"] == name)
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap(),
+                e["message"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Issue 64, item 2: a tenant sees why its VM waits where it looks.
+/// `kubectl get gpuclaims` prints the claim Pending with its REASON; the
+/// VMI has a Warning Event with the reason and what would help; a claim
+/// of a class that does not exist is told so at once, with the classes
+/// there are, before any VM uses it (G5).
+#[test]
+fn g5_a_tenant_sees_why_its_vm_waits_in_kubectl_get_and_its_events() {
+    if !common::kubectl_available() {
+        return;
+    }
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    let _ctl = c.start_controller();
+    c.standin.start_vm(B, "vm-big", "h200", 7);
+    c.settle(
+        "G5 OverBudget on vm-big's claim",
+        |s| waits(s, B, "vm-big-gpu", "OverBudget"),
+        Duration::ZERO,
+    );
+    let kubeconfig = c.dir.path().join("kubeconfig");
+    let table = kubectl(&kubeconfig, &["get", "gpuclaims", "-n", B, "vm-big-gpu"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "CLASS", "COUNT", "PHASE", "REASON", "NODE", "VMI", "AGE"
+        ],
+        "{table}"
+    );
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        &row[..5],
+        ["vm-big-gpu", "h200", "7", "Pending", "OverBudget"],
+        "{table}"
+    );
+    // Its wait, once (the stand-in may also have said FailedCreate, had
+    // it made the pod before the webhook listened).
+    let told: Vec<String> = warnings(&kubeconfig, B, "vm-big")
+        .into_iter()
+        .filter(|w| w.starts_with("OverBudget: "))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].contains("budget of 6"), "{told:?}");
+    assert!(
+        told[0].contains("raise the class's budget"),
+        "what helps: {told:?}"
+    );
+
+    // A typo in a claim no VM uses yet: said at once, with the classes.
+    let typo = "apiVersion: gpu.cozystack.io/v1alpha1\nkind: GPUClaim\n\
+                metadata: {name: typo, namespace: tenant-b}\nspec: {className: h20, count: 1}\n";
+    std::fs::write(c.dir.path().join("typo.yaml"), typo).unwrap();
+    let typo_file = c.dir.path().join("typo.yaml");
+    kubectl(&kubeconfig, &["create", "-f", typo_file.to_str().unwrap()]);
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    let told = loop {
+        let told = warnings(&kubeconfig, B, "typo");
+        if !told.is_empty() || std::time::Instant::now() > until {
+            break told;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        told,
+        ["ClassMissing: G5: GPUClass h20 does not exist; the classes are h200, l40s"],
+        "{told:?}"
+    );
+}
+
+/// Issue 64, item 6: the plugin takes kubectl's global flags (kubectl
+/// passes a plugin's flags through) and its help lists what a kubectl
+/// user runs.
+#[test]
+fn the_kubectl_plugin_takes_kubectls_context_and_namespace_flags_and_lists_its_own_commands() {
+    if !common::kubectl_available() {
+        return;
+    }
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    let _ctl = c.start_controller();
+    c.standin.start_vm(B, "vm-big", "h200", 7);
+    c.settle(
+        "G5 OverBudget on vm-big's claim",
+        |s| waits(s, B, "vm-big-gpu", "OverBudget"),
+        Duration::ZERO,
+    );
+    // A kubeconfig whose current context is a cluster that is not there.
+    let text = std::fs::read_to_string(c.dir.path().join("kubeconfig")).unwrap();
+    let mut kc: Value = gpu_claims_actors::yaml::from_str(&text).unwrap();
+    kc["clusters"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(
+        {"name": "closed", "cluster": {"server": format!("http://{}", common::free_port())}}));
+    kc["contexts"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(
+        {"name": "closed", "context": {"cluster": "closed", "user": "embedded"}}));
+    kc["current-context"] = "closed".into();
+    let kubeconfig = c.dir.path().join("two-contexts");
+    std::fs::write(&kubeconfig, kc.to_string()).unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_gpu-claims"),
+        bin.path().join("kubectl-gpu_claims"),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let plugin = |args: &[&str]| {
+        Command::new("kubectl")
+            .arg("gpu-claims")
+            .args(args)
+            .env("PATH", &path)
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let out = plugin(&["status", "--context", "embedded", "-n", B, "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["waiting"][0]["vmi"], "vm-big", "{r}");
+    // -n: only that namespace's sets and quotas (tenant-a has the quota).
+    let out = plugin(&[
+        "status",
+        "--context",
+        "embedded",
+        "-n",
+        "tenant-a",
+        "-o",
+        "json",
+    ]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["waiting"], serde_json::json!([]), "{r}");
+    assert_eq!(r["quotas"][0]["namespace"], "tenant-a", "{r}");
+    // --cluster and --user pick those of the kubeconfig, as kubectl's do.
+    let out = plugin(&["status", "--cluster", "embedded", "--user", "embedded"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without them, the current context: the closed cluster, named.
+    let out = plugin(&["status"]);
+    assert!(!out.status.success());
+    // Help: what a kubectl user runs, under kubectl's name for it.
+    let help = String::from_utf8(plugin(&["--help"]).stdout).unwrap();
+    assert!(help.contains("Usage: kubectl gpu-claims"), "{help}");
+    for shown in ["status", "drain", "uncordon"] {
+        assert!(help.contains(&format!("  {shown} ")), "{shown}: {help}");
+    }
+    for hidden in ["run", "crd", "demo", "plan", "cluster"] {
+        assert!(!help.contains(&format!("  {hidden} ")), "{hidden}: {help}");
+    }
+}

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Class","type":"string","jsonPath":".spec.className"}"#,
     printcolumn = r#"{"name":"Count","type":"integer","jsonPath":".spec.count"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","description":"Why the claim waits (its Waiting condition)","jsonPath":".status.conditions[?(@.type=='Waiting')].reason"}"#,
     printcolumn = r#"{"name":"Node","type":"string","jsonPath":".status.nodeName"}"#,
     printcolumn = r#"{"name":"VMI","type":"string","jsonPath":".status.attachedTo.vmi"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#

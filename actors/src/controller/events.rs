@@ -89,6 +89,19 @@ pub fn moved(key: &str, c: &GPUClaim, from: &crate::rules::Moved, to: &str) -> E
     )
 }
 
+/// A claim of a class that does not exist, said at once on the claim
+/// (before any VM uses it): the classes there are.
+pub fn class_missing(key: &str, c: &GPUClaim, message: String) -> Event {
+    event(
+        key,
+        c.metadata.uid.clone(),
+        RuleId::G5,
+        true,
+        "ClassMissing",
+        message,
+    )
+}
+
 /// D8's Event on a claim whose record moved off a device another
 /// ResourceClaim names: which, and the devices it holds now.
 pub fn device_taken(

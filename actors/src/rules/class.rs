@@ -21,6 +21,26 @@ pub enum ClassIntent {
 /// The status a class should show: capacity on Ready nodes that serve it,
 /// and what its claims hold or owe. Past what Kubernetes counts (an int64:
 /// nodes that together advertise more) it shows the most it can store.
+/// What a claim of a class that does not exist is told (G5): the name,
+/// and the classes there are (ten at most), so that a typo shows at once.
+pub fn class_missing(name: &str, w: &World) -> String {
+    const SHOWN: usize = 10;
+    let classes: Vec<String> = w
+        .keys(crate::api::Kind::Class)
+        .into_iter()
+        .filter(|k| w.class(k).is_some_and(|c| !is_deleting(&c.metadata)))
+        .collect();
+    let shown = classes[..classes.len().min(SHOWN)].join(", ");
+    match classes.len() {
+        0 => format!("GPUClass {name} does not exist, nor does any other yet"),
+        n if n <= SHOWN => format!("GPUClass {name} does not exist; the classes are {shown}"),
+        n => format!(
+            "GPUClass {name} does not exist; the classes are {shown} and {} more",
+            n - SHOWN
+        ),
+    }
+}
+
 pub fn class_status(c: &GPUClass, w: &World, capacity: u64) -> GPUClassStatus {
     let mut status = c.status.clone().unwrap_or_default();
     status.capacity = Some(capacity.min(MOST));

@@ -24,7 +24,7 @@ mod unschedulable;
 
 pub use allocations::{ALLOCATION_GRACE, allocation_missing, decide_allocation_report};
 pub use attachment::{Grace, decide_attachment};
-pub use class::{ClassIntent, capacity_of, class_status, decide_class};
+pub use class::{ClassIntent, capacity_of, class_missing, class_status, decide_class};
 pub use evacuation::{
     EvacuationCounts, EvacuationStep, Evacuee, MarkState, NO_VM_OWNER, Restart, decide_evacuation,
     evacuees, judge_mark, restart_done, restart_waits, timed_out_at, vm_owner,

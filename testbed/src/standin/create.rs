@@ -119,6 +119,9 @@ async fn create(api: kube::Client, vmi: &Value, pod: Value) -> Result<(), String
     let pp = kube::api::PostParams::default();
     match tokio::time::timeout(Duration::from_secs(30), pods.create(&pp, &p)).await {
         Ok(Ok(_)) => Ok(()),
+        // client-go's StatusError prints the Status' message alone, and
+        // virt-controller's Event says that.
+        Ok(Err(kube::Error::Api(status))) => Err(status.message.clone()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("no answer within 30s".to_string()),
     }

@@ -11,13 +11,17 @@ use crate::world::split_key;
 
 impl ClaimActor {
     /// Bad input gets a clear answer: a claim of a class that does not exist
-    /// is said once; placement (G5) marks it Waiting with ClassMissing.
+    /// is said at once, with the classes there are, in a Warning Event on
+    /// the claim (once per class name); placement (G5) marks it Waiting
+    /// with ClassMissing when a VM uses it.
     pub(super) fn report_missing_class(&mut self, claim: &GPUClaim) {
         let class = &claim.spec.class_name;
         if self.env.world.has_class(class) {
             self.role.reported_class = None;
         } else if self.role.reported_class.as_ref() != Some(class) {
-            tracing::warn!(claim = %self.key, class = %class, "the claim's GPUClass does not exist");
+            let message = crate::rules::class_missing(class, &self.env.world);
+            tracing::warn!(claim = %self.key, rule = "G5", class = %class, "{message}");
+            events::publish(&self.env, events::class_missing(&self.key, claim, message));
             self.role.reported_class = Some(class.clone());
         }
     }

@@ -108,7 +108,7 @@ pub(super) fn members(
             None => {
                 return Err(wait(
                     WaitReason::ClassMissing,
-                    format!("GPUClass {} does not exist", c.spec.class_name),
+                    crate::rules::class_missing(&c.spec.class_name, w),
                 ));
             }
         }

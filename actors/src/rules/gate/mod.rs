@@ -77,6 +77,64 @@ impl WaitReason {
         }
     }
 
+    /// The reason of the Warning Event the VMI gets (G5).
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            // Its name since before every wait was said on the VMI.
+            WaitReason::RequestMismatch => "GPURequestMismatch",
+            other => other.as_str(),
+        }
+    }
+
+    /// What would end the wait, in the words of whoever can act on it:
+    /// said after the message in the VMI's Warning Event.
+    pub fn what_helps(self) -> &'static str {
+        match self {
+            WaitReason::ClaimMissing => {
+                "create the GPUClaim, or fix the names in the VM's gpu.cozystack.io/claims annotation"
+            }
+            WaitReason::ClaimDeleting => {
+                "the claim goes once no VM holds it: name another claim, or make it again after"
+            }
+            WaitReason::ClassMissing => {
+                "create the GPUClass, or fix the claim's className (kubectl get gpuclasses lists them)"
+            }
+            WaitReason::RequestMismatch => {
+                "its launcher pods stay at the gate until the VM's spec asks for the GPUs its claims hold"
+            }
+            WaitReason::DeviceClaimPending => {
+                "KubeVirt makes the launcher pod's ResourceClaim from the VM's template; check that the ResourceClaimTemplate exists"
+            }
+            WaitReason::DeviceClaimConflict => {
+                "another pod holds the ResourceClaim: stop it, or give the VM another claim"
+            }
+            WaitReason::ClaimInUse => {
+                "another VM uses the claim: stop it, or give this VM another claim"
+            }
+            WaitReason::SplitNodes => {
+                "a VM runs on one node: release one of the claims, so that they can be placed together"
+            }
+            WaitReason::OverBudget => {
+                "it starts when claims of the class are released; the platform can raise the class's budget"
+            }
+            WaitReason::OverQuota => {
+                "free GPUs in the namespace (stop a VM, delete an idle claim), or ask the platform for a larger GPUQuota"
+            }
+            WaitReason::QuotaUnreadable => {
+                "the controller cannot read a GPUQuota of the namespace: the platform checks its logs and access"
+            }
+            WaitReason::Queued => {
+                "it starts after the set at the head of its class; kubectl gpu-claims status shows the queue"
+            }
+            WaitReason::PinnedElsewhere => {
+                "it starts when the node its claims are on can take it again"
+            }
+            WaitReason::NoCapacity => {
+                "kubectl gpu-claims status shows who holds the GPUs, idle reservations included"
+            }
+        }
+    }
+
     /// Waits on nodes: re-evaluated when a node changes, or pods leave one.
     pub fn on_nodes(self) -> bool {
         matches!(

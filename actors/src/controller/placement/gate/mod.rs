@@ -20,8 +20,8 @@ use crate::api::{
 };
 use crate::rules::queueing::OrderKey;
 use crate::rules::{
-    GateStep, RuleId, TemplateStep, WaitReason, WrittenAllocations, decide_gate_held,
-    decide_template, requested_claims,
+    GateStep, TemplateStep, WaitReason, WrittenAllocations, decide_gate_held, decide_template,
+    requested_claims,
 };
 use crate::world::{World, key, split_key};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -215,11 +215,13 @@ impl Gate {
         match step {
             GateStep::Nothing => {
                 self.waiting.remove(k);
+                self.told.placed(k);
                 self.leads_nothing(k, s);
                 None
             }
             GateStep::Place(plan) => {
                 self.waiting.remove(k);
+                self.told.placed(k);
                 self.leads_nothing(k, s);
                 Some(Write::Place(Box::new(plan)))
             }
@@ -231,11 +233,7 @@ impl Gate {
                 lead,
                 roomless,
             } => {
-                if reason == WaitReason::RequestMismatch {
-                    let message = format!("{message}; its launcher pods stay at the gate");
-                    self.told
-                        .warn(s.env, k, v, "GPURequestMismatch", RuleId::G5, message);
-                }
+                self.told.wait(s.env, k, v, reason, &message);
                 let classes = claims.iter().map(|c| c.spec.class_name.clone()).collect();
                 let need = one_resource_need(&claims, &s.env.world);
                 self.waiting.insert(
@@ -360,6 +358,9 @@ fn waiting_status(
         observed_generation: c.metadata.generation,
     };
     set_condition(&mut s.conditions, cond);
+    // Written, so that `kubectl get gpuclaims` prints it: a claim with no
+    // phase is Pending all the same.
+    s.phase.get_or_insert(ClaimPhase::Pending);
     queue::queue_head(&mut s, c, v, led);
     (s != old).then_some(s)
 }

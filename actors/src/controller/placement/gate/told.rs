@@ -1,17 +1,23 @@
 //! What the gate tells a VMI: a Warning Event when its GPU request cannot
-//! be used or its set's claims do not match it, once per version of the
-//! VMI and message.
+//! be used (once per version of the VMI and message), and one each time
+//! its set starts waiting for another reason (G5): why, and what would
+//! help. The claims' Waiting condition keeps the current message; the
+//! VMI, which its owner looks at, says each new reason once.
 
 use crate::api::{Kind, ObjRef, RequestError, Vmi};
 use crate::controller::Env;
 use crate::ports::Event;
-use crate::rules::RuleId;
+use crate::rules::{RuleId, WaitReason};
 use crate::world::split_key;
 use std::collections::HashMap;
 
-/// What each VMI was last told: its version and the message.
+/// What each VMI was last told: its version and the message of a bad
+/// request; the reason its set waits for.
 #[derive(Default)]
-pub(super) struct Told(HashMap<String, (String, String)>);
+pub(super) struct Told {
+    said: HashMap<String, (String, String)>,
+    waits: HashMap<String, WaitReason>,
+}
 
 impl Told {
     /// A VMI's GPU request cannot be used: its pods stay at the gate, and
@@ -34,7 +40,7 @@ impl Told {
     ) {
         let rv = v.metadata.resource_version.clone().unwrap_or_default();
         let said = (rv, message);
-        if self.0.get(k) == Some(&said) {
+        if self.said.get(k) == Some(&said) {
             return;
         }
         tracing::warn!(vmi = %k, rule = %rule, reason, "{}", said.1);
@@ -51,10 +57,27 @@ impl Told {
                 related: None,
             },
         );
-        self.0.insert(k.to_string(), said);
+        self.said.insert(k.to_string(), said);
+    }
+
+    /// G5: the VMI's set waits for `reason`. Said when the reason is new:
+    /// the message, and what would help.
+    pub fn wait(&mut self, env: &Env, k: &str, v: &Vmi, reason: WaitReason, message: &str) {
+        if self.waits.get(k) == Some(&reason) {
+            return;
+        }
+        let message = format!("{message}; {}", reason.what_helps());
+        self.warn(env, k, v, reason.event_reason(), RuleId::G5, message);
+        self.waits.insert(k.to_string(), reason);
+    }
+
+    /// The VMI's set waits no more: a later wait is said again.
+    pub fn placed(&mut self, k: &str) {
+        self.waits.remove(k);
     }
 
     pub fn forget(&mut self, k: &str) {
-        self.0.remove(k);
+        self.said.remove(k);
+        self.waits.remove(k);
     }
 }
