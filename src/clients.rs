@@ -19,6 +19,8 @@ use std::time::Duration;
 
 #[derive(Clone)]
 pub struct Clients {
+    /// The API server's address, for messages that say which one.
+    pub url: String,
     pub requests: kube::Client,
     pub watches: kube::Client,
     pub request_timeout: Duration,
@@ -54,6 +56,7 @@ impl Clients {
 
     pub fn new(config: kube::Config, request_timeout: Duration) -> Result<Self, crate::Error> {
         let net = request_timeout + request_timeout / 2;
+        let url = config.cluster_url.to_string();
         let mut requests = config.clone();
         requests.connect_timeout = Some(net);
         requests.write_timeout = Some(net);
@@ -73,6 +76,7 @@ impl Clients {
         let answers = crate::watch::answers_layer(watch_health.clone());
         let fence = FenceSlot::default();
         Ok(Self {
+            url,
             requests: kube::client::ClientBuilder::try_from(requests)?
                 .with_layer(&crate::leader::wire::layer(fence.clone()))
                 .build(),

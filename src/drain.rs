@@ -137,8 +137,13 @@ async fn set_evacuating(clients: &Clients, node: &str, want: Evacuate) -> anyhow
 }
 
 /// What the node's evacuation shows, in one line.
+/// A VM counts as moved once it runs elsewhere: not while it is live on
+/// the node, nor while its restart is under way (its VMI gone from the
+/// node, its new one waiting at the gate or starting).
 fn progress_line(first: usize, e: &EvacuatingNode) -> String {
-    let moved = first.saturating_sub(e.live.len());
+    let mut not_yet: std::collections::BTreeSet<&str> = e.live.iter().map(String::as_str).collect();
+    not_yet.extend(e.restarting.iter().map(String::as_str));
+    let moved = first.saturating_sub(not_yet.len());
     let blocked = e.without_vm.len() + e.waiting.len() + e.nowhere.len();
     format!(
         "{moved}/{first} GPU VMs moved off {}; {} live there, {} restarting, {} claims moving, {blocked} blocked",
@@ -232,7 +237,13 @@ async fn drain_async(args: DrainArgs) -> anyhow::Result<()> {
             if terminal {
                 println!();
             }
-            println!("no GPU VM is live on {node}; `kubectl drain {node}` finds none to evict");
+            let restarting = match e.restarting.len() {
+                0 => String::new(),
+                n => format!(" ({n} restarting elsewhere)"),
+            };
+            println!(
+                "no GPU VM is live on {node}{restarting}; `kubectl drain {node}` finds none to evict"
+            );
             return Ok(());
         }
         if started.elapsed() >= args.timeout {
@@ -246,6 +257,10 @@ async fn drain_async(args: DrainArgs) -> anyhow::Result<()> {
             for b in blockers(&e) {
                 println!("  {}", printable(&b));
             }
+            println!(
+                "Run drain again to keep waiting, or abort: `kubectl gpu-claims uncordon {node}` \
+                 takes the node back into service (the VMs still there stay; restarts under way go on)."
+            );
             anyhow::bail!("{} GPU VMs still live on {node}", e.live.len());
         }
         tokio::time::sleep(args.interval).await;
@@ -266,4 +281,32 @@ pub fn uncordon(args: UncordonArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 64, item 7: a VM whose restart is under way (its new VMI at
+    /// the gate, say, with nowhere to go) has not moved yet.
+    #[test]
+    fn a_vm_counts_as_moved_only_once_it_runs_elsewhere() {
+        let e = EvacuatingNode {
+            node: "n1".into(),
+            live: vec!["t/a".into()],
+            without_vm: vec![],
+            restarting: vec!["t/b".into()],
+            moving: vec!["t/b-gpu".into()],
+            waiting: vec![("t/b-gpu".into(), "NoCapacity: no node fits".into())],
+            nowhere: vec![],
+        };
+        assert_eq!(
+            progress_line(3, &e),
+            "1/3 GPU VMs moved off n1; 1 live there, 1 restarting, 1 claims moving, 1 blocked"
+        );
+        assert!(
+            blockers(&e)
+                .contains(&"claim t/b-gpu waits at the gate: NoCapacity: no node fits".to_string())
+        );
+    }
 }

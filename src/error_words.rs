@@ -5,7 +5,8 @@
 
 /// The error's causes, outermost first, joined by ": ". An API server's
 /// answer ends the chain with its message; a cause that the context
-/// before it already ends with is not said again.
+/// before it already says (kube's errors repeat their source in their
+/// own text) is not said again.
 pub fn words(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
@@ -14,7 +15,7 @@ pub fn words(e: &anyhow::Error) -> String {
             _ => None,
         };
         let text = api.clone().unwrap_or_else(|| cause.to_string());
-        if !parts.last().is_some_and(|p| p.ends_with(&text)) {
+        if !parts.last().is_some_and(|p| p.contains(&text)) {
             parts.push(text);
         }
         if api.is_some() {
@@ -51,5 +52,13 @@ mod tests {
         let io = std::io::Error::other("no such file");
         let e = anyhow::Error::new(io).context("reading /x: no such file");
         assert_eq!(words(&e), "reading /x: no such file", "said once");
+        // A context that says its cause in the middle, as kube's do.
+        let io = std::io::Error::other("failed to read kubeconfig");
+        let e =
+            anyhow::Error::new(io).context("no config: (failed to read kubeconfig), in-cluster");
+        assert_eq!(
+            words(&e),
+            "no config: (failed to read kubeconfig), in-cluster"
+        );
     }
 }

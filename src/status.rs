@@ -5,6 +5,7 @@
 
 use crate::clients::Clients;
 use crate::kube_ports::{api, typed};
+use anyhow::Context as _;
 use gpu_claims_actors::api::Kind;
 use gpu_claims_actors::printable::printable;
 use gpu_claims_actors::status::{Report, report};
@@ -55,7 +56,9 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
 
 async fn read(args: &StatusArgs) -> anyhow::Result<Report> {
     let clients = args.kube.connect(args.request_timeout).await?;
-    let (world, not_read) = read_world(&clients, &Kind::ALL).await?;
+    let (world, not_read) = read_world(&clients, &Kind::ALL)
+        .await
+        .with_context(|| format!("the API server at {}", clients.url))?;
     let mut r = report(&world);
     r.not_read = not_read;
     if let Some(ns) = &args.namespace {
@@ -239,15 +242,18 @@ pub fn table(r: &Report, now: k8s_openapi::jiff::Timestamp) -> String {
         ],
         classes.collect(),
     );
+    // FREE is what no one holds; PLACEABLE what a new set could get
+    // (none where placement skips the node, and SKIPPED says why).
     let nodes = r.nodes.iter().map(|n| {
-        let ready = if n.ready { "" } else { " (not Ready)" };
         vec![
-            format!("{}{ready}", n.node),
+            n.node.clone(),
             n.resource.clone(),
             n.allocatable.to_string(),
             n.allocated.to_string(),
             n.used_outside_allocations.to_string(),
             n.free.to_string(),
+            n.placeable.to_string(),
+            n.skipped.clone().unwrap_or_else(|| "-".into()),
         ]
     });
     section(
@@ -260,6 +266,8 @@ pub fn table(r: &Report, now: k8s_openapi::jiff::Timestamp) -> String {
             "ALLOCATED",
             "OTHER PODS",
             "FREE",
+            "PLACEABLE",
+            "SKIPPED",
         ],
         nodes.collect(),
     );

@@ -117,6 +117,16 @@ impl Logging {
         logging
     }
 
+    /// Installs the global subscriber, writing to `file` (the demo's: its
+    /// story on the terminal, the controller's lines apart).
+    pub fn init_file(config: &Config, file: std::fs::File) -> Logging {
+        let file = std::sync::Arc::new(file);
+        let (subscriber, logging) =
+            Self::build(config, std::sync::Arc::new(move || Sink::new(file.clone())));
+        let _ = subscriber.try_init();
+        logging
+    }
+
     /// The subscriber and its handles, writing to `sink`.
     pub fn build(
         config: &Config,

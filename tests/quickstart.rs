@@ -76,9 +76,18 @@ fn the_readmes_quickstart_runs_a_gpu_vm_on_the_demos_cluster() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut demo = Demo(demo.spawn().unwrap());
+    // Its stdout read to the end on a thread of its own: a pipe closed
+    // under it would end the demo at its next line.
     let out = std::io::BufReader::new(demo.0.stdout.take().unwrap());
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
     let mut said = Vec::new();
-    for line in out.lines().map_while(Result::ok) {
+    let until = Instant::now() + Duration::from_secs(180);
+    while let Ok(line) = lines.recv_timeout(until.saturating_duration_since(Instant::now())) {
         let serving = line.contains("serving until Ctrl-C");
         said.push(line);
         if serving {

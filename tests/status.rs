@@ -95,6 +95,29 @@ fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
         (&4.into(), &0.into(), &1.into(), &3.into()),
         "{node1}"
     );
+    // Issue 64, item 4: free GPUs where placement puts no set are told
+    // apart, with why; FREE stays what no one holds.
+    assert_eq!(
+        (&node1["placeable"], node1.get("skipped")),
+        (&3.into(), None)
+    );
+    for (name, why) in [
+        ("gpu-node-0", "cordoned"),
+        ("gpu-node-4", "tainted dedicated=ml:NoSchedule"),
+    ] {
+        let n = r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == name)
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            (&n["free"], &n["placeable"], &n["skipped"]),
+            (&4.into(), &0.into(), &why.into()),
+            "{n}"
+        );
+    }
     let quotas: Vec<(String, u64, u64)> = r["quotas"]
         .as_array()
         .unwrap()
@@ -124,7 +147,14 @@ fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
     assert!(waiting["message"].as_str().unwrap().contains("budget of 6"));
     // The same as a table and as YAML.
     let table = String::from_utf8(status(&kubeconfig, "table").stdout).unwrap();
-    for says in ["CLASSES", "gpu-node-1", "tenant-a", "OverBudget"] {
+    for says in [
+        "CLASSES",
+        "gpu-node-1",
+        "tenant-a",
+        "OverBudget",
+        "PLACEABLE",
+        "cordoned",
+    ] {
         assert!(table.contains(says), "{says} in\n{table}");
     }
     let yaml = status(&kubeconfig, "yaml");

@@ -66,7 +66,15 @@ pub struct NodeRow {
     pub allocated: u64,
     /// GPUs pods use beyond the allocations (pods outside gpu-claims).
     pub used_outside_allocations: u64,
+    /// What no one holds, wherever it is.
     pub free: u64,
+    /// Of those, what a new set could get: none on a node placement
+    /// skips.
+    pub placeable: u64,
+    /// Why placement skips the node (not Ready, being evacuated,
+    /// cordoned, tainted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// One limit of a GPUQuota: a class, or all classes together (`class`
@@ -157,6 +165,32 @@ pub fn evacuating_node(w: &World, node: &str) -> EvacuatingNode {
             waiting.push((ck, format!("{reason}: {message}")));
         }
     }
+    let restarting: Vec<String> = w
+        .node(node)
+        .map(|n| {
+            n.restarts
+                .values()
+                .flatten()
+                .map(|m| m.vm.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    // A VM restarted off the node whose new VMI waits at the gate (its
+    // claims now elsewhere, or not placed yet) is what holds the drain up:
+    // its claims say why (NoCapacity, OverBudget...).
+    for vm in &restarting {
+        let Some(v) = w.vmi(vm) else { continue };
+        let ns = crate::world::split_key(vm).0;
+        for name in requested_claims(&v, w) {
+            let ck = key(ns, &name);
+            if waiting.iter().any(|(k, _)| *k == ck) {
+                continue;
+            }
+            if let Some((reason, message)) = w.claim(&ck).as_deref().and_then(waiting_condition) {
+                waiting.push((ck, format!("{reason}: {message}")));
+            }
+        }
+    }
     EvacuatingNode {
         node: node.to_string(),
         live: evacuees.iter().map(|e| e.vmi.clone()).collect(),
@@ -165,16 +199,7 @@ pub fn evacuating_node(w: &World, node: &str) -> EvacuatingNode {
             .filter(|e| e.vm.is_none())
             .map(|e| e.vmi.clone())
             .collect(),
-        restarting: w
-            .node(node)
-            .map(|n| {
-                n.restarts
-                    .values()
-                    .flatten()
-                    .map(|m| m.vm.clone())
-                    .collect()
-            })
-            .unwrap_or_default(),
+        restarting,
         moving,
         waiting,
         nowhere: evacuees
@@ -262,6 +287,8 @@ fn node_rows(w: &World, resources: &BTreeSet<String>) -> Vec<NodeRow> {
             if allocatable == 0 && allocated == 0 && outside == 0 {
                 continue;
             }
+            let free = allocatable.saturating_sub(allocated.saturating_add(outside));
+            let skipped = n.skipped();
             rows.push(NodeRow {
                 node: name.clone(),
                 resource: r.clone(),
@@ -269,7 +296,9 @@ fn node_rows(w: &World, resources: &BTreeSet<String>) -> Vec<NodeRow> {
                 allocatable,
                 allocated,
                 used_outside_allocations: outside,
-                free: allocatable.saturating_sub(allocated.saturating_add(outside)),
+                free,
+                placeable: if skipped.is_some() { 0 } else { free },
+                skipped,
             });
         }
     }
@@ -314,7 +343,14 @@ fn waiting_sets(w: &World) -> Vec<WaitingSet> {
             .iter()
             .filter_map(|c| w.claim(&key(ns, c)))
             .find_map(|c| waiting_condition(&c));
-        let (reason, message) = why.unwrap_or_else(|| {
+        // A request that cannot be used has no claim to say so: the
+        // VMI's InvalidGPURequest Event does, and so does this row.
+        let invalid = || {
+            crate::rules::vmi_request(&v, w)
+                .err()
+                .map(|e| ("InvalidGPURequest".to_string(), e.to_string()))
+        };
+        let (reason, message) = why.or_else(invalid).unwrap_or_else(|| {
             (
                 "Undecided".into(),
                 "no claim of the set says why yet".into(),

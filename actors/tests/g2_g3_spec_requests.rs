@@ -76,6 +76,60 @@ fn g2_a_spec_request_two_classes_serve_makes_no_claim_and_says_so() {
     });
 }
 
+/// Issue 64, item 5: classes over one resource say so on each, with
+/// what it breaks; the condition goes with the second class.
+#[test]
+fn g2_classes_sharing_a_resource_each_say_so_until_one_goes() {
+    let shared = |t: &TestCluster, name: &str| {
+        t.class(name).and_then(|c| {
+            c.status?
+                .conditions
+                .into_iter()
+                .find(|x| x.type_ == "SharedResource" && x.status == "True")
+                .map(|x| x.message)
+        })
+    };
+    let mut objs = world(spec_vm(H200, 1));
+    objs.push(class("h200-spot", H200).obj());
+    objs.push(class("l40s", L40S).obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        let said = shared(&t, "h200").expect("h200 says it shares its resource");
+        assert!(
+            said.starts_with("another GPUClass serves nvidia.com/GH100_H200 too")
+                && said.contains("InvalidGPURequest"),
+            "{said}"
+        );
+        assert!(shared(&t, "h200-spot").is_some());
+        assert_eq!(shared(&t, "l40s"), None, "alone on its resource");
+        t.user_delete(Kind::Class, None, "h200-spot");
+        t.settle().await;
+        assert_eq!(shared(&t, "h200"), None, "alone again");
+        // And the VM that asks in its spec alone gets its claim of h200.
+        assert!(t.claim("t/vm1-gpu").is_some());
+    });
+}
+
+/// Issue 64, item 5: `status` says why such a set waits, though no
+/// claim of it exists to say so.
+#[test]
+fn g2_status_says_a_spec_request_two_classes_serve_is_invalid_not_undecided() {
+    let mut objs = world(spec_vm(H200, 1));
+    objs.push(class("h200-spot", H200).obj());
+    let w = gpu_claims_actors::world::WorldWriter::new(Config::default());
+    for o in objs {
+        w.load(o);
+    }
+    let r = gpu_claims_actors::status::report(&w);
+    assert_eq!(r.waiting.len(), 1, "{:?}", r.waiting);
+    assert_eq!(r.waiting[0].reason, "InvalidGPURequest");
+    assert!(
+        r.waiting[0].message.contains("h200, h200-spot all serve"),
+        "{}",
+        r.waiting[0].message
+    );
+}
+
 #[test]
 fn g2_a_spec_request_of_two_gpu_resources_makes_no_claim_and_says_so() {
     let mut objs = world([

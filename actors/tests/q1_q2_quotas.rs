@@ -130,7 +130,7 @@ fn q1_a_set_is_placed_only_where_every_quota_of_its_namespace_has_room() {
 }
 
 #[test]
-fn q1_the_message_names_the_quota_the_class_and_the_numbers() {
+fn q1_the_message_names_the_quota_the_class_and_the_numbers_and_tells_never_from_not_now() {
     let objs = tenant(2, "h200", 3, vec![quota("t", "gold").hard("h200", 4).obj()]);
     settled(Config::default(), objs, |t| {
         let (_, message) = t.waiting("t/a").unwrap();
@@ -145,6 +145,23 @@ fn q1_the_message_names_the_quota_the_class_and_the_numbers() {
         assert_eq!(
             message,
             "GPUQuota all has no room for 2 more GPUs: its total is 3"
+        );
+    });
+    // More than the limit or the total itself: never, and said so.
+    let objs = tenant(0, "h200", 5, vec![quota("t", "gold").hard("h200", 4).obj()]);
+    settled(Config::default(), objs, |t| {
+        let (_, message) = t.waiting("t/a").unwrap();
+        assert_eq!(
+            message,
+            "the set asks for 5 GPUs of class h200, more than GPUQuota gold allows at all (4): it can never be placed; ask for fewer, or for a larger quota"
+        );
+    });
+    let objs = tenant(0, "a100", 4, vec![quota("t", "all").total(3).obj()]);
+    settled(Config::default(), objs, |t| {
+        let (_, message) = t.waiting("t/a").unwrap();
+        assert_eq!(
+            message,
+            "the set asks for 4 GPUs, more than GPUQuota all's total (3): it can never be placed; ask for fewer, or for a larger quota"
         );
     });
 }

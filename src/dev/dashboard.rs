@@ -158,7 +158,7 @@ pub fn summary(text: &str) -> String {
             "IDLE",
             "LOST",
             "GPU-SECONDS HELD",
-            "ATTACHED",
+            "GPU-SECONDS ATTACHED",
         ],
         tenants,
     );

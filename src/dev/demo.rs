@@ -78,7 +78,13 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let faults = Faults::parse(&args.faults).map_err(anyhow::Error::msg)?;
     let mut config = gpu_claims_testbed::demo::config();
     config.log.filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
-    let logging = Logging::init(&config);
+    let config_filter = config.log.filter.clone();
+    // The controller's log lines go to a file, so that the story reads
+    // on the terminal; the file stays when something was logged.
+    let log_path = std::env::temp_dir().join(format!("gpu-claims-demo-{}.log", std::process::id()));
+    let log_file = std::fs::File::create(&log_path)
+        .with_context(|| format!("create {}", log_path.display()))?;
+    let logging = Logging::init_file(&config, log_file);
     let sys = gpu_claims_actors::controller::system();
     sys.block_on(async move {
         let started = Instant::now();
@@ -108,6 +114,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         println!("  classes h200 (budget 6) and l40s; claim {B}/shared-l40s");
         println!("  a CUDA job outside gpu-claims, {OPS}/{CUDA_JOB}, holds 1 H200 on gpu-node-1");
         println!("  the controller's config: the defaults, and queueing.headOfLineAfter 0s (5m by default), so that the queue scene plays in seconds");
+        println!("  the controller's log ({config_filter} and above): {}", log_path.display());
         if faults != Faults::default() {
             println!("  faults injected: {}", args.faults);
         }
@@ -212,6 +219,12 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<()> {
         }
         controller.stop().await;
         drop(server);
+        let logged = std::fs::read_to_string(&log_path).map(|t| t.lines().count()).unwrap_or(0);
+        if logged == 0 {
+            let _ = std::fs::remove_file(&log_path);
+        } else {
+            println!("\nthe controller logged {logged} lines at {} and above: {}", config_filter, log_path.display());
+        }
         Ok(())
     })
 }

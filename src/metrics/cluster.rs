@@ -154,19 +154,22 @@ impl Figures {
                 Some(_) => r
                     .devices
                     .iter()
-                    .filter(|d| d.class == c.name && d.ready)
+                    .filter(|d| d.class == c.name)
+                    .filter(|d| w.node(&d.node).is_some_and(|f| f.skipped().is_none()))
                     .map(|d| d.free)
                     .fold(0u64, u64::saturating_add),
                 None => {
                     let selector = w.class(&c.name).and_then(|k| k.spec.node_selector.clone());
+                    // Where a set of it could go: not on a node placement
+                    // skips (cordoned, tainted, evacuated, not Ready).
                     r.nodes
                         .iter()
-                        .filter(|n| n.resource == c.resource && n.ready)
+                        .filter(|n| n.resource == c.resource)
                         .filter(|n| {
                             w.node(&n.node)
                                 .is_some_and(|f| f.matches(selector.as_ref()))
                         })
-                        .map(|n| n.free)
+                        .map(|n| n.placeable)
                         .fold(0u64, u64::saturating_add)
                 }
             };
@@ -283,7 +286,7 @@ impl Collector for ClusterGauges {
             ("gpu_claims_class_gpus_capacity", "Per class, the GPUs of its resource (or the devices of its DeviceClass) on Ready nodes it serves", None, &f.class_capacity),
             ("gpu_claims_class_gpus_allocated", "Per class, the GPUs its claims hold or owe (phases Bound, Attached, Lost)", None, &f.class_allocated),
             ("gpu_claims_class_gpus_budget", "Per class with a budget, its budget", None, &f.class_budget),
-            ("gpu_claims_class_gpus_free", "Per class, the GPUs a new claim of it could get now: free on Ready nodes it serves, within its budget", None, &f.class_free),
+            ("gpu_claims_class_gpus_free", "Per class, the GPUs a new claim of it could get now: free on the nodes it serves that placement does not skip (not Ready, cordoned, tainted, evacuated), within its budget", None, &f.class_free),
             ("gpu_claims_class_waiting_sets", "Per class, VMIs whose launcher pods wait at the gate with a claim of it", None, &f.class_waiting),
             ("gpu_claims_node_gpus_allocatable", "Per node and resource (a DRA class's: its DeviceClass, with the class), the GPUs the node publishes", None, &f.node_allocatable),
             ("gpu_claims_node_gpus_allocated", "Per node and resource, the GPUs GPUAllocations hold there", None, &f.node_allocated),
@@ -370,5 +373,48 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains("no-such-"), "a tenant's class name: {out}");
+    }
+
+    /// Issue 64, item 4: a class's free GPUs are those a set of it could
+    /// get: none on a cordoned or tainted node, so that
+    /// GPUClaimsClassFullWithWaitingSets fires while its VMs wait.
+    #[test]
+    fn a_class_counts_free_only_the_gpus_on_nodes_placement_does_not_skip() {
+        let w = WorldWriter::new(Default::default());
+        w.apply(
+            Obj::Class(obj(serde_json::json!({
+                "apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
+                "metadata": {"name": "h200"},
+                "spec": {"resourceName": "nvidia.com/GH100_H200"}
+            }))),
+            false,
+        );
+        let node = |name: &str, spec: serde_json::Value| {
+            Obj::Node(obj(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": spec,
+                "status": {
+                    "allocatable": {"nvidia.com/GH100_H200": "4"},
+                    "conditions": [{"type": "Ready", "status": "True"}]
+                }
+            })))
+        };
+        w.apply(node("open", serde_json::json!({})), false);
+        w.apply(
+            node("cordoned", serde_json::json!({"unschedulable": true})),
+            false,
+        );
+        let taint = serde_json::json!({"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]});
+        w.apply(node("tainted", taint), false);
+        let out = scrape(&w);
+        assert!(
+            out.contains("gpu_claims_class_gpus_free{class=\"h200\"} 4\n"),
+            "{out}"
+        );
+        // The nodes' own figures stay what no one holds.
+        assert!(
+            out.contains("gpu_claims_node_gpus_free{node=\"cordoned\",resource=\"nvidia.com/GH100_H200\",class=\"\"} 4"),
+            "{out}"
+        );
     }
 }

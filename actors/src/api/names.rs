@@ -50,6 +50,8 @@ pub const MANAGED_BY_VALUE: &str = "gpu-claims";
 /// D7: on every DRA class, whether the pools of its devices are closed to
 /// kube-scheduler (False, with why, where they cannot be).
 pub const CONDITION_EXCLUSIVE_DEVICES: &str = "ExclusiveDevices";
+/// G2: on a class whose resource another live class serves too.
+pub const CONDITION_SHARED_RESOURCE: &str = "SharedResource";
 
 /// D4: our finalizer on a backing claim. Kubernetes' own
 /// (`resource.kubernetes.io/delete-protection`) is reserved to it, and the

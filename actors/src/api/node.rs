@@ -166,6 +166,30 @@ impl NodeFacts {
             .any(|v| v.is_empty() || v == resource)
     }
 
+    /// Why placement puts no new set here, whatever its free GPUs: not
+    /// Ready, being evacuated (E2), cordoned, or a NoSchedule/NoExecute
+    /// taint (a launcher pod tolerates none it was not given). None: a
+    /// set can go here.
+    pub fn skipped(&self) -> Option<String> {
+        if !self.ready {
+            return Some("not Ready".into());
+        }
+        if self.evacuating {
+            return Some("being evacuated".into());
+        }
+        if self.unschedulable {
+            return Some("cordoned".into());
+        }
+        self.taints.first().map(|t| {
+            let value = t
+                .value
+                .as_deref()
+                .map(|v| format!("={v}"))
+                .unwrap_or_default();
+            format!("tainted {}{value}:{}", t.key, t.effect)
+        })
+    }
+
     pub fn matches(&self, selector: Option<&BTreeMap<String, String>>) -> bool {
         selector.is_none_or(|s| s.iter().all(|(k, v)| self.labels.get(k) == Some(v)))
     }

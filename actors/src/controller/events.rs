@@ -89,8 +89,8 @@ pub fn moved(key: &str, c: &GPUClaim, from: &crate::rules::Moved, to: &str) -> E
     )
 }
 
-/// A claim of a class that does not exist, said at once on the claim
-/// (before any VM uses it): the classes there are.
+/// A claim of a class that does not exist, said on the claim (before
+/// any VM uses it): the classes there are.
 pub fn class_missing(key: &str, c: &GPUClaim, message: String) -> Event {
     event(
         key,

@@ -4,8 +4,8 @@ use super::{RuleId, Step, needs_finalizer};
 use crate::api::amount::{MOST, Tally};
 use crate::api::{
     CLASS_FINALIZER, CONDITION_DRA_UNAVAILABLE, CONDITION_EXCLUSIVE_DEVICES,
-    CONDITION_SELECTOR_INVALID, GPUClass, GPUClassStatus, has_finalizer, is_deleting,
-    remove_condition, set_condition,
+    CONDITION_SELECTOR_INVALID, CONDITION_SHARED_RESOURCE, GPUClass, GPUClassStatus, has_finalizer,
+    is_deleting, remove_condition, set_condition,
 };
 use crate::world::World;
 use crate::world::devices::{DraProblem, Exclusive};
@@ -49,6 +49,43 @@ pub fn class_status(c: &GPUClass, w: &World, capacity: u64) -> GPUClassStatus {
             .allocated,
     );
     status
+}
+
+/// G2: a class whose device plugin resource another live class serves
+/// too says so. Budgets count each class's own claims, so together they
+/// can hold more of the resource than either budget; and a VM asking for
+/// the resource in its spec alone cannot be given a class (it is told
+/// InvalidGPURequest). Nothing forbids it: the platform is told.
+fn shared_resource_condition(c: &GPUClass, w: &World, status: &mut GPUClassStatus, now: Time) {
+    let name = c.metadata.name.as_deref().unwrap_or_default();
+    let resource = &c.spec.resource_name;
+    let others: Vec<String> = if resource.is_empty() || is_deleting(&c.metadata) {
+        Vec::new()
+    } else {
+        let mut o: Vec<String> = w.live_classes_serving(resource).into_iter().collect();
+        o.retain(|n| n != name);
+        o
+    };
+    if others.is_empty() {
+        remove_condition(&mut status.conditions, CONDITION_SHARED_RESOURCE);
+        return;
+    }
+    // Without the other classes' names: a message that changed with every
+    // class made or deleted would rewrite each sibling's status each time.
+    let message = format!(
+        "another GPUClass serves {resource} too (kubectl get gpuclasses): each class's budget counts only its own claims, and a VM that asks for {resource} in its spec alone cannot tell which class it wants (it waits, InvalidGPURequest); give such VMs the gpu.cozystack.io/class annotation, or keep one class per resource"
+    );
+    set_condition(
+        &mut status.conditions,
+        Condition {
+            type_: CONDITION_SHARED_RESOURCE.into(),
+            status: "True".into(),
+            reason: "ResourceServedByOthers".into(),
+            message,
+            last_transition_time: now,
+            observed_generation: c.metadata.generation,
+        },
+    );
 }
 
 /// D1: the conditions that say why a DRA class serves no device, set
@@ -154,12 +191,17 @@ pub fn decide_class(
     }
     let mut status = class_status(c, w, capacity);
     let counted = status.clone();
+    shared_resource_condition(c, w, &mut status, now.clone());
+    let shared = status.clone();
     dra_conditions(c, w, &mut status, now);
     if c.status.as_ref() != Some(&status) {
         // The rule that caused the write: D1 when what the class says of
-        // its devices changed, else its counts.
-        let rule = if status.conditions != counted.conditions {
+        // its devices changed, G2 when whether another class serves its
+        // resource did, else its counts.
+        let rule = if status.conditions != shared.conditions {
             RuleId::D1
+        } else if shared.conditions != counted.conditions {
+            RuleId::G2
         } else {
             RuleId::ClassStatus
         };

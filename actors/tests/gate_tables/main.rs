@@ -11,6 +11,7 @@ use gpu_claims_actors::world::WorldWriter;
 use gpu_claims_testbed::fixtures::*;
 
 pub const H200: &str = "nvidia.com/GH100_H200";
+const L40S: &str = "nvidia.com/AD102GL_L40S";
 
 pub fn world_of(objs: Vec<Obj>) -> WorldWriter {
     let w = WorldWriter::new(Config::default());
@@ -150,7 +151,7 @@ fn g3_g5_gate_decisions_table() {
         row(
             "L2 at the gate: the template claim of an earlier VMI of the same name is not this VMI's",
             vec![h200_nodes(&[("n1", 8)]), vm_after_an_earlier_one()],
-            Wait(ClaimMissing, "belongs to an earlier VMI named vm"),
+            Wait(EarlierVmisClaim, "belongs to an earlier VMI named vm"),
         ),
         row(
             "G5 ClaimInUse: a claim owned by another VMI",
@@ -243,13 +244,42 @@ fn g3_g5_gate_decisions_table() {
             Place("n1"),
         ),
         row(
-            "G5 OverBudget",
+            "G5 OverBudget: more than the budget itself can never be placed, and says so",
             vec![
                 vec![class("h200", H200).budget(2).obj()],
                 nodes(vec![gpu_node("n1", 8)]),
                 vm_asking(3, same),
             ],
-            Wait(OverBudget, "no room in its budget of 2 GPUs for 3 more"),
+            Wait(
+                OverBudget,
+                "the set asks for 3 GPUs of class h200, more than its budget of 2: it can never be placed",
+            ),
+        ),
+        row(
+            "G5 OverBudget: within the budget but not now, while others hold it",
+            vec![
+                vec![class("h200", H200).budget(3).obj()],
+                nodes(vec![gpu_node("n1", 8)]),
+                claim("t", "b").count(2).bound("n1").with_allocation(H200),
+                vm_asking(2, same),
+            ],
+            Wait(OverBudget, "no room in its budget of 3 GPUs for 2 more"),
+        ),
+        row(
+            "G5 NoCapacity: a node with none of the set's GPU is said apart from one without room",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 8).cordoned(),
+                    node("b").gpus(L40S, 4),
+                    node("c").gpus(L40S, 4),
+                ]),
+                vm_asking(2, same),
+            ],
+            Wait(
+                NoCapacity,
+                "no node fits the set: 2 nodes with no nvidia.com/GH100_H200, 1 node cordoned",
+            ),
         ),
         row(
             "G5 NoCapacity: a set larger than any node can never be placed, and says so with the largest",
@@ -503,4 +533,28 @@ fn l2_an_earlier_vmis_claim_is_not_marked_waiting() {
         GateStep::Wait { claims, .. } => assert!(claims.is_empty(), "{claims:?}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// G5: how a VMI is told of each wait. A Warning Event for what someone
+/// must act on, a Normal one for a turn to come, none for what the
+/// cluster makes in a moment; each says what would help.
+#[test]
+fn g5_a_vmi_is_told_a_warning_to_act_on_a_normal_turn_or_nothing_for_a_moments_wait() {
+    use WaitReason::*;
+    for (reason, told) in [
+        (ClassMissing, Some(true)),
+        (OverBudget, Some(true)),
+        (OverQuota, Some(true)),
+        (NoCapacity, Some(true)),
+        (Queued, Some(false)),
+        (PinnedElsewhere, Some(false)),
+        (DeviceClaimPending, None),
+        (EarlierVmisClaim, None),
+    ] {
+        assert_eq!(reason.told_on_the_vmi(), told, "{reason:?}");
+        assert!(!reason.what_helps().is_empty(), "{reason:?}");
+    }
+    // Its condition keeps the reason tenants already read.
+    assert_eq!(EarlierVmisClaim.as_str(), "ClaimMissing");
+    assert_eq!(RequestMismatch.event_reason(), "GPURequestMismatch");
 }

@@ -291,10 +291,16 @@ pub async fn tell(
         )
         .await?;
     println!(
+        "Each step names, in brackets, the rules it shows (docs/design.md): L a claim's life \
+         (the original controller's), G placement at the gate, Q quotas, D GPUs of a DRA driver, \
+         E evacuating a node, O the order at the gate. After each step, the claims that changed.\n"
+    );
+    println!(
         "[{:>5.1}s] the controller adds its finalizers (L1)",
         started.elapsed().as_secs_f64()
     );
     print!("{}", view::render(&first));
+    let mut before = first;
     let steps = story::steps();
     for (i, step) in steps.iter().enumerate() {
         let now = Snapshot::take(&store);
@@ -321,7 +327,8 @@ pub async fn tell(
             step.title,
             step.rules
         );
-        print!("{}", view::render(&snap));
+        print!("{}", view::render_changes(&before, &snap));
+        before = snap;
         if step.rules.split_whitespace().any(|r| r == "O3") {
             println!("    what `gpu-claims status` shows now:");
             for line in status().await.lines() {
@@ -332,6 +339,8 @@ pub async fn tell(
             }
         }
     }
+    println!("\nthe claims at the end:");
+    print!("{}", view::render(&before));
     Ok(Told {
         steps: steps.len(),
         disturbed: None,

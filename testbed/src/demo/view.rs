@@ -109,61 +109,68 @@ fn note(c: &GPUClaim) -> String {
     notes.join(", ")
 }
 
-/// The table of claims and the line per class.
-pub fn render(s: &Snapshot) -> String {
-    let mut rows = vec![[
-        "CLAIM".to_string(),
-        "CLASS".into(),
-        "GPUS".into(),
-        "PHASE".into(),
-        "NODE".into(),
-        "VMI".into(),
-        "NOTE".into(),
-    ]];
-    for c in &s.claims {
-        let dash = |v: Option<&str>| v.unwrap_or("-").to_string();
-        rows.push([
-            format!(
-                "{}/{}",
-                c.metadata.namespace.as_deref().unwrap_or_default(),
-                c.metadata.name.as_deref().unwrap_or_default()
-            ),
-            c.spec.class_name.clone(),
-            c.spec.count.to_string(),
-            c.phase().as_str().to_string(),
-            dash(c.node_name()),
-            dash(c.attached_vmi_name()),
-            note(c),
-        ]);
-    }
+/// One claim's row: CLAIM, CLASS, GPUS, PHASE, NODE, VMI, NOTE.
+type Row = [String; 7];
+
+const HEADER: [&str; 7] = ["CLAIM", "CLASS", "GPUS", "PHASE", "NODE", "VMI", "NOTE"];
+
+fn claim_rows(s: &Snapshot) -> Vec<Row> {
+    s.claims
+        .iter()
+        .map(|c| {
+            let dash = |v: Option<&str>| v.unwrap_or("-").to_string();
+            [
+                format!(
+                    "{}/{}",
+                    c.metadata.namespace.as_deref().unwrap_or_default(),
+                    c.metadata.name.as_deref().unwrap_or_default()
+                ),
+                c.spec.class_name.clone(),
+                c.spec.count.to_string(),
+                c.phase().as_str().to_string(),
+                dash(c.node_name()),
+                dash(c.attached_vmi_name()),
+                note(c),
+            ]
+        })
+        .collect()
+}
+
+/// The rows under the header, each column as wide as its widest cell.
+fn table(rows: &[Row]) -> String {
+    let header: Row = HEADER.map(str::to_string);
+    let all: Vec<&Row> = std::iter::once(&header).chain(rows).collect();
     let widths: Vec<usize> = (0..7)
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .map(|i| all.iter().map(|r| r[i].len()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    if s.claims.is_empty() {
-        out.push_str("    (no claims)\n");
-    } else {
-        for r in &rows {
-            let line: Vec<String> = r
-                .iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:w$}"))
-                .collect();
-            let _ = writeln!(out, "    {}", line.join("  ").trim_end());
-        }
+    for r in all {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:w$}"))
+            .collect();
+        let _ = writeln!(out, "    {}", line.join("  ").trim_end());
     }
-    for r in s.allocations.iter().filter(|r| !r.spec.devices.is_empty()) {
-        let _ = writeln!(out, "    {}", devices_line(s, r));
-    }
+    out
+}
+
+/// The lines under the claims: DRA devices, classes, quotas.
+fn other_lines(s: &Snapshot) -> Vec<String> {
+    let mut out: Vec<String> = s
+        .allocations
+        .iter()
+        .filter(|r| !r.spec.devices.is_empty())
+        .map(|r| devices_line(s, r))
+        .collect();
     for k in &s.classes {
         let st = k.status.as_ref();
         let source = match &k.spec.device_class_name {
             Some(dc) => format!("DeviceClass {dc},"),
             None => k.spec.resource_name.clone(),
         };
-        let _ = writeln!(
-            out,
-            "    class {}: {} budget {}, capacity {}, allocated {}{}",
+        out.push(format!(
+            "class {}: {} budget {}, capacity {}, allocated {}{}",
             k.metadata.name.as_deref().unwrap_or_default(),
             source,
             k.spec.budget.map_or("none".into(), |b| b.to_string()),
@@ -174,10 +181,50 @@ pub fn render(s: &Snapshot) -> String {
             } else {
                 ""
             },
-        );
+        ));
     }
-    for q in &s.quotas {
-        let _ = writeln!(out, "    {}", quota_line(q));
+    out.extend(s.quotas.iter().map(quota_line));
+    out
+}
+
+/// Every claim, then the devices, classes and quotas.
+pub fn render(s: &Snapshot) -> String {
+    let rows = claim_rows(s);
+    let mut out = match rows.is_empty() {
+        true => "    (no claims)\n".to_string(),
+        false => table(&rows),
+    };
+    for l in other_lines(s) {
+        let _ = writeln!(out, "    {l}");
+    }
+    out
+}
+
+/// What changed from `before` to `now`: the claims made or changed (and
+/// those gone), and the device, class and quota lines that are new.
+pub fn render_changes(before: &Snapshot, now: &Snapshot) -> String {
+    let old = claim_rows(before);
+    let new = claim_rows(now);
+    let mut rows: Vec<Row> = new.iter().filter(|r| !old.contains(r)).cloned().collect();
+    for gone in old.iter().filter(|o| !new.iter().any(|n| n[0] == o[0])) {
+        let mut r: Row = Default::default();
+        r[0] = gone[0].clone();
+        r[1] = gone[1].clone();
+        r[2] = gone[2].clone();
+        r[3] = "gone".into();
+        rows.push(r);
+    }
+    rows.sort_by(|a, b| a[0].cmp(&b[0]));
+    let mut out = match rows.is_empty() {
+        true => "    (no claim changed)\n".to_string(),
+        false => table(&rows),
+    };
+    let before_lines = other_lines(before);
+    for l in other_lines(now)
+        .into_iter()
+        .filter(|l| !before_lines.contains(l))
+    {
+        let _ = writeln!(out, "    {l}");
     }
     out
 }

@@ -39,6 +39,11 @@ pub struct ClaimRole {
     allocation_deleted: Option<String>,
     /// The missing class last reported, so it is said once, not on every change.
     reported_class: Option<String>,
+    /// When this process first decided on the claim, and whether it has
+    /// seen its class exist: a class missing since before then was said
+    /// by the process before (a restart, a failover says nothing again).
+    first_decided: Option<k8s_openapi::jiff::Timestamp>,
+    class_seen: bool,
     /// The claim the I/O under way was decided on: its Event compares.
     writing: Option<Arc<GPUClaim>>,
     /// D8: the device named twice last said (while a VM runs on it), so
@@ -57,6 +62,8 @@ impl Role for ClaimRole {
             mem: ClaimMemory::default(),
             allocation_deleted: None,
             reported_class: None,
+            first_decided: None,
+            class_seen: false,
             writing: None,
             said_named_twice: None,
         }

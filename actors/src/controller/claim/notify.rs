@@ -13,16 +13,36 @@ impl ClaimActor {
     /// Bad input gets a clear answer: a claim of a class that does not exist
     /// is said at once, with the classes there are, in a Warning Event on
     /// the claim (once per class name); placement (G5) marks it Waiting
-    /// with ClassMissing when a VM uses it.
+    /// with ClassMissing when a VM uses it. Said where the claim is new
+    /// (made within `NEW_CLAIM` of this process first deciding on it) or
+    /// its class went while this process watched: a claim whose class was
+    /// missing all along was told by the process before.
     pub(super) fn report_missing_class(&mut self, claim: &GPUClaim) {
+        /// A claim made this long before the process first saw it is new.
+        const NEW_CLAIM: std::time::Duration = std::time::Duration::from_secs(60);
         let class = &claim.spec.class_name;
+        let first = *self
+            .role
+            .first_decided
+            .get_or_insert_with(|| self.env.clock.wall());
         if self.env.world.has_class(class) {
             self.role.reported_class = None;
-        } else if self.role.reported_class.as_ref() != Some(class) {
-            let message = crate::rules::class_missing(class, &self.env.world);
-            tracing::warn!(claim = %self.key, rule = "G5", class = %class, "{message}");
+            self.role.class_seen = true;
+            return;
+        }
+        if self.role.reported_class.as_ref() == Some(class) {
+            return;
+        }
+        self.role.reported_class = Some(class.clone());
+        let new = claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .is_none_or(|t| first.duration_since(t.0).unsigned_abs() <= NEW_CLAIM);
+        let message = crate::rules::class_missing(class, &self.env.world);
+        tracing::warn!(claim = %self.key, rule = "G5", class = %class, "{message}");
+        if new || self.role.class_seen {
             events::publish(&self.env, events::class_missing(&self.key, claim, message));
-            self.role.reported_class = Some(class.clone());
         }
     }
 

@@ -184,6 +184,13 @@ fn class(c: ClassChange, w: &World, out: &mut Vec<Wake>) {
                 .into_iter()
                 .map(|v| Wake::Placement(LookAt::Vmi(v))),
         );
+        // G2: the other classes of the resource say whether they share it.
+        out.extend(
+            w.live_classes_serving(r)
+                .into_iter()
+                .filter(|n| *n != c.name)
+                .map(Wake::Class),
+        );
     }
     out.extend(
         c.dra_vmis

@@ -85,7 +85,7 @@ pub(super) fn members(
     {
         let cname = c.metadata.name.as_deref().unwrap_or_default();
         return Err(wait(
-            WaitReason::ClaimMissing,
+            WaitReason::EarlierVmisClaim,
             format!(
                 "claim {cname} belongs to an earlier VMI named {name}; waiting for this VMI's own"
             ),

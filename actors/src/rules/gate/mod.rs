@@ -36,6 +36,10 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WaitReason {
     ClaimMissing,
+    /// G2: the claim the VMI's annotations name is the template claim of
+    /// an earlier VMI of the same name (L3 deletes it, G2 makes the new
+    /// one): a moment's wait, said on the claim as ClaimMissing.
+    EarlierVmisClaim,
     ClaimDeleting,
     ClassMissing,
     RequestMismatch,
@@ -60,7 +64,7 @@ pub enum WaitReason {
 impl WaitReason {
     pub fn as_str(self) -> &'static str {
         match self {
-            WaitReason::ClaimMissing => "ClaimMissing",
+            WaitReason::ClaimMissing | WaitReason::EarlierVmisClaim => "ClaimMissing",
             WaitReason::ClaimDeleting => "ClaimDeleting",
             WaitReason::ClassMissing => "ClassMissing",
             WaitReason::RequestMismatch => "RequestMismatch",
@@ -77,7 +81,19 @@ impl WaitReason {
         }
     }
 
-    /// The reason of the Warning Event the VMI gets (G5).
+    /// How the VMI is told of this wait (G5): a Warning Event (true) for
+    /// what someone must act on, a Normal one (false) for a turn to come,
+    /// none for what the cluster makes in a moment (a new template claim,
+    /// a launcher pod's ResourceClaim).
+    pub fn told_on_the_vmi(self) -> Option<bool> {
+        match self {
+            WaitReason::EarlierVmisClaim | WaitReason::DeviceClaimPending => None,
+            WaitReason::Queued | WaitReason::PinnedElsewhere => Some(false),
+            _ => Some(true),
+        }
+    }
+
+    /// The reason of the Event the VMI gets (G5).
     pub fn event_reason(self) -> &'static str {
         match self {
             // Its name since before every wait was said on the VMI.
@@ -92,6 +108,9 @@ impl WaitReason {
         match self {
             WaitReason::ClaimMissing => {
                 "create the GPUClaim, or fix the names in the VM's gpu.cozystack.io/claims annotation"
+            }
+            WaitReason::EarlierVmisClaim => {
+                "the VMI's own claim is made once the earlier one is gone"
             }
             WaitReason::ClaimDeleting => {
                 "the claim goes once no VM holds it: name another claim, or make it again after"
@@ -581,13 +600,18 @@ fn check_budgets(
             .allocated_to_class(class)
             .saturating_add(written.of_class(w, class));
         if let Some(b) = budget.filter(|b| held.saturating_add(*add) > u64::from(*b)) {
-            return Err(wait(
-                WaitReason::OverBudget,
-                // Without the class's current usage: a message that changed
-                // with every placement elsewhere would be rewritten (a
-                // write) each time; the class's status has the numbers.
-                format!("GPUClass {class} has no room in its budget of {b} GPUs for {add} more"),
-            ));
+            // Without the class's current usage: a message that changed
+            // with every placement elsewhere would be rewritten (a write)
+            // each time; the class's status has the numbers. More than
+            // the budget itself is never, whatever is released.
+            let message = if *add > u64::from(b) {
+                format!(
+                    "the set asks for {add} GPUs of class {class}, more than its budget of {b}: it can never be placed; ask for fewer, or the platform raises the budget"
+                )
+            } else {
+                format!("GPUClass {class} has no room in its budget of {b} GPUs for {add} more")
+            };
+            return Err(wait(WaitReason::OverBudget, message));
         }
     }
     Ok(())

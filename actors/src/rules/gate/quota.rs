@@ -62,12 +62,17 @@ pub(super) fn check_quotas(
                 // Without the current usage, as for budgets: a message
                 // that moved with every placement in the namespace would
                 // be written again each time; the quota's status has it.
-                return Err(wait(
-                    WaitReason::OverQuota,
+                // More than the limit itself: never, whatever is freed.
+                let message = if *more > u64::from(*hard) {
+                    format!(
+                        "the set asks for {more} GPUs of class {class}, more than GPUQuota {name} allows at all ({hard}): it can never be placed; ask for fewer, or for a larger quota"
+                    )
+                } else {
                     format!(
                         "GPUQuota {name} has no room for {more} more GPUs of class {class}: its limit for {class} is {hard}"
-                    ),
-                ));
+                    )
+                };
+                return Err(wait(WaitReason::OverQuota, message));
             }
         }
         if let Some(total) = q
@@ -75,12 +80,16 @@ pub(super) fn check_quotas(
             .total
             .filter(|t| held(None).saturating_add(add_total) > u64::from(*t))
         {
-            return Err(wait(
-                WaitReason::OverQuota,
+            let message = if add_total > u64::from(total) {
+                format!(
+                    "the set asks for {add_total} GPUs, more than GPUQuota {name}'s total ({total}): it can never be placed; ask for fewer, or for a larger quota"
+                )
+            } else {
                 format!(
                     "GPUQuota {name} has no room for {add_total} more GPUs: its total is {total}"
-                ),
-            ));
+                )
+            };
+            return Err(wait(WaitReason::OverQuota, message));
         }
     }
     Ok(())

@@ -233,7 +233,21 @@ impl Gate {
                 lead,
                 roomless,
             } => {
-                self.told.wait(s.env, k, v, reason, &message);
+                // Told when the reason is new, as the claims show it since
+                // this VMI was made: a new process (a restart, a failover)
+                // tells nothing again, and a VMI that finds its claim
+                // already waiting (ClassMissing, said before any VM) is told.
+                let made = v.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                let told_before = !claims.is_empty()
+                    && claims.iter().all(|c| {
+                        c.waiting().is_some_and(|x| {
+                            x.reason == reason.as_str()
+                                && made.is_none_or(|m| x.last_transition_time.0 >= m)
+                        })
+                    });
+                if !told_before {
+                    self.told.wait(s.env, k, v, reason, &message);
+                }
                 let classes = claims.iter().map(|c| c.spec.class_name.clone()).collect();
                 let need = one_resource_need(&claims, &s.env.world);
                 self.waiting.insert(

@@ -66,9 +66,26 @@ impl Told {
         if self.waits.get(k) == Some(&reason) {
             return;
         }
-        let message = format!("{message}; {}", reason.what_helps());
-        self.warn(env, k, v, reason.event_reason(), RuleId::G5, message);
         self.waits.insert(k.to_string(), reason);
+        let Some(warning) = reason.told_on_the_vmi() else {
+            return;
+        };
+        let message = format!("{message}; {}", reason.what_helps());
+        // Waiting is the gate at work: logged at info, the Event says it.
+        tracing::info!(vmi = %k, rule = %RuleId::G5, reason = reason.as_str(), "{message}");
+        let (ns, name) = split_key(k);
+        crate::controller::events::publish(
+            env,
+            Event {
+                regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
+                uid: v.metadata.uid.clone(),
+                warning,
+                reason: reason.event_reason().into(),
+                message,
+                rule: RuleId::G5,
+                related: None,
+            },
+        );
     }
 
     /// The VMI's set waits no more: a later wait is said again.

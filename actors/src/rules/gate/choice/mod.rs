@@ -81,6 +81,13 @@ impl Ask<'_> {
         if let Some(Unfit::Affinity) = unfit {
             return Err(Unfit::Affinity);
         }
+        // Past the pods' affinity (what they could never use), a node with
+        // none of a GPU the set needs is no node for it; one that lost its
+        // devices says so (DevicesLost, below).
+        let none = |r: &&String| node.allocatable(r) == 0 && !self.w.lost_covers(&node.name, r);
+        if let Some(res) = self.need.keys().find(none) {
+            return Err(Unfit::NoSuchGpu(res.clone()));
+        }
         if !node.ready {
             return Err(Unfit::NotReady);
         }

@@ -13,6 +13,9 @@ use std::fmt::Write as _;
 /// the scheduler's other filters (what the pinned pods would meet), then ours.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Unfit {
+    /// It has none of a GPU resource the set needs: not a node for it at
+    /// all, whatever else is true of it (told apart from "without room").
+    NoSuchGpu(String),
     /// NodeAffinity: a pod's nodeSelector or required affinity excludes it.
     Affinity,
     NotReady,
@@ -39,6 +42,7 @@ pub enum Unfit {
 impl Unfit {
     pub(super) fn phrase(&self) -> String {
         match self {
+            Unfit::NoSuchGpu(r) => format!("with no {r}"),
             Unfit::NotReady => "not Ready".into(),
             Unfit::Cordoned => "cordoned".into(),
             Unfit::Taint => "with a taint not tolerated".into(),
