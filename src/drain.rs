@@ -290,7 +290,7 @@ mod tests {
     /// Issue 64, item 7: a VM whose restart is under way (its new VMI at
     /// the gate, say, with nowhere to go) has not moved yet.
     #[test]
-    fn a_vm_counts_as_moved_only_once_it_runs_elsewhere() {
+    fn e3_a_vm_counts_as_moved_only_once_it_runs_elsewhere() {
         let e = EvacuatingNode {
             node: "n1".into(),
             live: vec!["t/a".into()],

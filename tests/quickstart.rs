@@ -8,28 +8,8 @@ mod common;
 use serde_json::Value;
 use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The demo, stopped however the test ends.
-struct Demo(Child);
-
-impl Drop for Demo {
-    /// Ctrl-C, as a user stops it (it removes its own files), then a kill
-    /// if it does not end.
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGINT,
-        );
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until && matches!(self.0.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The YAML blocks of the README's quickstart section, in order.
 fn readme_manifests() -> Vec<String> {
@@ -75,7 +55,7 @@ fn the_readmes_quickstart_runs_a_gpu_vm_on_the_demos_cluster() {
         .arg(&kubeconfig)
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let mut demo = Demo(demo.spawn().unwrap());
+    let mut demo = common::StopOnDrop(demo.spawn().unwrap());
     // Its stdout read to the end on a thread of its own: a pipe closed
     // under it would end the demo at its next line.
     let out = std::io::BufReader::new(demo.0.stdout.take().unwrap());
@@ -143,17 +123,7 @@ fn the_readmes_quickstart_runs_a_gpu_vm_on_the_demos_cluster() {
     );
     assert_eq!(String::from_utf8_lossy(&vmi.stdout), "Running");
     // `kubectl gpu-claims status -n tenant-demo`, as the plugin.
-    let bin = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(
-        env!("CARGO_BIN_EXE_gpu-claims"),
-        bin.path().join("kubectl-gpu_claims"),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap()
-    );
+    let (_bin, path) = common::plugin_path(env!("CARGO_BIN_EXE_gpu-claims"));
     let status = Command::new("kubectl")
         .args(["gpu-claims", "status", "-n", "tenant-demo"])
         .env("PATH", path)

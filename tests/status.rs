@@ -35,6 +35,20 @@ fn status_json(kubeconfig: &std::path::Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The demo's cluster with the controller running, and vm-big asking
+/// seven h200: over the class's budget of 6, it waits OverBudget (G5).
+fn vm_big_over_budget() -> (Cluster, common::Controller) {
+    let mut c = Cluster::new(demo::seed, CONFIG);
+    let ctl = c.start_controller();
+    c.standin.start_vm(B, "vm-big", "h200", 7);
+    c.settle(
+        "G5 OverBudget on vm-big's claim",
+        |s| waits(s, B, "vm-big-gpu", "OverBudget"),
+        Duration::ZERO,
+    );
+    (c, ctl)
+}
+
 /// Whether claim `ns/name` waits for `reason`.
 fn waits(s: &gpu_claims_testbed::demo::Snapshot, ns: &str, name: &str, reason: &str) -> bool {
     s.claim(ns, name).is_some_and(|x| {
@@ -46,15 +60,7 @@ fn waits(s: &gpu_claims_testbed::demo::Snapshot, ns: &str, name: &str, reason: &
 
 #[test]
 fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
-    let mut c = Cluster::new(demo::seed, CONFIG);
-    let _ctl = c.start_controller();
-    // Seven h200 for one VM: over the class's budget of 6.
-    c.standin.start_vm(B, "vm-big", "h200", 7);
-    c.settle(
-        "G5 OverBudget on vm-big's claim",
-        |s| waits(s, B, "vm-big-gpu", "OverBudget"),
-        Duration::ZERO,
-    );
+    let (c, _ctl) = vm_big_over_budget();
     let kubeconfig = c.dir.path().join("kubeconfig");
     let r = status_json(&kubeconfig);
     let class = |name: &str| {
@@ -162,17 +168,7 @@ fn status_shows_classes_nodes_quotas_and_the_sets_waiting_at_the_gate() {
     assert!(String::from_utf8_lossy(&yaml.stdout).contains("waitingSets: 1"));
     // As the kubectl plugin: the binary on the PATH as kubectl-gpu_claims.
     if common::kubectl_available() {
-        let bin = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(
-            env!("CARGO_BIN_EXE_gpu-claims"),
-            bin.path().join("kubectl-gpu_claims"),
-        )
-        .unwrap();
-        let path = format!(
-            "{}:{}",
-            bin.path().display(),
-            std::env::var("PATH").unwrap()
-        );
+        let (_bin, path) = common::plugin_path(env!("CARGO_BIN_EXE_gpu-claims"));
         let plugin = Command::new("kubectl")
             .args([
                 "gpu-claims",
@@ -522,14 +518,7 @@ fn g5_a_tenant_sees_why_its_vm_waits_in_kubectl_get_and_its_events() {
     if !common::kubectl_available() {
         return;
     }
-    let mut c = Cluster::new(demo::seed, CONFIG);
-    let _ctl = c.start_controller();
-    c.standin.start_vm(B, "vm-big", "h200", 7);
-    c.settle(
-        "G5 OverBudget on vm-big's claim",
-        |s| waits(s, B, "vm-big-gpu", "OverBudget"),
-        Duration::ZERO,
-    );
+    let (c, _ctl) = vm_big_over_budget();
     let kubeconfig = c.dir.path().join("kubeconfig");
     let table = kubectl(&kubeconfig, &["get", "gpuclaims", "-n", B, "vm-big-gpu"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
@@ -588,14 +577,7 @@ fn the_kubectl_plugin_takes_kubectls_context_and_namespace_flags_and_lists_its_o
     if !common::kubectl_available() {
         return;
     }
-    let mut c = Cluster::new(demo::seed, CONFIG);
-    let _ctl = c.start_controller();
-    c.standin.start_vm(B, "vm-big", "h200", 7);
-    c.settle(
-        "G5 OverBudget on vm-big's claim",
-        |s| waits(s, B, "vm-big-gpu", "OverBudget"),
-        Duration::ZERO,
-    );
+    let (c, _ctl) = vm_big_over_budget();
     // A kubeconfig whose current context is a cluster that is not there.
     let text = std::fs::read_to_string(c.dir.path().join("kubeconfig")).unwrap();
     let mut kc: Value = gpu_claims_actors::yaml::from_str(&text).unwrap();
@@ -612,17 +594,7 @@ fn the_kubectl_plugin_takes_kubectls_context_and_namespace_flags_and_lists_its_o
     kc["current-context"] = "closed".into();
     let kubeconfig = c.dir.path().join("two-contexts");
     std::fs::write(&kubeconfig, kc.to_string()).unwrap();
-    let bin = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(
-        env!("CARGO_BIN_EXE_gpu-claims"),
-        bin.path().join("kubectl-gpu_claims"),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap()
-    );
+    let (_bin, path) = common::plugin_path(env!("CARGO_BIN_EXE_gpu-claims"));
     let plugin = |args: &[&str]| {
         Command::new("kubectl")
             .arg("gpu-claims")

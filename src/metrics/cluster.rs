@@ -332,20 +332,22 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
+    /// Class h200 over the device plugin's nvidia.com/GH100_H200.
+    fn h200() -> Obj {
+        Obj::Class(obj(serde_json::json!({
+            "apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
+            "metadata": {"name": "h200"},
+            "spec": {"resourceName": "nvidia.com/GH100_H200"}
+        })))
+    }
+
     /// Issue 61, item 2: a tenant who makes claims of a thousand bogus
     /// class names makes one `class=""` series, not a thousand; a class
     /// that exists keeps its own name.
     #[test]
     fn claims_of_classes_that_do_not_exist_share_one_series() {
         let w = WorldWriter::new(Default::default());
-        w.apply(
-            Obj::Class(obj(serde_json::json!({
-                "apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
-                "metadata": {"name": "h200"},
-                "spec": {"resourceName": "nvidia.com/GH100_H200"}
-            }))),
-            false,
-        );
+        w.apply(h200(), false);
         let claim = |name: &str, class: &str| {
             Obj::Claim(obj(serde_json::json!({
                 "apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClaim",
@@ -381,14 +383,7 @@ mod tests {
     #[test]
     fn a_class_counts_free_only_the_gpus_on_nodes_placement_does_not_skip() {
         let w = WorldWriter::new(Default::default());
-        w.apply(
-            Obj::Class(obj(serde_json::json!({
-                "apiVersion": "gpu.cozystack.io/v1alpha1", "kind": "GPUClass",
-                "metadata": {"name": "h200"},
-                "spec": {"resourceName": "nvidia.com/GH100_H200"}
-            }))),
-            false,
-        );
+        w.apply(h200(), false);
         let node = |name: &str, spec: serde_json::Value| {
             Obj::Node(obj(serde_json::json!({
                 "metadata": {"name": name},

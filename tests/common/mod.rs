@@ -430,6 +430,38 @@ fn logs(dir: &Path) -> String {
     out
 }
 
+/// A PATH with `bin` on it as the kubectl plugin `kubectl-gpu_claims`
+/// first, and the directory that holds it (kept while the PATH is used).
+pub fn plugin_path(bin: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(bin, dir.path().join("kubectl-gpu_claims")).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    (dir, path)
+}
+
+/// A child process stopped however the test ends: Ctrl-C, as a user
+/// stops it (it removes its own files), then a kill if it does not end.
+pub struct StopOnDrop(pub Child);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < until && matches!(self.0.try_wait(), Ok(None)) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Whether a tool nobody here wrote runs (`probe` succeeds). Missing, it
 /// skips its test loudly, except where GPU_CLAIMS_REQUIRE_REAL_CLIENTS is
 /// set (`.ci/run` installs the tools and sets it): there it fails.

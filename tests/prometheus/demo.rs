@@ -8,30 +8,9 @@ use super::*;
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::net::SocketAddr;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Instant;
-
-/// A child process stopped however the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGINT,
-        );
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if !matches!(self.0.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Panels whose queries can only be empty in the demo's world, with why.
 const EMPTY_IN_THE_DEMO: &[(&str, &str, &str)] = &[
@@ -229,7 +208,7 @@ fn a_real_prometheus_scraping_the_demo_with_the_charts_token_answers_every_rule_
         .args(["--http-addr", &metrics.to_string()])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.path().join("demo.log")).unwrap());
-    let mut demo = Running(demo.spawn().unwrap());
+    let mut demo = common::StopOnDrop(demo.spawn().unwrap());
     let (tx, lines) = std::sync::mpsc::channel();
     let out = demo.0.stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -270,7 +249,7 @@ fn a_real_prometheus_scraping_the_demo_with_the_charts_token_answers_every_rule_
          \x20 static_configs: [{{targets: ['{metrics}']}}]\n"
     );
     std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-    let _prometheus = Running(
+    let _prometheus = common::StopOnDrop(
         Command::new("prometheus")
             .current_dir(dir.path())
             .args(["--config.file=prometheus.yml", "--storage.tsdb.path=data"])

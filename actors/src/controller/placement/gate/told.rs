@@ -44,19 +44,7 @@ impl Told {
             return;
         }
         tracing::warn!(vmi = %k, rule = %rule, reason, "{}", said.1);
-        let (ns, name) = split_key(k);
-        crate::controller::events::publish(
-            env,
-            Event {
-                regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
-                uid: v.metadata.uid.clone(),
-                warning: true,
-                reason: reason.into(),
-                message: said.1.clone(),
-                rule,
-                related: None,
-            },
-        );
+        on_vmi(env, k, v, true, reason, rule, said.1.clone());
         self.said.insert(k.to_string(), said);
     }
 
@@ -73,19 +61,8 @@ impl Told {
         let message = format!("{message}; {}", reason.what_helps());
         // Waiting is the gate at work: logged at info, the Event says it.
         tracing::info!(vmi = %k, rule = %RuleId::G5, reason = reason.as_str(), "{message}");
-        let (ns, name) = split_key(k);
-        crate::controller::events::publish(
-            env,
-            Event {
-                regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
-                uid: v.metadata.uid.clone(),
-                warning,
-                reason: reason.event_reason().into(),
-                message,
-                rule: RuleId::G5,
-                related: None,
-            },
-        );
+        let reason = reason.event_reason();
+        on_vmi(env, k, v, warning, reason, RuleId::G5, message);
     }
 
     /// The VMI's set waits no more: a later wait is said again.
@@ -97,4 +74,21 @@ impl Told {
         self.said.remove(k);
         self.waits.remove(k);
     }
+}
+
+/// An Event about the VMI `k`.
+fn on_vmi(env: &Env, k: &str, v: &Vmi, warning: bool, reason: &str, rule: RuleId, message: String) {
+    let (ns, name) = split_key(k);
+    crate::controller::events::publish(
+        env,
+        Event {
+            regarding: ObjRef::new(Kind::Vmi, Some(ns), name),
+            uid: v.metadata.uid.clone(),
+            warning,
+            reason: reason.into(),
+            message,
+            rule,
+            related: None,
+        },
+    );
 }
