@@ -115,6 +115,60 @@ fn o2_a_big_set_gets_its_node_as_gpus_free_one_by_one_in_strict_order() {
 }
 
 #[test]
+fn o2_a_head_whose_placement_write_fails_keeps_holding_the_sets_behind_it() {
+    use gpu_claims_actors::ports::{WriteError, status};
+    // As `full_node_big_then_small`, with h4 held by a claim without our
+    // finalizer, which a user removes with its allocation: the last GPU
+    // frees with no write of ours.
+    let mut objs = vec![class("h200", H200).obj(), node("n1").gpus(H200, 4).obj()];
+    for i in 1..=4 {
+        let c = claim("o", &format!("h{i}")).bound("n1");
+        let c = if i == 4 { c.no_finalizer() } else { c };
+        objs.extend(c.with_allocation(H200));
+    }
+    objs.extend(vm("big", 4, 100));
+    objs.extend(vm("small", 1, 200));
+    with_world(after(Some(Duration::ZERO)), objs, |mut t| async move {
+        t.settle().await;
+        for i in 1..=3 {
+            free_one(&t, i);
+            t.settle().await;
+        }
+        assert_eq!(t.waiting("t/small-gpu").unwrap().0, "Queued");
+        assert!(leads(&t, "t/big-gpu"));
+        // The last GPU frees: the head is placed on n1, and its writes
+        // meet an API server under load, twice. What it assumed is let go
+        // each time; the small set, looking again at the GPUs that freed,
+        // must still find n1 held for the head.
+        let busy = WriteError::Refused(status(429, "TooManyRequests", "the server is busy"));
+        let down = WriteError::Refused(status(500, "InternalError", "etcd is down"));
+        t.fail_writes_of(Kind::Allocation, [busy, down]);
+        t.user_delete(Kind::Allocation, Some("o"), "h4");
+        t.user_delete(Kind::Claim, Some("o"), "h4");
+        t.settle().await;
+        assert!(
+            t.claim("t/small-gpu").unwrap().node_name().is_none(),
+            "the set behind took the head's node while its writes failed"
+        );
+        let (reason, message) = t.waiting("t/small-gpu").unwrap();
+        assert_eq!(reason, "Queued", "{message}");
+        assert!(leads(&t, "t/big-gpu"), "the head leads until it is placed");
+        // The retries land: the head gets n1, the small set waits for room
+        // and leads in its turn.
+        for _ in 0..20 {
+            if t.claim("t/big-gpu").unwrap().node_name().is_some() {
+                break;
+            }
+            t.advance(secs(5)).await;
+        }
+        assert_eq!(t.claim("t/big-gpu").unwrap().node_name(), Some("n1"));
+        assert!(!leads(&t, "t/big-gpu"), "placed: it leads nothing");
+        assert_eq!(t.waiting("t/small-gpu").unwrap().0, "NoCapacity");
+        assert!(leads(&t, "t/small-gpu"));
+    });
+}
+
+#[test]
 fn o3_the_head_is_told_once_on_its_vmi_its_claims_say_since_when_and_status_lists_it() {
     with_world(
         after(Some(Duration::from_secs(300))),

@@ -221,9 +221,16 @@ impl Placement {
         let (rule, intent) = write.rule_and_intent();
         self.pacer.writing(rule);
         let write_under_way = self.assume_write(&work, &write);
+        let placing = match (&work, &write) {
+            (LookAt::Vmi(k), Write::Place(_)) => Some(k.clone()),
+            _ => None,
+        };
         let fut = execute(self.env.clone(), write);
         pacer::run_io(self, ctx, fut, move |act, done: WritesDone, ctx| {
             act.remember(&done);
+            if let (Some(k), None) = (&placing, &done.error) {
+                act.with_shared(ctx, |gate, s| gate.placed(k, s));
+            }
             let now = act.env.clock.now();
             for again in act
                 .evacuation

@@ -222,7 +222,9 @@ impl Gate {
             GateStep::Place(plan) => {
                 self.waiting.remove(k);
                 self.told.placed(k);
-                self.leads_nothing(k, s);
+                // A head leads until its placement lands (`placed`): were
+                // its writes to fail, what it assumed is let go, and the
+                // sets behind it must still find its nodes held.
                 Some(Write::Place(Box::new(plan)))
             }
             GateStep::Wait {
@@ -273,6 +275,11 @@ impl Gate {
                 (!changes.is_empty()).then_some(Write::Wait(changes))
             }
         }
+    }
+
+    /// O2: the placement of `k`'s set landed; it leads nothing now.
+    pub(super) fn placed(&mut self, k: &str, s: &mut Shared) {
+        self.leads_nothing(k, s);
     }
 
     /// A VMI gone: nothing of it is kept.
