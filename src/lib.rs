@@ -18,6 +18,7 @@ pub mod file_read;
 pub mod file_watch;
 pub mod http;
 pub mod kube_args;
+pub mod kube_events;
 pub mod kube_ports;
 pub mod leader;
 pub mod metrics;

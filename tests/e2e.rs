@@ -446,7 +446,7 @@ fn e2e_metrics_show_real_activity() {
         "{m}"
     );
     // The story's Events are there, each with its rule.
-    // Recorded through events.k8s.io, stored (and served) as core Events too.
+    // Written as core/v1 Events (and served as events.k8s.io too).
     let (events, _) = c.store.list("Event");
     let reasons: Vec<&str> = events.iter().filter_map(|e| e["reason"].as_str()).collect();
     for r in ["FinalizerAdded", "Attached", "Bound", "Lost", "Released"] {

@@ -83,10 +83,10 @@ const NOT_ALWAYS_REACHED: &[(&str, &str, &str, &str)] = &[
         "E2's re-read after a 409, when an injected conflict hits a restart mark's patch",
     ),
     (
-        "events.k8s.io",
+        "",
         "events",
         "patch",
-        "kube-runtime's recorder patches an Event that repeats (its series)",
+        "the recorder patches the count of an Event that repeats within its window",
     ),
 ];
 

@@ -375,7 +375,7 @@ fn kubectl_gets_applies_watches_and_deletes() {
             "{explained}"
         );
     }
-    // The controller's Events (recorded through events.k8s.io) in
+    // The controller's Events (core/v1, with their timestamps) in
     // `kubectl get events` and `kubectl describe`, as on a real cluster.
     let start = std::time::Instant::now();
     loop {
@@ -390,6 +390,12 @@ fn kubectl_gets_applies_watches_and_deletes() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Sorted as platform engineers sort them: each has a last timestamp.
+    let sorted = k.run(&["get", "events", "-A", "--sort-by=.lastTimestamp"]);
+    assert!(
+        sorted.contains("gpuclaim/from-kubectl") && !sorted.contains("<unknown>"),
+        "{sorted}"
+    );
     let fin = k.run(&[
         "get",
         "gpuclaim",
