@@ -61,6 +61,7 @@ struct Figures {
     node_allocated: Gauges,
     node_used_outside: Gauges,
     node_free: Gauges,
+    node_placeable: Gauges,
     namespace_gpus: Gauges,
     quota_limit: Gauges,
     quota_used: Gauges,
@@ -95,7 +96,7 @@ impl Figures {
         set(&f.named_twice, Vec::new(), twice);
         let r = report(w);
         f.classes(w, &r);
-        f.nodes(&r);
+        f.nodes(w, &r);
         f.claims(w);
         for q in &r.quotas {
             let labels = vec![
@@ -187,38 +188,42 @@ impl Figures {
     /// Per node: a device plugin resource's GPUs (class empty: whichever
     /// class takes them), and each DRA class's devices (resource: its
     /// DeviceClass). Free is 0 on a node that is not Ready.
-    fn nodes(&self, r: &Report) {
+    ///
+    /// Placeable is the free a new set could get there: 0 on a node
+    /// placement skips (cordoned, tainted, evacuated, not Ready), so a
+    /// cordoned node's idle GPUs are not counted as room.
+    fn nodes(&self, w: &World, r: &Report) {
         let rows = r
             .nodes
             .iter()
             .map(|n| {
                 let l = (n.node.clone(), n.resource.clone(), String::new());
-                (
-                    l,
-                    n.ready,
-                    n.allocatable,
-                    n.allocated,
-                    n.used_outside_allocations,
-                    n.free,
-                )
+                let counts = [n.allocatable, n.allocated, n.used_outside_allocations];
+                (l, n.ready, counts, n.free, n.placeable)
             })
             .chain(r.devices.iter().map(|d| {
                 let l = (d.node.clone(), d.device_class.clone(), d.class.clone());
-                (
-                    l,
-                    d.ready,
-                    d.devices,
-                    d.allocated,
-                    d.held_outside_allocations,
-                    d.free,
-                )
+                let counts = [d.devices, d.allocated, d.held_outside_allocations];
+                let skipped = w.node(&d.node).is_none_or(|f| f.skipped().is_some());
+                let placeable = if skipped { 0 } else { d.free };
+                (l, d.ready, counts, d.free, placeable)
             }));
-        for ((node, resource, class), ready, allocatable, allocated, outside, free) in rows {
+        for ((node, resource, class), ready, counts, free, placeable) in rows {
+            let [allocatable, allocated, outside] = counts;
             let labels = vec![("node", node), ("resource", resource), ("class", class)];
             set(&self.node_allocatable, labels.clone(), allocatable);
             set(&self.node_allocated, labels.clone(), allocated);
             set(&self.node_used_outside, labels.clone(), outside);
-            set(&self.node_free, labels, if ready { free } else { 0 });
+            set(
+                &self.node_free,
+                labels.clone(),
+                if ready { free } else { 0 },
+            );
+            set(
+                &self.node_placeable,
+                labels,
+                if ready { placeable } else { 0 },
+            );
         }
     }
 
@@ -281,7 +286,7 @@ impl Collector for ClusterGauges {
         };
         let seconds = Some(&Unit::Seconds);
         #[rustfmt::skip]
-        let table: [(&str, &str, Option<&Unit>, &dyn EncodeMetric); 20] = [
+        let table: [(&str, &str, Option<&Unit>, &dyn EncodeMetric); 21] = [
             ("gpu_claims_claims", "GPUClaims by class and phase", None, &f.claims),
             ("gpu_claims_class_gpus_capacity", "Per class, the GPUs of its resource (or the devices of its DeviceClass) on Ready nodes it serves", None, &f.class_capacity),
             ("gpu_claims_class_gpus_allocated", "Per class, the GPUs its claims hold or owe (phases Bound, Attached, Lost)", None, &f.class_allocated),
@@ -292,6 +297,7 @@ impl Collector for ClusterGauges {
             ("gpu_claims_node_gpus_allocated", "Per node and resource, the GPUs GPUAllocations hold there", None, &f.node_allocated),
             ("gpu_claims_node_gpus_used_outside", "Per node and resource, the GPUs pods or ResourceClaims outside gpu-claims use there", None, &f.node_used_outside),
             ("gpu_claims_node_gpus_free", "Per node and resource, the GPUs no one holds (0 on a node not Ready)", None, &f.node_free),
+            ("gpu_claims_node_gpus_placeable", "Per node and resource, the free GPUs a new set could get: 0 on a node placement skips (not Ready, cordoned, tainted, evacuated)", None, &f.node_placeable),
             ("gpu_claims_namespace_gpus", "Per namespace, class and phase, the GPUs its claims hold: Bound (an idle reservation: no VM uses them), Attached, Lost", None, &f.namespace_gpus),
             ("gpu_claims_quota_gpus_limit", "Per GPUQuota limit (class empty: all classes), the limit", None, &f.quota_limit),
             ("gpu_claims_quota_gpus_used", "Per GPUQuota limit, the GPUs the namespace's claims hold or owe", None, &f.quota_used),
@@ -381,7 +387,8 @@ mod tests {
     /// get: none on a cordoned or tainted node, so that
     /// GPUClaimsClassFullWithWaitingSets fires while its VMs wait.
     #[test]
-    fn a_class_counts_free_only_the_gpus_on_nodes_placement_does_not_skip() {
+    fn free_for_a_class_and_placeable_on_a_node_count_only_the_gpus_on_nodes_placement_does_not_skip()
+     {
         let w = WorldWriter::new(Default::default());
         w.apply(h200(), false);
         let node = |name: &str, spec: serde_json::Value| {
@@ -406,10 +413,17 @@ mod tests {
             out.contains("gpu_claims_class_gpus_free{class=\"h200\"} 4\n"),
             "{out}"
         );
-        // The nodes' own figures stay what no one holds.
+        // The nodes' own figures stay what no one holds; what a set could
+        // get there is only the open node's.
         assert!(
             out.contains("gpu_claims_node_gpus_free{node=\"cordoned\",resource=\"nvidia.com/GH100_H200\",class=\"\"} 4"),
             "{out}"
         );
+        for (node, placeable) in [("open", 4), ("cordoned", 0), ("tainted", 0)] {
+            let line = format!(
+                "gpu_claims_node_gpus_placeable{{node=\"{node}\",resource=\"nvidia.com/GH100_H200\",class=\"\"}} {placeable}\n"
+            );
+            assert!(out.contains(&line), "{line} in\n{out}");
+        }
     }
 }

@@ -34,6 +34,8 @@ level:metric:operation.
       expr: max by (node, resource) (gpu_claims_node_gpus_used_outside)
     - record: node_resource:gpu_claims_gpus_free:max
       expr: max by (node, resource) (gpu_claims_node_gpus_free)
+    - record: node_resource:gpu_claims_gpus_placeable:max
+      expr: max by (node, resource) (gpu_claims_node_gpus_placeable)
     - record: namespace_class:gpu_claims_gpus_held:sum
       expr: sum by (namespace, class) (max by (namespace, class, phase) (gpu_claims_namespace_gpus))
     # Held with no VM using them: what a tenant keeps while its VMs are stopped.
