@@ -169,6 +169,57 @@ fn o2_a_head_whose_placement_write_fails_keeps_holding_the_sets_behind_it() {
 }
 
 #[test]
+fn o2_gpus_freed_or_a_node_come_where_the_head_could_never_go_backfill_a_queued_set_and_where_it_could_do_not()
+ {
+    // n1 (4 GPUs) could hold the big head; n2 (2 GPUs) never could. Both
+    // full; the big set leads h200, and holds others back at once.
+    let mut objs = full_node_big_then_small();
+    objs.push(node("n2").gpus(H200, 2).obj());
+    for i in 1..=2 {
+        objs.extend(
+            claim("o", &format!("g{i}"))
+                .bound("n2")
+                .with_allocation(H200),
+        );
+    }
+    objs.extend(vm("small2", 1, 300));
+    with_world(after(Some(Duration::ZERO)), objs, |mut t| async move {
+        t.settle().await;
+        assert!(leads(&t, "t/big-gpu"));
+        // A GPU frees on n1: both small sets fit there, and both are held.
+        free_one(&t, 1);
+        t.settle().await;
+        for s in ["t/small-gpu", "t/small2-gpu"] {
+            assert_eq!(t.waiting(s).unwrap().0, "Queued", "{s}");
+        }
+        // Another on n1: still the head's (looked at for the GPUs freed
+        // there alone, the Queued sets keep their decision).
+        free_one(&t, 2);
+        t.settle().await;
+        for s in ["t/small-gpu", "t/small2-gpu"] {
+            assert_eq!(t.waiting(s).unwrap().0, "Queued", "{s}");
+            assert!(t.claim(s).unwrap().node_name().is_none(), "{s}");
+        }
+        // One frees on n2, which could never hold the head: the first
+        // Queued set in O1's order is placed there (backfill).
+        t.user_delete(Kind::Claim, Some("o"), "g1");
+        t.settle().await;
+        assert_eq!(t.claim("t/small-gpu").unwrap().node_name(), Some("n2"));
+        assert_eq!(t.waiting("t/small2-gpu").unwrap().0, "Queued");
+        assert!(leads(&t, "t/big-gpu"));
+        // n1 changes (a label): still the head's, small2 stays Queued.
+        t.user_update(node("n1").gpus(H200, 4).label("rack", "r1").obj());
+        t.settle().await;
+        assert_eq!(t.waiting("t/small2-gpu").unwrap().0, "Queued");
+        // A node comes that the head could never take: small2 goes there.
+        t.user_create(node("n3").gpus(H200, 1).obj());
+        t.settle().await;
+        assert_eq!(t.claim("t/small2-gpu").unwrap().node_name(), Some("n3"));
+        assert!(leads(&t, "t/big-gpu"));
+    });
+}
+
+#[test]
 fn o3_the_head_is_told_once_on_its_vmi_its_claims_say_since_when_and_status_lists_it() {
     with_world(
         after(Some(Duration::from_secs(300))),
