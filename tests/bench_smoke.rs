@@ -8,7 +8,9 @@
 
 #[test]
 fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
-    let s = gpu_claims_testbed::bench::measure(400, 80, || 0);
+    let scraper: gpu_claims_testbed::bench::scrape::MakeScraper =
+        std::sync::Arc::new(gpu_claims::dev::bench::scraper);
+    let s = gpu_claims_testbed::bench::measure(400, 250, || 0, Some(scraper));
     assert_eq!(s.converged_restart_writes, 0, "I5 on the converged world");
     assert_eq!(s.writes, s.writes_min, "{s:#?}");
     let kinds: Vec<&str> = s.per_kind.iter().map(|k| k.kind).collect();
@@ -34,6 +36,14 @@ fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
     // Ten pods outside gpu-claims per node are in the world (their bytes
     // are weighed by the benchmark's counting allocator, not here).
     assert!(s.foreign_pods >= 10 * 40, "{}", s.foreign_pods);
+    // The scrapes: the operator's whole exposition, the cluster's figures
+    // in it, measured at rest and while the changes flowed (every other
+    // block of changes: 250 changes make three blocks).
+    let m = s.scrape.as_ref().expect("scrapes measured");
+    assert!(m.scrapes_during_changes >= 1, "{m:?}");
+    assert!(m.scrapes >= 10 + m.scrapes_during_changes, "{m:?}");
+    assert!(m.series > 100 && m.bytes > 10_000, "{m:?}");
+    assert!(m.p50_ms > 0.0 && m.change_p99_us_scraped > 0.0, "{m:?}");
 }
 
 #[test]

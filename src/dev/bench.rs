@@ -41,4 +41,26 @@ impl Operator for RunController {
     ) -> LocalBoxFuture<'static, anyhow::Result<gpu_claims_testbed::bench::WebhookFigures>> {
         Box::pin(super::webhook_storm::measure(reviews, connections))
     }
+
+    fn scraper(&self) -> gpu_claims_testbed::bench::scrape::MakeScraper {
+        std::sync::Arc::new(scraper)
+    }
+}
+
+/// `/metrics` over `world` as `run` serves it: the operator's registry,
+/// its cluster figures read off the world, encoded to text per scrape.
+pub fn scraper(
+    world: std::sync::Arc<gpu_claims_actors::world::World>,
+) -> gpu_claims_testbed::bench::scrape::Scraper {
+    use gpu_claims_actors::ports::Telemetry;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = crate::metrics::Metrics::register(&mut registry, Some(world));
+    // As once the caches have synced: the cluster's figures are reported.
+    metrics.synced();
+    Box::new(move || {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)
+            .expect("the exposition encodes");
+        text
+    })
 }

@@ -18,19 +18,61 @@
 use gpu_claims_actors::status::{Report, report};
 use gpu_claims_actors::world::World;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeMetric, MetricEncoder,
+    NoLabelSet,
+};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 type Labels = Vec<(&'static str, String)>;
-type Gauges = Family<Labels, Gauge>;
-type Seconds = Family<Labels, Gauge<f64, AtomicU64>>;
-type GpuSeconds = Family<Labels, Counter<f64, AtomicU64>>;
+type Gauges = Rows<u64>;
+type Seconds = Rows<f64>;
+type GpuSeconds = Rows<f64, true>;
+
+/// One family's series for one scrape, in the order they were found:
+/// encoded as they are, with none of the hash map, lock and atomic per
+/// series that `Family` keeps for metrics updated between scrapes (a
+/// scrape at 100,000 claims and 15,000 nodes has 80,000 series).
+/// `COUNTER`: the values are counters' totals, else gauges'.
+#[derive(Debug, Default)]
+struct Rows<V, const COUNTER: bool = false> {
+    rows: std::cell::RefCell<Vec<(Labels, V)>>,
+}
+
+impl<V, const COUNTER: bool> Rows<V, COUNTER> {
+    /// A series; each label set once (the callers' maps are keyed by it).
+    fn push(&self, labels: Labels, v: V) {
+        self.rows.borrow_mut().push((labels, v));
+    }
+}
+
+impl<V: EncodeGaugeValue + EncodeCounterValue + std::fmt::Debug, const COUNTER: bool> EncodeMetric
+    for Rows<V, COUNTER>
+{
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (labels, v) in self.rows.borrow().iter() {
+            let mut series = encoder.encode_family(labels)?;
+            if COUNTER {
+                series.encode_counter::<NoLabelSet, _, f64>(v, None)?;
+            } else {
+                series.encode_gauge(v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        if COUNTER {
+            MetricType::Counter
+        } else {
+            MetricType::Gauge
+        }
+    }
+}
 
 /// The collector: one `report` and one pass over the claims a scrape.
 pub(super) struct ClusterGauges {
@@ -75,8 +117,7 @@ struct Figures {
 }
 
 fn set(f: &Gauges, labels: Labels, v: u64) {
-    f.get_or_create(&labels)
-        .set(i64::try_from(v).unwrap_or(i64::MAX));
+    f.push(labels, v);
 }
 
 impl Figures {
@@ -124,21 +165,18 @@ impl Figures {
                 ("reason", reason.to_string()),
             ];
             set(&f.waiting_sets, labels.clone(), sets);
-            f.waiting_longest.get_or_create(&labels).set(longest);
+            f.waiting_longest.push(labels, longest);
         }
         // O3: how long each class's head has led it.
         for h in &r.heads {
             let led = now.duration_since(h.since).as_secs_f64().max(0.0);
             f.queue_head_waiting
-                .get_or_create(&vec![("class", h.class.clone())])
-                .set(led);
+                .push(vec![("class", h.class.clone())], led);
         }
         for a in w.gpu_seconds(std::time::Instant::now()) {
             let labels = vec![("namespace", a.namespace), ("class", a.class)];
-            f.held_seconds.get_or_create(&labels).inc_by(a.held_seconds);
-            f.attached_seconds
-                .get_or_create(&labels)
-                .inc_by(a.attached_seconds);
+            f.held_seconds.push(labels.clone(), a.held_seconds);
+            f.attached_seconds.push(labels, a.attached_seconds);
         }
         f
     }

@@ -67,6 +67,8 @@ pub trait Operator: Send + Sync + 'static {
         reviews: usize,
         connections: usize,
     ) -> LocalBoxFuture<'static, anyhow::Result<super::WebhookFigures>>;
+    /// `/metrics` over a world, as the operator serves it.
+    fn scraper(&self) -> super::scrape::MakeScraper;
 }
 
 /// A started controller: what the measurement watches, and what keeps it

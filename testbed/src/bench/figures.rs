@@ -43,6 +43,8 @@ pub struct SizeFigures {
     pub nodes: usize,
     pub status_vs_whole_world_pass: f64,
     pub per_kind: Vec<KindFigures>,
+    /// `/metrics` scraped as a Prometheus scrapes it, if measured.
+    pub scrape: Option<super::scrape::ScrapeFigures>,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -153,6 +155,21 @@ pub fn print(f: &Figures) {
             "{:>8} claims, {} nodes: gpu-claims status's report {:.1} ms (median), {:.2}x one whole-world pass of the rules",
             s.claims, s.nodes, s.status_report_ms, s.status_vs_whole_world_pass
         );
+        if let Some(m) = &s.scrape {
+            println!(
+                "{:>8} claims: /metrics {} scrapes p50 {:.1} ms, p99 {:.1} ms, {} bytes, {} series; change p99 with a scrape every second {:.1} us, without {:.1} us ({:.2}x, {} scrapes during the changes)",
+                s.claims,
+                m.scrapes,
+                m.p50_ms,
+                m.p99_ms,
+                m.bytes,
+                m.series,
+                m.change_p99_us_scraped,
+                m.change_p99_us_unscraped,
+                m.change_p99_ratio,
+                m.scrapes_during_changes
+            );
+        }
     }
     if let Some(s) = &f.placement_storm {
         println!(

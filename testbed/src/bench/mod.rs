@@ -10,6 +10,7 @@ mod figures;
 pub mod harness;
 pub mod hostile;
 pub mod queue;
+pub mod scrape;
 mod sizes;
 pub mod storm;
 pub mod world;
@@ -160,7 +161,7 @@ pub fn run(
     }
     let mut figures = Figures::default();
     for &n in &args.sizes {
-        let s = measure(n, args.changes, live_bytes);
+        let s = measure(n, args.changes, live_bytes, Some(operator.scraper()));
         eprintln!("{s:?}");
         figures.sizes.push(s);
     }

@@ -6,6 +6,7 @@
 
 use super::changes::{self, Kind};
 use super::harness::Harness;
+use super::scrape;
 use super::world::{self, Layout, Role};
 use super::{KindFigures, SizeFigures, converged_store, in_system, percentile, rss_bytes, us};
 use std::time::Duration;
@@ -80,8 +81,36 @@ fn foreign_pod_bytes(layout: &Layout, live_bytes: fn() -> usize) -> (f64, usize)
     (bytes.round(), foreign.len())
 }
 
+/// With GPU_CLAIMS_BENCH_DEBUG set, a change's writes against the
+/// minimum it needs, each with when it came and what it wrote.
+fn debug_writes(
+    change: &str,
+    w: &[(tokio::time::Instant, &'static str, String)],
+    min: usize,
+    t0: tokio::time::Instant,
+) {
+    if std::env::var_os("GPU_CLAIMS_BENCH_DEBUG").is_none() {
+        return;
+    }
+    let each: Vec<String> = w
+        .iter()
+        .map(|(at, op, what)| format!("{} us {op} {what}", at.duration_since(t0).as_micros()))
+        .collect();
+    eprintln!("{change}: {} writes, {min} needed: {each:?}", w.len());
+}
+
 /// Measures one world size.
-pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -> SizeFigures {
+///
+/// With `scraper`, a Prometheus scrapes the operator's `/metrics` every
+/// second in alternate blocks of changes (`scrape::BLOCK`): the headline
+/// and per-kind figures are those of the changes made without scrapes (as
+/// before scrapes were measured), and `scrape` has the others beside them.
+pub fn measure(
+    claims: usize,
+    total_changes: usize,
+    live_bytes: fn() -> usize,
+    scraper: Option<scrape::MakeScraper>,
+) -> SizeFigures {
     let layout = std::sync::Arc::new(Layout::new(claims, total_changes / 4 + 1));
     let (foreign_bytes, foreign_pods) = foreign_pod_bytes(&layout, live_bytes);
     eprintln!(
@@ -121,30 +150,33 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
             let (mut writes, mut writes_min) = (0, 0);
             let mut baseline = Vec::new();
             let mut baseline_time = Duration::ZERO;
-            for (kind, k) in &sched {
+            let scraping = scraper
+                .as_ref()
+                .map(|make| scrape::Scraping::start(make(h.env.world.clone())));
+            let mut scraped_latencies = Vec::new();
+            for (i, (kind, k)) in sched.iter().enumerate() {
+                let scraped = scraping.is_some() && scrape::scraped(i);
+                if let Some(s) = &scraping {
+                    s.set(scraped);
+                }
                 let min = changes::needed(&h.env.world, &l, *kind, *k);
                 let (w0, l0) = (h.writes(), h.latencies());
                 let t0 = tokio::time::Instant::now();
                 changes::apply(&store, &l, *kind, *k);
                 h.settle(Duration::from_millis(5)).await;
                 let w = h.stamps.writes.lock().unwrap()[w0..].to_vec();
-                if std::env::var_os("GPU_CLAIMS_BENCH_DEBUG").is_some() {
-                    eprintln!(
-                        "{kind:?} {k}: {} writes, {min} needed: {:?}",
-                        w.len(),
-                        w.iter()
-                            .map(|(at, op, what)| format!(
-                                "{} us {op} {what}",
-                                at.duration_since(t0).as_micros()
-                            ))
-                            .collect::<Vec<_>>()
-                    );
-                }
+                debug_writes(&format!("{kind:?} {k}"), &w, min, t0);
                 let lat = h.stamps.latencies.lock().unwrap()[l0..].to_vec();
                 let first_write = w.first().map(|(first, _, _)| first.duration_since(t0));
                 // A change's latency is to its first write: when it is
                 // acted on. Its later writes (a rack's thousand claims)
                 // queue behind that one; `all_p99_us` and the storm show them.
+                writes += w.len();
+                writes_min += min;
+                if scraped {
+                    scraped_latencies.extend(lat.iter().min().copied());
+                    continue;
+                }
                 let e = by_kind.entry(*kind).or_default();
                 e.0 += 1;
                 if let Some(first) = lat.iter().min() {
@@ -158,9 +190,18 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
                 }
                 e.2 += w.len();
                 e.3 += min;
-                writes += w.len();
-                writes_min += min;
             }
+            let scrape = scraping.map(|s| {
+                s.set(false);
+                let (during, scraper) = s.stop();
+                // At rest, as a dashboard's Prometheus mostly finds it.
+                let quiet: Vec<_> = (0..10).map(|_| scrape::scrape_once(&scraper)).collect();
+                let unscraped = percentile(&mut latencies.clone(), 99.0);
+                let scraped = percentile(&mut scraped_latencies, 99.0);
+                let f = scrape::figures(&quiet, &during, scraped, unscraped);
+                eprintln!("[{claims} claims] scrapes: {f:?}");
+                f
+            });
             // The baseline, on the same world in the same process: one
             // whole-world pass per change, as the original controller made,
             // until 20 s of passes (at least 20). After the changes, so that
@@ -189,6 +230,7 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
                     changes::apply(&store, &l, kind, 1000 + r);
                     h.settle(Duration::from_millis(20)).await;
                     let w = h.stamps.writes.lock().unwrap()[w0..].to_vec();
+                    debug_writes(&format!("{kind:?} {r}"), &w, min, t0);
                     if let Some((last, _, _)) = w.last() {
                         rack_ms.push(last.duration_since(t0));
                     }
@@ -228,6 +270,7 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
             let storm_ms = storm_writes
                 .last()
                 .map_or(0.0, |(t, _, _)| t.duration_since(t0).as_secs_f64() * 1000.0);
+            debug_writes("Storm", &storm_writes, storm.len(), t0);
             writes += storm_writes.len();
             writes_min += storm.len();
             let process_rss = rss_bytes() as f64 / claims as f64;
@@ -285,6 +328,7 @@ pub fn measure(claims: usize, total_changes: usize, live_bytes: fn() -> usize) -
                     .round()
                     / 100.0,
                 per_kind,
+                scrape,
             }
         })
     })
