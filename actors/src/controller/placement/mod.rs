@@ -228,7 +228,11 @@ impl Placement {
         let fut = execute(self.env.clone(), write);
         pacer::run_io(self, ctx, fut, move |act, done: WritesDone, ctx| {
             act.remember(&done);
-            if let (Some(k), None) = (&placing, &done.error) {
+            // Landed; or refused because this process no longer leads: it
+            // tries no more, and must not hold a head it will not place
+            // (when it leads again, every set is decided afresh).
+            let done_placing = done.error.as_ref().is_none_or(IoError::is_fenced);
+            if let (Some(k), true) = (&placing, done_placing) {
                 act.with_shared(ctx, |gate, s| gate.placed(k, s));
             }
             let now = act.env.clock.now();

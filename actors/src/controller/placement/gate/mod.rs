@@ -18,7 +18,7 @@ use super::{LookAt, Shared};
 use crate::api::{
     CONDITION_WAITING, ClaimPhase, GPUClaim, GPUClaimStatus, Obj, Vmi, rv_number, set_condition,
 };
-use crate::rules::queueing::{Held, OrderKey};
+use crate::rules::queueing::OrderKey;
 use crate::rules::{
     GateStep, TemplateStep, WaitReason, WrittenAllocations, decide_gate_held, decide_template,
     requested_claims,
@@ -54,12 +54,10 @@ pub(super) struct Gate {
     /// where none of them has room for the set, its decision is the one
     /// it has (G3's pass over every node to say why is not made again).
     freed_only: std::collections::HashMap<String, std::collections::BTreeSet<String>>,
-    /// Sets queued by a recheck only because nodes changed, with the
-    /// nodes (None: any node may have): one that no node had room for
-    /// keeps its decision while the index of free GPUs still says so
-    /// (G3's `Roomless`), and one Queued while each changed node is
-    /// without room for it or held (O2), with no other node judged.
-    nodes_only: std::collections::HashMap<String, Option<std::collections::BTreeSet<String>>>,
+    /// Sets queued by a recheck only because nodes changed: one that no
+    /// node had room for keeps its decision while the index of free GPUs
+    /// still says so (G3's `Roomless`), with no node judged.
+    nodes_only: std::collections::HashSet<String>,
 }
 
 impl Gate {
@@ -93,16 +91,7 @@ impl Gate {
                 self.freed_only.remove(&k);
             }
             if asked.only_nodes_for(&k, waits) {
-                let changed = asked.nodes_changed();
-                let merged = match (self.nodes_only.remove(&k), changed) {
-                    (Some(Some(mut before)), Some(now)) => {
-                        before.extend(now);
-                        Some(before)
-                    }
-                    (None, now) => now,
-                    (Some(None), _) | (_, None) => None,
-                };
-                self.nodes_only.insert(k.clone(), merged);
+                self.nodes_only.insert(k.clone());
             } else {
                 self.nodes_only.remove(&k);
             }
@@ -119,102 +108,42 @@ impl Gate {
         self.nodes_only.remove(k);
     }
 
-    /// Whether the set of `k`, looked at only because nodes changed, keeps
-    /// its decision and message with no node judged in full: it still has
-    /// no node with room (G3's `Roomless`); or it waits Queued (O2) and
-    /// each node that changed either has fewer of its GPUs free than it
-    /// needs or is one a head that holds it back could take. A changed
-    /// node with room that no such head could take (backfill), one gone,
-    /// or nodes changed at large, decide it in full. What this keeps can
-    /// outlive its reason only where the last node with room for a
-    /// Queued set filled: it still waits, and says Queued rather than
-    /// NoCapacity until its next full look.
-    fn nodes_change_nothing(
-        &mut self,
-        k: &str,
-        w: &World,
-        written: &WrittenAllocations,
-        held: &[Held],
-    ) -> bool {
-        let Some(changed) = self.nodes_only.remove(k) else {
+    /// Whether the set of `k`, looked at only because nodes changed, still
+    /// has no node with room (G3's `Roomless`): its decision and message
+    /// stand, and no node is judged.
+    fn still_roomless(&mut self, k: &str, w: &World) -> bool {
+        if !self.nodes_only.remove(k) {
             return false;
-        };
-        let Some(waits) = self.waiting.get(k) else {
-            return false;
-        };
-        match waits.reason {
-            WaitReason::NoCapacity => waits.roomless.as_ref().is_some_and(|r| r.holds(w)),
-            WaitReason::Queued if !held.is_empty() => {
-                let (Some(changed), Some((resource, need))) = (changed, &waits.need) else {
-                    return false;
-                };
-                if held.iter().any(|h| h.over_budget) {
-                    return true;
-                }
-                changed.iter().all(|n| {
-                    let Some(f) = w.node(n) else {
-                        return false;
-                    };
-                    let free = w
-                        .free_of(n, resource)
-                        .saturating_sub(written.on(w, n, resource));
-                    free < *need || held.iter().any(|h| h.ask.could_hold(w, &f))
-                })
-            }
-            _ => false,
         }
+        self.waiting.get(k).is_some_and(|waits| {
+            waits.reason == WaitReason::NoCapacity
+                && waits.roomless.as_ref().is_some_and(|r| r.holds(w))
+        })
     }
 
     /// Whether the set of `k`, looked at only because GPUs freed on some
-    /// nodes, keeps the decision it has, with no node judged: it waits for
-    /// GPUs of one resource, and each of those nodes either has fewer free
-    /// than it needs (NoCapacity: a node "without room" for it, as before),
-    /// or, for a set Queued behind heads that hold it back (O2), is a node
-    /// one of them could take, so held as before. Nothing else moved (a
-    /// head that moves looks at its sets in full), so the decision stands:
-    /// a release under a held head costs each Queued set one node's check,
-    /// not G3's pass over every node.
-    fn nothing_freed_for(
-        &mut self,
-        k: &str,
-        w: &World,
-        written: &WrittenAllocations,
-        held: &[Held],
-    ) -> bool {
+    /// nodes, keeps the decision it has: it waits NoCapacity for GPUs of
+    /// one resource, and none of those nodes has that many free now, so
+    /// each stays a node "without room" for it and nothing else moved.
+    fn nothing_freed_for(&mut self, k: &str, w: &World, written: &WrittenAllocations) -> bool {
         let Some(nodes) = self.freed_only.remove(k) else {
             return false;
         };
         let Some(waits) = self.waiting.get(k) else {
             return false;
         };
-        let Some((resource, need)) = &waits.need else {
+        let (WaitReason::NoCapacity, Some((resource, need))) = (waits.reason, &waits.need) else {
             return false;
         };
-        let roomless = |n: &String| {
-            // Less what placement's own writes under way hold there (a GPU
-            // that freed is taken at once by the first set, before the
-            // cache shows its record).
+        // Less what placement's own writes under way hold there (a GPU
+        // that freed is taken at once by the first set, before the cache
+        // shows its record).
+        nodes.iter().all(|n| {
             let free = w
                 .free_of(n, resource)
                 .saturating_sub(written.on(w, n, resource));
             free < *need
-        };
-        match waits.reason {
-            WaitReason::NoCapacity => nodes.iter().all(roomless),
-            WaitReason::Queued if !held.is_empty() => {
-                // A head over its class's budget holds the budget, on
-                // every node.
-                if held.iter().any(|h| h.over_budget) {
-                    return true;
-                }
-                nodes.iter().all(|n| {
-                    roomless(n)
-                        || w.node(n)
-                            .is_some_and(|f| held.iter().any(|h| h.ask.could_hold(w, &f)))
-                })
-            }
-            _ => false,
-        }
+        })
     }
 
     /// G2-G5 and G7 for the VMI `k`: the write due, if any.
@@ -270,12 +199,11 @@ impl Gate {
     /// mailbox holds, with what it evaluated remembered, so that a
     /// tenant's costly selectors delay no other tenant's decisions.
     fn gate_write(&mut self, k: &str, v: &Vmi, s: &mut Shared) -> Option<Write> {
-        let (order, held) = self.held_for(v, s);
-        let (w, written) = (&s.env.world, &s.own.allocations);
-        let freed_only = self.nothing_freed_for(k, w, written, &held);
-        if freed_only | self.nodes_change_nothing(k, w, written, &held) {
+        let freed_only = self.nothing_freed_for(k, &s.env.world, &s.own.allocations);
+        if freed_only | self.still_roomless(k, &s.env.world) {
             return None;
         }
+        let (order, held) = self.held_for(v, s);
         let (step, exhausted) = crate::dra::budget::within(SELECTOR_BUDGET, || {
             decide_gate_held(v, &s.env.world, &s.own.allocations, &held)
         });
@@ -349,7 +277,8 @@ impl Gate {
         }
     }
 
-    /// O2: the placement of `k`'s set landed; it leads nothing now.
+    /// O2: the placement of `k`'s set landed (or this process stopped
+    /// leading before it could); it leads nothing now.
     pub(super) fn placed(&mut self, k: &str, s: &mut Shared) {
         self.leads_nothing(k, s);
     }

@@ -271,17 +271,6 @@ impl RecheckAsked {
         nodes && !self.concerns_besides_nodes(vmi, w)
     }
 
-    /// The nodes that changed (their state, their use, GPUs freed there),
-    /// or None where every node may have (a relist, nodes' facts at large).
-    pub fn nodes_changed(&self) -> Option<BTreeSet<String>> {
-        (!self.nodes).then(|| {
-            self.changed_nodes
-                .union(&self.freed_nodes)
-                .cloned()
-                .collect()
-        })
-    }
-
     fn freed_concerns(&self, w: &Waits) -> bool {
         w.reason.on_nodes() && w.nodes.touched_by(&self.freed_nodes)
     }
