@@ -30,20 +30,36 @@ fn vm(name: &str, n: u32, created: i64) -> Vec<Obj> {
     ]
 }
 
-/// n1 with 4 h200, each held by an idle reservation `o/h<i>`; the big VM
-/// (4 GPUs, waiting since 100) and a small one (1 GPU, since 200).
-fn full_node_big_then_small() -> Vec<Obj> {
-    let mut objs = vec![class("h200", H200).obj(), node("n1").gpus(H200, 4).obj()];
-    for i in 1..=4 {
-        objs.extend(
-            claim("o", &format!("h{i}"))
-                .bound("n1")
-                .with_allocation(H200),
-        );
+/// `node` with `n` h200, each held by an idle reservation `o/<prefix><i>`
+/// (the last one shaped by `last`).
+fn reserved(
+    node_name: &str,
+    prefix: &str,
+    n: u32,
+    last: impl Fn(ClaimBuilder) -> ClaimBuilder,
+) -> Vec<Obj> {
+    let mut objs = vec![node(node_name).gpus(H200, u64::from(n)).obj()];
+    for i in 1..=n {
+        let c = claim("o", &format!("{prefix}{i}")).bound(node_name);
+        let c = if i == n { last(c) } else { c };
+        objs.extend(c.with_allocation(H200));
     }
+    objs
+}
+
+/// n1 with 4 h200, each held by an idle reservation `o/h<i>` (h4 shaped
+/// by `last`); the big VM (4 GPUs, waiting since 100) and a small one
+/// (1 GPU, since 200).
+fn full_node_big_then_small_with(last: impl Fn(ClaimBuilder) -> ClaimBuilder) -> Vec<Obj> {
+    let mut objs = vec![class("h200", H200).obj()];
+    objs.extend(reserved("n1", "h", 4, last));
     objs.extend(vm("big", 4, 100));
     objs.extend(vm("small", 1, 200));
     objs
+}
+
+fn full_node_big_then_small() -> Vec<Obj> {
+    full_node_big_then_small_with(|c| c)
 }
 
 fn after(d: Option<Duration>) -> Config {
@@ -117,17 +133,9 @@ fn o2_a_big_set_gets_its_node_as_gpus_free_one_by_one_in_strict_order() {
 #[test]
 fn o2_a_head_whose_placement_write_fails_keeps_holding_the_sets_behind_it() {
     use gpu_claims_actors::ports::{WriteError, status};
-    // As `full_node_big_then_small`, with h4 held by a claim without our
-    // finalizer, which a user removes with its allocation: the last GPU
-    // frees with no write of ours.
-    let mut objs = vec![class("h200", H200).obj(), node("n1").gpus(H200, 4).obj()];
-    for i in 1..=4 {
-        let c = claim("o", &format!("h{i}")).bound("n1");
-        let c = if i == 4 { c.no_finalizer() } else { c };
-        objs.extend(c.with_allocation(H200));
-    }
-    objs.extend(vm("big", 4, 100));
-    objs.extend(vm("small", 1, 200));
+    // h4 is held by a claim without our finalizer, which a user removes
+    // with its allocation: the last GPU frees with no write of ours.
+    let objs = full_node_big_then_small_with(|c| c.no_finalizer());
     with_world(after(Some(Duration::ZERO)), objs, |mut t| async move {
         t.settle().await;
         for i in 1..=3 {
@@ -174,14 +182,7 @@ fn o2_gpus_freed_or_a_node_come_where_the_head_could_never_go_backfill_a_queued_
     // n1 (4 GPUs) could hold the big head; n2 (2 GPUs) never could. Both
     // full; the big set leads h200, and holds others back at once.
     let mut objs = full_node_big_then_small();
-    objs.push(node("n2").gpus(H200, 2).obj());
-    for i in 1..=2 {
-        objs.extend(
-            claim("o", &format!("g{i}"))
-                .bound("n2")
-                .with_allocation(H200),
-        );
-    }
+    objs.extend(reserved("n2", "g", 2, |c| c));
     objs.extend(vm("small2", 1, 300));
     with_world(after(Some(Duration::ZERO)), objs, |mut t| async move {
         t.settle().await;
