@@ -44,6 +44,29 @@ fn every_benchmark_change_gets_exactly_the_writes_it_needs() {
     assert!(m.scrapes >= 10 + m.scrapes_during_changes, "{m:?}");
     assert!(m.series > 100 && m.bytes > 10_000, "{m:?}");
     assert!(m.p50_ms > 0.0 && m.change_p99_us_scraped > 0.0, "{m:?}");
+    assert_eq!(s.change_p99_runs_us, vec![s.change_p99_us]);
+}
+
+/// `--size-runs`: a size reports its run of median change p99, every
+/// run's p99 beside it in the order they ran, and the first run's memory
+/// figures (a later run starts where the largest world has been).
+#[test]
+fn a_size_run_thrice_reports_its_median_run_and_its_first_runs_memory() {
+    let run = |p99: f64, writes: usize, rss: f64| gpu_claims_testbed::bench::SizeFigures {
+        change_p99_us: p99,
+        writes,
+        rss_bytes_per_claim: rss,
+        ..Default::default()
+    };
+    let runs = vec![run(300.0, 1, 900.0), run(100.0, 2, 5.0), run(200.0, 3, 7.0)];
+    let median = gpu_claims_testbed::bench::median_run(runs).expect("three runs");
+    assert_eq!((median.change_p99_us, median.writes), (200.0, 3));
+    assert_eq!(median.change_p99_runs_us, vec![300.0, 100.0, 200.0]);
+    assert_eq!(median.rss_bytes_per_claim, 900.0, "the first run's memory");
+    let two = vec![run(50.0, 1, 1.0), run(40.0, 2, 2.0)];
+    let lower = gpu_claims_testbed::bench::median_run(two).expect("two runs");
+    assert_eq!(lower.change_p99_us, 40.0, "the lower of the middle two");
+    assert!(gpu_claims_testbed::bench::median_run(Vec::new()).is_none());
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! GetRequiredNodeAffinity(pod).Match(node)`), with the upstream cases as
 //! tables in `tests`.
 
+pub mod candidates;
 pub mod fit;
 
 use crate::api::validation::{is_label_key, is_label_value};

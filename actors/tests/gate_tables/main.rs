@@ -424,6 +424,52 @@ fn g3_g5_gate_decisions_table() {
             ),
         ),
         row(
+            "G3 candidates: required affinity on the hostname, of a node named otherwise, is judged there alone",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 8),
+                    gpu_node("b", 8).label("kubernetes.io/hostname", "host-b"),
+                    gpu_node("c", 2),
+                ]),
+                vm_asking(1, |p| {
+                    p.required_affinity(vec![vec![req(
+                        "kubernetes.io/hostname",
+                        "In",
+                        &["host-b", "no-such-host"],
+                    )]])
+                }),
+            ],
+            Place("b"),
+        ),
+        row(
+            "G3 candidates: a set pinned to a host no node has counts every node as not matching",
+            vec![
+                h200_nodes(&[("a", 8), ("b", 8)]),
+                vm_asking(1, |p| p.pinned("gone")),
+            ],
+            Wait(
+                NoCapacity,
+                "no node fits the set: 2 nodes not matching the pods' node selector or affinity",
+            ),
+        ),
+        row(
+            "G3 candidates: a pinned host's node fails its other filters as a pass would say",
+            vec![
+                h200(),
+                nodes(vec![
+                    gpu_node("a", 8),
+                    gpu_node("b", 8).cordoned(),
+                    gpu_node("c", 8),
+                ]),
+                vm_asking(1, |p| p.pinned("b")),
+            ],
+            Wait(
+                NoCapacity,
+                "no node fits the set: 2 nodes not matching the pods' node selector or affinity, 1 node cordoned",
+            ),
+        ),
+        row(
             "filter: the class's nodeSelector",
             vec![
                 vec![class("h200", H200).selector("pool", "gpu").obj()],

@@ -3,11 +3,14 @@
 use super::cold;
 use serde::Serialize;
 
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Debug, Clone, Default)]
 pub struct SizeFigures {
     pub claims: usize,
     pub change_p50_us: f64,
     pub change_p99_us: f64,
+    /// Every run's change p99, in the order they ran (`--size-runs`):
+    /// the figures here are those of the median run.
+    pub change_p99_runs_us: Vec<f64>,
     /// From the change written to the store, through the watch feed and
     /// the supervisor, to the first write it caused.
     pub end_to_end_p50_us: f64,
@@ -147,6 +150,19 @@ pub fn print(f: &Figures) {
         }
     }
     for s in &f.sizes {
+        if s.change_p99_runs_us.len() > 1 {
+            let runs: Vec<String> = s
+                .change_p99_runs_us
+                .iter()
+                .map(|p| format!("{p:.1}"))
+                .collect();
+            println!(
+                "{:>8} claims: change p99 of each run {} us, the median run's {:.1} us",
+                s.claims,
+                runs.join(", "),
+                s.change_p99_us
+            );
+        }
         println!(
             "{:>8} claims: {} pods outside gpu-claims, {:.0} B each in the controller's cache",
             s.claims, s.foreign_pods, s.foreign_pod_bytes

@@ -298,6 +298,7 @@ pub fn measure(
                 claims,
                 change_p50_us: us(percentile(&mut latencies, 50.0)),
                 change_p99_us: us(p99),
+                change_p99_runs_us: vec![us(p99)],
                 end_to_end_p50_us: us(percentile(&mut e2e, 50.0)),
                 end_to_end_p99_us: us(percentile(&mut e2e, 99.0)),
                 baseline_p50_us: us(percentile(&mut baseline, 50.0)),

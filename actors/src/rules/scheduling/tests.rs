@@ -217,10 +217,11 @@ struct Case {
     want: bool,
 }
 
-#[test]
-fn g3_node_affinity_filter_as_upstream() {
+/// Upstream's cases, and ours for the hostname label.
+fn affinity_cases() -> Vec<Case> {
     let name = "metadata.name";
-    let cases = vec![
+    let host = crate::api::HOSTNAME_LABEL;
+    vec![
         Case {
             name: "no selector",
             selector: &[],
@@ -534,8 +535,55 @@ fn g3_node_affinity_filter_as_upstream() {
             labels: &[(crate::api::HOSTNAME_LABEL, "n2")],
             want: false,
         },
-    ];
-    for c in cases {
+        Case {
+            name: "hostname In two hosts, one of them this node's",
+            selector: &[],
+            terms: Some(vec![exprs(vec![req(host, "In", &["n1", "n2"])])]),
+            node: "n2",
+            labels: &[(crate::api::HOSTNAME_LABEL, "n2")],
+            want: true,
+        },
+        Case {
+            name: "hostname In, a node named otherwise than its hostname",
+            selector: &[],
+            terms: Some(vec![exprs(vec![req(host, "In", &["h1"])])]),
+            node: "node-1",
+            labels: &[(crate::api::HOSTNAME_LABEL, "h1")],
+            want: true,
+        },
+        Case {
+            name: "hostname NotIn another host",
+            selector: &[],
+            terms: Some(vec![exprs(vec![req(host, "NotIn", &["n2"])])]),
+            node: "n1",
+            labels: &[(crate::api::HOSTNAME_LABEL, "n1")],
+            want: true,
+        },
+        Case {
+            name: "two terms: a hostname that is not this node's, or any node with foo",
+            selector: &[],
+            terms: Some(vec![
+                exprs(vec![req(host, "In", &["n2"])]),
+                exprs(vec![req("foo", "Exists", &[])]),
+            ]),
+            node: "n1",
+            labels: &[(crate::api::HOSTNAME_LABEL, "n1"), ("foo", "bar")],
+            want: true,
+        },
+        Case {
+            name: "a hostname In with an invalid value beside a valid one",
+            selector: &[],
+            terms: Some(vec![exprs(vec![req(host, "In", &["n1", "-bad-"])])]),
+            node: "n1",
+            labels: &[(crate::api::HOSTNAME_LABEL, "n1")],
+            want: false,
+        },
+    ]
+}
+
+#[test]
+fn g3_node_affinity_filter_as_upstream() {
+    for c in affinity_cases() {
         let required = c.terms.map(|t| NodeSelector {
             node_selector_terms: t,
         });
@@ -547,4 +595,42 @@ fn g3_node_affinity_filter_as_upstream() {
         );
         assert_eq!(got, c.want, "{}", c.name);
     }
+}
+
+/// G3: the candidates read from names leave out no node the NodeAffinity
+/// filter passes, in every case of the filter's table (the node alone in
+/// a world whose index of hostnames is its label).
+#[test]
+fn g3_candidate_nodes_hold_every_node_the_affinity_filter_passes() {
+    let mut narrowed = 0;
+    for c in affinity_cases() {
+        let required = c.terms.map(|t| NodeSelector {
+            node_selector_terms: t,
+        });
+        let node_labels = labels(c.labels);
+        let pod = crate::api::PodScheduling {
+            node_selector: labels(c.selector),
+            required: required.clone(),
+            tolerations: Vec::new(),
+        };
+        let hostname = |h: &str| -> std::collections::BTreeSet<String> {
+            match node_labels.get(crate::api::HOSTNAME_LABEL) {
+                Some(l) if l == h => [c.node.to_string()].into(),
+                _ => Default::default(),
+            }
+        };
+        let candidates = candidates::candidate_nodes([&pod], &hostname);
+        let passes = affinity_matches(&pod.node_selector, required.as_ref(), c.node, &node_labels);
+        assert_eq!(passes, c.want, "{}", c.name);
+        if let Some(nodes) = &candidates {
+            narrowed += 1;
+            assert!(
+                !passes || nodes.contains(c.node),
+                "{}: the filter passes {} but the candidates {nodes:?} leave it out",
+                c.name,
+                c.node
+            );
+        }
+    }
+    assert!(narrowed >= 8, "the table narrows in {narrowed} cases only");
 }

@@ -2,13 +2,23 @@
 //! template, ask for a DeviceClass or request a resource; the live classes
 //! that serve a resource or a DeviceClass; a namespace's GPUQuotas and
 //! usage; the claims of a VMI, a node or a class; what is allocated where;
-//! the nodes being evacuated and their restart marks; a VMI's launchers.
+//! the nodes being evacuated and their restart marks; a VMI's launchers;
+//! the nodes of a hostname.
 
 use crate::api::is_deleting;
 use crate::world::*;
 use std::collections::BTreeSet;
 
 impl World {
+    /// G3: the nodes whose `kubernetes.io/hostname` label is `hostname`.
+    pub fn nodes_with_hostname(&self, hostname: &str) -> BTreeSet<String> {
+        self.idx
+            .nodes_by_hostname
+            .get(hostname)
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
     /// D5: the VMIs whose `spec.resourceClaims` name the template `ns/name`.
     pub fn vmis_naming_template(&self, template: &str) -> BTreeSet<String> {
         self.idx

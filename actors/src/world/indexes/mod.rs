@@ -53,6 +53,12 @@ pub(crate) struct Indexes {
     /// Per (namespace, class), and per namespace: GPUs recorded (Q1).
     pub allocated_by_namespace: DashMap<(String, String), u64>,
     pub allocated_by_namespace_total: DashMap<String, u64>,
+    /// Per value of the `kubernetes.io/hostname` label: the nodes that
+    /// carry it (one, where the kubelet set it). A set pinned by hostname
+    /// is judged on these nodes alone (G3), much as kube-scheduler's
+    /// NodeAffinity PreFilter narrows a pod to the nodes its
+    /// `metadata.name` fields name.
+    pub nodes_by_hostname: DashMap<String, BTreeSet<String>>,
     /// The nodes tainted for evacuation (E2).
     pub evacuating: DashMap<String, ()>,
     /// The nodes that keep restarts under way (E2's `RestartMark`s),
@@ -350,6 +356,15 @@ impl World {
         new: Option<Arc<NodeFacts>>,
     ) -> (Option<Arc<NodeFacts>>, Vec<String>) {
         let old = put(&self.nodes, name, &new);
+        let hostname = |n: &Option<Arc<NodeFacts>>| -> Vec<String> {
+            n.iter()
+                .filter_map(|n| n.labels.get(crate::api::HOSTNAME_LABEL).cloned())
+                .collect()
+        };
+        let (was, is) = (hostname(&old), hostname(&new));
+        if was != is {
+            move_terms(&self.idx.nodes_by_hostname, &was, &is, name);
+        }
         if new.as_ref().is_some_and(|n| n.evacuating) {
             self.idx.evacuating.insert(name.to_string(), ());
         } else {

@@ -1,17 +1,21 @@
 //! G3's best fit: the node with the least room left after the set, found
-//! through the world's indexes of free GPUs and devices where they answer,
-//! by a scan of every node otherwise.
+//! among the nodes its pods name where they name some, through the
+//! world's indexes of free GPUs and devices where they answer, by a scan
+//! of every node otherwise.
 
 use super::super::{Roomless, WaitReason, Waiting};
 use super::*;
+use crate::rules::scheduling::candidates::candidate_nodes;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Ask<'_> {
     /// Among the nodes that pass every filter, the one left with the fewest
-    /// free GPUs after placement, ties by name. Through the index of nodes
-    /// by free GPUs where it can answer; a pass over every node where it
-    /// cannot, or no node fits (the pass says why). Test builds check
-    /// every answer of the index against the pass.
+    /// free GPUs after placement, ties by name. Among the nodes the pods
+    /// name where they name some (a VM pinned to its host); else through
+    /// the index of nodes by free GPUs where it can answer; a pass over
+    /// every node where it cannot, or no node fits (the pass says why).
+    /// Test builds check every answer of the names and of the index
+    /// against the pass.
     pub(super) fn best_fit(&self) -> Result<String, Waiting> {
         if let Some(r) = self.roomless() {
             debug_assert!(
@@ -25,6 +29,22 @@ impl Ask<'_> {
                 nodes: NodesThatMatter::All,
                 roomless: Some(r),
             });
+        }
+        if let Some(candidates) = self.candidates() {
+            let among = self.best_fit_among(&candidates);
+            if cfg!(debug_assertions) {
+                let scanned = self.best_fit_scanned();
+                let said = |r: &Result<String, Waiting>| match r {
+                    Ok(n) => Ok(n.clone()),
+                    Err(w) => Err((w.reason, w.message.clone(), w.nodes.clone())),
+                };
+                debug_assert_eq!(
+                    said(&among),
+                    said(&scanned),
+                    "the candidate nodes decided otherwise than a pass over every node"
+                );
+            }
+            return among;
         }
         let indexed = self.best_fit_indexed();
         if let Some(Some(node)) = &indexed
@@ -203,32 +223,89 @@ impl Ask<'_> {
 
     /// Best fit by a pass over every node, saying why none fits.
     pub(super) fn best_fit_scanned(&self) -> Result<String, Waiting> {
-        let mut best: Option<(u64, String)> = None;
-        let mut unfit: BTreeMap<Unfit, usize> = BTreeMap::new();
-        // The nodes past the affinity filter, while they are few.
-        let mut matter = Some(BTreeSet::new());
-        self.w.for_each_node(|n| {
-            let fit = self.fit(n, true);
-            if fit != Err(Unfit::Affinity)
-                && let Some(m) = matter.as_mut()
-            {
-                m.insert(n.name.clone());
-                if m.len() > NodesThatMatter::MOST {
-                    matter = None;
+        let mut pass = Pass::default();
+        self.w.for_each_node(|n| pass.judge(self, n));
+        pass.finish()
+    }
+
+    /// G3: the nodes the set's pods name in their node selector or
+    /// required affinity (the hostname label, `metadata.name`), where
+    /// they name any: every other node fails the affinity filter.
+    fn candidates(&self) -> Option<BTreeSet<String>> {
+        let hostname = |h: &str| self.w.nodes_with_hostname(h);
+        candidate_nodes(self.pods.iter().map(|p| &p.scheduling), &hostname)
+    }
+
+    /// Best fit among the candidates alone, saying why none fits as the
+    /// pass over every node would: the nodes left out are counted as
+    /// failing the affinity filter, which they do. A set pinned to its
+    /// host costs one node's judgement, not a pass over thousands.
+    fn best_fit_among(&self, candidates: &BTreeSet<String>) -> Result<String, Waiting> {
+        let mut pass = Pass::default();
+        let mut judged = 0usize;
+        for name in candidates {
+            if let Some(n) = self.w.node(name) {
+                pass.judge(self, &n);
+                judged += 1;
+            }
+        }
+        let others = self.w.node_count().saturating_sub(judged);
+        if others > 0 {
+            *pass.unfit.entry(Unfit::Affinity).or_default() += others;
+        }
+        pass.finish()
+    }
+}
+
+/// A pass over nodes: the best fit so far, how many nodes each filter
+/// removed, and the nodes past the affinity filter while they are few.
+struct Pass {
+    best: Option<(u64, String)>,
+    unfit: BTreeMap<Unfit, usize>,
+    matter: Option<BTreeSet<String>>,
+}
+
+impl Default for Pass {
+    fn default() -> Self {
+        Self {
+            best: None,
+            unfit: BTreeMap::new(),
+            matter: Some(BTreeSet::new()),
+        }
+    }
+}
+
+impl Pass {
+    fn judge(&mut self, ask: &Ask<'_>, n: &NodeFacts) {
+        let fit = ask.fit(n, true);
+        if fit != Err(Unfit::Affinity)
+            && let Some(m) = self.matter.as_mut()
+        {
+            m.insert(n.name.clone());
+            if m.len() > NodesThatMatter::MOST {
+                self.matter = None;
+            }
+        }
+        match fit {
+            Ok(left) => {
+                if self
+                    .best
+                    .as_ref()
+                    .is_none_or(|(l, name)| left < *l || (left == *l && n.name < *name))
+                {
+                    self.best = Some((left, n.name.clone()));
                 }
             }
-            match fit {
-                Ok(left) => {
-                    if best
-                        .as_ref()
-                        .is_none_or(|(l, name)| left < *l || (left == *l && n.name < *name))
-                    {
-                        best = Some((left, n.name.clone()));
-                    }
-                }
-                Err(u) => *unfit.entry(u).or_default() += 1,
-            }
-        });
+            Err(u) => *self.unfit.entry(u).or_default() += 1,
+        }
+    }
+
+    fn finish(self) -> Result<String, Waiting> {
+        let Pass {
+            best,
+            unfit,
+            matter,
+        } = self;
         // O2: nodes that would fit but are held for a head make the set
         // wait Queued, said without counting nodes: the message stays the
         // same as GPUs free on more of the nodes the head could take (at
