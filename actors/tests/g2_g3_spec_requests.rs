@@ -110,6 +110,43 @@ fn g2_classes_sharing_a_resource_each_say_so_until_one_goes() {
     });
 }
 
+/// G2: among three classes of a resource, one deleted tells no sibling
+/// (both left still share it, and say so); a second deleted leaves the
+/// last alone, which says so no more; one made again makes it share.
+#[test]
+fn g2_three_classes_sharing_a_resource_say_so_as_they_go_one_by_one_and_come_back() {
+    let shared = |t: &TestCluster, name: &str| {
+        t.class(name).is_some_and(|c| {
+            c.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|x| x.type_ == "SharedResource" && x.status == "True")
+            })
+        })
+    };
+    let mut objs = world(spec_vm(H200, 1));
+    objs.push(class("h200-spot", H200).obj());
+    objs.push(class("h200-b", H200).obj());
+    with_world(Config::default(), objs, |mut t| async move {
+        t.settle().await;
+        for name in ["h200", "h200-spot", "h200-b"] {
+            assert!(shared(&t, name), "{name} shares its resource with two");
+        }
+        t.user_delete(Kind::Class, None, "h200-b");
+        t.settle().await;
+        assert!(
+            shared(&t, "h200") && shared(&t, "h200-spot"),
+            "two still share"
+        );
+        t.user_delete(Kind::Class, None, "h200-spot");
+        t.settle().await;
+        assert!(!shared(&t, "h200"), "h200 alone");
+        t.user_create(class("h200-b", H200).obj());
+        t.settle().await;
+        assert!(shared(&t, "h200") && shared(&t, "h200-b"), "two again");
+    });
+}
+
 /// Issue 64, item 5: `status` says why such a set waits, though no
 /// claim of it exists to say so.
 #[test]

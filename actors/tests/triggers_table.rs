@@ -65,6 +65,52 @@ fn look(l: LookAt) -> Wake {
     Wake::Placement(l)
 }
 
+/// G2: a class that comes or goes among three or more of its resource
+/// tells no sibling (each shares it before and after); one that leaves a
+/// single class tells that one it is alone.
+#[test]
+fn g2_a_class_coming_or_going_tells_its_siblings_only_where_one_is_left_alone_or_gains_its_first() {
+    let w = world();
+    for name in ["h200-spot", "h200-b"] {
+        w.load(versioned(class(name, "r").obj(), "1"));
+    }
+    let classes = |told: &[Wake]| -> Vec<String> {
+        told.iter()
+            .filter_map(|t| match t {
+                Wake::Class(n) => Some(n.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let third = whom(
+        w.apply(versioned(class("h200-c", "r").obj(), "2"), false),
+        &w,
+    );
+    assert_eq!(
+        classes(&third),
+        ["h200-c"],
+        "a fourth class: every sibling shared already"
+    );
+    let gone = whom(
+        w.apply(versioned(class("h200-c", "r").obj(), "3"), true),
+        &w,
+    );
+    assert_eq!(classes(&gone), ["h200-c"], "three left: each still shares");
+    whom(
+        w.apply(versioned(class("h200-b", "r").obj(), "3"), true),
+        &w,
+    );
+    let alone = whom(
+        w.apply(versioned(class("h200-spot", "r").obj(), "3"), true),
+        &w,
+    );
+    assert_eq!(
+        classes(&alone),
+        ["h200-spot", "h200"],
+        "h200 is left alone: told"
+    );
+}
+
 #[test]
 fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas_and_placement() {
     let allocation = || {
@@ -116,6 +162,9 @@ fn the_supervisor_tells_those_a_change_concerns_claims_first_then_classes_quotas
             taint_rule("gpu-claims-gpu.nvidia.com-n1", "None"), false,
             vec![Wake::Pool(PoolLook::Pool(("gpu.nvidia.com".into(), "n1".into()))),
                  Wake::Pool(PoolLook::Rule("gpu-claims-gpu.nvidia.com-n1".into()))]),
+        ("G2: a second class of the resource: the first is told it shares it now",
+            class("h200-spot", "r").obj(), false,
+            vec![Wake::Class("h200-spot".into()), Wake::Class("h200".into()), look(LookAt::Capacity)]),
         ("an object without a name: no one",
             nameless(a().obj()), false, vec![]),
     ];

@@ -184,13 +184,17 @@ fn class(c: ClassChange, w: &World, out: &mut Vec<Wake>) {
                 .into_iter()
                 .map(|v| Wake::Placement(LookAt::Vmi(v))),
         );
-        // G2: the other classes of the resource say whether they share it.
-        out.extend(
-            w.live_classes_serving(r)
-                .into_iter()
-                .filter(|n| *n != c.name)
-                .map(Wake::Class),
-        );
+        // G2: the other classes of the resource say whether they share
+        // it. A sibling's SharedResource turns only where it is left
+        // alone (one live class after a class went) or gains its first
+        // sibling (two after one came): with three or more, every
+        // sibling shares before and after, and its message names none, so
+        // none is woken (at 150 classes of one resource, waking them all
+        // put 150 decisions before the deleted class's own write).
+        let live = w.live_classes_serving(r);
+        if live.len() <= 2 {
+            out.extend(live.into_iter().filter(|n| *n != c.name).map(Wake::Class));
+        }
     }
     out.extend(
         c.dra_vmis
