@@ -27,6 +27,19 @@ enum Change {
     Gone { n: u8, relist: bool },
 }
 
+/// Node `n` with 8 GPUs, labelled with HOSTS[host] (else read as its
+/// name) and, if `zone`, a zone.
+fn node_of(n: u8, host: Option<u8>, zone: bool) -> Obj {
+    let mut b = node(&format!("n{n}")).gpus("nvidia.com/a", 8);
+    if let Some(h) = host {
+        b = b.label(HOSTNAME_LABEL, HOSTS[usize::from(h)]);
+    }
+    if zone {
+        b = b.label("zone", "a");
+    }
+    Obj::Node(b.0)
+}
+
 fn change() -> impl Strategy<Value = Change> {
     prop_oneof![
         3 => (0..4u8, proptest::option::of(0..6u8), any::<bool>())
@@ -99,14 +112,7 @@ proptest! {
         for ch in changes {
             match ch {
                 Change::Node { n, host, zone } => {
-                    let mut b = node(&format!("n{n}")).gpus("nvidia.com/a", 8);
-                    if let Some(h) = host {
-                        b = b.label(HOSTNAME_LABEL, HOSTS[usize::from(h)]);
-                    }
-                    if zone {
-                        b = b.label("zone", "a");
-                    }
-                    w.apply(Obj::Node(b.0), false);
+                    w.apply(node_of(n, host, zone), false);
                 }
                 Change::Gone { n, relist: true } => {
                     w.forget(Kind::Node, &format!("n{n}"));
@@ -135,14 +141,7 @@ proptest! {
         let w = WorldWriter::new(Config::default());
         for ch in changes {
             if let Change::Node { n, host, zone } = ch {
-                let mut b = node(&format!("n{n}")).gpus("nvidia.com/a", 8);
-                if let Some(h) = host {
-                    b = b.label(HOSTNAME_LABEL, HOSTS[usize::from(h)]);
-                }
-                if zone {
-                    b = b.label("zone", "a");
-                }
-                w.apply(Obj::Node(b.0), false);
+                w.apply(node_of(n, host, zone), false);
             }
         }
         let hostname = |h: &str| w.nodes_with_hostname(h);
